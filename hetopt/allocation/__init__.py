@@ -1,0 +1,81 @@
+"""Cephalo's allocation family: per-GPU batch, micro-batch count and training-state share.
+
+Methods (registry names): ``dp`` (exact, fast; ``auto``), ``dp-faithful`` (Cephalo's
+recurrence, the reference), ``milp`` (HiGHS; ``milp-cbc`` with CBC), ``cpsat``,
+``bruteforce`` (tiny instances). See ``formulations/allocation.md``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from hetopt.allocation.bruteforce import plan_count, solve_bruteforce
+from hetopt.allocation.cpsat import TIME_QUANTUM_S, solve_cpsat_model
+from hetopt.allocation.dp import faithful_work, solve_dp, solve_dp_faithful
+from hetopt.allocation.milp import solve_milp
+from hetopt.allocation.problem import (
+    AllocationInstance,
+    AllocationSolution,
+    GpuGroup,
+    GpuPlan,
+    Latency,
+    StatePartition,
+    evaluate,
+)
+from hetopt.family import Family
+from hetopt.result import AGREEMENT_RTOL
+
+#: crosscheck adds ``dp-faithful`` when its table work (cells × options) is at most this:
+#: about 10 s of numpy on a 2-core machine.
+FAITHFUL_WORK_LIMIT = 4e9
+
+#: crosscheck adds ``bruteforce`` when it would try at most this many combinations.
+BRUTEFORCE_LIMIT = 200_000
+
+METHODS = {
+    "dp": solve_dp,
+    "dp-faithful": solve_dp_faithful,
+    "milp": solve_milp,
+    "milp-cbc": partial(solve_milp, backend="cbc"),
+    "cpsat": solve_cpsat_model,
+    "bruteforce": solve_bruteforce,
+}
+
+
+def crosscheck_methods(instance: AllocationInstance) -> list[str]:
+    """dp, milp and cpsat; plus dp-faithful and bruteforce when the instance is small enough."""
+    methods = ["dp", "milp", "cpsat"]
+    if faithful_work(instance) <= FAITHFUL_WORK_LIMIT:
+        methods.append("dp-faithful")
+    if plan_count(instance) <= BRUTEFORCE_LIMIT:
+        methods.append("bruteforce")
+    return methods
+
+
+def tolerance(instance: AllocationInstance) -> tuple[float, float]:
+    """Relative 1e-9, plus CP-SAT's scaling error q in absolute terms."""
+    return AGREEMENT_RTOL, TIME_QUANTUM_S
+
+
+FAMILY = Family(
+    name="allocation",
+    instance_type=AllocationInstance,
+    evaluate=evaluate,
+    methods=METHODS,
+    auto="dp",
+    crosscheck_methods=crosscheck_methods,
+    proving=frozenset(METHODS),
+    tolerance=tolerance,
+)
+
+__all__ = [
+    "FAMILY",
+    "METHODS",
+    "AllocationInstance",
+    "AllocationSolution",
+    "GpuGroup",
+    "GpuPlan",
+    "Latency",
+    "StatePartition",
+    "evaluate",
+]

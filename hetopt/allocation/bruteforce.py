@@ -1,0 +1,78 @@
+"""Exhaustive search over every per-GPU choice: the oracle for tiny instances."""
+
+from __future__ import annotations
+
+import itertools
+
+from hetopt.allocation.options import enumerate_options, why_infeasible
+from hetopt.allocation.plan import build_solution
+from hetopt.allocation.problem import AllocationInstance, evaluate
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.result import Result, Status
+
+#: Largest number of complete plans bruteforce will enumerate; beyond it, it declines.
+MAX_PLANS = 2_000_000
+
+
+def plan_count(instance: AllocationInstance) -> int:
+    """Number of per-GPU option combinations bruteforce would try (before the Σ b filter)."""
+    total = 1
+    for g, grp in enumerate(instance.groups):
+        total *= max(1, len(enumerate_options(instance, g))) ** grp.count
+    return total
+
+
+def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None = None) -> Result:
+    """Try every combination of options, GPU by GPU; keep the best plan meeting (I) and (III).
+
+    Declines (status DECLINED) when there are more than ``MAX_PLANS`` combinations. It
+    shares nothing with the DPs beyond the option list and ``evaluate``.
+    """
+    deadline = Deadline(time_limit)
+    reason = why_infeasible(instance)
+    if reason is not None:
+        return no_solution(problem="allocation", method="bruteforce", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    count = plan_count(instance)
+    if count > MAX_PLANS:
+        return no_solution(
+            problem="allocation",
+            method="bruteforce",
+            status=Status.DECLINED,
+            deadline=deadline,
+            reason=f"{count} combinations exceed bruteforce's limit of {MAX_PLANS}",
+        )
+    per_gpu = []
+    for g in instance.group_of_gpu:
+        o = enumerate_options(instance, g)
+        per_gpu.append(list(zip(o.microbatch_size.tolist(), o.microbatches.tolist(), o.time.tolist())))
+    best, best_choice, tried = float("inf"), None, 0
+    timed_out = True  # unless the loop runs to its end
+    for combo in itertools.product(*per_gpu):
+        tried += 1
+        if sum(m * ell for m, ell, _ in combo) != instance.global_batch:
+            continue
+        if sum(m for m, _, _ in combo) > instance.microbatch_budget:
+            continue
+        worst = max(t for _, _, t in combo)
+        if worst < best:
+            best, best_choice = worst, [(m, ell) for m, ell, _ in combo]
+        if tried % 65536 == 0 and deadline.expired():
+            break
+    else:
+        timed_out = False
+    if best_choice is None and timed_out:
+        return no_solution(
+            problem="allocation", method="bruteforce", status=Status.TIME_LIMIT, deadline=deadline, reason="time limit reached"
+        )
+    if best_choice is None:
+        raise AssertionError("bruteforce found no plan where the presolve proved one exists")
+    return conclude(
+        problem="allocation",
+        method="bruteforce",
+        instance=instance,
+        solution=build_solution(instance, best_choice),
+        evaluate=evaluate,
+        deadline=deadline,
+        proven_optimal=not timed_out,
+        stats={"combinations": tried},
+    )

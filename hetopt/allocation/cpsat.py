@@ -1,0 +1,128 @@
+"""The allocation problem as an OR-Tools CP-SAT model.
+
+The same counting model as the MILP (see ``milp.py``), with times scaled to integers:
+T̂ = floor(T / q) with q = ``TIME_QUANTUM_S`` = 1 ns. Flooring keeps q·(bound of the scaled
+model) a valid lower bound on the true optimum T*, and the plan CP-SAT proves optimal for
+the scaled times has a true iteration time below T* + q (see ``formulations/allocation.md``).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ortools.sat.python import cp_model
+
+from hetopt.allocation.heuristic import greedy_choices
+from hetopt.allocation.options import enumerate_options, pareto_options, time_lower_bound, why_infeasible
+from hetopt.allocation.plan import build_solution, expand_counts
+from hetopt.allocation.problem import AllocationInstance, evaluate
+from hetopt.backends import solve_cpsat
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.result import Result, Status
+
+#: Seconds per integer time unit in the CP-SAT model (1 ns). Iteration times here are
+#: milliseconds to minutes, so the scaled values stay far below 2^62, and the error
+#: bound q is at most 1e-9 relative for any iteration time of a second or more.
+TIME_QUANTUM_S = 1e-9
+
+
+def scaled(seconds: float) -> int:
+    """floor(seconds / q) (never above the true value, so bounds stay valid)."""
+    return math.floor(seconds / TIME_QUANTUM_S)
+
+
+def solve_cpsat_model(
+    instance: AllocationInstance,
+    *,
+    time_limit: float | None = None,
+    workers: int | None = None,
+    seed: int = 0,
+) -> Result:
+    """Solve the counting model with CP-SAT, warm-started from the greedy plan.
+
+    Returns
+    -------
+    Result
+        OPTIMAL means optimal for the scaled times, i.e. within q = 1 ns of the true
+        optimum; ``bound`` is q times CP-SAT's bound. ``stats``: options, branches,
+        conflicts, hinted.
+    """
+    deadline = Deadline(time_limit)
+    reason = why_infeasible(instance)
+    if reason is not None:
+        return no_solution(problem="allocation", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
+    lower = time_lower_bound(instance, options)
+    greedy = greedy_choices(instance, options)
+
+    model = cp_model.CpModel()
+    top = max(scaled(float(o.time.max())) for o in options)
+    z = model.new_int_var(scaled(lower), top, "z")
+    x, y = {}, {}
+    for g, grp in enumerate(instance.groups):
+        opts = options[g]
+        for o in range(len(opts)):
+            x[g, o] = model.new_int_var(0, grp.count, f"x_{g}_{o}")
+            y[g, o] = model.new_bool_var(f"y_{g}_{o}")
+            # x counts GPUs only on a used option
+            model.add(x[g, o] <= grp.count * y[g, o])
+            model.add(x[g, o] == 0).only_enforce_if(~y[g, o])
+            # a used option bounds the iteration time from below
+            model.add(z >= scaled(float(opts.time[o]))).only_enforce_if(y[g, o])
+        # every GPU of the group runs one option
+        model.add(sum(x[g, o] for o in range(len(opts))) == grp.count)
+    # (I) the local batches make the global batch
+    model.add(sum(int(options[g].batch[o]) * x[g, o] for (g, o) in x) == instance.global_batch)
+    # (III) activations plus the training state fit the cluster
+    model.add(sum(int(options[g].microbatch_size[o]) * x[g, o] for (g, o) in x) <= instance.microbatch_budget)
+    model.minimize(z)
+
+    hinted = False
+    if greedy is not None:
+        hinted = True
+        used: dict[tuple[int, int], int] = {}
+        index = {
+            (g, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])): o
+            for g in range(len(instance.groups))
+            for o in range(len(options[g]))
+        }
+        for g, (m, ell) in zip(instance.group_of_gpu, greedy):
+            o = index.get((g, m, ell))
+            if o is None:  # the greedy's option was Pareto-pruned; hint nothing rather than wrong
+                hinted = False
+                break
+            used[g, o] = used.get((g, o), 0) + 1
+        if hinted:
+            for key in x:
+                model.add_hint(x[key], used.get(key, 0))
+                model.add_hint(y[key], key in used)
+            model.add_hint(z, max(scaled(float(options[g].time[o])) for (g, o) in used))
+
+    solver, outcome = solve_cpsat(
+        model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed
+    )
+    stats = dict(outcome.stats, options=len(x), hinted=hinted)
+    bound = lower if outcome.bound is None else max(lower, outcome.bound * TIME_QUANTUM_S)
+    if not outcome.status.has_solution:
+        if outcome.status is Status.INFEASIBLE:
+            raise AssertionError("the allocation CP-SAT model reports infeasible where the presolve proved a plan exists")
+        return no_solution(
+            problem="allocation", method="cpsat", status=outcome.status, deadline=deadline, bound=bound,
+            reason="time limit reached before CP-SAT found a plan", stats=stats,
+        )
+    per_group = [[] for _ in instance.groups]
+    for (g, o), var in x.items():
+        count = solver.value(var)
+        if count:
+            per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
+    return conclude(
+        problem="allocation",
+        method="cpsat",
+        instance=instance,
+        solution=build_solution(instance, expand_counts(instance, per_group)),
+        evaluate=evaluate,
+        deadline=deadline,
+        proven_optimal=outcome.status is Status.OPTIMAL,
+        bound=bound,
+        stats=stats,
+    )

@@ -1,0 +1,116 @@
+"""The allocation problem as a MILP (PuLP; HiGHS by default, CBC on request).
+
+GPUs of one group are interchangeable, so the model counts them per option instead of
+giving every GPU a binary per option:
+
+    x[g,o] ∈ {0..n_g}   GPUs of group g that run option o = (ℓ, m)
+    y[g,o] ∈ {0, 1}     option o is used in group g
+    z ≥ 0               the iteration time
+
+    Σ_o x[g,o] = n_g                      every GPU runs one option
+    Σ_{g,o} b_o·x[g,o] = B                (I)
+    Σ_{g,o} m_o·x[g,o] ≤ K*               (III); (II) holds by the option list
+    x[g,o] ≤ n_g·y[g,o]
+    z ≥ T_{g,o}·y[g,o]                    the bottleneck
+    z ≥ Σ_o T_{g,o}·x[g,o] / n_g          valid (max ≥ mean), tightens the LP relaxation
+    minimize z
+"""
+
+from __future__ import annotations
+
+import pulp
+
+from hetopt.allocation.options import enumerate_options, pareto_options, time_lower_bound, why_infeasible
+from hetopt.allocation.heuristic import greedy_choices
+from hetopt.allocation.plan import build_solution, expand_counts
+from hetopt.allocation.problem import AllocationInstance, evaluate
+from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.result import Result, Status
+
+
+def solve_milp(
+    instance: AllocationInstance,
+    *,
+    time_limit: float | None = None,
+    backend: str = DEFAULT_MILP_BACKEND,
+    threads: int | None = None,
+) -> Result:
+    """Solve the counting MILP above.
+
+    Options dominated within their batch (``pareto_options``) and options slower than the
+    greedy plan's iteration time are left out: neither can be in a strictly better plan.
+
+    Parameters
+    ----------
+    backend
+        "highs" (default, may change) or "cbc".
+    threads
+        Solver threads.
+
+    Returns
+    -------
+    Result
+        FEASIBLE with the gap to the best proven bound when the time limit stops the
+        solver with a plan; TIME_LIMIT without one. ``stats``: variables, constraints,
+        options, backend, nodes (HiGHS).
+    """
+    deadline = Deadline(time_limit)
+    method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
+    reason = why_infeasible(instance)
+    if reason is not None:
+        return no_solution(problem="allocation", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
+    lower = time_lower_bound(instance, options)
+    greedy = greedy_choices(instance, options)
+    if greedy is not None:
+        upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
+        options = [o.take(o.time <= upper) for o in options]
+
+    prob = pulp.LpProblem("allocation", pulp.LpMinimize)
+    z = pulp.LpVariable("z", lowBound=lower)
+    prob += z
+    x, y = {}, {}
+    for g, grp in enumerate(instance.groups):
+        opts = options[g]
+        for o in range(len(opts)):
+            x[g, o] = pulp.LpVariable(f"x_{g}_{o}", lowBound=0, upBound=grp.count, cat=pulp.LpInteger)
+            y[g, o] = pulp.LpVariable(f"y_{g}_{o}", cat=pulp.LpBinary)
+            prob += x[g, o] <= grp.count * y[g, o], f"use_{g}_{o}"
+            prob += z >= float(opts.time[o]) * y[g, o], f"bottleneck_{g}_{o}"
+        # every GPU of the group runs one option
+        prob += pulp.lpSum(x[g, o] for o in range(len(opts))) == grp.count, f"gpus_{g}"
+        # the slowest GPU is no faster than the group's mean
+        prob += z >= pulp.lpSum(float(opts.time[o]) / grp.count * x[g, o] for o in range(len(opts))), f"mean_{g}"
+    # (I) the local batches make the global batch
+    prob += pulp.lpSum(int(options[g].batch[o]) * x[g, o] for (g, o) in x) == instance.global_batch, "global_batch"
+    # (III) activations plus the training state fit the cluster
+    prob += pulp.lpSum(int(options[g].microbatch_size[o]) * x[g, o] for (g, o) in x) <= instance.microbatch_budget, "cluster_memory"
+
+    outcome = solve_pulp(prob, backend=backend, time_limit=None if time_limit is None else deadline.remaining(), threads=threads)
+    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=len(prob.constraints), options=len(x))
+    bound = lower if outcome.bound is None else max(lower, outcome.bound)
+    if not outcome.status.has_solution:
+        if outcome.status is Status.INFEASIBLE:  # the presolve proved a plan exists
+            raise AssertionError("the allocation MILP reports infeasible where the presolve proved a plan exists")
+        return no_solution(
+            problem="allocation", method=method, status=outcome.status, deadline=deadline, bound=bound,
+            reason="time limit reached before the MILP found a plan", stats=stats,
+        )
+    per_group = [[] for _ in instance.groups]
+    for (g, o), var in x.items():
+        count = round(var.value() or 0.0)
+        if count:
+            per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
+    choices = expand_counts(instance, per_group)
+    return conclude(
+        problem="allocation",
+        method=method,
+        instance=instance,
+        solution=build_solution(instance, choices),
+        evaluate=evaluate,
+        deadline=deadline,
+        proven_optimal=outcome.status is Status.OPTIMAL,
+        bound=bound,
+        stats=stats,
+    )

@@ -1,0 +1,117 @@
+"""The per-GPU choices (ℓ, m) every allocation solver works from, and the presolve.
+
+An *option* of group g is a pair (ℓ, m) with 1 ≤ m ≤ u_g and ℓ·m ≤ B − (N − 1) (every other
+GPU needs at least one sample), together with its batch b = ℓ·m and its time T_g(ℓ, m).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from hetopt.allocation.problem import GIB, AllocationInstance
+
+
+@dataclass(frozen=True)
+class Options:
+    """All options of one group, as parallel arrays (sorted by batch, then micro-batch size)."""
+
+    microbatches: np.ndarray  # ℓ
+    microbatch_size: np.ndarray  # m
+    batch: np.ndarray  # b = ℓ·m
+    time: np.ndarray  # T_g(ℓ, m)
+
+    def __len__(self) -> int:
+        return int(self.batch.size)
+
+    def take(self, keep: np.ndarray) -> Options:
+        """The options selected by a boolean mask or index array."""
+        return Options(self.microbatches[keep], self.microbatch_size[keep], self.batch[keep], self.time[keep])
+
+
+def enumerate_options(instance: AllocationInstance, g: int) -> Options:
+    """Every option (ℓ, m) of group ``g``, with its time.
+
+    Examples
+    --------
+    >>> from hetopt.allocation.problem import GpuGroup, Latency
+    >>> f = Latency((0.01, 0.018, 0.026))
+    >>> inst = AllocationInstance("x", 4, (GpuGroup("A", 1, 48 * GIB, 2 * GIB, f, f),), GIB, 10 * GIB)
+    >>> o = enumerate_options(inst, 0)
+    >>> list(zip(o.microbatches.tolist(), o.microbatch_size.tolist()))
+    [(1, 1), (2, 1), (1, 2), (3, 1), (1, 3), (4, 1), (2, 2), (1, 4)]
+    """
+    bmax = instance.global_batch - (instance.num_gpus - 1)
+    u = instance.max_microbatch_per_group[g]
+    if u < 1 or bmax < 1:
+        empty = np.zeros(0, dtype=np.int64)
+        return Options(empty, empty, empty, np.zeros(0))
+    ms = np.arange(1, u + 1)
+    counts = bmax // ms
+    m = np.repeat(ms, counts)
+    # ℓ runs 1..counts[m] inside each block of equal m
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    ell = np.arange(m.size) - starts + 1
+    b = ell * m
+    order = np.lexsort((m, b))
+    ell, m, b = ell[order], m[order], b[order]
+    return Options(ell.astype(np.int64), m.astype(np.int64), b.astype(np.int64), instance.times(g, ell, m))
+
+
+def pareto_options(options: Options) -> Options:
+    """Drop the options another option of the same batch dominates (no larger m, no larger T).
+
+    Replacing a dominated option by its dominator keeps Σ b, does not raise Σ m and does
+    not raise any T_i, so at least one optimal plan survives: the pruning is exact.
+    Among equal (m, T) pairs nothing is lost either, since b and m fix ℓ.
+    """
+    if len(options) == 0:
+        return options
+    b, t = options.batch, options.time
+    keep = np.ones(len(options), dtype=bool)
+    # options are sorted by b then m: keep those strictly faster than every smaller m of the same b
+    boundaries = np.flatnonzero(np.diff(b)) + 1
+    for lo, hi in zip(np.r_[0, boundaries], np.r_[boundaries, len(b)]):
+        if hi - lo > 1:
+            best_before = np.minimum.accumulate(t[lo:hi])
+            keep[lo + 1 : hi] = t[lo + 1 : hi] < best_before[:-1]
+    return options.take(keep)
+
+
+def why_infeasible(instance: AllocationInstance) -> str | None:
+    """The reason no plan exists, in one sentence, or None when some plan exists.
+
+    A plan exists exactly when B ≥ N (every GPU needs a sample), every GPU holds a
+    micro-batch of one (u_g ≥ 1), and (III) holds with every m_i = 1; then m_i = 1 for
+    all i with any ℓ_i summing to B is a plan, and the state split exists by (III).
+    """
+    n, big_b = instance.num_gpus, instance.global_batch
+    if n == 0:
+        return "the cluster has no GPUs"
+    if big_b < n:
+        return f"global batch {big_b} is smaller than the {n} GPUs; every GPU needs at least one sample"
+    phi = instance.memory_fraction
+    for g, grp in enumerate(instance.groups):
+        if instance.max_microbatch_per_group[g] < 1:
+            need = grp.memory_base_bytes + instance.activation_bytes_per_sample
+            return (
+                f"(II) a {grp.type} cannot hold one sample: memory base plus one sample's activations "
+                f"need {need / GIB:.2f} GiB, above {100 * phi:.0f}% of its {grp.memory_bytes / GIB:.2f} GiB"
+            )
+    if instance.microbatch_budget < n:
+        need = instance.state_bytes + sum(
+            g.count * (g.memory_base_bytes + instance.activation_bytes_per_sample) for g in instance.groups
+        )
+        capacity = sum(g.count * g.memory_bytes for g in instance.groups)
+        return (
+            f"(III) training state {instance.state_bytes / GIB:.1f} GiB plus the smallest activations need "
+            f"{need / GIB:.1f} GiB, above {100 * phi:.0f}% of the cluster's {capacity / GIB:.1f} GiB"
+        )
+    return None
+
+
+def time_lower_bound(instance: AllocationInstance, options: list[Options]) -> float:
+    """A proven lower bound on the optimum: every GPU runs some option, so
+    max over groups of that group's fastest option."""
+    return max(float(o.time.min()) for o in options)

@@ -1,0 +1,393 @@
+"""Cephalo's allocation problem: data, plan, and ``evaluate``, the single source of truth.
+
+Symbols follow ``formulations/allocation.md``: GPU i of group g has capacity C, memory base
+β, latencies f(m), g(m); the instance has global batch B, activation bytes per sample a,
+training state S, usable fraction φ, accumulation overhead δ, AllGather / ReduceScatter
+times AG, RS and the uneven-shard overhead o.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from hetopt.result import Evaluation
+
+#: Slack, in samples, when a memory ratio is floored to a whole micro-batch: a ratio of
+#: 7.9999999999 that is 8 in exact arithmetic must give 8.
+FLOOR_SLACK = 1e-9
+
+#: Relative slack of the floating-point memory and state-share checks in ``evaluate``.
+MEMORY_RTOL = 1e-9
+
+#: Absolute slack of ``sum(state_share) == 1``.
+SHARE_ATOL = 1e-9
+
+GIB = 2.0**30
+
+
+def floor_ratio(numerator: float, denominator: float) -> int:
+    """``floor(numerator / denominator)`` with ``FLOOR_SLACK`` of rounding slack.
+
+    Examples
+    --------
+    >>> floor_ratio(8.0, 1.0)
+    8
+    >>> floor_ratio(0.7, 0.1)  # 6.999999999999999 in floating point
+    7
+    >>> floor_ratio(-1.0, 2.0)
+    -1
+    """
+    return math.floor(numerator / denominator + FLOOR_SLACK)
+
+
+@dataclass(frozen=True)
+class Latency:
+    """A latency curve m -> seconds: a table for m = 1..P, then a line beyond P.
+
+    Parameters
+    ----------
+    table
+        ``table[m-1]`` is the latency at micro-batch m, in seconds.
+    slope, intercept
+        The line ``slope * m + intercept`` used for m > P. When None, the line through the
+        last two table points is used (the table then needs at least two points).
+    """
+
+    table: tuple[float, ...]
+    slope: float | None = None
+    intercept: float | None = None
+
+    def line(self) -> tuple[float, float]:
+        """The (slope, intercept) used beyond the table."""
+        if self.slope is not None and self.intercept is not None:
+            return self.slope, self.intercept
+        p = len(self.table)
+        slope = self.table[p - 1] - self.table[p - 2]
+        return slope, self.table[p - 1] - slope * p
+
+    def __call__(self, m: np.ndarray | int) -> np.ndarray:
+        """Latency at micro-batch sizes ``m`` (m >= 1), vectorized.
+
+        Examples
+        --------
+        >>> f = Latency((0.010, 0.018, 0.026))
+        >>> [round(float(x), 3) for x in f(np.array([1, 3, 5]))]
+        [0.01, 0.026, 0.042]
+        """
+        m = np.asarray(m)
+        slope, intercept = self.line()
+        out = slope * m.astype(float) + intercept
+        if self.table:
+            table = np.asarray(self.table, dtype=float)
+            inside = m <= len(table)
+            out = np.where(inside, table[np.clip(m, 1, len(table)) - 1], out)
+        return out
+
+
+@dataclass(frozen=True)
+class GpuGroup:
+    """``count`` interchangeable GPUs of one type.
+
+    Parameters
+    ----------
+    type
+        A label, e.g. "A6000".
+    count
+        Number of GPUs in the group.
+    memory_bytes
+        Capacity C of each GPU.
+    memory_base_bytes
+        β: framework, buffers and the FSDP unit being computed.
+    forward, backward
+        f(m), g(m): latency of the whole layer stack for one micro-batch of m samples.
+    max_microbatch
+        Optional override of the derived max micro-batch (must not exceed it).
+    even_shard_max_microbatch
+        Optional override of the derived even-shard max micro-batch e.
+    """
+
+    type: str
+    count: int
+    memory_bytes: float
+    memory_base_bytes: float
+    forward: Latency
+    backward: Latency
+    max_microbatch: int | None = None
+    even_shard_max_microbatch: int | None = None
+
+
+@dataclass(frozen=True)
+class AllocationInstance:
+    """One Cephalo allocation instance (SI units: bytes, seconds).
+
+    Build it with ``hetopt.load`` from a TOML file, or directly; ``hetopt.io`` validates.
+    """
+
+    name: str
+    global_batch: int
+    groups: tuple[GpuGroup, ...]
+    activation_bytes_per_sample: float
+    state_bytes: float
+    memory_fraction: float = 0.8
+    accumulation_overhead_s: float = 0.0
+    allgather_s: float = 0.0
+    reducescatter_s: float = 0.0
+    uneven_shard_overhead: float = 0.25
+    max_microbatch: int | None = None
+    layers: int | None = None
+
+    problem = "allocation"
+
+    @cached_property
+    def num_gpus(self) -> int:
+        """N, the number of GPUs."""
+        return sum(g.count for g in self.groups)
+
+    @cached_property
+    def group_of_gpu(self) -> tuple[int, ...]:
+        """The group index of each GPU, in file order (groups expanded)."""
+        return tuple(gi for gi, g in enumerate(self.groups) for _ in range(g.count))
+
+    def derived_max_microbatch(self, g: int) -> int:
+        """The largest m with β + a·m ≤ φ·C (memory alone, before caps and overrides)."""
+        grp = self.groups[g]
+        room = self.memory_fraction * grp.memory_bytes - grp.memory_base_bytes
+        return floor_ratio(room, self.activation_bytes_per_sample)
+
+    @cached_property
+    def max_microbatch_per_group(self) -> tuple[int, ...]:
+        """u_g: the max micro-batch of each group under (II), the global cap and overrides.
+
+        Never more than the largest batch one GPU can get, B - (N - 1).
+        """
+        biggest_batch = self.global_batch - (self.num_gpus - 1)
+        out = []
+        for g, grp in enumerate(self.groups):
+            u = self.derived_max_microbatch(g)
+            if grp.max_microbatch is not None:
+                u = min(u, grp.max_microbatch)
+            if self.max_microbatch is not None:
+                u = min(u, self.max_microbatch)
+            out.append(min(u, biggest_batch))
+        return tuple(out)
+
+    @cached_property
+    def even_shard_max_microbatch_per_group(self) -> tuple[int, ...]:
+        """e_g: the largest m with β + a·m + S/N ≤ φ·C, or the group's override."""
+        out = []
+        for grp in self.groups:
+            if grp.even_shard_max_microbatch is not None:
+                out.append(grp.even_shard_max_microbatch)
+                continue
+            room = self.memory_fraction * grp.memory_bytes - grp.memory_base_bytes - self.state_bytes / self.num_gpus
+            out.append(floor_ratio(room, self.activation_bytes_per_sample))
+        return tuple(out)
+
+    @cached_property
+    def microbatch_budget(self) -> int:
+        """K*: the largest Σ m_i allowed by (III): Σ(β_i + a·m_i) + S ≤ φ·Σ C_i."""
+        capacity = sum(g.count * self.memory_fraction * g.memory_bytes for g in self.groups)
+        base = sum(g.count * g.memory_base_bytes for g in self.groups)
+        return floor_ratio(capacity - base - self.state_bytes, self.activation_bytes_per_sample)
+
+    def times(self, g: int, microbatches: np.ndarray, microbatch_size: np.ndarray) -> np.ndarray:
+        """T_i(ℓ, m) for a GPU of group ``g``, vectorized over arrays ℓ and m.
+
+        T = max(AG_i, F) + max(AG_i + RS_i, F + G) with F = ℓ·f(m),
+        G = ℓ·g(m) + (ℓ - 1)·δ, and AG_i, RS_i multiplied by (1 + o) when m > e_g.
+        """
+        grp = self.groups[g]
+        ell = np.asarray(microbatches, dtype=float)
+        m = np.asarray(microbatch_size)
+        fwd = ell * grp.forward(m)
+        bwd = ell * grp.backward(m) + (ell - 1.0) * self.accumulation_overhead_s
+        penalty = np.where(m > self.even_shard_max_microbatch_per_group[g], 1.0 + self.uneven_shard_overhead, 1.0)
+        ag = self.allgather_s * penalty
+        rs = self.reducescatter_s * penalty
+        return np.maximum(ag, fwd) + np.maximum(ag + rs, fwd + bwd)
+
+    def time(self, g: int, microbatches: int, microbatch_size: int) -> float:
+        """T_i(ℓ, m) for one GPU of group ``g`` (scalar version of :meth:`times`)."""
+        return float(self.times(g, np.array([microbatches]), np.array([microbatch_size]))[0])
+
+
+@dataclass(frozen=True)
+class GpuPlan:
+    """The plan of one GPU.
+
+    ``state_share`` is the exact (LP) share of the training state; ``state_share_greedy``
+    what Cephalo's greedy gives. ``time_s`` and ``memory_bytes`` are recomputed values.
+    """
+
+    type: str
+    group: int
+    microbatch_size: int
+    microbatches: int
+    state_share: float
+    state_share_greedy: float | None = None
+    time_s: float = math.nan
+    memory_bytes: float = math.nan
+    uneven_shard: bool = False
+
+    @property
+    def batch(self) -> int:
+        """b_i = ℓ_i · m_i."""
+        return self.microbatch_size * self.microbatches
+
+
+@dataclass(frozen=True)
+class StatePartition:
+    """How the training state was split: the exact LP and Cephalo's greedy, side by side.
+
+    Utilization is memory used / capacity C of the GPU; the LP minimizes its maximum.
+    """
+
+    lp_max_utilization: float
+    greedy_max_utilization: float | None
+    greedy_units: int
+    greedy_gap: float | None  # (greedy - lp) / lp, None when the greedy found no split
+
+    def to_dict(self) -> dict:
+        return {
+            "lp_max_utilization": self.lp_max_utilization,
+            "greedy_max_utilization": self.greedy_max_utilization,
+            "greedy_units": self.greedy_units,
+            "greedy_gap": self.greedy_gap,
+        }
+
+
+@dataclass(frozen=True)
+class AllocationSolution:
+    """A plan: one :class:`GpuPlan` per GPU in file order, and the state partition."""
+
+    gpus: tuple[GpuPlan, ...]
+    iteration_time_s: float = math.nan
+    throughput_samples_s: float = math.nan
+    state: StatePartition | None = None
+
+    def to_dict(self) -> dict:
+        """Plain data for JSON (``solution`` in ``hetopt solve --json``)."""
+        return {
+            "iteration_time_s": self.iteration_time_s,
+            "throughput_samples_s": self.throughput_samples_s,
+            "state": None if self.state is None else self.state.to_dict(),
+            "gpus": [
+                {
+                    "type": p.type,
+                    "microbatch_size": p.microbatch_size,
+                    "microbatches": p.microbatches,
+                    "batch": p.batch,
+                    "state_share": p.state_share,
+                    "state_share_greedy": p.state_share_greedy,
+                    "time_s": p.time_s,
+                    "memory_gib": p.memory_bytes / GIB,
+                    "uneven_shard": p.uneven_shard,
+                }
+                for p in self.gpus
+            ],
+        }
+
+    def rows(self) -> list[dict]:
+        """One row per GPU for the human-readable table."""
+        return [
+            {
+                "gpu": i,
+                "type": p.type,
+                "batch": p.batch,
+                "mb_size": p.microbatch_size,
+                "mb_count": p.microbatches,
+                "state %": 100.0 * p.state_share,
+                "greedy state %": None if p.state_share_greedy is None else 100.0 * p.state_share_greedy,
+                "time_s": p.time_s,
+                "memory_gib": p.memory_bytes / GIB,
+            }
+            for i, p in enumerate(self.gpus)
+        ]
+
+    def summary(self) -> list[str]:
+        """A few lines under the table."""
+        lines = [f"iteration time {self.iteration_time_s:.6g} s, throughput {self.throughput_samples_s:.6g} samples/s"]
+        if self.state is not None:
+            s = self.state
+            greedy = "no fit" if s.greedy_max_utilization is None else f"{s.greedy_max_utilization:.4f}"
+            gap = "" if s.greedy_gap is None else f" (gap {100 * s.greedy_gap:.2f}%)"
+            lines.append(
+                f"state split: LP max memory utilization {s.lp_max_utilization:.4f}; "
+                f"greedy in {s.greedy_units} units {greedy}{gap}"
+            )
+        return lines
+
+
+def evaluate(instance: AllocationInstance, solution: AllocationSolution) -> Evaluation:
+    """Check a plan against every constraint and recompute its iteration time.
+
+    Parameters
+    ----------
+    instance
+        The instance.
+    solution
+        The plan; only its decisions (micro-batch size, micro-batches, state share per
+        GPU) are read, every derived number is recomputed.
+
+    Returns
+    -------
+    Evaluation
+        ``objective`` = max_i T_i; ``details["times"]`` the per-GPU T_i and
+        ``details["throughput"]`` = B / objective.
+
+    Examples
+    --------
+    >>> f = Latency((0.01, 0.02))
+    >>> inst = AllocationInstance("x", 2, (GpuGroup("A", 2, 10 * GIB, GIB, f, f),), GIB, 2 * GIB)
+    >>> plan = AllocationSolution(tuple(GpuPlan("A", 0, 1, 1, 0.5) for _ in range(2)))
+    >>> ev = evaluate(inst, plan)
+    >>> ev.feasible, round(ev.objective, 3)
+    (True, 0.03)
+    """
+    v: list[str] = []
+    n = instance.num_gpus
+    if len(solution.gpus) != n:
+        return Evaluation(False, math.inf, (f"the plan lists {len(solution.gpus)} GPUs, the instance has {n}",))
+    u = instance.max_microbatch_per_group
+    times = []
+    activations = 0
+    for i, (p, g) in enumerate(zip(solution.gpus, instance.group_of_gpu)):
+        grp = instance.groups[g]
+        if p.group != g:
+            v.append(f"GPU {i}: plan says group {p.group}, the instance has group {g} ({grp.type})")
+        if int(p.microbatch_size) != p.microbatch_size or int(p.microbatches) != p.microbatches:
+            v.append(f"GPU {i}: micro-batch size and count must be integers")
+        if p.microbatch_size < 1 or p.microbatches < 1:
+            v.append(f"GPU {i}: micro-batch size {p.microbatch_size} and count {p.microbatches} must be >= 1")
+            times.append(math.inf)
+            continue
+        if p.microbatch_size > u[g]:
+            v.append(f"(II) GPU {i} ({grp.type}): micro-batch {p.microbatch_size} exceeds its max micro-batch {u[g]}")
+        activations += p.microbatch_size
+        if p.state_share < -SHARE_ATOL:
+            v.append(f"state: GPU {i} has a negative share {p.state_share}")
+        used = grp.memory_base_bytes + instance.activation_bytes_per_sample * p.microbatch_size + p.state_share * instance.state_bytes
+        limit = instance.memory_fraction * grp.memory_bytes
+        if used > limit * (1.0 + MEMORY_RTOL):
+            v.append(f"state: GPU {i} ({grp.type}) needs {used / GIB:.4f} GiB, above {limit / GIB:.4f} GiB usable")
+        times.append(instance.time(g, p.microbatches, p.microbatch_size))
+    total = sum(p.batch for p in solution.gpus)
+    if total != instance.global_batch:
+        v.append(f"(I) the local batches sum to {total}, not the global batch {instance.global_batch}")
+    if activations > instance.microbatch_budget:
+        v.append(
+            f"(III) the micro-batches sum to {activations} samples of activations; "
+            f"cluster memory allows {instance.microbatch_budget}"
+        )
+    share = sum(p.state_share for p in solution.gpus)
+    if abs(share - 1.0) > SHARE_ATOL:
+        v.append(f"state: the shares sum to {share!r}, not 1")
+    objective = max(times) if times else math.inf
+    details = {"times": times, "throughput": instance.global_batch / objective if objective > 0 else math.inf}
+    if v:
+        return Evaluation(False, math.inf, tuple(v), details)
+    return Evaluation(True, objective, (), details)

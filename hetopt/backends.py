@@ -1,0 +1,211 @@
+"""Running MILP (PuLP: HiGHS or CBC) and CP-SAT models, with one mapping of their outcomes.
+
+Families build the models; this module only solves them and says what was proven:
+whether a solution exists, whether it is optimal, and the best proven bound.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import cache
+
+import pulp
+from ortools.sat.python import cp_model
+
+from hetopt.result import Status
+
+#: MILP backends by name; "highs" is the default (may change).
+MILP_BACKENDS = ("highs", "cbc")
+DEFAULT_MILP_BACKEND = "highs"
+
+#: CP-SAT workers when the caller gives none: the machines this project targets have 2 cores.
+DEFAULT_CPSAT_WORKERS = 2
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a MILP or CP-SAT run proved.
+
+    ``status`` is OPTIMAL, FEASIBLE (solution, not proven), INFEASIBLE (proven) or
+    TIME_LIMIT (no solution in time); ``bound`` is the solver's proven objective bound
+    in the model's own units, or None when the backend does not report one.
+    """
+
+    status: Status
+    objective: float | None
+    bound: float | None
+    stats: dict
+
+
+@contextlib.contextmanager
+def _stdout_to_devnull() -> Iterator[None]:
+    """Send the C-level stdout to /dev/null (native libraries print banners there)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+
+
+@cache
+def _silence_highs_banner() -> None:
+    """HiGHS prints its banner on the first ``Highs()`` of a process; take it off stdout.
+
+    ``hetopt solve --json`` must print exactly one JSON document.
+    """
+    import highspy
+
+    with _stdout_to_devnull():
+        highspy.Highs()
+
+
+def milp_available(backend: str) -> bool:
+    """Whether a MILP backend ("highs" or "cbc") can run here.
+
+    Examples
+    --------
+    >>> milp_available("nonexistent")
+    False
+    """
+    if backend == "highs":
+        return pulp.HiGHS().available()
+    if backend == "cbc":
+        return pulp.PULP_CBC_CMD(msg=False).available()
+    return False
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in MILP_BACKENDS:
+        raise ValueError(f"unknown MILP backend {backend!r} (known: {', '.join(MILP_BACKENDS)})")
+
+
+def solve_pulp(
+    prob: pulp.LpProblem,
+    *,
+    backend: str = DEFAULT_MILP_BACKEND,
+    time_limit: float | None = None,
+    threads: int | None = None,
+) -> Outcome:
+    """Solve a PuLP minimization problem and report what was proven.
+
+    Parameters
+    ----------
+    prob
+        A minimization problem.
+    backend
+        "highs" (default, may change) or "cbc".
+    time_limit
+        Seconds, or None for no limit.
+    threads
+        Solver threads, or None for the backend's default.
+
+    Returns
+    -------
+    Outcome
+        The bound is HiGHS's MIP dual bound; CBC through PuLP reports none (None).
+
+    Raises
+    ------
+    ValueError
+        For an unknown backend name.
+    """
+    _check_backend(backend)
+    limit = None if time_limit is None else max(float(time_limit), 0.01)
+    if backend == "highs":
+        _silence_highs_banner()
+        solver = pulp.HiGHS(msg=False, timeLimit=limit, threads=threads, mip_rel_gap=0.0, mip_abs_gap=0.0)
+        prob.solve(solver)
+        return _highs_outcome(prob)
+    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=threads, gapRel=0.0, gapAbs=0.0)
+    prob.solve(solver)
+    return _cbc_outcome(prob)
+
+
+def _highs_outcome(prob: pulp.LpProblem) -> Outcome:
+    import highspy
+
+    model = prob.solverModel
+    info = model.getInfo()
+    model_status = model.getModelStatus()
+    has_solution = info.primal_solution_status == 2  # 2 = kSolutionStatusFeasible
+    objective = pulp.value(prob.objective) if has_solution else None
+    bound = info.mip_dual_bound if _finite(info.mip_dual_bound) else None
+    stats = {"nodes": int(info.mip_node_count), "backend": "highs"}
+    if model_status == highspy.HighsModelStatus.kOptimal:
+        return Outcome(Status.OPTIMAL, objective, objective, stats)
+    if model_status == highspy.HighsModelStatus.kInfeasible:
+        return Outcome(Status.INFEASIBLE, None, None, stats)
+    if has_solution:
+        return Outcome(Status.FEASIBLE, objective, bound, stats)
+    return Outcome(Status.TIME_LIMIT, None, bound, stats)
+
+
+def _cbc_outcome(prob: pulp.LpProblem) -> Outcome:
+    stats = {"backend": "cbc"}
+    if prob.status == pulp.LpStatusInfeasible:
+        return Outcome(Status.INFEASIBLE, None, None, stats)
+    if prob.sol_status == pulp.LpSolutionOptimal and prob.status == pulp.LpStatusOptimal:
+        objective = pulp.value(prob.objective)
+        return Outcome(Status.OPTIMAL, objective, objective, stats)
+    if prob.sol_status == pulp.LpSolutionIntegerFeasible:
+        return Outcome(Status.FEASIBLE, pulp.value(prob.objective), None, stats)
+    return Outcome(Status.TIME_LIMIT, None, None, stats)
+
+
+def _finite(x: float) -> bool:
+    return x == x and abs(x) < 1e300
+
+
+def solve_cpsat(
+    model: cp_model.CpModel,
+    *,
+    time_limit: float | None = None,
+    workers: int | None = None,
+    seed: int = 0,
+    on_solver: Callable[[cp_model.CpSolver], None] | None = None,
+) -> tuple[cp_model.CpSolver, Outcome]:
+    """Solve a CP-SAT minimization model and report what was proven.
+
+    Parameters
+    ----------
+    time_limit
+        Seconds, or None for no limit.
+    workers
+        Search workers (default 2, the size of the machines this project targets).
+    seed
+        Random seed, for repeatable runs.
+    on_solver
+        Called with the solver before the solve, to set more parameters.
+
+    Returns
+    -------
+    (CpSolver, Outcome)
+        The solver (read values from it) and what was proven, in the model's integer units.
+    """
+    solver = cp_model.CpSolver()
+    if time_limit is not None:
+        solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
+    solver.parameters.num_workers = workers or DEFAULT_CPSAT_WORKERS
+    solver.parameters.random_seed = seed
+    if on_solver is not None:
+        on_solver(solver)
+    code = solver.solve(model)
+    stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts}
+    if code == cp_model.OPTIMAL:
+        return solver, Outcome(Status.OPTIMAL, solver.objective_value, solver.best_objective_bound, stats)
+    if code == cp_model.FEASIBLE:
+        return solver, Outcome(Status.FEASIBLE, solver.objective_value, solver.best_objective_bound, stats)
+    if code == cp_model.INFEASIBLE:
+        return solver, Outcome(Status.INFEASIBLE, None, None, stats)
+    if code == cp_model.MODEL_INVALID:
+        raise ValueError("CP-SAT rejected the model: " + model.validate())
+    return solver, Outcome(Status.TIME_LIMIT, None, None, stats)

@@ -1,0 +1,165 @@
+"""What every problem family provides to the solver layer, and helpers its solvers share.
+
+A family (``allocation``, ``pipeline``, ``islands``) exposes one :class:`Family` value;
+``hetopt.solvers`` collects them. Solvers build their `Result` with :func:`conclude`, which
+re-checks the solution with the family's ``evaluate`` before anything is returned.
+
+The contract of a family, so the solver layer, the command line and JSON output work
+the same for all:
+
+* ``problem.py``: a frozen Instance dataclass with ``name`` and ``problem`` attributes; a
+  frozen Solution dataclass with ``to_dict()`` (plain data for JSON), ``rows()`` (a list of
+  dicts, one table row each, for the human output) and ``summary()`` (a few lines of text);
+  ``evaluate(instance, solution) -> Evaluation``.
+* ``__init__.py``: ``FAMILY = Family(...)`` with the method registry.
+* ``hetopt/readers/<family>.py``: ``read_<family>(data, source) -> Instance``, registered in
+  ``hetopt.io.READERS``; ``FAMILY`` is registered in ``hetopt.solvers.FAMILIES``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from hetopt.errors import SolverBug
+from hetopt.result import AGREEMENT_RTOL, Evaluation, Result, Status, relative_gap
+
+
+@dataclass(frozen=True)
+class Family:
+    """A problem family as the solver layer sees it.
+
+    Parameters
+    ----------
+    name
+        The ``problem`` key of its instance files.
+    instance_type
+        The family's frozen Instance dataclass.
+    evaluate
+        ``evaluate(instance, solution) -> Evaluation``: the single source of truth.
+    methods
+        Registry: method name -> ``solver(instance, *, keyword options) -> Result``.
+    auto
+        The method ``method="auto"`` runs (may change between releases).
+    crosscheck_methods
+        ``f(instance) -> list of method names`` run by ``crosscheck`` when none are given
+        (it adds the slow reference methods only when the instance is small enough).
+    proving
+        The methods that can prove optimality (the others are heuristics whose gap is
+        reported).
+    tolerance
+        ``f(instance) -> (rtol, atol)``: how closely proven optima must agree.
+    """
+
+    name: str
+    instance_type: type
+    evaluate: Callable[[Any, Any], Evaluation]
+    methods: Mapping[str, Callable[..., Result]]
+    auto: str
+    crosscheck_methods: Callable[[Any], list[str]]
+    proving: frozenset[str]
+    tolerance: Callable[[Any], tuple[float, float]] = field(default=lambda _instance: (AGREEMENT_RTOL, 0.0))
+
+
+class Deadline:
+    """A wall-clock budget started at construction.
+
+    Examples
+    --------
+    >>> d = Deadline(None)
+    >>> d.expired()
+    False
+    >>> d.remaining() == math.inf
+    True
+    """
+
+    def __init__(self, time_limit: float | None) -> None:
+        self.started = time.perf_counter()
+        self.limit = math.inf if time_limit is None else float(time_limit)
+
+    def elapsed(self) -> float:
+        """Seconds since the start."""
+        return time.perf_counter() - self.started
+
+    def remaining(self) -> float:
+        """Seconds left (``inf`` without a limit, never negative)."""
+        return max(0.0, self.limit - self.elapsed())
+
+    def expired(self) -> bool:
+        """True once the budget is spent."""
+        return self.elapsed() >= self.limit
+
+
+def conclude(
+    *,
+    problem: str,
+    method: str,
+    instance: Any,
+    solution: Any,
+    evaluate: Callable[[Any, Any], Evaluation],
+    deadline: Deadline,
+    proven_optimal: bool,
+    bound: float | None = None,
+    stats: dict[str, Any] | None = None,
+) -> Result:
+    """Check a solver's solution with ``evaluate`` and wrap it in a Result.
+
+    Parameters
+    ----------
+    proven_optimal
+        The solver proved optimality; the Result is OPTIMAL with ``bound = objective``.
+    bound
+        Otherwise, the best proven lower bound (minimization), or None.
+
+    Raises
+    ------
+    SolverBug
+        When ``evaluate`` rejects the solution: a solver never returns a wrong answer.
+    """
+    ev = evaluate(instance, solution)
+    if not ev.feasible:
+        raise SolverBug(f"{problem}/{method} returned a plan that evaluate rejects: " + "; ".join(ev.violations))
+    objective = ev.objective
+    if proven_optimal:
+        status, bound = Status.OPTIMAL, objective if bound is None else min(bound, objective)
+    else:
+        status = Status.FEASIBLE
+        if bound is not None:
+            bound = min(bound, objective)
+    gap = 0.0 if proven_optimal and bound == objective else relative_gap(objective, bound)
+    return Result(
+        problem=problem,
+        method=method,
+        status=status,
+        objective=objective,
+        bound=bound,
+        gap=gap,
+        solution=solution,
+        wall_s=deadline.elapsed(),
+        stats=dict(stats or {}),
+    )
+
+
+def no_solution(
+    *,
+    problem: str,
+    method: str,
+    status: Status,
+    deadline: Deadline,
+    reason: str,
+    bound: float | None = None,
+    stats: dict[str, Any] | None = None,
+) -> Result:
+    """A Result without a solution (INFEASIBLE, TIME_LIMIT, DECLINED or ERROR)."""
+    return Result(
+        problem=problem,
+        method=method,
+        status=status,
+        bound=bound,
+        wall_s=deadline.elapsed(),
+        stats=dict(stats or {}),
+        reason=reason,
+    )

@@ -1,0 +1,145 @@
+"""Reading instance files and writing results.
+
+``load(path)`` reads one TOML instance file, checks ``problem`` and hands the data to that
+family's reader (``hetopt.readers``); every validation message names the file, the key
+path and the fix. ``result_to_dict`` turns a Result into plain data for JSON.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import math
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hetopt.errors import InputError
+from hetopt.readers.allocation import read_allocation
+from hetopt.result import CrossCheck, Result
+
+#: Instance readers by ``problem`` key.
+READERS: dict[str, Callable[[dict, str], Any]] = {
+    "allocation": read_allocation,
+}
+
+#: Largest instance file read (bytes): a bigger file is a mistake, not an instance.
+MAX_FILE_BYTES = 64 * 2**20
+
+
+def read_toml(path: str | Path) -> dict:
+    """Parse a TOML file, turning every failure into a one-line InputError.
+
+    Raises
+    ------
+    InputError
+        Missing file, unreadable file, too large, or a TOML syntax error (with its line).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file (check the path)")
+    if p.is_dir():
+        raise InputError(f"{path}: is a folder, not an instance file")
+    if p.stat().st_size > MAX_FILE_BYTES:
+        raise InputError(f"{path}: {p.stat().st_size} bytes, above the {MAX_FILE_BYTES}-byte limit for an instance file")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+
+
+def problem_of(data: dict, source: str) -> str:
+    """The ``problem`` key, checked against the known families."""
+    problem = data.get("problem")
+    if problem is None:
+        raise InputError(f"{source}: problem: missing (start the file with problem = \"{'|'.join(READERS)}\")")
+    if problem not in READERS:
+        raise InputError(f"{source}: problem: unknown problem {problem!r} (known: {', '.join(READERS)})")
+    return problem
+
+
+def load(path: str | Path) -> Any:
+    """Read and validate one instance file.
+
+    Parameters
+    ----------
+    path
+        A TOML file with ``problem = "<family>"`` on top.
+
+    Returns
+    -------
+    The family's Instance (e.g. :class:`hetopt.allocation.AllocationInstance`).
+
+    Raises
+    ------
+    InputError
+        One line naming the file, the key path and the fix.
+    """
+    data = read_toml(path)
+    return READERS[problem_of(data, str(path))](data, str(path))
+
+
+def loads(text: str, *, source: str = "<string>") -> Any:
+    """Like :func:`load`, from TOML text."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{source}: not valid TOML: {exc}") from None
+    return READERS[problem_of(data, source)](data, source)
+
+
+def plain(value: Any) -> Any:
+    """Plain JSON-ready data from dataclasses, enums, numpy values and tuples.
+
+    Non-finite floats become None (JSON has no inf/nan).
+
+    Examples
+    --------
+    >>> plain({"a": (1, np.int64(2)), "b": float("inf")})
+    {'a': [1, 2], 'b': None}
+    """
+    if hasattr(value, "to_dict"):
+        return plain(value.to_dict())
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return plain(value.item())
+    if isinstance(value, np.ndarray):
+        return plain(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def result_to_dict(result: Result) -> dict:
+    """A Result as plain data: the fields of Result, ``solution`` as plain data."""
+    return plain({f.name: getattr(result, f.name) for f in dataclasses.fields(result)})
+
+
+def crosscheck_to_dict(check: CrossCheck) -> dict:
+    """A CrossCheck as plain data."""
+    return plain(
+        {
+            "problem": check.problem,
+            "agree": check.agree,
+            "tolerance": {"rtol": check.tolerance[0], "atol": check.tolerance[1]},
+            "disagreement": check.disagreement,
+            "heuristic_gaps": check.heuristic_gaps,
+            "results": [result_to_dict(r) for r in check.results],
+        }
+    )

@@ -1,0 +1,171 @@
+"""Typed, validated access to TOML data, with errors that name the file, the key path and the fix.
+
+Every reader goes through :class:`Fields`, so every message has one shape::
+
+    instances/allocation/x.toml: gpu[2].memory_gib: must be > 0 (got -4.0)
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from hetopt.errors import InputError
+
+_MISSING = object()
+
+
+class Fields:
+    """One TOML table being read.
+
+    Parameters
+    ----------
+    data
+        The table.
+    source
+        The file name shown in messages.
+    path
+        The key path of this table inside the file ("" at the top, "gpu[2]" below).
+
+    Examples
+    --------
+    >>> f = Fields({"count": 0}, "x.toml")
+    >>> f.integer("count", minimum=1)
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: x.toml: count: must be >= 1 (got 0)
+    """
+
+    def __init__(self, data: dict[str, Any], source: str, path: str = "") -> None:
+        self.data = data
+        self.source = source
+        self.path = path
+
+    # -- messages -------------------------------------------------------------------------
+    def key(self, name: str) -> str:
+        """The full key path of ``name``."""
+        return f"{self.path}.{name}" if self.path else name
+
+    def error(self, name: str | None, message: str) -> InputError:
+        """An InputError for key ``name`` (None: this table itself)."""
+        where = self.key(name) if name is not None else (self.path or "(top level)")
+        return InputError(f"{self.source}: {where}: {message}")
+
+    def reject_unknown(self, allowed: Iterable[str]) -> None:
+        """Refuse keys this table does not define (a typo must not be silently ignored)."""
+        allowed = list(allowed)
+        for name in self.data:
+            if name not in allowed:
+                close = difflib.get_close_matches(name, allowed, n=1)
+                hint = f"did you mean '{close[0]}'?" if close else "known keys: " + ", ".join(sorted(allowed))
+                raise self.error(name, f"unknown key ({hint})")
+
+    # -- scalars --------------------------------------------------------------------------
+    def _default(self, name: str, default: Any) -> Any:
+        if default is _MISSING:
+            raise self.error(name, "missing (this key is required)")
+        return default
+
+    def number(
+        self,
+        name: str,
+        default: Any = _MISSING,
+        *,
+        minimum: float | None = None,
+        maximum: float | None = None,
+        positive: bool = False,
+    ) -> Any:
+        """A finite float (ints accepted); ``default`` when absent (may be None)."""
+        if name not in self.data:
+            return self._default(name, default)
+        value = self.data[name]
+        return self._check_number(name, value, minimum, maximum, positive)
+
+    def _check_number(self, name: str, value: Any, minimum, maximum, positive) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(name, f"must be a number (got {value!r})")
+        value = float(value)
+        if not math.isfinite(value):
+            raise self.error(name, f"must be finite (got {value})")
+        if positive and value <= 0:
+            raise self.error(name, f"must be > 0 (got {value})")
+        if minimum is not None and value < minimum:
+            raise self.error(name, f"must be >= {minimum} (got {value})")
+        if maximum is not None and value > maximum:
+            raise self.error(name, f"must be <= {maximum} (got {value})")
+        return value
+
+    def integer(self, name: str, default: Any = _MISSING, *, minimum: int | None = None, maximum: int | None = None) -> Any:
+        """An int; ``default`` when absent (may be None)."""
+        if name not in self.data:
+            return self._default(name, default)
+        value = self.data[name]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self.error(name, f"must be a whole number (got {value!r})")
+        if minimum is not None and value < minimum:
+            raise self.error(name, f"must be >= {minimum} (got {value})")
+        if maximum is not None and value > maximum:
+            raise self.error(name, f"must be <= {maximum} (got {value}); larger values are outside what hetopt plans")
+        return value
+
+    def string(self, name: str, default: Any = _MISSING, *, choices: Iterable[str] | None = None) -> Any:
+        """A non-empty string; ``default`` when absent."""
+        if name not in self.data:
+            return self._default(name, default)
+        value = self.data[name]
+        if not isinstance(value, str) or not value:
+            raise self.error(name, f"must be a non-empty string (got {value!r})")
+        if choices is not None:
+            choices = list(choices)
+            if value not in choices:
+                raise self.error(name, f"unknown value {value!r} (known: {', '.join(choices)})")
+        return value
+
+    def numbers(self, name: str, default: Any = _MISSING, *, positive: bool = False, max_len: int = 100_000) -> Any:
+        """A list of finite floats."""
+        if name not in self.data:
+            return self._default(name, default)
+        value = self.data[name]
+        if not isinstance(value, list):
+            raise self.error(name, f"must be a list of numbers (got {value!r})")
+        if len(value) > max_len:
+            raise self.error(name, f"has {len(value)} entries, more than the limit of {max_len}")
+        return tuple(self._check_number(f"{name}[{i}]", v, None, None, positive) for i, v in enumerate(value))
+
+    def strings(self, name: str, default: Any = _MISSING) -> Any:
+        """A list of non-empty strings."""
+        if name not in self.data:
+            return self._default(name, default)
+        value = self.data[name]
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise self.error(name, f"must be a list of names (got {value!r})")
+        return tuple(value)
+
+    # -- nested tables --------------------------------------------------------------------
+    def table(self, name: str, *, required: bool = False) -> Fields:
+        """A sub-table (an empty one when absent and not required)."""
+        if name not in self.data:
+            if required:
+                raise self.error(name, "missing (this table is required)")
+            return Fields({}, self.source, self.key(name))
+        value = self.data[name]
+        if not isinstance(value, dict):
+            raise self.error(name, f"must be a table, [{self.key(name)}] (got {value!r})")
+        return Fields(value, self.source, self.key(name))
+
+    def tables(self, name: str, *, required: bool = False, max_len: int = 100_000) -> list[Fields]:
+        """An array of tables, [[name]]."""
+        if name not in self.data:
+            if required:
+                raise self.error(name, f"missing: give at least one [[{self.key(name)}]] table")
+            return []
+        value = self.data[name]
+        if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
+            raise self.error(name, f"must be an array of tables, [[{self.key(name)}]]")
+        if required and not value:
+            raise self.error(name, f"is empty: give at least one [[{self.key(name)}]] table")
+        if len(value) > max_len:
+            raise self.error(name, f"has {len(value)} entries, more than the limit of {max_len}")
+        return [Fields(v, self.source, f"{self.key(name)}[{i}]") for i, v in enumerate(value)]
