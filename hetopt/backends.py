@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
@@ -79,7 +80,9 @@ def milp_available(backend: str) -> bool:
     if backend == "highs":
         return pulp.HiGHS().available()
     if backend == "cbc":
-        return pulp.PULP_CBC_CMD(msg=False).available()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return bool(pulp.PULP_CBC_CMD(msg=False).available())
     return False
 
 
@@ -125,7 +128,9 @@ def solve_pulp(
         solver = pulp.HiGHS(msg=False, timeLimit=limit, threads=threads, mip_rel_gap=0.0, mip_abs_gap=0.0)
         prob.solve(solver)
         return _highs_outcome(prob)
-    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=threads, gapRel=0.0, gapAbs=0.0)
+    with warnings.catch_warnings():  # PuLP 3.x announces the bundled CBC's removal in 4.0; we pin <4
+        warnings.simplefilter("ignore", DeprecationWarning)
+        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=threads, gapRel=0.0, gapAbs=0.0)
     prob.solve(solver)
     return _cbc_outcome(prob)
 

@@ -68,14 +68,14 @@ def solve_milp(
         options = [o.take(o.time <= upper) for o in options]
 
     prob = pulp.LpProblem("allocation", pulp.LpMinimize)
-    z = pulp.LpVariable("z", lowBound=lower)
+    z = prob.add_variable("z", lowBound=lower)
     prob += z
     x, y = {}, {}
     for g, grp in enumerate(instance.groups):
         opts = options[g]
         for o in range(len(opts)):
-            x[g, o] = pulp.LpVariable(f"x_{g}_{o}", lowBound=0, upBound=grp.count, cat=pulp.LpInteger)
-            y[g, o] = pulp.LpVariable(f"y_{g}_{o}", cat=pulp.LpBinary)
+            x[g, o] = prob.add_variable(f"x_{g}_{o}", lowBound=0, upBound=grp.count, cat=pulp.LpInteger)
+            y[g, o] = prob.add_variable(f"y_{g}_{o}", lowBound=0, upBound=1, cat=pulp.LpInteger)
             prob += x[g, o] <= grp.count * y[g, o], f"use_{g}_{o}"
             prob += z >= float(opts.time[o]) * y[g, o], f"bottleneck_{g}_{o}"
         # every GPU of the group runs one option
@@ -88,7 +88,7 @@ def solve_milp(
     prob += pulp.lpSum(int(options[g].microbatch_size[o]) * x[g, o] for (g, o) in x) <= instance.microbatch_budget, "cluster_memory"
 
     outcome = solve_pulp(prob, backend=backend, time_limit=None if time_limit is None else deadline.remaining(), threads=threads)
-    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=len(prob.constraints), options=len(x))
+    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x))
     bound = lower if outcome.bound is None else max(lower, outcome.bound)
     if not outcome.status.has_solution:
         if outcome.status is Status.INFEASIBLE:  # the presolve proved a plan exists

@@ -55,8 +55,8 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     """
     _check(used, capacity, usable, state)
     n = used.size
-    if state == 0:
-        return np.zeros(n) if n else np.zeros(0), float(np.max(used / capacity))
+    if state == 0:  # nothing to place: any split is optimal; an even one reads best
+        return np.full(n, 1.0 / n), float(np.max(used / capacity))
     # variables: r_0..r_{n-1}, U; minimize U
     c = np.r_[np.zeros(n), 1.0]
     a_ub = np.hstack([np.diag(np.full(n, state)), -capacity[:, None]])

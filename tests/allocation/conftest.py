@@ -1,0 +1,65 @@
+"""Seeded random allocation instances, small enough for bruteforce."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from hetopt.allocation.problem import GIB, AllocationInstance, GpuGroup, Latency
+
+
+def random_instance(seed: int, *, max_gpus: int = 4, max_batch: int = 10) -> AllocationInstance:
+    """A random instance whose constraints (II), (III) and the uneven-shard rule all matter.
+
+    Latency tables are increasing and sub-linear per sample (like real GPUs: larger
+    micro-batches are more efficient), memory is sized so the max micro-batch is 1..6.
+    """
+    rng = np.random.default_rng(seed)
+    n_groups = int(rng.integers(1, 4))
+    counts = [int(rng.integers(1, 3)) for _ in range(n_groups)]
+    while sum(counts) > max_gpus:
+        counts[int(np.argmax(counts))] -= 1
+    counts = [c for c in counts if c > 0]
+    n = sum(counts)
+    activation = 1.0 * GIB
+    groups = []
+    for g, count in enumerate(counts):
+        per_sample = float(rng.uniform(0.005, 0.03))
+        fixed = float(rng.uniform(0.0, 0.02))
+        points = int(rng.integers(0, 5))
+        ms = np.arange(1, points + 1)
+        table = tuple(float(x) for x in fixed + per_sample * ms * rng.uniform(0.8, 1.0, size=points))
+        fwd = Latency(table, per_sample, fixed) if points < 2 or rng.random() < 0.5 else Latency(table)
+        bwd_scale = float(rng.uniform(1.5, 2.5))
+        bwd = Latency(tuple(bwd_scale * x for x in table), bwd_scale * per_sample, bwd_scale * fixed) if fwd.slope is not None else Latency(tuple(bwd_scale * x for x in table))
+        base = float(rng.uniform(0.5, 2.0)) * GIB
+        u = int(rng.integers(1, 7))
+        memory = (base + (u + 0.5) * activation) / 0.8
+        groups.append(GpuGroup(f"G{g}", count, memory, base, fwd, bwd))
+    capacity = sum(g.count * 0.8 * g.memory_bytes for g in groups)
+    base_total = sum(g.count * g.memory_base_bytes for g in groups)
+    # state between "III binds hard" and "III is loose"; sometimes infeasible
+    room = capacity - base_total - n * activation
+    state = float(rng.uniform(-0.1, 0.9)) * room + 0.0
+    state = max(0.0, state)
+    return AllocationInstance(
+        name=f"random-{seed}",
+        global_batch=int(rng.integers(max(1, n - 1), max_batch + 1)),
+        groups=tuple(groups),
+        activation_bytes_per_sample=activation,
+        state_bytes=state,
+        memory_fraction=0.8,
+        accumulation_overhead_s=float(rng.choice([0.0, 0.002])),
+        allgather_s=float(rng.choice([0.0, 0.03, 0.08])),
+        reducescatter_s=float(rng.choice([0.0, 0.03])),
+        uneven_shard_overhead=0.25,
+        max_microbatch=None if rng.random() < 0.7 else int(rng.integers(1, 4)),
+        layers=int(rng.integers(4, 33)),
+    )
+
+
+@pytest.fixture
+def tiny_path():
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[2] / "instances" / "allocation" / "tiny-2gpu.toml"
