@@ -1,0 +1,64 @@
+"""Reading Cephalo's measured profiles (``shared/data/cephalo-profiles``, MIT licence).
+
+The latency file maps ``[model][gpu][sequence][dtype]`` to one transformer layer's latency
+in milliseconds as a function of the micro-batch size; see that folder's README.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetopt.errors import InputError
+
+MS = 1e-3
+
+
+@dataclass(frozen=True)
+class LayerProfile:
+    """One layer's measured forward and backward latency curves, in seconds.
+
+    ``*_line`` = (slope, intercept) in seconds per sample and seconds; ``*_table[m-1]`` =
+    the latency measured at micro-batch m (may be empty).
+    """
+
+    forward_line: tuple[float, float]
+    backward_line: tuple[float, float]
+    forward_table: tuple[float, ...]
+    backward_table: tuple[float, ...]
+
+
+def default_profiles_dir() -> Path:
+    """``../shared/data/cephalo-profiles`` beside this checkout."""
+    return Path(__file__).resolve().parents[3] / "shared" / "data" / "cephalo-profiles"
+
+
+def _read_json(path: Path) -> dict:
+    if not path.exists():
+        raise InputError(f"{path}: no such file (pass the cephalo-profiles folder with --profiles)")
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON: {exc}") from None
+
+
+def load_latencies(folder: Path) -> dict:
+    """The raw latency file."""
+    return _read_json(folder / "model_latencies.json")
+
+
+def load_memory(folder: Path) -> dict:
+    """The raw memory file."""
+    return _read_json(folder / "model_memory.json")
+
+
+def layer_profile(latencies: dict, model: str, gpu: str, seq: int, dtype: str) -> LayerProfile | None:
+    """The two-line (optionally tabled) profile, or None when absent or in the old one-line form."""
+    entry = latencies.get(model, {}).get(gpu, {}).get(str(seq), {}).get(dtype)
+    if entry is None or not isinstance(entry[0], list):
+        return None
+    (fs, fi), (bs, bi) = entry[0], entry[1]
+    ft = tuple(x * MS for x in entry[2]) if len(entry) > 2 else ()
+    bt = tuple(x * MS for x in entry[3]) if len(entry) > 3 else ()
+    return LayerProfile((fs * MS, fi * MS), (bs * MS, bi * MS), ft, bt)

@@ -1,0 +1,105 @@
+"""GPU types from the catalog ``instances/gpus.toml`` (datasheet figures, with sources there).
+
+Units inside: bytes, FLOP/s, bytes/s. The catalog file uses GiB, TFLOPs and GB/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetopt.errors import InputError
+from hetopt.io import read_toml
+from hetopt.readers.fields import Fields
+
+GIB = 2.0**30
+TERA = 1e12
+GIGA = 1e9
+
+#: The analytic latency model's efficiency for a GPU the catalog gives no calibration for:
+#: about the median of the calibrated data-center GPUs (see gpus.toml); an assumption.
+DEFAULT_EFFICIENCY = 0.4
+#: Tokens per micro-batch at which a GPU without calibration reaches half its efficiency.
+DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
+
+GPU_KEYS = (
+    "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
+    "intra_gbs", "profile", "efficiency", "half_efficiency_tokens",
+)
+
+
+@dataclass(frozen=True)
+class GpuType:
+    """One GPU model's datasheet figures and its latency-model calibration."""
+
+    name: str
+    memory_bytes: float
+    fp16_flops: float
+    fp32_flops: float
+    training_flops: float
+    memory_bandwidth: float
+    intra_link: str
+    intra_bandwidth: float
+    profile: str | None
+    efficiency: float
+    half_efficiency_tokens: float
+    calibrated: bool
+
+    @property
+    def uses_fp32(self) -> bool:
+        """True where mixed precision runs at the FP32 rate (no useful FP16, e.g. P40)."""
+        return self.training_flops == self.fp32_flops
+
+
+def default_catalog() -> Path:
+    """``instances/gpus.toml`` of this checkout."""
+    return Path(__file__).resolve().parents[1] / "instances" / "gpus.toml"
+
+
+def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
+    """Read the GPU catalog.
+
+    Examples
+    --------
+    >>> gpus = load_gpus()
+    >>> gpus["A100-SXM4-80GB"].fp16_flops / 1e12
+    312.0
+
+    Raises
+    ------
+    InputError
+        With the file, the key path and the fix.
+    """
+    path = default_catalog() if path is None else Path(path)
+    top = Fields(read_toml(path), str(path))
+    top.reject_unknown(("gpu",))
+    catalog = {}
+    table = top.table("gpu", required=True)
+    for name in table.data:
+        f = table.table(name, required=True)
+        f.reject_unknown(GPU_KEYS)
+        efficiency = f.number("efficiency", None, positive=True, maximum=1.0)
+        half = f.number("half_efficiency_tokens", None, minimum=0.0)
+        catalog[name] = GpuType(
+            name=name,
+            memory_bytes=f.number("memory_gib", positive=True) * GIB,
+            fp16_flops=f.number("fp16_tflops", positive=True) * TERA,
+            fp32_flops=f.number("fp32_tflops", positive=True) * TERA,
+            training_flops=f.number("training_tflops", positive=True) * TERA,
+            memory_bandwidth=f.number("memory_gbs", positive=True) * GIGA,
+            intra_link=f.string("intra_link"),
+            intra_bandwidth=f.number("intra_gbs", positive=True) * GIGA,
+            profile=f.string("profile", None),
+            efficiency=DEFAULT_EFFICIENCY if efficiency is None else efficiency,
+            half_efficiency_tokens=DEFAULT_HALF_EFFICIENCY_TOKENS if half is None else half,
+            calibrated=efficiency is not None,
+        )
+    return catalog
+
+
+def gpu(catalog: dict[str, GpuType], name: str, *, where: str = "") -> GpuType:
+    """Look a GPU type up by name, with a message listing the known names."""
+    if name not in catalog:
+        prefix = f"{where}: " if where else ""
+        raise InputError(f"{prefix}unknown GPU type {name!r} (known: {', '.join(sorted(catalog))})")
+    return catalog[name]
