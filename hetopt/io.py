@@ -19,11 +19,13 @@ import numpy as np
 
 from hetopt.errors import InputError
 from hetopt.readers.allocation import read_allocation
+from hetopt.readers.pipeline import read_pipeline
 from hetopt.result import CrossCheck, Result
 
 #: Instance readers by ``problem`` key.
 READERS: dict[str, Callable[[dict, str], Any]] = {
     "allocation": read_allocation,
+    "pipeline": read_pipeline,
 }
 
 #: Largest instance file read (bytes): a bigger file is a mistake, not an instance.

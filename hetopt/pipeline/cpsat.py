@@ -1,0 +1,144 @@
+"""The pipeline problem as an OR-Tools CP-SAT model: the position model of ``milp.py``, in integers.
+
+Times are scaled to integers: x̂ = floor(x / q) with q = ``TIME_QUANTUM_S`` = 1 ns. For any
+plan with B blocks the scaled objective Ô satisfies q·Ô ≤ T < q·Ô + q·(2B − 1 + M − 1)
+(each of the B block sums, B − 1 link terms and the (M − 1)-fold bottleneck loses less
+than q), so q·(CP-SAT's bound) is a valid lower bound on T*, and the plan CP-SAT proves
+optimal has T < T* + q·(2·islands + M). That is the family's absolute tolerance.
+
+The 1F1B memory rule is written with enforcement literals here (behind_p ≤ b_o if y[p,o])
+instead of the MILP's aggregated inequality.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ortools.sat.python import cp_model
+
+from hetopt.backends import solve_cpsat
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.pipeline.heuristic import greedy_plan
+from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
+from hetopt.pipeline.plan import blocks_from_choices, build_solution
+from hetopt.pipeline.positions import position_data
+from hetopt.pipeline.problem import PipelineInstance, evaluate
+from hetopt.result import Result, Status
+
+#: Seconds per integer time unit (1 ns). Iteration times here are milliseconds to minutes,
+#: so scaled values stay below 1e12, far from CP-SAT's 2^62, and the error bound
+#: q·(2·islands + M) is under a microsecond for M ≤ 512.
+TIME_QUANTUM_S = 1e-9
+
+
+def scaled(seconds: float) -> int:
+    """floor(seconds / q): never above the true value, so bounds stay valid."""
+    return math.floor(seconds / TIME_QUANTUM_S)
+
+
+def error_bound(instance: PipelineInstance) -> float:
+    """Seconds by which the CP-SAT optimum may exceed the true optimum: q·(2·islands + M)."""
+    return TIME_QUANTUM_S * (2 * len(instance.islands) + instance.microbatches)
+
+
+def solve_cpsat_model(
+    instance: PipelineInstance,
+    *,
+    time_limit: float | None = None,
+    workers: int | None = None,
+    seed: int = 0,
+) -> Result:
+    """Solve the position model with CP-SAT, warm-started from the greedy plan.
+
+    Returns
+    -------
+    Result
+        OPTIMAL means optimal for the scaled times, within ``error_bound`` of the true
+        optimum; ``bound`` is q times CP-SAT's bound. ``stats``: positions, branches,
+        conflicts, hinted.
+    """
+    deadline = Deadline(time_limit)
+    reason = why_infeasible(instance)
+    if reason is not None:
+        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    data = position_data(instance)
+    if not data.at[0]:
+        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
+                           reason="no usable option may be the first block: every one has role middle or last")
+    P, M, opts = data.positions, instance.microbatches, instance.options
+
+    model = cp_model.CpModel()
+    y = {(p, o): model.new_bool_var(f"y_{p}_{o}") for p in range(P) for o in data.at[p]}
+    top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
+    top = max([top] + [scaled(c) for (_i, _j, c) in data.links])
+    z = model.new_int_var(0, top, "z")
+    used = [sum(y[p, o] for o in data.at[p]) for p in range(P)]
+    on = {(p, i): sum(y[p, o] for o in data.at[p] if opts[o].island == i) for p in range(P) for i in data.hosts}
+    link = {(p, i, j): model.new_bool_var(f"l_{p}_{i}_{j}") for p in range(P - 1) for (i, j, _c) in data.links}
+    cost = {(i, j): c for (i, j, c) in data.links}
+    behind = [sum(len(opts[o].stages) * y[q, o] for q in range(p + 1, P) for o in data.at[q]) for p in range(P)]
+
+    # one block per position, the used positions a prefix, and a first block
+    model.add(used[0] == 1)
+    for p in range(P):
+        model.add(used[p] <= 1)
+        if p + 1 < P:
+            model.add(used[p + 1] <= used[p])
+    # the slices tile the layers
+    model.add(sum(opts[o].layers * v for (p, o), v in y.items()) == instance.layers)
+    # each island hosts at most one block
+    for i in data.hosts:
+        model.add(sum(on[p, i] for p in range(P)) <= 1)
+    for (p, o), v in y.items():
+        role = opts[o].role
+        # first and middle blocks have a block behind them; whole and last blocks do not
+        # (position data never puts a first or middle option at the last position)
+        if p + 1 < P and role in ("first", "middle"):
+            model.add(used[p + 1] == 1).only_enforce_if(v)
+        elif p + 1 < P and role in ("whole", "last"):
+            model.add(used[p + 1] == 0).only_enforce_if(v)
+        # 1F1B memory: the option fits with at most b_o stages behind it
+        if data.limit[o] < data.max_stages and p + 1 < P:
+            model.add(behind[p] <= data.limit[o]).only_enforce_if(v)
+        # a chosen option bounds the bottleneck from below
+        model.add(z >= scaled(opts[o].max_time_s)).only_enforce_if(v)
+    # a link is used when its two islands sit at consecutive positions; it bounds the bottleneck
+    for (p, i, j), v in link.items():
+        model.add(v >= on[p, i] + on[p + 1, j] - 1)
+        model.add(z >= scaled(cost[i, j])).only_enforce_if(v)
+    # symmetry: of two identical islands, the second is used only if the first is
+    for a, b in data.twins:
+        model.add(sum(on[p, b] for p in range(P)) <= sum(on[p, a] for p in range(P)))
+    model.minimize(
+        sum(scaled(opts[o].total_time_s) * v for (p, o), v in y.items())
+        + sum(scaled(cost[i, j]) * v for (p, i, j), v in link.items())
+        + (M - 1) * z
+    )
+
+    hint = greedy_plan(instance)
+    if hint is not None:
+        chosen = {(p, o) for p, o in enumerate(hint)}
+        for key, v in y.items():
+            model.add_hint(v, key in chosen)
+        islands = [opts[o].island for o in hint]
+        for (p, i, j), v in link.items():
+            model.add_hint(v, p + 1 < len(islands) and islands[p] == i and islands[p + 1] == j)
+        worst = max([scaled(opts[o].max_time_s) for o in hint] + [scaled(instance.link_s[a][b]) for a, b in zip(islands, islands[1:])])
+        model.add_hint(z, worst)
+
+    solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
+    stats = dict(outcome.stats, positions=P, hinted=hint is not None)
+    bound = None if outcome.bound is None else outcome.bound * TIME_QUANTUM_S
+    if not outcome.status.has_solution:
+        if outcome.status is Status.INFEASIBLE:
+            return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
+                               reason=GENERIC_INFEASIBLE.format(layers=instance.layers))
+        return no_solution(problem="pipeline", method="cpsat", status=outcome.status, deadline=deadline, bound=bound,
+                           reason="time limit reached before CP-SAT found a pipeline", stats=stats)
+    plan = [o for p in range(P) for o in data.at[p] if solver.value(y[p, o])]
+    return conclude(
+        problem="pipeline", method="cpsat", instance=instance,
+        solution=build_solution(instance, blocks_from_choices(instance, plan)),
+        evaluate=evaluate, deadline=deadline, proven_optimal=outcome.status is Status.OPTIMAL,
+        bound=bound, stats=stats,
+    )

@@ -1,0 +1,88 @@
+"""A greedy composition: the warm start of the CP-SAT model and a baseline (method ``greedy``).
+
+For a bottleneck τ (tried over a spread of the candidate values), build the pipeline from
+its back: at each step take, on an unused island whose link to the block behind is ≤ τ,
+the option that fits at its 1F1B position with every stage ≤ τ and covers the most layers
+(a block that completes the model first, the cheapest on ties). No backtracking, so it can
+miss plans that exist; it proves nothing.
+"""
+
+from __future__ import annotations
+
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.pipeline.options import bottleneck_candidates, usable_options
+from hetopt.pipeline.plan import blocks_from_choices, build_solution
+from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
+from hetopt.result import Result, Status
+
+#: Thresholds the greedy tries, spread over the sorted candidates: enough to find a good
+#: τ on the shipped instances, few enough to stay well under a second.
+GREEDY_THRESHOLDS = 48
+
+
+def _build(instance: PipelineInstance, usable: list[int], tau: float) -> list[int] | None:
+    L = instance.layers
+    left, behind, used, back, chosen = L, 0, set(), None, []
+    while left > 0:
+        best_key, best_o = None, None
+        for o in usable:
+            opt = instance.options[o]
+            if opt.island in used or opt.layers > left or opt.max_time_s > tau:
+                continue
+            if back is not None and instance.link_s[opt.island][back] > tau:
+                continue
+            lim = instance.behind_limits[o]
+            if lim is not None and behind > lim:
+                continue
+            completes = opt.layers == left
+            if back is None:
+                roles = ("whole", "any") if completes else ("last", "any")
+            else:
+                roles = ("first", "any") if completes else ("middle", "any")
+            if opt.role not in roles:
+                continue
+            key = (completes, opt.layers, -opt.total_time_s)
+            if best_key is None or key > best_key:
+                best_key, best_o = key, o
+        if best_o is None:
+            return None
+        opt = instance.options[best_o]
+        chosen.append(best_o)
+        used.add(opt.island)
+        left -= opt.layers
+        behind += len(opt.stages)
+        back = opt.island
+    return chosen[::-1]
+
+
+def greedy_plan(instance: PipelineInstance) -> list[int] | None:
+    """The best greedy plan over the tried thresholds (option indices front to back), or None."""
+    usable = usable_options(instance)
+    cands = bottleneck_candidates(instance)
+    if not cands:
+        return None
+    step = max(1, len(cands) // GREEDY_THRESHOLDS)
+    taus = sorted(set(cands[::step]) | {cands[-1]})
+    best, best_plan = float("inf"), None
+    for tau in taus:
+        plan = _build(instance, usable, tau)
+        if plan is None:
+            continue
+        ev = evaluate(instance, PipelineSolution(blocks_from_choices(instance, plan)))
+        if ev.feasible and ev.objective < best:
+            best, best_plan = ev.objective, plan
+    return best_plan
+
+
+def solve_greedy(instance: PipelineInstance, *, time_limit: float | None = None) -> Result:
+    """The greedy above as a method: FEASIBLE (never proven), or ERROR when it finds nothing."""
+    deadline = Deadline(time_limit)
+    plan = greedy_plan(instance)
+    if plan is None:
+        return no_solution(problem="pipeline", method="greedy", status=Status.ERROR, deadline=deadline,
+                           reason="the greedy found no pipeline (it does not backtrack; try dp)")
+    return conclude(
+        problem="pipeline", method="greedy", instance=instance,
+        solution=build_solution(instance, blocks_from_choices(instance, plan)),
+        evaluate=evaluate, deadline=deadline, proven_optimal=False,
+    )

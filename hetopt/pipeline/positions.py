@@ -1,0 +1,75 @@
+"""The data of the position-indexed model shared by ``milp.py`` and ``cpsat.py``.
+
+Blocks sit at positions p = 0..P−1 from the front; a used position holds one option; the
+used positions are a prefix. What the models need, computed once: which options may sit at
+which position (by role), each option's stages-behind limit capped at S_max, the island
+pairs whose link costs something, and pairs of identical islands for symmetry breaking.
+See ``formulations/pipeline.md``, "The position model".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetopt.pipeline.options import max_stages, usable_options
+from hetopt.pipeline.problem import PipelineInstance
+
+
+@dataclass(frozen=True)
+class PositionData:
+    """P positions; ``at[p]`` the options allowed there; ``limit[o]`` ≤ S_max; link pairs; twins."""
+
+    positions: int
+    at: tuple[tuple[int, ...], ...]
+    limit: dict[int, int]
+    max_stages: int
+    hosts: tuple[int, ...]
+    links: tuple[tuple[int, int, float], ...]  # (i, j, c) with i ≠ j, c > 0, both islands hosting
+    twins: tuple[tuple[int, int], ...]  # (a, b): identical islands, a < b
+
+
+def _option_key(instance: PipelineInstance, o: int) -> tuple:
+    opt = instance.options[o]
+    return (opt.layers, opt.role, tuple((s.layers, s.forward_s, s.backward_s, s.static_bytes, s.activation_bytes, s.gpus) for s in opt.stages))
+
+
+def position_data(instance: PipelineInstance) -> PositionData:
+    """Build :class:`PositionData` for ``instance``."""
+    usable = usable_options(instance)
+    hosts = tuple(sorted({instance.options[o].island for o in usable}))
+    P = min(len(hosts), instance.layers)
+    s_max = max_stages(instance)
+    at = []
+    for p in range(P):
+        allowed = []
+        for o in usable:
+            role = instance.options[o].role
+            if p == 0 and role in ("middle", "last"):
+                continue
+            if p > 0 and role in ("first", "whole"):
+                continue
+            if p == P - 1 and role == "middle":
+                continue
+            if P == 1 and role == "first":
+                continue
+            allowed.append(o)
+        at.append(tuple(allowed))
+    limit = {}
+    for o in usable:
+        lim = instance.behind_limits[o]
+        limit[o] = s_max if lim is None else min(lim, s_max)
+    links = tuple(
+        (i, j, instance.link_s[i][j]) for i in hosts for j in hosts if i != j and instance.link_s[i][j] > 0
+    )
+    keys = {i: sorted(_option_key(instance, o) for o in usable if instance.options[o].island == i) for i in hosts}
+    twins = []
+    for a in hosts:
+        for b in hosts:
+            if a >= b:
+                continue
+            ia, ib = instance.islands[a], instance.islands[b]
+            same_links = all(instance.link_s[x][a] == instance.link_s[x][b] for x in hosts if x not in (a, b))
+            if (ia.gpus, ia.memory_bytes) == (ib.gpus, ib.memory_bytes) and keys[a] == keys[b] and same_links:
+                twins.append((a, b))
+                break  # chain each island to the next identical one only
+    return PositionData(P, tuple(at), limit, s_max, hosts, links, tuple(twins))
