@@ -19,12 +19,14 @@ import numpy as np
 
 from hetopt.errors import InputError
 from hetopt.readers.allocation import read_allocation
+from hetopt.readers.islands import read_islands
 from hetopt.readers.pipeline import read_pipeline
 from hetopt.result import CrossCheck, Result
 
 #: Instance readers by ``problem`` key.
 READERS: dict[str, Callable[[dict, str], Any]] = {
     "allocation": read_allocation,
+    "islands": read_islands,
     "pipeline": read_pipeline,
 }
 

@@ -18,12 +18,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from hetopt import allocation, pipeline
+from hetopt import allocation, islands, pipeline
 from hetopt.family import Family
 from hetopt.result import CrossCheck, Result, Status, objectives_agree, relative_gap
 
 #: Every family, by its ``problem`` key.
-FAMILIES: dict[str, Family] = {f.name: f for f in (allocation.FAMILY, pipeline.FAMILY)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (allocation.FAMILY, pipeline.FAMILY, islands.FAMILY)}
 
 
 def family(problem_or_instance: str | Any) -> Family:

@@ -1,0 +1,138 @@
+"""The fewest islands as an OR-Tools CP-SAT assignment model (data in ``hetopt.islands.model``).
+
+    x[v,k]     node v is in island slot k            (k ≤ v)
+    w[v,k]     slot k holds some node u ≤ v          (prefix OR, for symmetry breaking)
+    z[p,k]     slot k holds a node of profile p      (only for profiles with a conflict)
+    full[B,k]  ball B lies wholly in slot k
+    spill[B,k] slot k holds a node outside ball B
+
+    Σ_k x[v,k] = 1                                   every node in one island
+    z[p,k] + z[q,k] ≤ 1   for conflicting p, q        conditions 1-2
+    x[v,k] ∧ spill[B,k] ⇒ full[B,k]  for B a ball of v   condition 3 (proximity)
+    x[v,k] ⇒ w[v-1,k-1]                              slot k's lowest node is above slot k-1's
+    minimize Σ_k w[n-1,k]                            used slots
+"""
+
+from __future__ import annotations
+
+import math
+
+from ortools.sat.python import cp_model
+
+from hetopt.backends import solve_cpsat
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.islands.model import hint_values, model_data
+from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
+from hetopt.result import Result, Status
+
+#: Slack when rounding CP-SAT's objective bound up to a whole island count.
+BOUND_SLACK = 1e-6
+
+
+def solve_cpsat_model(
+    instance: IslandsInstance,
+    *,
+    time_limit: float | None = None,
+    workers: int | None = None,
+    seed: int = 0,
+) -> Result:
+    """Solve the assignment model with CP-SAT, warm-started from the greedy's islands.
+
+    Returns
+    -------
+    Result
+        OPTIMAL, or FEASIBLE with the proven bound when the time limit stops the search;
+        ``stats``: slots, balls, conflicts, branches, conflicts_sat.
+    """
+    deadline = Deadline(time_limit)
+    data = model_data(instance)
+    n, slots = instance.num_nodes, data.slots
+    model = cp_model.CpModel()
+
+    # Variables
+    x = {(v, k): model.new_bool_var(f"x_{v}_{k}") for v in range(n) for k in data.allowed(v)}
+    w = {(v, k): model.new_bool_var(f"w_{v}_{k}") for v in range(n) for k in range(slots)}
+    conflicted = sorted({p for pair in data.conflicts for p in pair})
+    z = {(p, k): model.new_bool_var(f"z_{p}_{k}") for p in conflicted for k in range(slots)}
+    full = {(b, k): model.new_bool_var(f"full_{b}_{k}") for b in range(len(data.balls)) for k in range(slots)}
+    spill = {(b, k): model.new_bool_var(f"spill_{b}_{k}") for b in range(len(data.balls)) for k in range(slots)}
+
+    # Every node sits in exactly one island.
+    for v in range(n):
+        model.add_exactly_one(x[v, k] for k in data.allowed(v))
+    # w[v,k] = w[v-1,k] ∨ x[v,k]: the prefix OR that says "slot k is used by a node ≤ v".
+    for k in range(slots):
+        for v in range(n):
+            prev = [w[v - 1, k]] if v > 0 else []
+            here = [x[v, k]] if (v, k) in x else []
+            model.add_bool_or([*prev, *here]).only_enforce_if(w[v, k])
+            for lit in (*prev, *here):
+                model.add_implication(lit, w[v, k])
+    # Symmetry breaking: islands are numbered by their lowest node, so a node in slot k
+    # needs slot k-1 to hold a lower node (this also fills the slots from 0 up).
+    for (v, k), lit in x.items():
+        if k > 0:
+            model.add_implication(lit, w[v - 1, k - 1])
+    # Conditions 1-2: a slot holding profile p holds no conflicting profile q.
+    for (v, k), lit in x.items():
+        if (data.profile[v], k) in z:
+            model.add_implication(lit, z[data.profile[v], k])
+    for p, q in data.conflicts:
+        for k in range(slots):
+            model.add_bool_or([~z[p, k], ~z[q, k]])
+    # Condition 3 (proximity): full[B,k] ⇒ B ⊆ slot k; ¬spill[B,k] ⇒ nothing of slot k outside B.
+    for b, ball in enumerate(data.balls):
+        inside = set(ball)
+        for k in range(slots):
+            if all((u, k) in x for u in ball):
+                model.add_bool_and([x[u, k] for u in ball]).only_enforce_if(full[b, k])
+            else:  # a node of the ball cannot take slot k
+                model.add(full[b, k] == 0)
+            for u in range(n):
+                if u not in inside and (u, k) in x:
+                    model.add_implication(x[u, k], spill[b, k])
+    # ...and a member v of slot k with a node outside its ball B forces the whole ball in.
+    for v in range(n):
+        for k in data.allowed(v):
+            for b in data.node_balls[v]:
+                model.add_bool_or([~x[v, k], ~spill[b, k], full[b, k]])
+    # Objective: the number of used slots, at least the distinct GPU counts.
+    used = [w[n - 1, k] for k in range(slots)]
+    model.add(sum(used) >= data.lower_bound)
+    model.minimize(sum(used))
+
+    # Hint: the greedy's islands (numbered by lowest node, so they meet the symmetry breaking).
+    hint = hint_values(data, n)
+    for (v, k), lit in x.items():
+        model.add_hint(lit, hint["slot"][v] == k)
+    for (v, k), lit in w.items():
+        model.add_hint(lit, any(hint["slot"][u] == k for u in range(v + 1)))
+    for (p, k), lit in z.items():
+        model.add_hint(lit, any(data.profile[u] == p for u in data.hint[k]) if k < len(data.hint) else False)
+    for key, lit in full.items():
+        model.add_hint(lit, hint["full"][key])
+    for key, lit in spill.items():
+        model.add_hint(lit, hint["spill"][key])
+
+    solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
+    stats = dict(outcome.stats, slots=slots, balls=len(data.balls), conflicts=len(data.conflicts), variables=len(model.proto.variables))
+    bound = None if outcome.bound is None else float(math.ceil(outcome.bound - BOUND_SLACK))
+    if not outcome.status.has_solution:
+        if outcome.status is Status.INFEASIBLE:  # the greedy's islands are a solution
+            raise AssertionError("the islands CP-SAT model reports infeasible, but the greedy's islands fit it")
+        return no_solution(
+            problem="islands", method="cpsat", status=outcome.status, deadline=deadline, bound=bound,
+            reason="time limit reached before CP-SAT found islands", stats=stats,
+        )
+    islands = [[v for v in range(n) if (v, k) in x and solver.boolean_value(x[v, k])] for k in range(slots)]
+    return conclude(
+        problem="islands",
+        method="cpsat",
+        instance=instance,
+        solution=build_solution(instance, [i for i in islands if i]),
+        evaluate=evaluate,
+        deadline=deadline,
+        proven_optimal=outcome.status is Status.OPTIMAL,
+        bound=bound,
+        stats=stats,
+    )
