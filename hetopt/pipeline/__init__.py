@@ -29,8 +29,8 @@ from hetopt.pipeline.problem import (
 from hetopt.pipeline.simulate import Simulation, simulate_1f1b
 from hetopt.result import AGREEMENT_RTOL
 
-#: crosscheck adds ``bruteforce`` when it would evaluate at most this many tilings (~1 s).
-BRUTEFORCE_LIMIT = 20_000
+#: crosscheck adds ``bruteforce`` when it would evaluate at most this many tilings (about 1 s at ~0.35 ms each).
+BRUTEFORCE_LIMIT = 3_000
 
 METHODS = {
     "dp": solve_dp,
