@@ -1,12 +1,13 @@
 """Tangram's greedy island procedure, made safe: every merge is checked against all three conditions.
 
-1. Split the nodes by GPU count, then by compute and memory: nodes sorted by (c, m), a new
-   group whenever c or m would leave the window [first, first·(1 + ε)] of the group.
+1. Split the nodes by GPU count, then by compute, then by memory: each split sorts a group
+   by the quantity and cuts a new group where it leaves [first, first·(1 + ε)].
 2. Split every group the same way by intra-node bandwidth b.
 3. Inside each group, agglomerative clustering on inter-node bandwidth
    (``scipy.cluster.hierarchy.linkage``, single linkage on distance 1/e, which merges along
-   widest paths like the proximity condition reads them), replayed bottom-up: two clusters'
-   islands merge when the union is still a valid island *in the whole cluster*.
+   widest paths like the proximity condition reads them), replayed bottom-up: at each merge
+   the linkage cluster becomes one island if that is valid *in the whole cluster*; if not,
+   its islands are merged pairwise, largest first, while the unions stay valid.
 
 The paper cuts the dendrogram instead; a cut can give an island that breaks proximity
 (a faster link to a node of another group, split off in steps 1-2), so here a merge that
@@ -26,36 +27,29 @@ from hetopt.islands.problem import IslandsInstance, build_solution, evaluate, is
 from hetopt.result import Result
 
 
-def _window_split(order: Sequence[int], values: Sequence[np.ndarray], eps: Sequence[float]) -> list[list[int]]:
-    """Split ``order`` (already sorted) whenever a value leaves its group's max/min window."""
+def _window_split(nodes: Sequence[int], values: np.ndarray, eps: float) -> list[list[int]]:
+    """Sort ``nodes`` by ``values`` and cut a new group where a value leaves [first, first·(1 + ε)]."""
     groups: list[list[int]] = []
-    lo = hi = None
-    for i in order:
-        x = [v[i] for v in values]
-        if groups and all(within(max(h, xi) / min(l, xi), e) for l, h, xi, e in zip(lo, hi, x, eps)):
+    for i in sorted(nodes, key=lambda i: (values[i], i)):
+        if groups and within(values[i] / values[groups[-1][0]], eps):
             groups[-1].append(i)
-            lo = [min(l, xi) for l, xi in zip(lo, x)]
-            hi = [max(h, xi) for h, xi in zip(hi, x)]
         else:
             groups.append([i])
-            lo, hi = list(x), list(x)
     return groups
 
 
 def homogeneous_groups(instance: IslandsInstance) -> list[list[int]]:
-    """Steps 1 and 2: groups of node indices meeting conditions 1 and 2."""
-    g = instance.attribute("gpus")
-    c = instance.attribute("flops")
-    m = instance.attribute("memory_bytes")
-    b = instance.attribute("intra_bytes_s")
+    """Steps 1 and 2: split by GPU count, then compute, then memory, then intra-node bandwidth.
+
+    Each split is a one-dimensional sweep, so every group meets conditions 1 and 2.
+    """
     tol = instance.tolerance
-    out = []
-    for count in sorted(set(g.tolist())):
-        same = sorted(np.flatnonzero(g == count).tolist(), key=lambda i: (c[i], m[i], i))
-        for group in _window_split(same, (c, m), (tol.compute, tol.memory)):
-            by_intra = sorted(group, key=lambda i: (b[i], i))
-            out.extend(_window_split(by_intra, (b,), (tol.intra,)))
-    return out
+    g = instance.attribute("gpus")
+    groups = [np.flatnonzero(g == count).tolist() for count in sorted(set(g.tolist()))]
+    for attr, eps in (("flops", tol.compute), ("memory_bytes", tol.memory), ("intra_bytes_s", tol.intra)):
+        values = instance.attribute(attr)
+        groups = [part for group in groups for part in _window_split(group, values, eps)]
+    return groups
 
 
 def _cluster_group(instance: IslandsInstance, group: list[int]) -> list[list[int]]:
@@ -68,6 +62,10 @@ def _cluster_group(instance: IslandsInstance, group: list[int]) -> list[list[int
     parts: dict[int, list[list[int]]] = {i: [[node]] for i, node in enumerate(group)}
     for k, (left, right, _, _) in enumerate(steps):
         islands = parts.pop(int(left)) + parts.pop(int(right))
+        whole = [node for island in islands for node in island]
+        if len(islands) > 1 and is_valid_island(instance, whole):  # the dendrogram's cluster itself
+            parts[len(group) + k] = [whole]
+            continue
         islands.sort(key=len, reverse=True)
         merged: list[list[int]] = []
         for island in islands:  # greedy: join the first (largest) island that stays valid
