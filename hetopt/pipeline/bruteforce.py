@@ -18,9 +18,10 @@ def plan_count(instance: PipelineInstance, limit: int = MAX_PLANS + 1) -> int:
 
     Every option counts, memory and roles are ignored: this is what bruteforce would try.
     """
-    by_island: dict[int, list[int]] = {}
+    by_island: dict[int, dict[int, int]] = {}  # island -> slice length -> number of options
     for opt in instance.options:
-        by_island.setdefault(opt.island, []).append(opt.layers)
+        lengths = by_island.setdefault(opt.island, {})
+        lengths[opt.layers] = lengths.get(opt.layers, 0) + 1
     memo: dict[tuple[frozenset, int], int] = {}
 
     def count(used: frozenset, left: int) -> int:
@@ -30,14 +31,11 @@ def plan_count(instance: PipelineInstance, limit: int = MAX_PLANS + 1) -> int:
         if key not in memo:
             total = 0
             for island, lengths in by_island.items():
-                if island not in used:
-                    for k in lengths:
-                        if k <= left:
-                            total += count(used | {island}, left - k)
-                            if total >= limit:
-                                break
-                if total >= limit:
-                    break
+                if island in used:
+                    continue
+                for k, many in lengths.items():
+                    if k <= left and total < limit:
+                        total += many * count(used | {island}, left - k)
             memo[key] = min(total, limit)
         return memo[key]
 

@@ -76,7 +76,11 @@ def solve_cpsat_model(
     on = {(p, i): sum(y[p, o] for o in data.at[p] if opts[o].island == i) for p in range(P) for i in data.hosts}
     link = {(p, i, j): model.new_bool_var(f"l_{p}_{i}_{j}") for p in range(P - 1) for (i, j, _c) in data.links}
     cost = {(i, j): c for (i, j, c) in data.links}
-    behind = [sum(len(opts[o].stages) * y[q, o] for q in range(p + 1, P) for o in data.at[q]) for p in range(P)]
+    # stages behind position p (one variable each, so the memory rules below stay short)
+    stages_at = [sum(len(opts[o].stages) * y[p, o] for o in data.at[p]) for p in range(P)]
+    behind = [model.new_int_var(0, data.max_stages, f"behind_{p}") for p in range(P)]
+    for p in range(P):
+        model.add(behind[p] == (behind[p + 1] + stages_at[p + 1] if p + 1 < P else 0))
 
     # one block per position, the used positions a prefix, and a first block
     model.add(used[0] == 1)

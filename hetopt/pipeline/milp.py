@@ -58,12 +58,12 @@ def solve_milp(
     P, M, opts = data.positions, instance.microbatches, instance.options
 
     prob = pulp.LpProblem("pipeline", pulp.LpMinimize)
-    y = {(p, o): pulp.LpVariable(f"y_{p}_{o}", cat=pulp.LpBinary) for p in range(P) for o in data.at[p]}
-    z = pulp.LpVariable("z", lowBound=0)
+    y = {(p, o): prob.add_variable(f"y_{p}_{o}", lowBound=0, upBound=1, cat=pulp.LpInteger) for p in range(P) for o in data.at[p]}
+    z = prob.add_variable("z", lowBound=0)
     used = [pulp.lpSum(y[p, o] for o in data.at[p]) for p in range(P)]
     on = {(p, i): pulp.lpSum(y[p, o] for o in data.at[p] if opts[o].island == i) for p in range(P) for i in data.hosts}
     w = {
-        (p, i, j): pulp.LpVariable(f"w_{p}_{i}_{j}", lowBound=0, upBound=1)
+        (p, i, j): prob.add_variable(f"w_{p}_{i}_{j}", lowBound=0, upBound=1)
         for p in range(P - 1) for (i, j, _c) in data.links
     }
     cost = {(i, j): c for (i, j, c) in data.links}
@@ -90,9 +90,10 @@ def solve_milp(
         prob += by_role["first"] + by_role["middle"] <= nxt, f"has_next_{p}"
         prob += by_role["whole"] + by_role["last"] <= 1 - nxt, f"is_end_{p}"
     # 1F1B memory: the stages behind the block at p are at most its option's limit b_o
+    stages_at = [pulp.lpSum(len(opts[o].stages) * y[p, o] for o in data.at[p]) for p in range(P)]
     for p in range(P - 1):
-        behind = pulp.lpSum(len(opts[o].stages) * y[q, o] for q in range(p + 1, P) for o in data.at[q])
         if any(data.limit[o] < data.max_stages for o in data.at[p]):
+            behind = pulp.lpSum(stages_at[q] for q in range(p + 1, P))
             prob += behind <= pulp.lpSum(data.limit[o] * y[p, o] for o in data.at[p]), f"memory_{p}"
     # links used between consecutive positions, and the bottleneck
     for (p, i, j), v in w.items():
@@ -105,7 +106,7 @@ def solve_milp(
         prob += pulp.lpSum(on[p, b] for p in range(P)) <= pulp.lpSum(on[p, a] for p in range(P)), f"twins_{a}_{b}"
 
     outcome = solve_pulp(prob, backend=backend, time_limit=None if time_limit is None else deadline.remaining(), threads=threads)
-    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=len(prob.constraints), positions=P)
+    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), positions=P)
     if not outcome.status.has_solution:
         if outcome.status is Status.INFEASIBLE:
             return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline, stats=stats,

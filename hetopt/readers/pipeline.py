@@ -71,10 +71,12 @@ def _links(top: Fields, islands: tuple[Island, ...], index: dict[str, int]) -> t
     return tuple(tuple(row) for row in link)
 
 
-def _option(f: Fields, islands: tuple[Island, ...], index: dict[str, int]) -> PipelineOption:
+def _option(f: Fields, islands: tuple[Island, ...], index: dict[str, int], model_layers: int) -> PipelineOption:
     f.reject_unknown(OPTION_KEYS)
     island = _island_ref(f, "island", index)
     layers = f.integer("layers", minimum=1, maximum=MAX_LAYERS)
+    if layers > model_layers:
+        raise f.error("layers", f"{layers} is more than the model's {model_layers} layers")
     role = f.string("role", "any", choices=ROLES)
     stages = []
     for s in f.tables("stage", required=True, max_len=MAX_STAGES):
@@ -119,10 +121,7 @@ def read_pipeline(data: dict, source: str) -> PipelineInstance:
     link = _links(top, islands, index)
     options = []
     for f in top.tables("option", required=True, max_len=MAX_OPTIONS):
-        opt = _option(f, islands, index)
-        if opt.layers > layers:
-            raise f.error("layers", f"{opt.layers} is more than the model's {layers} layers")
-        options.append(opt)
+        options.append(_option(f, islands, index, layers))
     return PipelineInstance(
         name=top.string("name", source),
         layers=layers,

@@ -1,0 +1,95 @@
+"""Solver behaviour on the shipped instances: infeasibility with a reason, time limits, the CLI."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+import hetopt
+from hetopt.cli import main
+from hetopt.pipeline.generate import shipped_instances, to_toml
+from hetopt.result import Status
+
+from .conftest import INSTANCES
+
+TANGRAM = sorted(p.name for p in INSTANCES.glob("tangram-*.toml"))
+TWO_ISLANDS = [n for n in TANGRAM if "6.7b" in n or n.endswith("v100-32x8.toml")]
+
+
+@pytest.mark.parametrize("method", ["dp", "milp", "cpsat", "bruteforce"])
+def test_infeasible_instance_gives_infeasible_and_a_reason(method):
+    inst = hetopt.load(INSTANCES / "infeasible-gpt3-13b-t4x4.toml")
+    r = hetopt.solve(inst, method)
+    assert r.status is Status.INFEASIBLE and r.solution is None
+    assert "layers" in r.reason and len(r.reason) > 40
+
+
+def test_infeasible_exit_code_and_reason_on_the_command_line(capsys):
+    assert main(["solve", str(INSTANCES / "infeasible-gpt3-13b-t4x4.toml")]) == 1
+    assert "reason:" in capsys.readouterr().out
+
+
+def test_memory_that_fits_no_position_is_explained():
+    inst = hetopt.load(INSTANCES / "tiny.toml")
+    small = type(inst)(**{**inst.__dict__, "memory_fraction": 0.01})
+    r = hetopt.solve(small, "dp")
+    assert r.status is Status.INFEASIBLE and "memory" in r.reason
+
+
+@pytest.mark.parametrize("method", ["dp", "milp", "cpsat"])
+def test_time_limit_never_gives_a_false_optimal(method):
+    inst = hetopt.load(INSTANCES / "scale-8x96.toml")
+    r = hetopt.solve(inst, method, time_limit=0.05)
+    assert r.status in (Status.FEASIBLE, Status.TIME_LIMIT, Status.OPTIMAL)
+    if r.status is Status.OPTIMAL:  # only acceptable if it is truly the optimum (known from the dp)
+        assert math.isclose(r.objective, 124.05880564877609, rel_tol=1e-9)
+    if r.status is Status.FEASIBLE and r.bound is not None:
+        assert r.bound <= r.objective
+        assert r.bound <= 124.05880564877609 * (1 + 1e-9)
+
+
+def test_dp_declines_when_its_table_is_too_large():
+    r = hetopt.solve(hetopt.load(INSTANCES / "scale-16x128.toml"), "dp")
+    assert r.status is Status.DECLINED and "cells" in r.reason
+
+
+def test_bruteforce_declines_beyond_its_size():
+    r = hetopt.solve(hetopt.load(INSTANCES / "tangram-gpt3-13b-a100x4-v100-32x8-v100-16x4-t4x4.toml"), "bruteforce")
+    assert r.status is Status.DECLINED and "tiny" in r.reason
+
+
+def test_dp_stats_and_json_contract(capsys):
+    assert main(["solve", str(INSTANCES / "tiny.toml"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "OPTIMAL"
+    for key in ("thresholds_tried", "states_memoized", "options_skipped"):
+        assert key in doc["stats"]
+    assert sum(b["layers"] for b in doc["solution"]["blocks"]) == 8
+    # the issue's example: M = 16, equal stage times and a link: simulated equals analytic here
+    assert doc["solution"]["simulated_s"] == pytest.approx(doc["solution"]["iteration_time_s"], rel=1e-12)
+
+
+def test_human_output_shows_analytic_and_simulated_time(capsys):
+    assert main(["solve", str(INSTANCES / "tiny-t4-v100.toml")]) == 0
+    out = capsys.readouterr().out
+    assert "analytic" in out and "1F1B simulation" in out and "simulated - analytic" in out
+
+
+@pytest.mark.parametrize("name", TWO_ISLANDS)
+def test_dp_and_milp_agree_on_two_island_tangram_instances(name):
+    inst = hetopt.load(INSTANCES / name)
+    check = hetopt.crosscheck(inst, ["dp", "milp"])
+    assert check.agree and all(r.status is Status.OPTIMAL for r in check.results), check.disagreement
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TANGRAM)
+def test_crosscheck_agrees_on_every_tangram_instance(name, capsys):
+    assert main(["crosscheck", str(INSTANCES / name), "--time-limit", "120"]) == 0
+
+
+def test_shipped_files_are_what_the_generator_writes():
+    for inst in shipped_instances():
+        assert (INSTANCES / f"{inst.name}.toml").read_text(encoding="utf-8") == to_toml(inst), inst.name
