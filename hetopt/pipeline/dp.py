@@ -30,7 +30,7 @@ import numpy as np
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, bottleneck_candidates, max_stages, usable_options, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.problem import PipelineInstance, evaluate
+from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
 
 INF = np.inf
@@ -342,9 +342,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
     return _conclude(instance, best_plan, deadline, True, None, stats)
 
 
-def _bare(instance: PipelineInstance, plan: list[int]):
-    from hetopt.pipeline.problem import PipelineSolution
-
+def _bare(instance: PipelineInstance, plan: list[int]) -> PipelineSolution:
     return PipelineSolution(blocks_from_choices(instance, plan))
 
 
