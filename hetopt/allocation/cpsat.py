@@ -54,10 +54,15 @@ def solve_cpsat_model(
     options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
     lower = time_lower_bound(instance, options)
     greedy = greedy_choices(instance, options)
+    if greedy is not None:  # no option slower than the greedy plan can be in a better plan
+        upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
+        options = [o.take(o.time <= upper) for o in options]
 
     model = cp_model.CpModel()
-    top = max(scaled(float(o.time.max())) for o in options)
-    z = model.new_int_var(scaled(lower), top, "z")
+    # z takes only the values an option can give it: a sparse domain lets CP-SAT rule whole
+    # times out at once instead of creeping up nanosecond by nanosecond
+    levels = sorted({scaled(float(t)) for o in options for t in o.time if t >= lower})
+    z = model.new_int_var_from_domain(cp_model.Domain.from_values(levels), "z")
     x, y = {}, {}
     for g, grp in enumerate(instance.groups):
         opts = options[g]
@@ -71,6 +76,8 @@ def solve_cpsat_model(
             model.add(z >= scaled(float(opts.time[o]))).only_enforce_if(y[g, o])
         # every GPU of the group runs one option
         model.add(sum(x[g, o] for o in range(len(opts))) == grp.count)
+        # the slowest GPU is no faster than the group's mean (valid; strengthens the LP relaxation)
+        model.add(grp.count * z >= sum(scaled(float(opts.time[o])) * x[g, o] for o in range(len(opts))))
     # (I) the local batches make the global batch
     model.add(sum(int(options[g].batch[o]) * x[g, o] for (g, o) in x) == instance.global_batch)
     # (III) activations plus the training state fit the cluster

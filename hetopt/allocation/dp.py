@@ -257,6 +257,8 @@ def solve_dp_faithful(instance: AllocationInstance, *, time_limit: float | None 
             target[better] = candidate[better]
             pick[b:, m:][better] = o
             updates += 1
+            if updates % 256 == 0 and deadline.expired():
+                break
         if deadline.expired():
             return no_solution(
                 problem="allocation",

@@ -1,0 +1,77 @@
+"""Time limits never produce a false OPTIMAL; the generated instances match their generator."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+import hetopt
+from hetopt.result import Status
+
+ROOT = Path(__file__).resolve().parents[2]
+BIG = ROOT / "instances" / "allocation" / "cephalo-b-gpt3-6.7b-b1024-analytic.toml"
+
+
+@pytest.fixture(scope="module")
+def big():
+    instance = hetopt.load(BIG)
+    return instance, hetopt.solve(instance, "dp").objective
+
+
+@pytest.mark.parametrize("method", ["dp", "dp-faithful", "milp", "cpsat", "bruteforce"])
+def test_a_tiny_time_limit_is_honest(big, method):
+    instance, optimum = big
+    r = hetopt.solve(instance, method, time_limit=0.001)
+    assert r.status in (Status.OPTIMAL, Status.FEASIBLE, Status.TIME_LIMIT, Status.DECLINED)
+    if r.status is Status.OPTIMAL:
+        assert math.isclose(r.objective, optimum, rel_tol=1e-9, abs_tol=1e-9)
+    if r.status is Status.FEASIBLE:
+        assert r.objective >= optimum - 1e-9
+        assert r.bound is None or r.bound <= optimum + 1e-9
+        assert r.gap is None or r.gap >= 0
+    if r.status is Status.TIME_LIMIT:
+        assert r.solution is None and r.objective is None
+
+
+def test_dp_under_a_time_limit_returns_a_plan_with_a_gap(big):
+    instance, optimum = big
+    r = hetopt.solve(instance, "dp", time_limit=0.0)
+    assert r.status is Status.FEASIBLE
+    assert r.bound <= optimum <= r.objective
+    assert r.gap == pytest.approx((r.objective - r.bound) / r.objective)
+
+
+needs_profiles = pytest.mark.skipif(
+    not (ROOT.parent / "shared" / "data" / "cephalo-profiles").is_dir(),
+    reason="shared/data/cephalo-profiles is not beside this checkout",
+)
+
+
+@needs_profiles
+def test_generated_instances_match_the_generator():
+    from hetopt.generate.allocation import paper_instances
+
+    for name, data in paper_instances().items():
+        on_disk = hetopt.load(ROOT / "instances" / "allocation" / name)
+        assert on_disk == hetopt.loads(_toml(data), source=name), name
+
+
+def _toml(data):
+    from hetopt.generate.toml import dumps
+
+    return dumps(data)
+
+
+@needs_profiles
+def test_catalog_efficiencies_are_the_calibration():
+    from hetopt.generate.calibrate import calibrate
+    from hetopt.hardware import load_gpus
+
+    gpus = load_gpus()
+    for key, c in calibrate().items():
+        for gpu in gpus.values():
+            if gpu.profile == key:
+                assert gpu.efficiency == c["efficiency"], gpu.name
+                assert gpu.half_efficiency_tokens == c["half_efficiency_tokens"], gpu.name
