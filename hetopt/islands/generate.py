@@ -32,6 +32,12 @@ import numpy as np
 from hetopt.islands import catalog as cat
 from hetopt.islands.catalog import Shape
 
+#: How the synthetic switch trees state uplinks: e(n, n') is a bottleneck over the path, so
+#: an uplink's ``gbps`` is the share one node can count on when every node below it talks
+#: at once (the uplink's capacity over the nodes below it), not the uplink's capacity,
+#: which is always larger than any NIC and would never be the bottleneck.
+UPLINK_NOTE = "uplink gbps = per-node share of the uplink's capacity"
+
 #: Relative standard deviation of profiled compute rates around the datasheet (3%): node
 #: to node variation of measured matmul throughput (clocks, thermals, power caps).
 PROFILE_JITTER = 0.03
@@ -221,11 +227,12 @@ def synthetic_64() -> tuple[dict, list[str]]:
         "p0-r0": [(h, 8, {})], "p0-r1": [(h, 4, {}), (a8, 4, {})], "p0-r2": [(a8, 8, {})], "p0-r3": [(a4, 8, {})],
         "p1-r0": [(a4, 4, {}), (v, 4, {})], "p1-r1": [(v, 8, {})], "p1-r2": [(h, 8, {})], "p1-r3": [(a8, 4, {}), (a4, 4, {})],
     }
-    switches = [{"name": "spine"}, {"name": "pod-0", "parent": "spine", "gbps": 1600.0}, {"name": "pod-1", "parent": "spine", "gbps": 1600.0}]
-    switches += [{"name": r, "parent": f"pod-{r[1]}", "gbps": 6400.0} for r in racks]
+    switches = [{"name": "spine"}, {"name": "pod-0", "parent": "spine", "gbps": 800.0}, {"name": "pod-1", "parent": "spine", "gbps": 800.0}]
+    switches += [{"name": r, "parent": f"pod-{r[1]}", "gbps": 1600.0} for r in racks]
     header = ["Synthetic: 64 nodes (512 GPUs) of 4 generations over 2 pods of 4 racks.",
               f"tflops are profiled rates: datasheet x (1 + {PROFILE_JITTER:g} N(0,1)), seed 64.",
-              "Links: node NIC to its rack switch, racks to pods at 6400 Gb/s, pods to the spine at 1600 Gb/s."]
+              "Links: node NIC to its rack switch; per-node shares of the uplinks: racks to pods 1600 Gb/s,",
+              "pods to the spine 800 Gb/s (see UPLINK_NOTE in the generator)."]
     return _tree("synthetic-64-nodes-2-pods", "512 GPUs, 4 generations, 2 pods", list(racks.items()), switches, rng, header)
 
 
@@ -238,13 +245,13 @@ def datacenter_512() -> tuple[dict, list[str]]:
     switches = [{"name": "core"}]
     layout = []
     for hall in ("hall-0", "hall-1"):
-        switches.append({"name": hall, "parent": "core", "gbps": 3200.0})
+        switches.append({"name": hall, "parent": "core", "gbps": 400.0})
         for p in range(4):
             pod = f"{hall}-pod-{p}"
-            switches.append({"name": pod, "parent": hall, "gbps": 6400.0})
+            switches.append({"name": pod, "parent": hall, "gbps": 800.0})
             for r in range(8):
                 rack = f"{pod}-r{r}"
-                switches.append({"name": rack, "parent": pod, "gbps": 12800.0})
+                switches.append({"name": rack, "parent": pod, "gbps": 1600.0})
                 shape = pods[hall, p] or (a4 if r % 2 else a8)
                 members = [(shape, 8, {})]
                 if (p + r) % 7 == 3:  # a node with 4 of its 8 GPUs out of service
@@ -254,7 +261,8 @@ def datacenter_512() -> tuple[dict, list[str]]:
                 layout.append((rack, members))
     header = ["Synthetic datacenter: 512 nodes (4096 GPUs), 2 halls x 4 pods x 8 racks x 8 nodes.",
               "tflops are profiled rates with a 1% jitter (seed 512); some nodes run 4 GPUs, some are power-capped.",
-              "Links: NIC to rack, racks to pods 12800, pods to halls 6400, halls to core 3200 Gb/s."]
+              "Links: NIC to rack; per-node shares of the uplinks: racks to pods 1600, pods to halls 800,",
+              "halls to core 400 Gb/s (see UPLINK_NOTE in the generator)."]
     return _tree("datacenter-512-nodes", "4096 GPUs in racks, pods and halls", layout, switches, rng, header, jitter=0.01)
 
 
@@ -273,7 +281,7 @@ def geo_2_regions() -> tuple[dict, list[str]]:
     h, a8, v = cat.H100_NODE, cat.A100_80_NODE, cat.V100_SXM2_NODE
     layout = [("us-r0", [(h, 8, {})]), ("us-r1", [(a8, 8, {})]), ("eu-r0", [(a8, 8, {})]), ("eu-r1", [(a8, 4, {}), (v, 4, {})])]
     switches = [{"name": "wan"}, {"name": "us-east", "parent": "wan", "gbps": 10.0}, {"name": "eu-west", "parent": "wan", "gbps": 10.0}]
-    switches += [{"name": r, "parent": "us-east" if r.startswith("us") else "eu-west", "gbps": 6400.0} for r, _ in layout]
+    switches += [{"name": r, "parent": "us-east" if r.startswith("us") else "eu-west", "gbps": 1600.0} for r, _ in layout]
     header = ["Synthetic geo-distributed cluster: us-east and eu-west, 16 nodes each, 10 Gb/s WAN between them."]
     return _tree("geo-2-regions", "2 regions joined by a WAN link", layout, switches, rng, header)
 

@@ -6,7 +6,8 @@ The CP-SAT model of ``cpsat.py`` (data in ``hetopt.islands.model``), linearized:
     w[v,k] ≥ w[v-1,k],  w[v,k] ≥ x[v,k],  w[v,k] ≤ w[v-1,k] + x[v,k]    prefix OR
     x[v,k] ≤ w[v-1,k-1]                                  symmetry: islands by lowest node
     x[v,k] ≤ z[p(v),k],  z[p,k] + z[q,k] ≤ 1             conditions 1-2
-    |B|·full[B,k] ≤ Σ_{u∈B} x[u,k]                       full ⇒ B ⊆ slot k
+    full[B,k] ≤ x[u,k]   for u ∈ B                       full ⇒ B ⊆ slot k (per member: a
+                                                         tighter LP than |B|·full ≤ Σ x)
     Σ_{u∉B} x[u,k] ≤ (n - |B|)·spill[B,k]                a node outside B ⇒ spill
     full[B,k] ≥ x[v,k] + spill[B,k] - 1   (B a ball of v)  condition 3 (proximity)
     minimize Σ_k w[n-1,k]
@@ -53,13 +54,13 @@ def solve_milp(
     data = model_data(instance)
     n, slots = instance.num_nodes, data.slots
     prob = pulp.LpProblem("islands", pulp.LpMinimize)
-    binary = pulp.LpBinary
-    x = {(v, k): pulp.LpVariable(f"x_{v}_{k}", cat=binary) for v in range(n) for k in data.allowed(v)}
-    w = {(v, k): pulp.LpVariable(f"w_{v}_{k}", lowBound=0, upBound=1) for v in range(n) for k in range(slots)}
+    binary = pulp.LpInteger  # with bounds [0, 1]
+    x = {(v, k): prob.add_variable(f"x_{v}_{k}", lowBound=0, upBound=1, cat=binary) for v in range(n) for k in data.allowed(v)}
+    w = {(v, k): prob.add_variable(f"w_{v}_{k}", lowBound=0, upBound=1) for v in range(n) for k in range(slots)}
     conflicted = sorted({p for pair in data.conflicts for p in pair})
-    z = {(p, k): pulp.LpVariable(f"z_{p}_{k}", cat=binary) for p in conflicted for k in range(slots)}
-    full = {(b, k): pulp.LpVariable(f"full_{b}_{k}", cat=binary) for b in range(len(data.balls)) for k in range(slots)}
-    spill = {(b, k): pulp.LpVariable(f"spill_{b}_{k}", cat=binary) for b in range(len(data.balls)) for k in range(slots)}
+    z = {(p, k): prob.add_variable(f"z_{p}_{k}", lowBound=0, upBound=1, cat=binary) for p in conflicted for k in range(slots)}
+    full = {(b, k): prob.add_variable(f"full_{b}_{k}", lowBound=0, upBound=1, cat=binary) for b in range(len(data.balls)) for k in range(slots)}
+    spill = {(b, k): prob.add_variable(f"spill_{b}_{k}", lowBound=0, upBound=1, cat=binary) for b in range(len(data.balls)) for k in range(slots)}
 
     used = pulp.lpSum(w[n - 1, k] for k in range(slots))
     prob += used
@@ -87,7 +88,8 @@ def solve_milp(
     for b, ball in enumerate(data.balls):  # condition 3 through balls
         inside = set(ball)
         for k in range(slots):
-            prob += len(ball) * full[b, k] <= pulp.lpSum(x.get((u, k), 0) for u in ball), f"full_{b}_{k}"
+            for u in ball:  # one row per member: tighter than |B|·full ≤ Σ x
+                prob += full[b, k] <= x.get((u, k), 0), f"full_{b}_{u}_{k}"
             outside = [x[u, k] for u in range(n) if u not in inside and (u, k) in x]
             prob += pulp.lpSum(outside) <= (n - len(ball)) * spill[b, k], f"spill_{b}_{k}"
     for v in range(n):
@@ -98,7 +100,7 @@ def solve_milp(
     # Warm start is not passed: PuLP's HiGHS interface ignores it; the greedy's count is
     # already in the model as the number of slots.
     outcome = solve_pulp(prob, backend=backend, time_limit=None if time_limit is None else deadline.remaining(), threads=threads)
-    stats = dict(outcome.stats, slots=slots, balls=len(data.balls), variables=len(prob.variables()), constraints=len(prob.constraints))
+    stats = dict(outcome.stats, slots=slots, balls=len(data.balls), variables=len(prob.variables()), constraints=prob.numConstraints())
     bound = None if outcome.bound is None else float(math.ceil(outcome.bound - INTEGRALITY_SLACK))
     if not outcome.status.has_solution:
         if outcome.status is Status.INFEASIBLE:

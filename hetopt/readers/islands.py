@@ -8,6 +8,8 @@ with a default, or as a switch tree (``[[network.switch]]`` plus ``switch`` and
 
 from __future__ import annotations
 
+import numpy as np
+
 from hetopt.islands.network import (
     DEFAULT_HOST_GBPS,
     apply_host_links,
@@ -176,18 +178,18 @@ def read_islands(data: dict, source: str) -> IslandsInstance:
             raise m.error("name", f"machine {name!r} is listed twice")
         host[name] = _gbps(m, "host_gbps")
     e = apply_host_links(e, [n.machine for n in nodes], host, host_default)
-    missing = [(i, j) for i in range(len(nodes)) for j in range(i + 1, len(nodes)) if e[i, j] != e[i, j]]
-    if missing:
-        i, j = missing[0]
+    missing = np.argwhere(np.isnan(e))
+    if len(missing):
+        i, j = (int(x) for x in missing[0])
         raise net.error(
             "default_gbps",
-            f"missing: {len(missing)} node pair(s) have no bandwidth, e.g. {nodes[i].name!r}–{nodes[j].name!r}; "
+            f"missing: {len(missing) // 2} node pair(s) have no bandwidth, e.g. {nodes[i].name!r}–{nodes[j].name!r}; "
             "give default_gbps, a [[network.link]] or a [[network.group]]",
         )
     return IslandsInstance(
         name=top.string("name", source),
         nodes=tuple(nodes),
-        bandwidth=tuple(tuple(float(x) * GBPS for x in row) for row in e.tolist()),
+        bandwidth=tuple(map(tuple, (e * GBPS).tolist())),
         tolerance=tolerance,
         network="switch tree" if tree else "pairs",
     )
