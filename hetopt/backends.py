@@ -58,7 +58,7 @@ def _stdout_to_devnull() -> Iterator[None]:
 
 
 @cache
-def _silence_highs_banner() -> None:
+def silence_highs_banner() -> None:
     """HiGHS prints its banner on the first ``Highs()`` of a process; take it off stdout.
 
     ``hetopt solve --json`` must print exactly one JSON document.
@@ -124,7 +124,7 @@ def solve_pulp(
     _check_backend(backend)
     limit = None if time_limit is None else max(float(time_limit), 0.01)
     if backend == "highs":
-        _silence_highs_banner()
+        silence_highs_banner()
         solver = pulp.HiGHS(msg=False, timeLimit=limit, threads=threads, mip_rel_gap=0.0, mip_abs_gap=0.0)
         prob.solve(solver)
         return _highs_outcome(prob)

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from hetopt.allocation.options import Options, enumerate_options, pareto_options, time_lower_bound, why_infeasible
+from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.plan import build_solution
 from hetopt.allocation.problem import AllocationInstance, evaluate
 from hetopt.family import Deadline, conclude, no_solution
@@ -33,34 +34,74 @@ INF = np.inf
 class _Pool:
     """Some GPUs taken together: h[j] = least Σ m over their plans of total batch j.
 
-    A leaf is one GPU of ``group``; an inner node joins ``left`` and ``right`` and, when
-    kept, ``split[j]`` is the batch the optimum gives ``left``.
+    ``lo..hi`` is the range where h is finite (empty when lo > hi). A leaf is one GPU of
+    ``group``; an inner node joins ``left`` and ``right`` and, when kept, ``split[j]`` is the
+    batch the optimum gives ``left``.
     """
 
     h: np.ndarray
+    lo: int
+    hi: int
     group: int = -1
     left: _Pool | None = None
     right: _Pool | None = None
     split: np.ndarray | None = None
 
 
-def _minplus(x: np.ndarray, y: np.ndarray, keep_split: bool) -> tuple[np.ndarray, np.ndarray | None]:
-    """z[j] = min_i x[i] + y[j − i] for j < len(x) (both of length L), and the argmin i."""
-    length = x.size
-    padded = np.concatenate([np.full(length - 1, INF), y])
-    # row j holds y[j], y[j-1], ..., y[j-L+1] (inf below 0), aligned with x[0], x[1], ...
-    reversed_y = sliding_window_view(padded, length)[:, ::-1]
-    table = x[None, :] + reversed_y
-    if not keep_split:
-        return table.min(axis=1), None
-    split = table.argmin(axis=1)
-    return table[np.arange(length), split], split
+def _leaf(w: np.ndarray, group: int) -> _Pool:
+    finite = np.flatnonzero(np.isfinite(w))
+    lo, hi = (int(finite[0]), int(finite[-1])) if finite.size else (1, 0)
+    return _Pool(w, lo, hi, group=group)
+
+
+def _minplus(a: _Pool, b: _Pool, keep_split: bool) -> tuple[np.ndarray, int, int, np.ndarray | None]:
+    """z[j] = min_i a.h[i] + b.h[j − i] over the finite ranges only, and the argmin i.
+
+    Work is (length of z's range) × (shorter input range): when τ is tight the ranges are
+    short, which is what makes the search cheap near the optimum.
+    """
+    length = a.h.size
+    z = np.full(length, INF)
+    split = np.full(length, -1, dtype=np.int64) if keep_split else None
+    lo, hi = a.lo + b.lo, min(a.hi + b.hi, length - 1)
+    if a.lo > a.hi or b.lo > b.hi or lo > hi:
+        return z, 1, 0, split
+    short, long_, swapped = (a, b, False) if a.hi - a.lo <= b.hi - b.lo else (b, a, True)
+    xs = short.h[short.lo : short.hi + 1]
+    ys = long_.h[long_.lo : long_.hi + 1]
+    width, count = xs.size, hi - lo + 1
+    padded = np.concatenate([np.full(width - 1, INF), ys, np.full(max(0, count - ys.size), INF)])
+    # row t holds ys[t], ys[t-1], ..., ys[t-width+1], aligned with xs[0], xs[1], ...
+    table = xs[None, :] + sliding_window_view(padded, width)[:count, ::-1]
+    best = table.argmin(axis=1)
+    z[lo : hi + 1] = table[np.arange(count), best]
+    finite = np.flatnonzero(np.isfinite(z))
+    if keep_split:
+        to_short = best + short.lo
+        split[lo : hi + 1] = np.arange(lo, hi + 1) - to_short if swapped else to_short
+    if finite.size == 0:
+        return z, 1, 0, split
+    return z, int(finite[0]), int(finite[-1]), split
 
 
 def _join(a: _Pool, b: _Pool, keep_split: bool, counter: list[int]) -> _Pool:
     counter[0] += 1
-    h, split = _minplus(a.h, b.h, keep_split)
-    return _Pool(h, left=a, right=b, split=split)
+    h, lo, hi, split = _minplus(a, b, keep_split)
+    return _Pool(h, lo, hi, left=a, right=b, split=split)
+
+
+def _join_at(a: _Pool, b: _Pool, total: int, counter: list[int]) -> _Pool:
+    """The root join: only h[total] and its split are needed, O(range) work."""
+    counter[0] += 1
+    h = np.full(a.h.size, INF)
+    split = np.full(a.h.size, -1, dtype=np.int64)
+    first, last = max(a.lo, total - b.hi), min(a.hi, total - b.lo)
+    if first <= last:
+        i = np.arange(first, last + 1)
+        values = a.h[i] + b.h[total - i]
+        k = int(values.argmin())
+        h[total], split[total] = values[k], first + k
+    return _Pool(h, total, total, left=a, right=b, split=split)
 
 
 def _power(leaf: _Pool, count: int, keep_split: bool, counter: list[int]) -> _Pool:
@@ -92,15 +133,17 @@ def _least_microbatch(options: Options, tau: float, length: int) -> tuple[np.nda
 
 
 def _cluster(instance: AllocationInstance, options: list[Options], tau: float, keep_split: bool, counter: list[int]):
+    """The pool of all GPUs at threshold τ; its h is valid at index B only."""
     length = instance.global_batch + 1
-    pool: _Pool | None = None
-    picks = []
+    pools, picks = [], []
     for g, grp in enumerate(instance.groups):
         w, index = _least_microbatch(options[g], tau, length)
         picks.append(index)
-        group_pool = _power(_Pool(w, group=g), grp.count, keep_split, counter)
-        pool = group_pool if pool is None else _join(pool, group_pool, keep_split, counter)
-    assert pool is not None
+        pools.append(_power(_leaf(w, g), grp.count, keep_split, counter))
+    pool = pools[0]
+    for k, nxt in enumerate(pools[1:], start=2):
+        last = k == len(pools)
+        pool = _join_at(pool, nxt, instance.global_batch, counter) if last else _join(pool, nxt, keep_split, counter)
     return pool, picks
 
 
@@ -167,10 +210,14 @@ def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None) -
         pool, _ = _cluster(instance, options, tau, False, counter)
         return bool(pool.h[big_b] <= budget)
 
-    # invariant: candidates[hi] is feasible (all options allowed: some plan exists, by the
-    # presolve); every candidate below lo is infeasible (below the per-group lower bound)
+    # invariant: candidates[hi] is feasible (all options allowed, or the greedy plan's time:
+    # some plan exists by the presolve); every candidate below lo is infeasible
     lo = int(np.searchsorted(candidates, time_lower_bound(instance, options)))
     hi = candidates.size - 1
+    greedy = greedy_choices(instance, options)
+    if greedy is not None:  # a plan of time U exists: T* ≤ U, so start the search there
+        upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
+        hi = min(hi, max(lo, int(np.searchsorted(candidates, upper, side="right")) - 1))
     tried = 0
     timed_out = False
     while lo < hi:

@@ -68,14 +68,17 @@ def pareto_options(options: Options) -> Options:
     """
     if len(options) == 0:
         return options
-    b, t = options.batch, options.time
+    b = options.batch
+    # exact ranks of the times (equal times share a rank), shifted down segment by segment so
+    # that one running minimum over the whole array restarts at every new batch
+    _, rank = np.unique(options.time, return_inverse=True)
+    segment = np.cumsum(np.r_[0, np.diff(b) != 0])
+    shifted = rank.astype(np.int64) - segment * (int(rank.max()) + 1)
+    running = np.minimum.accumulate(shifted)
     keep = np.ones(len(options), dtype=bool)
-    # options are sorted by b then m: keep those strictly faster than every smaller m of the same b
-    boundaries = np.flatnonzero(np.diff(b)) + 1
-    for lo, hi in zip(np.r_[0, boundaries], np.r_[boundaries, len(b)]):
-        if hi - lo > 1:
-            best_before = np.minimum.accumulate(t[lo:hi])
-            keep[lo + 1 : hi] = t[lo + 1 : hi] < best_before[:-1]
+    same = segment[1:] == segment[:-1]
+    # keep an option strictly faster than every smaller m of its batch (and each batch's first)
+    keep[1:] = ~same | (shifted[1:] < running[:-1])
     return options.take(keep)
 
 
@@ -112,6 +115,21 @@ def why_infeasible(instance: AllocationInstance) -> str | None:
 
 
 def time_lower_bound(instance: AllocationInstance, options: list[Options]) -> float:
-    """A proven lower bound on the optimum: every GPU runs some option, so
-    max over groups of that group's fastest option."""
-    return max(float(o.time.min()) for o in options)
+    """A proven lower bound on the optimum T*: the least option time τ at which every group
+    has an option with T ≤ τ and the largest batches such options allow add up to B.
+
+    Valid because a plan with max_i T_i ≤ τ gives each GPU an option with T ≤ τ (so at least
+    one per group) and a batch no larger than its group's largest under τ, and Σ b_i = B.
+    It ignores (III) and divisibility, which is what the exact methods add.
+    """
+    levels = np.unique(np.concatenate([o.time for o in options]))
+    total = np.zeros(levels.size, dtype=np.int64)
+    every_group = np.ones(levels.size, dtype=bool)
+    for g, o in enumerate(options):
+        order = np.argsort(o.time, kind="stable")
+        widest = np.maximum.accumulate(o.batch[order])  # largest batch among the k fastest options
+        k = np.searchsorted(o.time[order], levels, side="right")  # options with T <= level
+        every_group &= k > 0
+        total += instance.groups[g].count * np.where(k > 0, widest[np.maximum(k, 1) - 1], 0)
+    ok = np.flatnonzero(every_group & (total >= instance.global_batch))
+    return float(levels[ok[0]]) if ok.size else float(levels[-1])

@@ -69,6 +69,13 @@ class Latency:
         slope = self.table[p - 1] - self.table[p - 2]
         return slope, self.table[p - 1] - slope * p
 
+    def at(self, m: int) -> float:
+        """Latency at one micro-batch size (pure Python: the scalar path of the solvers)."""
+        if m <= len(self.table):
+            return self.table[m - 1]
+        slope, intercept = self.line()
+        return slope * m + intercept
+
     def __call__(self, m: np.ndarray | int) -> np.ndarray:
         """Latency at micro-batch sizes ``m`` (m >= 1), vectorized.
 
@@ -211,8 +218,15 @@ class AllocationInstance:
         return np.maximum(ag, fwd) + np.maximum(ag + rs, fwd + bwd)
 
     def time(self, g: int, microbatches: int, microbatch_size: int) -> float:
-        """T_i(ℓ, m) for one GPU of group ``g`` (scalar version of :meth:`times`)."""
-        return float(self.times(g, np.array([microbatches]), np.array([microbatch_size]))[0])
+        """T_i(ℓ, m) for one GPU of group ``g`` (scalar version of :meth:`times`, same arithmetic)."""
+        grp = self.groups[g]
+        ell = float(microbatches)
+        fwd = ell * grp.forward.at(microbatch_size)
+        bwd = ell * grp.backward.at(microbatch_size) + (ell - 1.0) * self.accumulation_overhead_s
+        penalty = 1.0 + self.uneven_shard_overhead if microbatch_size > self.even_shard_max_microbatch_per_group[g] else 1.0
+        ag = self.allgather_s * penalty
+        rs = self.reducescatter_s * penalty
+        return max(ag, fwd) + max(ag + rs, fwd + bwd)
 
 
 @dataclass(frozen=True)

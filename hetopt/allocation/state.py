@@ -4,7 +4,7 @@ Two ways, reported side by side:
 
 * :func:`lp_partition`, exact: the LP "minimize the largest memory utilization U subject to
   β_i + a·m_i + r_i·S ≤ U·C_i, r_i·S ≤ φ·C_i − β_i − a·m_i, Σ r_i = 1, r ≥ 0", solved by
-  HiGHS through :func:`scipy.optimize.linprog`;
+  HiGHS (highspy, passed as a sparse model: it runs after every solve, so its overhead counts);
 * :func:`greedy_partition`, Cephalo's: hand the state out in L equal units, each to the GPU
   whose memory utilization is lowest among those where the unit still fits.
 
@@ -16,7 +16,10 @@ from __future__ import annotations
 import heapq
 
 import numpy as np
-from scipy.optimize import brentq, linprog
+import highspy
+from scipy.optimize import brentq
+
+from hetopt.backends import silence_highs_banner
 
 #: Units of Cephalo's greedy when the instance gives no layer count: fine enough that the
 #: greedy's rounding is visible but small (1% of the state per unit).
@@ -57,16 +60,31 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     n = used.size
     if state == 0:  # nothing to place: any split is optimal; an even one reads best
         return np.full(n, 1.0 / n), float(np.max(used / capacity))
-    # variables: r_0..r_{n-1}, U; minimize U
-    c = np.r_[np.zeros(n), 1.0]
-    a_ub = np.hstack([np.diag(np.full(n, state)), -capacity[:, None]])
-    b_ub = -used
-    a_eq = np.r_[np.ones(n), 0.0][None, :]
-    bounds = [(0.0, max(0.0, (usable[i] - used[i]) / state)) for i in range(n)] + [(0.0, None)]
-    res = linprog(c, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=[1.0], bounds=bounds, method="highs")
-    if res.status != 0:
-        raise ValueError(f"no state split fits: {res.message}")
-    shares = np.clip(res.x[:n], 0.0, None)
+    # variables r_0..r_{n-1}, U; minimize U
+    # rows: r_i·S − U·C_i ≤ −used_i (i < n), and Σ r_i = 1; column-wise sparse matrix
+    start = np.r_[np.arange(0, 2 * n, 2), 2 * n, 3 * n].astype(np.int32)
+    index = np.empty(3 * n, dtype=np.int32)
+    value = np.empty(3 * n)
+    index[0 : 2 * n : 2], index[1 : 2 * n : 2] = np.arange(n), n  # r_i: its row and the sum row
+    value[0 : 2 * n : 2], value[1 : 2 * n : 2] = state, 1.0
+    index[2 * n :], value[2 * n :] = np.arange(n), -capacity  # U in every utilization row
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = n + 1, n + 1
+    lp.col_cost_ = np.r_[np.zeros(n), 1.0]
+    lp.col_lower_ = np.zeros(n + 1)
+    lp.col_upper_ = np.r_[np.maximum(0.0, (usable - used) / state), highspy.kHighsInf]
+    lp.row_lower_ = np.r_[np.full(n, -highspy.kHighsInf), 1.0]
+    lp.row_upper_ = np.r_[-used, 1.0]
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = start, index, value
+    silence_highs_banner()
+    solver = highspy.Highs()
+    solver.setOptionValue("output_flag", False)
+    solver.passModel(lp)
+    solver.run()
+    if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise ValueError(f"no state split fits: {solver.modelStatusToString(solver.getModelStatus())}")
+    shares = np.clip(np.asarray(solver.getSolution().col_value[:n]), 0.0, None)
     shares /= shares.sum()
     return shares, float(np.max((used + shares * state) / capacity))
 
