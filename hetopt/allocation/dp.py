@@ -170,7 +170,7 @@ def _choices_at(instance: AllocationInstance, options: list[Options], tau: float
     return choices
 
 
-def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None) -> Result:
+def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None, bracket: bool = True) -> Result:
     """Exact: binary search on the bottleneck τ, each step a grouped min-plus DP.
 
     Parameters
@@ -180,6 +180,10 @@ def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None) -
     time_limit
         Seconds. When reached, the best plan found so far is returned as FEASIBLE with the
         proven bound (the smallest τ not yet ruled out).
+    bracket
+        Start the search between the capacity lower bound and the greedy plan's time
+        (default). False searches all option times: slower, used by the tests to exercise
+        the threshold decisions on instances where the bounds already meet.
 
     Returns
     -------
@@ -212,9 +216,10 @@ def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None) -
 
     # invariant: candidates[hi] is feasible (all options allowed, or the greedy plan's time:
     # some plan exists by the presolve); every candidate below lo is infeasible
-    lo = int(np.searchsorted(candidates, time_lower_bound(instance, options)))
-    hi = candidates.size - 1
-    greedy = greedy_choices(instance, options)
+    lo, hi = 0, candidates.size - 1
+    greedy = greedy_choices(instance, options) if bracket else None
+    if bracket:
+        lo = int(np.searchsorted(candidates, time_lower_bound(instance, options)))
     if greedy is not None:  # a plan of time U exists: T* ≤ U, so start the search there
         upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
         hi = min(hi, max(lo, int(np.searchsorted(candidates, upper, side="right")) - 1))

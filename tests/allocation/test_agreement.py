@@ -32,6 +32,20 @@ def test_all_exact_methods_match_bruteforce(seed):
             assert ev.feasible and ev.objective == result.objective
 
 
+@pytest.mark.parametrize("seed", SEEDS)
+def test_dp_threshold_search_without_bounds(seed):
+    # the bounds often meet on small instances; searching every option time exercises the
+    # min-plus feasibility decisions themselves
+    from hetopt.allocation.dp import solve_dp
+
+    instance = random_instance(seed)
+    a, b = solve_dp(instance, bracket=False), hetopt.solve(instance, "bruteforce")
+    assert a.status is b.status
+    if b.status is Status.OPTIMAL:
+        assert a.objective == b.objective
+        assert a.stats["thresholds"] > 0 or a.stats["candidates"] == 1
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_cbc_backend_matches(seed):
     instance = random_instance(seed)
@@ -75,3 +89,19 @@ def test_crosscheck_agrees_on_random_instances():
     for s in range(5):
         check = hetopt.crosscheck(random_instance(s))
         assert check.agree, check.disagreement
+
+
+@pytest.mark.parametrize("seed", range(1000, 1015))
+def test_exact_methods_agree_beyond_bruteforce(seed):
+    # medium instances (up to 10 GPUs, batch up to 60): bruteforce is out of reach, the
+    # four exact methods must still agree with each other
+    from hetopt.allocation.dp import solve_dp
+
+    instance = random_instance(seed, max_gpus=10, max_batch=60)
+    results = [hetopt.solve(instance, m) for m in EXACT] + [solve_dp(instance, bracket=False)]
+    statuses = {r.status for r in results}
+    assert len(statuses) == 1, [(r.method, r.status) for r in results]
+    if statuses == {Status.OPTIMAL}:
+        best = results[0].objective
+        for r in results:
+            assert math.isclose(r.objective, best, rel_tol=1e-12, abs_tol=1e-9 if r.method == "cpsat" else 0.0), r.method
