@@ -42,7 +42,7 @@ def solve_cpsat_model(
     -------
     Result
         OPTIMAL, or FEASIBLE with the proven bound when the time limit stops the search;
-        ``stats``: slots, balls, conflicts, branches, conflicts_sat.
+        ``stats``: slots, balls, profile_conflicts, variables, branches, conflicts.
     """
     deadline = Deadline(time_limit)
     data = model_data(instance)
@@ -115,7 +115,7 @@ def solve_cpsat_model(
         model.add_hint(lit, hint["spill"][key])
 
     solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
-    stats = dict(outcome.stats, slots=slots, balls=len(data.balls), conflicts=len(data.conflicts), variables=len(model.proto.variables))
+    stats = dict(outcome.stats, slots=slots, balls=len(data.balls), profile_conflicts=len(data.conflicts), variables=len(model.proto.variables))
     bound = None if outcome.bound is None else float(math.ceil(outcome.bound - BOUND_SLACK))
     if not outcome.status.has_solution:
         if outcome.status is Status.INFEASIBLE:  # the greedy's islands are a solution
