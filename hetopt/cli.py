@@ -190,9 +190,34 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.set_defaults(run=cmd_bench)
 
+    p = sub.add_parser("generate", help="rewrite generated instance files from catalogs and profiles")
+    p.add_argument("family", choices=sorted(GENERATORS), help="which instances to write")
+    p.add_argument("--out", default=None, metavar="DIR", help="folder to write (default: instances/<family>/)")
+    p.add_argument("--profiles", default=None, metavar="DIR", help="the cephalo-profiles folder (default: ../shared/data/cephalo-profiles)")
+    p.set_defaults(run=cmd_generate)
+
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
     return parser
+
+
+def _generate_allocation(out_dir: str | None, profiles: str | None) -> list:
+    from pathlib import Path
+
+    from hetopt.generate import allocation as gen
+
+    target = Path(out_dir) if out_dir else Path(gen.__file__).resolve().parents[2] / "instances" / "allocation"
+    return gen.write(target, Path(profiles) if profiles else None)
+
+
+#: ``hetopt generate FAMILY``: the generator of each family's shipped instances.
+GENERATORS = {"allocation": _generate_allocation}
+
+
+def cmd_generate(args: argparse.Namespace, out: Console) -> int:
+    for path in GENERATORS[args.family](args.out, args.profiles):
+        out.print(str(path), highlight=False)
+    return EXIT_OK
 
 
 def _print_methods(out: Console) -> int:
