@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from hetopt.allocation.options import Options, enumerate_options, pareto_options, time_lower_bound, why_infeasible
+from hetopt.allocation.options import Options, capacity_lower_bound, enumerate_options, pareto_options, why_infeasible
 from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.plan import build_solution
 from hetopt.allocation.problem import AllocationInstance, evaluate
@@ -219,7 +219,7 @@ def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None, b
     lo, hi = 0, candidates.size - 1
     greedy = greedy_choices(instance, options) if bracket else None
     if bracket:
-        lo = int(np.searchsorted(candidates, time_lower_bound(instance, options)))
+        lo = int(np.searchsorted(candidates, capacity_lower_bound(instance, options)))
     if greedy is not None:  # a plan of time U exists: T* ≤ U, so start the search there
         upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
         hi = min(hi, max(lo, int(np.searchsorted(candidates, upper, side="right")) - 1))

@@ -115,6 +115,13 @@ def why_infeasible(instance: AllocationInstance) -> str | None:
 
 
 def time_lower_bound(instance: AllocationInstance, options: list[Options]) -> float:
+    """A proven lower bound on the optimum: every GPU runs some option, so
+    max over groups of that group's fastest option. (The MILP and CP-SAT models use this
+    one, so that their proofs share nothing with the DP's bracketing below.)"""
+    return max(float(o.time.min()) for o in options)
+
+
+def capacity_lower_bound(instance: AllocationInstance, options: list[Options]) -> float:
     """A proven lower bound on the optimum T*: the least option time τ at which every group
     has an option with T ≤ τ and the largest batches such options allow add up to B.
 

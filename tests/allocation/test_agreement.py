@@ -105,3 +105,19 @@ def test_exact_methods_agree_beyond_bruteforce(seed):
         best = results[0].objective
         for r in results:
             assert math.isclose(r.objective, best, rel_tol=1e-12, abs_tol=1e-9 if r.method == "cpsat" else 0.0), r.method
+
+
+def test_the_bounds_bracket_the_optimum():
+    # both bounds the solvers rely on must hold on every instance, or an exact method is wrong
+    from hetopt.allocation.options import capacity_lower_bound, enumerate_options, pareto_options, time_lower_bound
+
+    tight = 0
+    for s in SEEDS:
+        instance = random_instance(s)
+        r = hetopt.solve(instance, "bruteforce")
+        if r.status is not Status.OPTIMAL:
+            continue
+        options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
+        assert time_lower_bound(instance, options) <= capacity_lower_bound(instance, options) <= r.objective
+        tight += capacity_lower_bound(instance, options) == r.objective
+    assert tight > 0  # the bound is not vacuous
