@@ -1,0 +1,102 @@
+"""Cluster files (``instances/clusters/*.toml``): nodes by catalog GPU name, and their network.
+
+A cluster file is an islands instance without ``problem`` whose nodes name a GPU type of
+``instances/gpus.toml``; the catalog supplies each node's ``tflops`` (the type's
+``training_tflops``), ``memory_gib`` and ``intra_gbs`` unless the node states its own (as
+the synthetic clusters do with per-node profiled rates). ``tolerance`` and ``network`` keep
+the islands family's keys (pairs with a default, groups, or a switch tree)::
+
+    name = "tangram-c1"
+    [[node]]
+    name = "t4-0"
+    gpu = "T4"          # a catalog name
+    gpus = 4
+    [network]
+    default_gbps = 24.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetopt.errors import InputError
+from hetopt.hardware import GIB, GIGA, TERA, GpuType, load_gpus
+from hetopt.io import READERS, read_toml
+from hetopt.islands.problem import IslandsInstance
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A cluster: its islands-family instance and each node's catalog GPU type."""
+
+    name: str
+    islands: IslandsInstance
+    gpu_types: tuple[GpuType, ...]  # per node, in file order
+    source: str
+
+    @property
+    def gpus(self) -> int:
+        """All GPUs of the cluster."""
+        return sum(n.gpus for n in self.islands.nodes)
+
+
+def clusters_dir() -> Path:
+    """``instances/clusters`` of this checkout."""
+    return Path(__file__).resolve().parents[2] / "instances" / "clusters"
+
+
+def resolve(name_or_path: str, folder: Path, kind: str) -> Path:
+    """A file path, or a name looked up as ``folder/<name>.toml``.
+
+    Raises
+    ------
+    InputError
+        Naming the known names when neither exists.
+    """
+    path = Path(name_or_path)
+    if path.exists():
+        return path
+    candidate = folder / f"{name_or_path}.toml"
+    if candidate.exists():
+        return candidate
+    known = ", ".join(sorted(p.stem for p in folder.glob("*.toml")))
+    raise InputError(f"{name_or_path}: unknown {kind} (give a file, or one of: {known})")
+
+
+def load_cluster(name_or_path: str | Path, catalog: dict[str, GpuType] | None = None) -> Cluster:
+    """Read a cluster file (a path, or a name in ``instances/clusters``).
+
+    Examples
+    --------
+    >>> c = load_cluster("tangram-c3")
+    >>> c.gpus, [t.name for t in c.gpu_types]
+    (20, ['T4', 'V100-PCIe-16GB', 'V100-SXM2-32GB', 'A100-PCIe-80GB'])
+
+    Raises
+    ------
+    InputError
+        With the file, the key path and the fix (an unknown GPU type lists the known ones).
+    """
+    path = resolve(str(name_or_path), clusters_dir(), "cluster")
+    catalog = load_gpus() if catalog is None else catalog
+    data = read_toml(path)
+    if "problem" in data:
+        raise InputError(f"{path}: problem: a cluster file has no 'problem' key (it is not an instance)")
+    nodes = data.get("node")
+    if not isinstance(nodes, list) or not nodes:
+        raise InputError(f"{path}: node: missing: give at least one [[node]] table")
+    types = []
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            raise InputError(f"{path}: node[{i}]: must be a table")
+        name = node.get("gpu")
+        if name not in catalog:
+            raise InputError(f"{path}: node[{i}].gpu: unknown GPU type {name!r} (known: {', '.join(sorted(catalog))})")
+        gpu = catalog[name]
+        types.append(gpu)
+        node.setdefault("tflops", gpu.training_flops / TERA)
+        node.setdefault("memory_gib", gpu.memory_bytes / GIB)
+        node.setdefault("intra_gbs", gpu.intra_bandwidth / GIGA)
+    islands = READERS["islands"](dict(data, problem="islands"), str(path))
+    return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=str(path))
