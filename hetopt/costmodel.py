@@ -1,0 +1,436 @@
+"""The analytic cost model of training one transformer layer: FLOPs, bytes, seconds.
+
+Pure functions of a :class:`~hetopt.workload.ModelConfig`, a
+:class:`~hetopt.hardware.GpuType` and a layout (tensor parallel degree t, data parallel
+degree d, activation recomputation, ZeRO stage). SI units: FLOPs, bytes, seconds,
+bytes/s. Every formula, constant and assumption is in ``formulations/costmodel.md``; the
+symbols there (s sequence, b samples per replica per micro-batch, h hidden, a heads,
+t, d) are the argument names here.
+
+Examples
+--------
+>>> from hetopt.workload import ModelConfig
+>>> gpt = ModelConfig("x", "gpt", 1, 4096, 32, 16384, 50257, 2048)
+>>> layer_activation_bytes(gpt, 2048, 1) == 2048 * 4096 * (34 + 5 * 32 * 2048 / 4096)
+True
+>>> state_bytes_per_parameter(zero_stage=3, dp=8)
+2.0
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hetopt.hardware import GpuType
+from hetopt.workload import (
+    ACTIVATION_BYTES,
+    ModelConfig,
+    head_forward_flops,
+    layer_forward_flops,
+    layer_parameters,
+)
+
+#: Activation recomputation modes: keep everything, recompute the attention scores
+#: (Korthikanti et al.'s selective recomputation), recompute the whole layer from its input.
+RECOMPUTE_MODES = ("none", "selective", "full")
+#: ZeRO stages: 0 plain data parallelism, 1 shard optimizer state, 2 + gradients, 3 + weights.
+ZERO_STAGES = (0, 1, 2, 3)
+
+#: fp16/bf16 weight bytes per parameter (mixed precision keeps a 16-bit working copy).
+WEIGHT_BYTES = 2
+#: 16-bit gradient bytes per parameter; also what the gradient all-reduce moves.
+GRADIENT_BYTES = 2
+#: Adam's fp32 master weights, momentum and variance: 4 + 4 + 4 bytes per parameter.
+OPTIMIZER_BYTES = 12
+#: Backward FLOPs per forward FLOP: every matmul has an input- and a weight-gradient matmul.
+BACKWARD_PER_FORWARD = 2.0
+#: Megatron tensor parallelism all-reduces the layer's activations twice per pass (after
+#: the attention output projection and after the second MLP matmul; in backward the two
+#: matching input-gradient all-reduces). Sequence parallelism replaces each by a
+#: reduce-scatter + all-gather pair of the same volume.
+TP_ALLREDUCES_PER_PASS = 2
+#: The vocabulary-parallel embedding all-reduces its output once in forward; the
+#: column-parallel output head all-reduces its input gradient once in backward.
+EMBEDDING_TP_ALLREDUCES = 1
+HEAD_TP_ALLREDUCES = 1
+#: Bytes per logit the loss keeps while it runs: fp32 logits and their gradient (4 + 4).
+LOGIT_BYTES = 8
+#: Bytes per attention-score element kept without recomputation (Korthikanti et al.):
+#: softmax output (2), dropout mask (1), dropout output (2).
+ATTENTION_SCORE_BYTES = 5
+#: Bytes per token, in units of h, that tensor parallelism without sequence parallelism
+#: leaves replicated on every GPU (Korthikanti et al.): the two LayerNorm inputs (2 + 2),
+#: the QKV and the MLP input (2 + 2) and the two 1-byte dropout masks (1 + 1).
+REPLICATED_ACTIVATION_WIDTHS = 10
+#: Bytes per token, in units of h, of the layer input that full recomputation keeps.
+CHECKPOINT_WIDTHS = ACTIVATION_BYTES
+#: fp16/bf16 tensors of the FFN width f a two-matrix (GELU) FFN keeps per token: the
+#: activation's input and output. A gated (SwiGLU) FFN keeps four: gate output, its SiLU,
+#: up output and their product (the down projection's input).
+FFN_TENSORS = {2: 2, 3: 4}
+#: Per-parameter bytes of Megatron's distributed optimizer over d replicas, (replicated,
+#: sharded): e.g. fp16 parameters and gradients keep 4 + 16/d (REFERENCE-FIGURES.md).
+DISTRIBUTED_OPTIMIZER_BYTES = {"fp16": (4.0, 16.0), "bf16": (6.0, 12.0), "fp32": (8.0, 8.0)}
+
+
+def _check_recompute(recompute: str) -> None:
+    if recompute not in RECOMPUTE_MODES:
+        raise ValueError(f"unknown recompute mode {recompute!r} (valid: {', '.join(RECOMPUTE_MODES)})")
+
+
+def _ffn_matrices(cfg: ModelConfig) -> int:
+    return 3 if cfg.architecture == "llama" else 2
+
+
+# ----------------------------------------------------------------------------- FLOPs
+
+
+def attention_score_flops(cfg: ModelConfig, seq: int) -> float:
+    """Forward FLOPs of the attention scores and their weighted sum per sample: 4·s²·(a·head_dim).
+
+    This is what selective recomputation runs again in backward.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 2048, 16, 8192, 50257, 2048)
+    >>> attention_score_flops(gpt, 1024) == 4 * 1024**2 * 2048
+    True
+    """
+    return 4.0 * seq * seq * cfg.attention_width
+
+
+def layer_backward_flops(cfg: ModelConfig, seq: int, index: int = 0, *, recompute: str = "none") -> float:
+    """Backward FLOPs of layer ``index`` per sample, recomputation included.
+
+    2 × forward; full recomputation adds one forward, selective adds the attention scores.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 2048, 16, 8192, 50257, 2048)
+    >>> f = layer_forward_flops(gpt, 512)
+    >>> layer_backward_flops(gpt, 512) == 2 * f, layer_backward_flops(gpt, 512, recompute="full") == 3 * f
+    (True, True)
+    """
+    _check_recompute(recompute)
+    forward = layer_forward_flops(cfg, seq, index)
+    extra = {"none": 0.0, "selective": attention_score_flops(cfg, seq), "full": forward}[recompute]
+    return BACKWARD_PER_FORWARD * forward + extra
+
+
+def head_backward_flops(cfg: ModelConfig, seq: int) -> float:
+    """Backward FLOPs of the output head per sample (2 × forward; never recomputed)."""
+    return BACKWARD_PER_FORWARD * head_forward_flops(cfg, seq)
+
+
+# ------------------------------------------------------------------------ parameters
+
+
+def input_embedding_parameters(cfg: ModelConfig) -> int:
+    """Parameters of the input side: token embedding plus learned positions (GPT, ViT).
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 2048, 16, 8192, 50257, 2048)
+    >>> input_embedding_parameters(gpt) == (50257 + 2048) * 2048
+    True
+    """
+    positions = cfg.sequence * cfg.hidden if cfg.architecture in ("gpt", "vit") else 0
+    return cfg.vocab * cfg.hidden + positions
+
+
+def head_parameters(cfg: ModelConfig, *, with_embedding: bool = False) -> int:
+    """Parameters of the output head held by the stage that computes it.
+
+    A tied head shares the embedding matrix: no extra parameters when the same stage
+    holds the embedding, a copy (as Megatron keeps on the last pipeline stage) otherwise.
+    """
+    if cfg.vocab == 0:
+        return 0
+    if cfg.tied_embeddings and with_embedding:
+        return 0
+    return cfg.vocab * cfg.hidden
+
+
+# ------------------------------------------------------------------------ activations
+
+
+def ffn_activation_widths(cfg: ModelConfig, index: int = 0) -> float:
+    """Bytes per token of the FFN's inner tensors, the part tensor parallelism shards.
+
+    2 bytes × tensors kept × FFN width, times top-k for an MoE layer (a token visits k experts).
+    GPT: 2 × 2 × 4h = 16h, Korthikanti's 16 of the 24.
+    """
+    if cfg.is_moe_layer(index):
+        width = cfg.top_k * (cfg.expert_ffn or cfg.ffn)
+    else:
+        width = cfg.ffn
+    return ACTIVATION_BYTES * FFN_TENSORS[_ffn_matrices(cfg)] * width
+
+
+def sharded_activation_widths(cfg: ModelConfig, index: int = 0) -> float:
+    """Bytes per token that tensor parallelism shards over t (without the attention scores).
+
+    Q and the output projection's input (2 + 2 bytes × attention width), K and V (2 + 2 ×
+    KV width), and the FFN's inner tensors. GPT: 8h + 16h = 24h (Korthikanti et al.).
+    """
+    attention = 2 * ACTIVATION_BYTES * cfg.attention_width + 2 * ACTIVATION_BYTES * cfg.kv_width
+    return attention + ffn_activation_widths(cfg, index)
+
+
+def layer_activation_bytes(
+    cfg: ModelConfig,
+    seq: int,
+    samples: float = 1.0,
+    *,
+    tp: int = 1,
+    sequence_parallel: bool = False,
+    recompute: str = "none",
+    index: int = 0,
+) -> float:
+    """Activation bytes one layer keeps per GPU for ``samples`` samples until its backward.
+
+    Korthikanti et al. (2022), generalized to GQA, SwiGLU and MoE (``formulations/costmodel.md``).
+    For GPT shapes: no parallelism s·b·h·(34 + 5·a·s/h); TP t: s·b·h·(10 + 24/t + 5·a·s/(h·t));
+    TP + SP: (s·b·h/t)·(34 + 5·a·s/h); + selective recompute: drop the 5·a·s/h term;
+    full recompute: 2·s·b·h (2·s·b·h/t with SP).
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 4096, 32, 16384, 50257, 2048)
+    >>> s, b, h, a, t = 2048, 2, 4096, 32, 4
+    >>> layer_activation_bytes(gpt, s, b, tp=t) == s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+    True
+    >>> layer_activation_bytes(gpt, s, b, tp=t, sequence_parallel=True, recompute="selective") == 34 * s * b * h / t
+    True
+    """
+    _check_recompute(recompute)
+    h = cfg.hidden
+    if recompute == "full":
+        kept = CHECKPOINT_WIDTHS * h
+        return seq * samples * kept / (tp if sequence_parallel else 1)
+    replicated = REPLICATED_ACTIVATION_WIDTHS * h
+    sharded = sharded_activation_widths(cfg, index)
+    per_token = (replicated + sharded) / tp if sequence_parallel else replicated + sharded / tp
+    scores = 0.0 if recompute == "selective" else ATTENTION_SCORE_BYTES * cfg.heads * seq * seq * samples / tp
+    return seq * samples * per_token + scores
+
+
+def recompute_working_bytes(
+    cfg: ModelConfig, seq: int, samples: float, *, tp: int = 1, sequence_parallel: bool = False, recompute: str = "none", index: int = 0
+) -> float:
+    """Transient bytes while one layer is recomputed in backward (0 without recomputation).
+
+    Full: that layer's complete activations; selective: its attention scores.
+    """
+    _check_recompute(recompute)
+    if recompute == "none":
+        return 0.0
+    full = layer_activation_bytes(cfg, seq, samples, tp=tp, sequence_parallel=sequence_parallel, index=index)
+    if recompute == "full":
+        return full
+    kept = layer_activation_bytes(cfg, seq, samples, tp=tp, sequence_parallel=sequence_parallel, recompute="selective", index=index)
+    return full - kept
+
+
+def logit_bytes(cfg: ModelConfig, seq: int, samples: float, *, tp: int = 1) -> float:
+    """Bytes of the loss's fp32 logits and their gradient, vocabulary-sharded over t."""
+    return LOGIT_BYTES * seq * samples * cfg.vocab / tp
+
+
+# ---------------------------------------------------------------------- training state
+
+
+def state_bytes_per_parameter(zero_stage: int = 0, dp: int = 1) -> float:
+    """Mixed-precision Adam bytes per parameter per GPU under ZeRO stage 0-3 over d replicas.
+
+    Stage 0: 2 + 2 + 12 = 16; 1: 2 + 2 + 12/d; 2: 2 + (2 + 12)/d; 3: 16/d.
+
+    Examples
+    --------
+    >>> [state_bytes_per_parameter(z, 4) for z in (0, 1, 2, 3)]
+    [16.0, 7.0, 5.5, 4.0]
+    """
+    if zero_stage not in ZERO_STAGES:
+        raise ValueError(f"unknown ZeRO stage {zero_stage!r} (valid: 0, 1, 2, 3)")
+    if dp < 1:
+        raise ValueError(f"data-parallel degree must be >= 1 (got {dp})")
+    sharded = (OPTIMIZER_BYTES, OPTIMIZER_BYTES + GRADIENT_BYTES, OPTIMIZER_BYTES + GRADIENT_BYTES + WEIGHT_BYTES)
+    total = float(WEIGHT_BYTES + GRADIENT_BYTES + OPTIMIZER_BYTES)
+    if zero_stage == 0:
+        return total
+    part = sharded[zero_stage - 1]
+    return total - part + part / dp
+
+
+def distributed_optimizer_bytes_per_parameter(dp: int, precision: str = "fp16") -> float:
+    """Megatron's distributed optimizer over d replicas: replicated + sharded / d bytes.
+
+    Examples
+    --------
+    >>> distributed_optimizer_bytes_per_parameter(1), distributed_optimizer_bytes_per_parameter(8, "bf16")
+    (20.0, 7.5)
+    """
+    if precision not in DISTRIBUTED_OPTIMIZER_BYTES:
+        raise ValueError(f"unknown precision {precision!r} (valid: {', '.join(DISTRIBUTED_OPTIMIZER_BYTES)})")
+    replicated, sharded = DISTRIBUTED_OPTIMIZER_BYTES[precision]
+    return replicated + sharded / dp
+
+
+# ------------------------------------------------------------------------------ time
+
+
+def efficiency(gpu: GpuType, tokens: float) -> float:
+    """The catalog's saturating efficiency e·t/(t + t½) at ``tokens`` tokens per GPU.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> v100 = load_gpus()["V100-SXM2-16GB"]
+    >>> round(efficiency(v100, v100.half_efficiency_tokens) / v100.efficiency, 3)
+    0.5
+    """
+    if tokens <= 0:
+        raise ValueError(f"tokens per GPU must be > 0 (got {tokens})")
+    return gpu.efficiency * tokens / (tokens + gpu.half_efficiency_tokens)
+
+
+def compute_time_s(flops: float, gpu: GpuType, tokens: float) -> float:
+    """Seconds to run ``flops`` on one GPU working on ``tokens`` tokens: FLOPs / (peak · eff(t))."""
+    return flops / (gpu.training_flops * efficiency(gpu, tokens))
+
+
+def ring_allreduce_s(nbytes: float, gpus: int, bandwidth: float) -> float:
+    """Ring all-reduce of ``nbytes`` over ``gpus`` GPUs: 2·(p − 1)/p · n / w (0 for one GPU).
+
+    Examples
+    --------
+    >>> ring_allreduce_s(1e9, 4, 1e10)
+    0.15
+    """
+    if gpus <= 1:
+        return 0.0
+    return 2.0 * (gpus - 1) / gpus * nbytes / bandwidth
+
+
+def ring_allgather_s(nbytes: float, gpus: int, bandwidth: float) -> float:
+    """Ring all-gather (or reduce-scatter) of ``nbytes`` in total: (p − 1)/p · n / w."""
+    if gpus <= 1:
+        return 0.0
+    return (gpus - 1) / gpus * nbytes / bandwidth
+
+
+ring_reduce_scatter_s = ring_allgather_s
+
+
+def boundary_bytes(cfg: ModelConfig, seq: int, samples: float) -> float:
+    """Bytes of a layer's output for ``samples`` samples: 2·s·b·h (what TP all-reduces and p2p sends)."""
+    return ACTIVATION_BYTES * seq * samples * cfg.hidden
+
+
+def tp_layer_comm_s(cfg: ModelConfig, seq: int, samples: float, tp: int, bandwidth: float) -> float:
+    """Seconds of Megatron TP communication per layer per pass (forward, or backward).
+
+    Two ring all-reduces of 2·s·b·h bytes over t GPUs of a node.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
+    >>> tp_layer_comm_s(gpt, 1024, 1, 2, 1e9) == 2 * (2 * 1 / 2 * 2 * 1024 * 1024 / 1e9)
+    True
+    """
+    return TP_ALLREDUCES_PER_PASS * ring_allreduce_s(boundary_bytes(cfg, seq, samples), tp, bandwidth)
+
+
+def p2p_transfer_s(cfg: ModelConfig, seq: int, samples: float, bandwidth: float) -> float:
+    """One micro-batch's boundary activations (or their gradients) over a link: 2·s·b·h / w."""
+    return boundary_bytes(cfg, seq, samples) / bandwidth
+
+
+@dataclass(frozen=True)
+class DataParallelComm:
+    """Data-parallel communication of one stage, seconds per micro-batch (amortized).
+
+    ``forward_s`` and ``backward_s`` are added to the stage's per-micro-batch times;
+    ``per_iteration_s`` is the once-per-iteration part before amortization over M.
+    """
+
+    forward_s: float
+    backward_s: float
+    per_iteration_s: float
+
+
+def data_parallel_comm(parameters: float, dp: int, bandwidth: float, *, zero_stage: int, microbatches: int) -> DataParallelComm:
+    """Data-parallel (and ZeRO) traffic of a stage holding ``parameters`` per ring.
+
+    ZeRO 0 and 1: one gradient all-reduce per iteration (stage 1 as reduce-scatter +
+    all-gather, same volume), amortized over the M micro-batches. ZeRO 2: a gradient
+    reduce-scatter every micro-batch (sharded gradients cannot accumulate locally) and a
+    weight all-gather per iteration. ZeRO 3: weights all-gathered in forward and again in
+    backward, gradients reduce-scattered, every micro-batch.
+
+    Examples
+    --------
+    >>> c = data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8)
+    >>> c.per_iteration_s, c.backward_s
+    (0.3, 0.0375)
+    """
+    if zero_stage not in ZERO_STAGES:
+        raise ValueError(f"unknown ZeRO stage {zero_stage!r} (valid: 0, 1, 2, 3)")
+    if microbatches < 1:
+        raise ValueError(f"micro-batches must be >= 1 (got {microbatches})")
+    grads = GRADIENT_BYTES * parameters
+    weights = WEIGHT_BYTES * parameters
+    if dp <= 1:
+        return DataParallelComm(0.0, 0.0, 0.0)
+    if zero_stage <= 1:
+        once = ring_allreduce_s(grads, dp, bandwidth)
+        return DataParallelComm(0.0, once / microbatches, once)
+    if zero_stage == 2:
+        once = ring_allgather_s(weights, dp, bandwidth)
+        return DataParallelComm(0.0, ring_reduce_scatter_s(grads, dp, bandwidth) + once / microbatches, once)
+    gather = ring_allgather_s(weights, dp, bandwidth)
+    return DataParallelComm(gather, gather + ring_reduce_scatter_s(grads, dp, bandwidth), 0.0)
+
+
+__all__ = [
+    "ATTENTION_SCORE_BYTES",
+    "BACKWARD_PER_FORWARD",
+    "CHECKPOINT_WIDTHS",
+    "DISTRIBUTED_OPTIMIZER_BYTES",
+    "DataParallelComm",
+    "EMBEDDING_TP_ALLREDUCES",
+    "FFN_TENSORS",
+    "GRADIENT_BYTES",
+    "HEAD_TP_ALLREDUCES",
+    "LOGIT_BYTES",
+    "OPTIMIZER_BYTES",
+    "RECOMPUTE_MODES",
+    "REPLICATED_ACTIVATION_WIDTHS",
+    "TP_ALLREDUCES_PER_PASS",
+    "WEIGHT_BYTES",
+    "ZERO_STAGES",
+    "attention_score_flops",
+    "boundary_bytes",
+    "compute_time_s",
+    "data_parallel_comm",
+    "distributed_optimizer_bytes_per_parameter",
+    "efficiency",
+    "ffn_activation_widths",
+    "head_backward_flops",
+    "head_forward_flops",
+    "head_parameters",
+    "input_embedding_parameters",
+    "layer_activation_bytes",
+    "layer_backward_flops",
+    "layer_forward_flops",
+    "layer_parameters",
+    "logit_bytes",
+    "p2p_transfer_s",
+    "recompute_working_bytes",
+    "ring_allgather_s",
+    "ring_allreduce_s",
+    "ring_reduce_scatter_s",
+    "sharded_activation_widths",
+    "state_bytes_per_parameter",
+    "tp_layer_comm_s",
+]

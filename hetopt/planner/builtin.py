@@ -1,0 +1,479 @@
+"""The built-in homogeneous parallelizer: Megatron-style layouts of a slice on one island.
+
+For a slice of k layers on an island of G GPUs (``gpus_per_node`` per node) it enumerates
+
+* TP degree t: a divisor of ``gpus_per_node`` that divides the attention heads (a TP
+  group never leaves a node);
+* inner pipeline depth p = 1..min(k, G/t) (``max_pp`` caps it);
+* DP degree d: a divisor of the micro-batch size m with t·p·d ≤ G (every stage has d
+  replicas, each gets m/d samples of each micro-batch);
+* two layer splits over the p stages (even by layer count with extras at the back, and
+  the split minimizing the slowest stage's FLOPs); recomputation (none, selective, full);
+  ZeRO stage 0-3 (only 0 when d = 1, where they coincide);
+
+prices every stage with :mod:`hetopt.costmodel`, drops the layouts that fit in no
+pipeline position and returns the rest that no other layout dominates. The formulas, the
+placement of stages on nodes and the dominance rule are in ``formulations/costmodel.md``.
+
+Examples
+--------
+>>> from hetopt.hardware import load_gpus
+>>> from hetopt.workload import ModelConfig
+>>> gpt = ModelConfig("gpt-small", "gpt", 8, 1024, 16, 4096, 50257, 1024)
+>>> island = IslandSpec("v100", load_gpus()["V100-SXM2-16GB"], nodes=1, gpus_per_node=4)
+>>> par = BuiltinParallelizer()
+>>> atoms = par.slice_model(gpt)
+>>> plans = par.parallelize(par.concatenate(atoms[2], atoms[3]), island, microbatch_size=4, microbatches=8, global_batch=32)
+>>> all(p.gpus <= 4 and p.layers == 2 for p in plans), plans[0].to_option(0).role
+(True, 'middle')
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from itertools import accumulate
+
+from hetopt import costmodel as cm
+from hetopt.hardware import GIB
+from hetopt.planner.parallelizer import (
+    Atom,
+    IslandSpec,
+    PartialPlan,
+    Slice,
+    SliceProfile,
+    StageCost,
+    as_slice,
+    behind_limit,
+    concatenate,
+    slice_model,
+)
+from hetopt.workload import ModelConfig
+
+#: Per-GPU memory no layout may use: CUDA context, allocator fragmentation, NCCL buffers
+#: (about 1 GiB in practice; the pipeline generator uses the same figure).
+RESERVED_BYTES = 1.0 * GIB
+#: Layers whose 16-bit weights and gradients ZeRO-3 holds unsharded at once: the one
+#: computed and the one prefetched (as the allocation family's FSDP units).
+ZERO3_GATHERED_LAYERS = 2
+#: Bytes per parameter of such an unsharded layer: fp16 weights (2) and gradients (2).
+ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True)
+class _Table:
+    """Per-layer quantities of a slice as prefix sums (index j = first j layers of the slice)."""
+
+    forward: tuple[float, ...]  # FLOPs per sample
+    scores: tuple[float, ...]  # attention-score FLOPs per sample
+    params: tuple[float, ...]
+    sharded: tuple[float, ...]  # TP-sharded activation bytes per token
+    sharded_each: tuple[float, ...]  # the same, per layer (for the recomputed layer's peak)
+
+
+def _table(sl: Slice) -> _Table:
+    cfg, s = sl.model, sl.seq
+    idx = range(sl.first_layer, sl.first_layer + sl.layers)
+    sharded = [cm.sharded_activation_widths(cfg, i) for i in idx]
+
+    def pre(xs):
+        return tuple(accumulate(xs, initial=0.0))
+
+    return _Table(
+        forward=pre(cm.layer_forward_flops(cfg, s, i) for i in idx),
+        scores=pre(cm.attention_score_flops(cfg, s) for _ in idx),
+        params=pre(float(cm.layer_parameters(cfg, i)) for i in idx),
+        sharded=pre(sharded),
+        sharded_each=tuple(sharded),
+    )
+
+
+def even_split(k: int, p: int) -> tuple[int, ...]:
+    """k layers over p stages as evenly as possible, the extra layers at the back.
+
+    Back stages hold fewer micro-batches in flight under 1F1B, so they take the extras.
+
+    >>> even_split(10, 4)
+    (2, 2, 3, 3)
+    """
+    return tuple(k // p + (1 if q >= p - k % p else 0) for q in range(p))
+
+
+def minmax_split(weights: list[float], p: int) -> tuple[int, ...]:
+    """A split of consecutive ``weights`` into p non-empty parts minimizing the largest part.
+
+    Binary search over the O(k²) contiguous sums with a greedy check that fills stages
+    from the back (as many layers as fit, leaving one per stage in front).
+
+    >>> minmax_split([1, 1, 1, 1, 3], 3)
+    (1, 3, 1)
+    """
+    k = len(weights)
+    prefix = list(accumulate(weights, initial=0.0))
+
+    def fits(bound: float) -> tuple[int, ...] | None:
+        end, sizes = k, []
+        for q in range(p - 1, 0, -1):  # stage q needs q layers left in front of it
+            start = end - 1
+            while start - 1 >= q and prefix[end] - prefix[start - 1] <= bound:
+                start -= 1
+            if prefix[end] - prefix[start] > bound:
+                return None
+            sizes.append(end - start)
+            end = start
+        if prefix[end] > bound:
+            return None
+        sizes.append(end)
+        return tuple(reversed(sizes))
+
+    candidates = sorted({prefix[j] - prefix[i] for i in range(k) for j in range(i + 1, k + 1)})
+    lo = bisect.bisect_left(candidates, max(weights))
+    hi = len(candidates) - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(candidates[mid]) is None:
+            lo = mid + 1
+        else:
+            hi = mid
+    best = fits(candidates[lo])
+    assert best is not None  # the whole sum always admits a split when k >= p
+    return best
+
+
+def stage_nodes(island: IslandSpec, tp: int, dp: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """First and last node of every stage's t·d GPUs.
+
+    Stages are packed whole into nodes when they fit (⌊gpus_per_node / (t·d)⌋ per node);
+    otherwise laid out contiguously, GPU offsets multiples of t, so no TP group straddles
+    a node.
+
+    >>> from hetopt.hardware import load_gpus
+    >>> isl = IslandSpec("t4", load_gpus()["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=4e9)
+    >>> stage_nodes(isl, 1, 3, 2), stage_nodes(isl, 2, 3, 1)
+    (((0, 0), (1, 1)), ((0, 1),))
+    """
+    g, gpn = tp * dp, island.gpus_per_node
+    per_node = gpn // g
+    if per_node >= 1 and pp <= island.nodes * per_node:
+        return tuple((q // per_node, q // per_node) for q in range(pp))
+    return tuple(((q * g) // gpn, (q * g + g - 1) // gpn) for q in range(pp))
+
+
+@dataclass(frozen=True)
+class _Layout:
+    tp: int
+    pp: int
+    dp: int
+    split: tuple[int, ...]
+    recompute: str
+    zero_stage: int
+
+
+def _stage(
+    sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, q: int, nodes: tuple[tuple[int, int], ...],
+    *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float,
+) -> StageCost:
+    """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage")."""
+    cfg, s, gpu = sl.model, sl.seq, island.gpu
+    tp, dp, rc, z = lay.tp, lay.dp, lay.recompute, lay.zero_stage
+    sp = sequence_parallel and tp > 1
+    a = sum(lay.split[:q])
+    b = a + lay.split[q]
+    ell = b - a
+    embed = sl.embedding and q == 0
+    head = sl.head and q == lay.pp - 1
+    samples = microbatch_size / dp  # b: samples per replica per micro-batch
+    tokens = samples * s / tp  # the GPU's share of its replica's tokens (efficiency argument)
+    intra, inter = island.intra_bandwidth, island.inter_bandwidth
+
+    # compute
+    layer_fwd = (tab.forward[b] - tab.forward[a]) * samples / tp
+    head_fwd = cm.head_forward_flops(cfg, s) * samples / tp if head else 0.0
+    extra = {"none": 0.0, "selective": (tab.scores[b] - tab.scores[a]) * samples / tp, "full": layer_fwd}[rc]
+    forward = cm.compute_time_s(layer_fwd + head_fwd, gpu, tokens)
+    backward = cm.compute_time_s(cm.BACKWARD_PER_FORWARD * (layer_fwd + head_fwd) + extra, gpu, tokens)
+
+    # tensor parallelism (inside a node)
+    allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, samples), tp, intra)
+    tp_pass = ell * cm.tp_layer_comm_s(cfg, s, samples, tp, intra)
+    forward += tp_pass + (cm.EMBEDDING_TP_ALLREDUCES * allreduce if embed else 0.0)
+    backward += tp_pass + (tp_pass if rc == "full" else 0.0) + (cm.HEAD_TP_ALLREDUCES * allreduce if head else 0.0)
+
+    # hand-over to the next inner stage (activations) and back (gradients)
+    def handover(x: int, y: int) -> float:
+        if nodes[x][0] == nodes[x][1] == nodes[y][0] == nodes[y][1]:  # one node: every GPU sends its 1/t share
+            return cm.p2p_transfer_s(cfg, s, samples / tp, intra)
+        return cm.p2p_transfer_s(cfg, s, microbatch_size, inter)  # the node's network carries the whole micro-batch
+
+    if q + 1 < lay.pp:
+        forward += handover(q, q + 1)
+    if q > 0:
+        backward += handover(q - 1, q)
+
+    # data parallelism: one ring per TP rank; inside a node each on its own GPU link, across
+    # nodes all t rings share the node's network, so the node moves the stage's whole gradient
+    params = tab.params[b] - tab.params[a]
+    params += cm.input_embedding_parameters(cfg) if embed else 0
+    params += cm.head_parameters(cfg, with_embedding=embed) if head else 0
+    one_node = nodes[q][0] == nodes[q][1]
+    comm = cm.data_parallel_comm(params / tp if one_node else params, dp, intra if one_node else inter, zero_stage=z, microbatches=microbatches)
+    forward += comm.forward_s
+    backward += comm.backward_s
+
+    # memory per GPU
+    static = cm.state_bytes_per_parameter(z, dp) * params / tp + reserved_bytes
+    if z == 3 and dp > 1:
+        widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + b))
+        static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
+    if rc != "none":  # the layer being recomputed materializes what recomputation dropped
+        i = sl.first_layer + a + max(range(ell), key=lambda j: tab.sharded_each[a + j])
+        static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sp, recompute=rc, index=i)
+    if head:
+        static += cm.logit_bytes(cfg, s, samples, tp=tp)
+    h = cfg.hidden
+    if rc == "full":
+        activation = ell * s * samples * cm.CHECKPOINT_WIDTHS * h / (tp if sp else 1)
+    else:
+        replicated = ell * cm.REPLICATED_ACTIVATION_WIDTHS * h
+        sharded = tab.sharded[b] - tab.sharded[a]
+        per_token = (replicated + sharded) / tp if sp else replicated + sharded / tp
+        scores = 0.0 if rc == "selective" else ell * cm.ATTENTION_SCORE_BYTES * cfg.heads * s * s * samples / tp
+        activation = s * samples * per_token + scores
+    return StageCost(ell, forward, backward, static, activation, tp * dp)
+
+
+def _dominates(a: tuple, b: tuple) -> bool:
+    """a = (Σt, max t, stages, -reach) is no worse than b everywhere."""
+    return all(x <= y for x, y in zip(a, b))
+
+
+def pareto(plans: list[PartialPlan]) -> tuple[PartialPlan, ...]:
+    """The plans no other plan dominates in (Σ t, max t, inner stages, stages-behind limit).
+
+    Of plans with equal keys the one with the least peak memory (then the first) is kept. A plan A dominating B can replace B in
+    any composed pipeline: stages in front of it hold no more micro-batches (A has no more
+    stages), A fits wherever B fits (its limit is no smaller), and T does not grow.
+    """
+    keyed = sorted(
+        ((p.total_time_s, p.max_time_s, len(p.stages), -(float("inf") if p.behind is None else p.behind)), p.peak_bytes, n, p)
+        for n, p in enumerate(plans)
+    )
+    kept: list[tuple[tuple, PartialPlan]] = []
+    for key, _, _, plan in keyed:
+        if not any(_dominates(k, key) for k, _ in kept):
+            kept.append((key, plan))
+    return tuple(p for _, p in kept)
+
+
+@dataclass(frozen=True)
+class BuiltinParallelizer:
+    """The built-in homogeneous parallelizer (implements :class:`~hetopt.planner.parallelizer.Parallelizer`).
+
+    Parameters
+    ----------
+    recompute, zero_stages
+        The recomputation modes and ZeRO stages to enumerate.
+    sequence_parallel
+        Megatron sequence parallelism whenever t > 1 (same traffic as plain TP, less memory).
+    reserved_bytes
+        Per-GPU memory no layout may use (``RESERVED_BYTES``).
+    max_pp
+        Cap on the inner pipeline depth (None: as many stages as layers and GPUs allow).
+    layers_per_atom
+        Layers per atom in :meth:`slice_model`.
+    """
+
+    recompute: tuple[str, ...] = cm.RECOMPUTE_MODES
+    zero_stages: tuple[int, ...] = cm.ZERO_STAGES
+    sequence_parallel: bool = True
+    reserved_bytes: float = RESERVED_BYTES
+    max_pp: int | None = None
+    layers_per_atom: int = 1
+
+    def __post_init__(self) -> None:
+        bad = [r for r in self.recompute if r not in cm.RECOMPUTE_MODES]
+        if bad or not self.recompute:
+            raise ValueError(f"recompute modes must be a non-empty subset of {cm.RECOMPUTE_MODES} (got {self.recompute})")
+        if not self.zero_stages or any(z not in cm.ZERO_STAGES for z in self.zero_stages):
+            raise ValueError(f"ZeRO stages must be a non-empty subset of {cm.ZERO_STAGES} (got {self.zero_stages})")
+        if self.max_pp is not None and self.max_pp < 1:
+            raise ValueError(f"max_pp must be >= 1 (got {self.max_pp})")
+        if self.reserved_bytes < 0:
+            raise ValueError(f"reserved bytes must be >= 0 (got {self.reserved_bytes})")
+
+    def slice_model(self, model: ModelConfig, *, seq: int | None = None) -> tuple[Atom, ...]:
+        """Atoms of ``layers_per_atom`` layers; the first carries the embedding, the last the head."""
+        return slice_model(model, seq=seq, layers_per_atom=self.layers_per_atom)
+
+    def concatenate(self, a: Atom | Slice, b: Atom | Slice) -> Slice:
+        """``a`` followed by ``b``."""
+        return concatenate(a, b)
+
+    def profile(self, slice: Atom | Slice, island: IslandSpec) -> SliceProfile:
+        """The slice's FLOPs, parameters and memory floor on ``island``."""
+        sl = as_slice(slice)
+        cfg, s = sl.model, sl.seq
+        tab = _table(sl)
+        forward = tab.forward[-1] + (cm.head_forward_flops(cfg, s) if sl.head else 0.0)
+        params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
+        params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
+        training = (1.0 + cm.BACKWARD_PER_FORWARD) * forward
+        state = float(cm.state_bytes_per_parameter() * params)
+        island_flops = island.gpus * island.gpu.training_flops * island.gpu.efficiency
+        return SliceProfile(
+            signature=sl.signature,
+            island=island.name,
+            layers=sl.layers,
+            forward_flops=forward,
+            training_flops=training,
+            parameters=params,
+            state_bytes=state,
+            island_flops=island_flops,
+            ideal_time_per_sample_s=training / island_flops,
+            min_bytes_per_gpu=state / island.gpus + self.reserved_bytes,
+            memory_bytes=island.memory_bytes,
+        )
+
+    def layouts(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int) -> list[_Layout]:
+        """Every layout enumerated for the slice (before pricing and pruning)."""
+        sl = as_slice(slice)
+        cfg, k, G = sl.model, sl.layers, island.gpus
+        weights = [
+            cm.layer_forward_flops(cfg, sl.seq, i) + (cm.head_forward_flops(cfg, sl.seq) if sl.head and i == sl.first_layer + k - 1 else 0.0)
+            for i in range(sl.first_layer, sl.first_layer + k)
+        ]
+        out = []
+        for tp in _divisors(island.gpus_per_node):
+            if cfg.heads % tp:
+                continue  # Megatron splits whole attention heads
+            top = min(k, G // tp, self.max_pp or k)
+            for pp in range(1, top + 1):
+                splits = dict.fromkeys((even_split(k, pp), minmax_split(weights, pp)))
+                for dp in _divisors(microbatch_size):
+                    if tp * pp * dp > G:
+                        break
+                    for split in splits:
+                        for rc in self.recompute:
+                            for z in self.zero_stages if dp > 1 else self.zero_stages[:1]:
+                                out.append(_Layout(tp, pp, dp, split, rc, z))
+        return out
+
+    def plan(
+        self, slice: Atom | Slice, island: IslandSpec, layout: _Layout, *, microbatch_size: int, microbatches: int, memory_fraction: float = 1.0
+    ) -> PartialPlan:
+        """Price one layout (no pruning): its stages' times and memory."""
+        sl = as_slice(slice)
+        return self._plan(sl, island, _table(sl), layout, microbatch_size, microbatches, memory_fraction)
+
+    def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, m: int, M: int, phi: float) -> PartialPlan:
+        nodes = stage_nodes(island, lay.tp, lay.dp, lay.pp)
+        stages = tuple(
+            _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
+                   sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes)
+            for q in range(lay.pp)
+        )
+        capacity = phi * island.memory_bytes
+        return PartialPlan(
+            island=island.name, signature=sl.signature, first_layer=sl.first_layer, layers=sl.layers, role=sl.role,
+            tp=lay.tp, pp=lay.pp, dp=lay.dp, microbatch_size=m, microbatches=M, recompute=lay.recompute,
+            zero_stage=lay.zero_stage, sequence_parallel=self.sequence_parallel and lay.tp > 1, stages=stages,
+            capacity_bytes=capacity, behind=behind_limit(stages, capacity, M),
+        )
+
+    def parallelize(
+        self,
+        slice: Atom | Slice,
+        island: IslandSpec,
+        *,
+        microbatch_size: int,
+        microbatches: int,
+        global_batch: int,
+        memory_fraction: float = 1.0,
+    ) -> tuple[PartialPlan, ...]:
+        """The non-dominated, memory-feasible partial plans of ``slice`` on ``island``.
+
+        Parameters
+        ----------
+        slice
+            The layers to lay out (an atom is a one-atom slice).
+        island
+            The homogeneous GPUs.
+        microbatch_size, microbatches, global_batch
+            m samples per micro-batch, M micro-batches per iteration, B = m·M.
+        memory_fraction
+            φ: the usable share of each GPU's memory (the composition must use the same).
+
+        Returns
+        -------
+        tuple of PartialPlan
+            Sorted by Σ t; empty when no layout fits even as the last block of a pipeline.
+
+        Raises
+        ------
+        ValueError
+            When B ≠ m·M, a size is below 1 or φ is outside (0, 1].
+        """
+        if microbatch_size < 1 or microbatches < 1:
+            raise ValueError(f"micro-batch size and micro-batches must be >= 1 (got {microbatch_size}, {microbatches})")
+        if global_batch != microbatch_size * microbatches:
+            raise ValueError(f"global batch {global_batch} != micro-batch size {microbatch_size} × {microbatches} micro-batches")
+        if not 0.0 < memory_fraction <= 1.0:
+            raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
+        sl = as_slice(slice)
+        tab = _table(sl)
+        plans = []
+        for lay in self.layouts(sl, island, microbatch_size=microbatch_size):
+            p = self._plan(sl, island, tab, lay, microbatch_size, microbatches, memory_fraction)
+            if p.behind is None or p.behind >= 0:  # -1: does not fit even with nothing behind it
+                plans.append(p)
+        return pareto(plans)
+
+
+def best_single_island_plan(
+    model: ModelConfig,
+    island: IslandSpec,
+    *,
+    microbatch_size: int,
+    microbatches: int,
+    seq: int | None = None,
+    memory_fraction: float = 1.0,
+    parallelizer: BuiltinParallelizer | None = None,
+) -> PartialPlan | None:
+    """The fastest homogeneous plan of the whole model on one island (None if nothing fits).
+
+    Its 1F1B iteration time is ``plan.iteration_time_s`` = Σ t + (M − 1) · max t.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> gpt = ModelConfig("gpt-small", "gpt", 4, 1024, 16, 4096, 50257, 1024)
+    >>> a100 = IslandSpec("a100", load_gpus()["A100-SXM4-80GB"], nodes=1, gpus_per_node=4)
+    >>> best = best_single_island_plan(gpt, a100, microbatch_size=4, microbatches=8)
+    >>> best.layers, best.role, best.gpus <= 4
+    (4, 'whole', True)
+    """
+    par = parallelizer or BuiltinParallelizer()
+    atoms = par.slice_model(model, seq=seq)
+    whole = Slice(atoms)
+    plans = par.parallelize(
+        whole, island, microbatch_size=microbatch_size, microbatches=microbatches,
+        global_batch=microbatch_size * microbatches, memory_fraction=memory_fraction,
+    )
+    return min(plans, key=lambda p: p.iteration_time_s, default=None)
+
+
+__all__ = [
+    "RESERVED_BYTES",
+    "ZERO3_GATHERED_BYTES",
+    "ZERO3_GATHERED_LAYERS",
+    "BuiltinParallelizer",
+    "best_single_island_plan",
+    "even_split",
+    "minmax_split",
+    "pareto",
+    "stage_nodes",
+]

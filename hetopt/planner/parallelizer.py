@@ -1,0 +1,385 @@
+"""Tangram's parallelizer interface (its Table 2) and the data that crosses it.
+
+A parallelizer turns a *slice* (consecutive layers of the model) on an *island*
+(homogeneous GPUs) into *partial plans*: small pipelines whose stages the pipeline
+composition can chain. Anyone can plug in another parallelizer by implementing
+:class:`Parallelizer`; :mod:`hetopt.planner.builtin` is the built-in one.
+
+Everything here is a frozen dataclass of plain data, so it crosses process and Dask
+boundaries (pickled) unchanged. A slice's :attr:`Slice.signature` is a SHA-256 of its
+atoms' shapes, stable across processes (Python's ``hash`` of strings is not), so two
+slices with the same layers get the same signature wherever they are built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Protocol, runtime_checkable
+
+from hetopt.hardware import GpuType
+from hetopt.pipeline.problem import PipelineOption, StagePlan
+from hetopt.pipeline.problem import Island as PipelineIsland
+from hetopt.workload import ModelConfig
+
+#: Relative slack of the memory check, equal to the pipeline family's ``MEMORY_RTOL``
+#: so that what a parallelizer keeps is exactly what the composition accepts.
+MEMORY_RTOL = 1e-9
+#: Hex digits of the SHA-256 kept as a signature: 64 bits, no collision among the few
+#: thousand distinct slices of any model.
+SIGNATURE_HEX_DIGITS = 16
+
+
+@dataclass(frozen=True)
+class Atom:
+    """The smallest unit a slice is made of: ``layers`` consecutive layers from ``first_layer``.
+
+    The model's first atom carries the input embedding (``embedding``), its last the
+    output head (``head``). ``seq`` is the training sequence length.
+    """
+
+    model: ModelConfig
+    seq: int
+    first_layer: int
+    layers: int
+    embedding: bool = False
+    head: bool = False
+
+    @property
+    def shape(self) -> tuple:
+        """What the cost depends on (not where the atom sits): equal shapes, equal costs."""
+        m = self.model
+        moe = tuple(m.is_moe_layer(i) for i in range(self.first_layer, self.first_layer + self.layers))
+        return (
+            m.architecture, m.hidden, m.heads, m.attention_width, m.kv_width, m.ffn, m.expert_ffn,
+            m.experts, m.top_k, self.seq, self.layers, moe,
+            # vocabulary, positions and tying matter only where the embedding or head is
+            (m.vocab, m.sequence, m.tied_embeddings) if self.embedding or self.head else None,
+            self.embedding, self.head,
+        )
+
+
+@dataclass(frozen=True)
+class Slice:
+    """Consecutive atoms of one model; built by :func:`concatenate`."""
+
+    atoms: tuple[Atom, ...]
+
+    def __post_init__(self) -> None:
+        if not self.atoms:
+            raise ValueError("a slice needs at least one atom")
+        for a, b in zip(self.atoms, self.atoms[1:]):
+            if b.model != a.model or b.seq != a.seq:
+                raise ValueError("the atoms of a slice must come from one model and sequence length")
+            if b.first_layer != a.first_layer + a.layers:
+                raise ValueError(
+                    f"atoms are not consecutive: layers {a.first_layer}..{a.first_layer + a.layers - 1} "
+                    f"then {b.first_layer}..{b.first_layer + b.layers - 1}"
+                )
+
+    @property
+    def model(self) -> ModelConfig:
+        return self.atoms[0].model
+
+    @property
+    def seq(self) -> int:
+        return self.atoms[0].seq
+
+    @property
+    def first_layer(self) -> int:
+        return self.atoms[0].first_layer
+
+    @property
+    def layers(self) -> int:
+        """Number of layers in the slice."""
+        return sum(a.layers for a in self.atoms)
+
+    @property
+    def embedding(self) -> bool:
+        """Whether the slice holds the input embedding (it starts the model)."""
+        return self.atoms[0].embedding
+
+    @property
+    def head(self) -> bool:
+        """Whether the slice holds the output head (it ends the model)."""
+        return self.atoms[-1].head
+
+    @property
+    def role(self) -> str:
+        """The pipeline role the slice implies: whole, first, last or middle."""
+        return {(True, True): "whole", (True, False): "first", (False, True): "last"}.get((self.embedding, self.head), "middle")
+
+    @cached_property
+    def signature(self) -> str:
+        """A stable hash of the atoms' shapes: equal for slices with equal layers.
+
+        Examples
+        --------
+        >>> cfg = ModelConfig("x", "gpt", 6, 1024, 16, 4096, 50257, 1024)
+        >>> atoms = slice_model(cfg)
+        >>> a = concatenate(atoms[1], atoms[2]); b = concatenate(atoms[3], atoms[4])
+        >>> a.signature == b.signature, a.signature == concatenate(atoms[0], atoms[1]).signature
+        (True, False)
+        """
+        text = repr(tuple(a.shape for a in self.atoms)).encode()
+        return hashlib.sha256(text).hexdigest()[:SIGNATURE_HEX_DIGITS]
+
+
+def slice_model(model: ModelConfig, *, seq: int | None = None, layers_per_atom: int = 1) -> tuple[Atom, ...]:
+    """Cut a model into atoms of ``layers_per_atom`` consecutive layers (the last may be shorter).
+
+    Examples
+    --------
+    >>> atoms = slice_model(ModelConfig("x", "gpt", 5, 1024, 16, 4096, 50257, 1024), layers_per_atom=2)
+    >>> [(a.first_layer, a.layers, a.embedding, a.head) for a in atoms]
+    [(0, 2, True, False), (2, 2, False, False), (4, 1, False, True)]
+    """
+    seq = model.sequence if seq is None else seq
+    if seq < 1:
+        raise ValueError(f"sequence length must be >= 1 (got {seq})")
+    if layers_per_atom < 1:
+        raise ValueError(f"layers per atom must be >= 1 (got {layers_per_atom})")
+    starts = range(0, model.layers, layers_per_atom)
+    return tuple(
+        Atom(model, seq, f, min(layers_per_atom, model.layers - f), embedding=f == 0, head=f + layers_per_atom >= model.layers)
+        for f in starts
+    )
+
+
+def concatenate(a: Atom | Slice, b: Atom | Slice) -> Slice:
+    """The slice of ``a`` followed by ``b`` (which must start where ``a`` ends).
+
+    Raises
+    ------
+    ValueError
+        When ``b`` does not follow ``a`` in the same model.
+    """
+    left = a.atoms if isinstance(a, Slice) else (a,)
+    right = b.atoms if isinstance(b, Slice) else (b,)
+    return Slice(left + right)
+
+
+def as_slice(x: Atom | Slice) -> Slice:
+    """An atom as a one-atom slice; a slice unchanged."""
+    return x if isinstance(x, Slice) else Slice((x,))
+
+
+@dataclass(frozen=True)
+class IslandSpec:
+    """An island of ``nodes`` × ``gpus_per_node`` GPUs of one type.
+
+    ``intra_bandwidth``: bytes/s per GPU per direction inside a node (defaults to the
+    catalog's ``intra_gbs``); ``inter_bandwidth``: bytes/s of one node's network inside the
+    island (needed only when ``nodes`` > 1).
+    """
+
+    name: str
+    gpu: GpuType
+    nodes: int
+    gpus_per_node: int
+    inter_bandwidth: float = 0.0
+    intra_bandwidth: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.gpus_per_node < 1:
+            raise ValueError(f"island {self.name!r}: nodes and GPUs per node must be >= 1")
+        if self.intra_bandwidth is None:
+            object.__setattr__(self, "intra_bandwidth", self.gpu.intra_bandwidth)
+        if not self.intra_bandwidth > 0:
+            raise ValueError(f"island {self.name!r}: intra-node bandwidth must be > 0 bytes/s")
+        if self.nodes > 1 and not self.inter_bandwidth > 0:
+            raise ValueError(f"island {self.name!r}: {self.nodes} nodes need an inter-node bandwidth > 0 bytes/s")
+
+    @property
+    def gpus(self) -> int:
+        """All GPUs of the island."""
+        return self.nodes * self.gpus_per_node
+
+    @property
+    def memory_bytes(self) -> float:
+        """Memory per GPU, bytes."""
+        return self.gpu.memory_bytes
+
+    def to_island(self) -> PipelineIsland:
+        """The pipeline family's view of the island (name, GPUs, memory per GPU)."""
+        return PipelineIsland(self.name, self.gpus, self.memory_bytes)
+
+
+@dataclass(frozen=True)
+class SliceProfile:
+    """What a slice demands of an island, independent of the layout.
+
+    Per sample: ``forward_flops``, ``training_flops`` (forward + backward, no
+    recomputation). ``parameters`` and ``state_bytes`` (16 bytes each) of the slice;
+    ``island_flops`` the island's sustained FLOP/s (GPUs × peak × e);
+    ``ideal_time_per_sample_s`` = training FLOPs / island FLOP/s, the compute demand;
+    ``min_bytes_per_gpu``: a lower bound on any layout's memory per GPU (the training
+    state spread over every GPU, as ZeRO-3 over the whole island would).
+    """
+
+    signature: str
+    island: str
+    layers: int
+    forward_flops: float
+    training_flops: float
+    parameters: int
+    state_bytes: float
+    island_flops: float
+    ideal_time_per_sample_s: float
+    min_bytes_per_gpu: float
+    memory_bytes: float
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """One inner stage: ``layers`` layers on ``gpus`` GPUs; per micro-batch times, per-GPU bytes."""
+
+    layers: int
+    forward_s: float
+    backward_s: float
+    static_bytes: float
+    activation_bytes: float
+    gpus: int
+
+    @property
+    def time_s(self) -> float:
+        return self.forward_s + self.backward_s
+
+
+def behind_limit(stages: tuple[StageCost, ...], capacity_bytes: float, microbatches: int) -> int | None:
+    """The most stages that may follow these stages in a 1F1B pipeline (None: any number; -1: none fit).
+
+    Stage q of n with b stages behind the block holds min(b + n − q, M) micro-batches;
+    the rule of ``formulations/pipeline.md`` ("The stages-behind limit").
+    """
+    n, M = len(stages), microbatches
+    limit: int | None = None
+    room = capacity_bytes * (1.0 + MEMORY_RTOL)
+    for q, st in enumerate(stages):
+        if st.static_bytes + st.activation_bytes * M <= room:
+            continue
+        if st.static_bytes > room:
+            return -1
+        f = min(M, max(0, math.floor((room - st.static_bytes) / st.activation_bytes)))
+        while f < M and st.static_bytes + st.activation_bytes * (f + 1) <= room:
+            f += 1
+        while f >= 0 and st.static_bytes + st.activation_bytes * f > room:
+            f -= 1
+        b = f - (n - q)
+        limit = b if limit is None else min(limit, b)
+    return None if limit is None else max(limit, -1)
+
+
+@dataclass(frozen=True)
+class PartialPlan:
+    """A layout of a slice on an island: a small pipeline of ``stages``.
+
+    Layout: ``tp`` (inside a node), ``pp`` inner stages, ``dp`` replicas of every stage
+    (each gets microbatch_size / dp samples), ``recompute``, ``zero_stage``,
+    ``sequence_parallel``. ``behind`` is :func:`behind_limit` at the ``capacity_bytes`` and
+    ``microbatches`` it was computed for.
+    """
+
+    island: str
+    signature: str
+    first_layer: int
+    layers: int
+    role: str
+    tp: int
+    pp: int
+    dp: int
+    microbatch_size: int
+    microbatches: int
+    recompute: str
+    zero_stage: int
+    sequence_parallel: bool
+    stages: tuple[StageCost, ...]
+    capacity_bytes: float
+    behind: int | None
+
+    @property
+    def gpus(self) -> int:
+        """GPUs the plan uses (the stages use disjoint GPUs)."""
+        return sum(s.gpus for s in self.stages)
+
+    @property
+    def total_time_s(self) -> float:
+        """Σ t over the stages."""
+        return sum(s.time_s for s in self.stages)
+
+    @property
+    def max_time_s(self) -> float:
+        """The slowest stage's t."""
+        return max(s.time_s for s in self.stages)
+
+    @property
+    def peak_bytes(self) -> float:
+        """Largest per-GPU memory with nothing behind the plan (stage q holds min(pp − q, M))."""
+        n = len(self.stages)
+        return max(s.static_bytes + s.activation_bytes * min(n - q, self.microbatches) for q, s in enumerate(self.stages))
+
+    @property
+    def iteration_time_s(self) -> float:
+        """1F1B time of this plan alone: Σ t + (M − 1) · max t."""
+        return self.total_time_s + (self.microbatches - 1) * self.max_time_s
+
+    @property
+    def layout(self) -> str:
+        """A short description, e.g. ``tp2 pp3 dp2 selective zero1 sp``."""
+        sp = " sp" if self.sequence_parallel and self.tp > 1 else ""
+        return f"tp{self.tp} pp{self.pp} dp{self.dp} {self.recompute} zero{self.zero_stage}{sp}"
+
+    def to_option(self, island_index: int, role: str | None = None) -> PipelineOption:
+        """The pipeline family's option for this plan on island number ``island_index``.
+
+        ``role`` defaults to the slice's own (:attr:`Slice.role`).
+        """
+        stages = tuple(StagePlan(s.layers, s.forward_s, s.backward_s, s.static_bytes, s.activation_bytes, s.gpus) for s in self.stages)
+        return PipelineOption(island_index, self.layers, stages, self.role if role is None else role)
+
+
+@runtime_checkable
+class Parallelizer(Protocol):
+    """Tangram's parallelizer interface (Table 2).
+
+    ``slice_model`` cuts a model into atoms; ``concatenate`` joins two adjacent atoms or
+    slices; ``profile`` states a slice's demand on an island; ``parallelize`` returns the
+    partial plans worth composing (memory-feasible with nothing behind them, and none
+    dominated by another). Implementations must be picklable (queries run in worker
+    processes or on Dask workers) and deterministic.
+    """
+
+    def slice_model(self, model: ModelConfig, *, seq: int | None = None) -> tuple[Atom, ...]: ...
+
+    def concatenate(self, a: Atom | Slice, b: Atom | Slice) -> Slice: ...
+
+    def profile(self, slice: Slice, island: IslandSpec) -> SliceProfile: ...
+
+    def parallelize(
+        self,
+        slice: Slice,
+        island: IslandSpec,
+        *,
+        microbatch_size: int,
+        microbatches: int,
+        global_batch: int,
+        memory_fraction: float = 1.0,
+    ) -> tuple[PartialPlan, ...]: ...
+
+
+__all__ = [
+    "Atom",
+    "IslandSpec",
+    "MEMORY_RTOL",
+    "Parallelizer",
+    "PartialPlan",
+    "Slice",
+    "SliceProfile",
+    "StageCost",
+    "as_slice",
+    "behind_limit",
+    "concatenate",
+    "slice_model",
+]
