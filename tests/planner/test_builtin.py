@@ -1,0 +1,310 @@
+"""The parallelizer interface and the built-in homogeneous parallelizer.
+
+Independent checks: the pipeline family's own memory rule (``PipelineInstance.behind_limits``),
+its reader and ``evaluate``, its exact DP, and re-pricing every enumerated layout.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hetopt
+from hetopt.hardware import GIGA, load_gpus
+from hetopt.pipeline.problem import GIB, Block, PipelineInstance, PipelineSolution, evaluate
+from hetopt.planner.builtin import BuiltinParallelizer, best_single_island_plan, even_split, minmax_split, stage_nodes
+from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice, concatenate, slice_model
+from hetopt.readers.pipeline import read_pipeline
+from hetopt.workload import ModelConfig, load_model
+
+MODELS = Path(__file__).resolve().parents[2] / "instances" / "models"
+GPUS = load_gpus()
+SMALL_GPT = ModelConfig("small", "gpt", 8, 1024, 16, 4096, 50257, 1024)
+PAR = BuiltinParallelizer()
+
+
+def key(p):
+    return (p.total_time_s, p.max_time_s, len(p.stages), -(np.inf if p.behind is None else p.behind))
+
+
+def dominates(a, b):
+    return all(x <= y for x, y in zip(key(a), key(b)))
+
+
+def islands():
+    return [
+        IslandSpec("v100", GPUS["V100-SXM2-16GB"], nodes=1, gpus_per_node=8),
+        IslandSpec("t4", GPUS["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=32 / 8 * GIGA),
+        IslandSpec("a100", GPUS["A100-PCIe-80GB"], nodes=1, gpus_per_node=4),
+    ]
+
+
+# ------------------------------------------------------------------ atoms and slices
+
+
+def test_builtin_implements_the_protocol():
+    assert isinstance(PAR, Parallelizer)
+
+
+def test_atoms_carry_embedding_first_and_head_last():
+    atoms = PAR.slice_model(SMALL_GPT)
+    assert [a.first_layer for a in atoms] == list(range(8))
+    assert [a.embedding for a in atoms] == [True] + [False] * 7
+    assert [a.head for a in atoms] == [False] * 7 + [True]
+    assert Slice(atoms).role == "whole" and Slice(atoms[:3]).role == "first"
+    assert Slice(atoms[5:]).role == "last" and Slice(atoms[2:4]).role == "middle"
+
+
+def test_signatures_equal_for_equal_slices_and_different_otherwise():
+    atoms = slice_model(SMALL_GPT)
+    mid = [Slice(atoms[i : i + 3]).signature for i in range(1, 5)]
+    assert len(set(mid)) == 1  # interior slices of 3 layers are the same work
+    others = {Slice(atoms[1:3]).signature, Slice(atoms[0:3]).signature, Slice(atoms[5:8]).signature, mid[0]}
+    assert len(others) == 4  # length, embedding and head all change the signature
+    assert concatenate(atoms[1], concatenate(atoms[2], atoms[3])).signature == mid[0]
+    # a wider model with the same depth differs
+    wide = slice_model(ModelConfig("wide", "gpt", 8, 2048, 16, 8192, 50257, 1024))
+    assert Slice(wide[1:4]).signature != mid[0]
+    # the sequence length is part of the work
+    assert Slice(slice_model(SMALL_GPT, seq=512)[1:4]).signature != mid[0]
+    # MoE on every other layer: a slice starting on a dense layer differs from one starting on an MoE layer
+    gshard = slice_model(load_model(MODELS / "gshard-moe-2.4b.toml"))
+    assert Slice(gshard[2:4]).signature == Slice(gshard[4:6]).signature != Slice(gshard[3:5]).signature
+
+
+def test_signature_is_stable_across_processes():
+    code = (
+        "from hetopt.planner.parallelizer import Slice, slice_model; from hetopt.workload import ModelConfig;"
+        "a = slice_model(ModelConfig('small', 'gpt', 8, 1024, 16, 4096, 50257, 1024)); print(Slice(a[2:5]).signature)"
+    )
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout.strip()
+    assert out == Slice(slice_model(SMALL_GPT)[2:5]).signature
+
+
+def test_concatenate_rejects_non_adjacent_atoms():
+    atoms = slice_model(SMALL_GPT)
+    with pytest.raises(ValueError, match="consecutive"):
+        concatenate(atoms[1], atoms[3])
+    with pytest.raises(ValueError, match="one model"):
+        concatenate(atoms[1], slice_model(SMALL_GPT, seq=512)[2])
+
+
+# ------------------------------------------------------------------------- splits
+
+
+def test_splits():
+    for k in range(1, 12):
+        for p in range(1, k + 1):
+            e = even_split(k, p)
+            assert sum(e) == k and max(e) - min(e) <= 1 and list(e) == sorted(e)
+            m = minmax_split([1.0] * k, p)
+            assert sum(m) == k and min(m) >= 1 and max(m) == max(e)  # same bottleneck on uniform layers
+    rng = np.random.default_rng(3)
+    for _ in range(50):  # min-max against exhaustive search
+        k = int(rng.integers(1, 8))
+        p = int(rng.integers(1, k + 1))
+        w = [float(x) for x in rng.integers(1, 9, size=k)]
+        cuts = [c for c in __import__("itertools").combinations(range(1, k), p - 1)]
+        best = min(max(sum(w[a:b]) for a, b in zip((0,) + c, c + (k,))) for c in cuts)
+        split = minmax_split(w, p)
+        bounds = np.cumsum((0,) + split)
+        assert len(split) == p and min(split) >= 1
+        assert max(sum(w[a:b]) for a, b in zip(bounds, bounds[1:])) == best
+
+
+def test_stages_stay_inside_nodes_when_they_can():
+    isl = IslandSpec("t4", GPUS["T4"], nodes=3, gpus_per_node=4, inter_bandwidth=4e9)
+    for tp in (1, 2, 4):
+        for dp in range(1, 13):
+            for pp in range(1, 13):
+                if tp * dp * pp > isl.gpus:
+                    continue
+                nodes = stage_nodes(isl, tp, dp, pp)
+                assert len(nodes) == pp and all(0 <= a <= b < isl.nodes for a, b in nodes)
+                if tp * dp <= 4 and pp <= 3 * (4 // (tp * dp)):
+                    assert all(a == b for a, b in nodes)
+
+
+# ------------------------------------------------------------------ parallelize
+
+
+def _check_plans(sl, isl, plans, m, M, phi=1.0):
+    assert plans, "expected at least one plan"
+    for p in plans:
+        assert p.layers == sl.layers == sum(s.layers for s in p.stages) and p.first_layer == sl.first_layer
+        assert len(p.stages) == p.pp and all(s.layers >= 1 for s in p.stages)
+        assert all(s.gpus == p.tp * p.dp for s in p.stages)
+        assert p.gpus == p.tp * p.dp * p.pp <= isl.gpus  # disjoint GPUs of the island
+        assert isl.gpus_per_node % p.tp == 0 and m % p.dp == 0
+        assert p.behind is None or p.behind >= 0
+        # the pipeline family's own rule agrees on the stages-behind limit
+        probe = PipelineInstance("probe", sl.layers, M, (isl.to_island(),), (p.to_option(0),), ((0.0,),), memory_fraction=phi)
+        assert probe.behind_limits[0] == p.behind
+    for a in plans:
+        for b in plans:
+            if a is not b:
+                assert not dominates(a, b), f"{a.layout} dominates {b.layout}"
+
+
+@pytest.mark.parametrize("first,stop", [(0, 8), (0, 3), (2, 6), (5, 8), (3, 4)])
+@pytest.mark.parametrize("island", islands(), ids=lambda i: i.name)
+def test_parallelize_returns_feasible_non_dominated_plans_that_cover_every_layout(first, stop, island):
+    sl = Slice(slice_model(SMALL_GPT)[first:stop])
+    m, M = 4, 8
+    plans = PAR.parallelize(sl, island, microbatch_size=m, microbatches=M, global_batch=m * M, memory_fraction=0.5)
+    _check_plans(sl, island, plans, m, M, 0.5)
+    # exactness of the pruning: every feasible layout is matched or beaten by a returned plan
+    for lay in PAR.layouts(sl, island, microbatch_size=m):
+        p = PAR.plan(sl, island, lay, microbatch_size=m, microbatches=M, memory_fraction=0.5)
+        if p.behind is None or p.behind >= 0:
+            assert any(dominates(q, p) for q in plans)
+
+
+def test_memory_pressure_selects_memory_saving_layouts():
+    """On 16 GB V100s GPT-3 6.7B needs TP, ZeRO or recomputation; the plain layout is gone."""
+    cfg = load_model(MODELS / "gpt3-6.7b.toml")
+    isl = IslandSpec("v100", GPUS["V100-SXM2-16GB"], nodes=2, gpus_per_node=8, inter_bandwidth=100 / 8 * GIGA)
+    sl = Slice(slice_model(cfg)[4:12])
+    plans = PAR.parallelize(sl, isl, microbatch_size=8, microbatches=16, global_batch=128)
+    _check_plans(sl, isl, plans, 8, 16)
+    assert all(p.tp > 1 or p.pp > 1 or p.zero_stage > 0 or p.recompute != "none" for p in plans)
+    assert len({p.recompute for p in plans}) >= 2  # a real time/memory trade-off is offered
+
+
+def test_nothing_fits_gives_no_plan():
+    cfg = load_model(MODELS / "gpt3-13b.toml")
+    t4 = IslandSpec("t4", GPUS["T4"], nodes=1, gpus_per_node=4)
+    assert PAR.parallelize(Slice(slice_model(cfg)), t4, microbatch_size=4, microbatches=8, global_batch=32) == ()
+    assert best_single_island_plan(cfg, t4, microbatch_size=4, microbatches=8) is None
+
+
+def test_monotone_in_tp_and_recompute():
+    isl = IslandSpec("a100", GPUS["A100-SXM4-80GB"], nodes=1, gpus_per_node=8)
+    cfg = load_model(MODELS / "gpt3-6.7b.toml")
+    sl = Slice(slice_model(cfg)[3:9])
+    by = {(lay.tp, lay.pp, lay.dp, lay.split, lay.recompute, lay.zero_stage): lay for lay in PAR.layouts(sl, isl, microbatch_size=8)}
+
+    def price(tp, pp, dp, split, rc, z):
+        return PAR.plan(sl, isl, by[(tp, pp, dp, split, rc, z)], microbatch_size=8, microbatches=16)
+
+    for (tp, pp, dp, split, rc, z) in by:
+        p = price(tp, pp, dp, split, rc, z)
+        if (2 * tp, pp, dp, split, rc, z) in by:  # more TP: less memory per GPU
+            q = price(2 * tp, pp, dp, split, rc, z)
+            assert all(b.static_bytes < a.static_bytes and b.activation_bytes <= a.activation_bytes for a, b in zip(p.stages, q.stages))
+        if rc == "none":  # full recomputation: less activation memory, more time
+            f = price(tp, pp, dp, split, "full", z)
+            assert all(b.activation_bytes < a.activation_bytes and b.backward_s > a.backward_s for a, b in zip(p.stages, f.stages))
+            assert all(b.forward_s == a.forward_s for a, b in zip(p.stages, f.stages))
+        if dp > 1 and z < 3:  # a higher ZeRO stage is never faster; 1 and 2 always save memory
+            # (stage 3 may not: its two gathered layers can outweigh the weights it shards at small d)
+            y = price(tp, pp, dp, split, rc, z + 1)
+            assert all(b.time_s >= a.time_s for a, b in zip(p.stages, y.stages))
+            assert z == 2 or all(b.static_bytes < a.static_bytes for a, b in zip(p.stages, y.stages))
+
+
+def test_dp_allreduce_is_amortized_over_the_microbatches():
+    """ZeRO-0: the per-micro-batch backward carries the iteration's all-reduce / M."""
+    isl = IslandSpec("t4", GPUS["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=4e9)
+    sl = Slice(slice_model(SMALL_GPT)[2:4])
+    lay = next(x for x in PAR.layouts(sl, isl, microbatch_size=8) if (x.tp, x.pp, x.dp, x.recompute, x.zero_stage) == (1, 1, 8, "none", 0))
+    one = PAR.plan(sl, isl, lay, microbatch_size=8, microbatches=1).stages[0]
+    four = PAR.plan(sl, isl, lay, microbatch_size=8, microbatches=4).stages[0]
+    params = 2 * (12 * 1024**2 + 13 * 1024)
+    allreduce = 2 * 7 / 8 * 2 * params / 4e9  # 8 replicas across 2 nodes: the node network carries it
+    assert one.backward_s - four.backward_s == pytest.approx(allreduce * (1 - 1 / 4))
+    faster = IslandSpec("t4", GPUS["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=40e9)
+    assert PAR.plan(sl, faster, lay, microbatch_size=8, microbatches=4).stages[0].backward_s < four.backward_s
+
+
+# ------------------------------------------------------------ conversion and composition
+
+
+def test_to_option_is_accepted_by_the_pipeline_reader_and_evaluate():
+    cfg = SMALL_GPT
+    atoms = slice_model(cfg)
+    v100, a100 = islands()[0], islands()[2]
+    m, M = 4, 8
+    front = PAR.parallelize(Slice(atoms[:5]), v100, microbatch_size=m, microbatches=M, global_batch=m * M)
+    back = PAR.parallelize(Slice(atoms[5:]), a100, microbatch_size=m, microbatches=M, global_batch=m * M)
+    f, b = front[0], back[0]
+    link = 0.01
+
+    def stage_table(st):
+        return {"layers": st.layers, "forward_s": st.forward_s, "backward_s": st.backward_s,
+                "static_gib": st.static_bytes / GIB, "activation_gib": st.activation_bytes / GIB, "gpus": st.gpus}
+
+    data = {
+        "problem": "pipeline", "name": "planner-test", "layers": cfg.layers, "microbatches": M,
+        "island": [{"name": "v100", "gpus": v100.gpus, "memory_gib": v100.memory_bytes / GIB},
+                   {"name": "a100", "gpus": a100.gpus, "memory_gib": a100.memory_bytes / GIB}],
+        "link": [{"a": "v100", "b": "a100", "time_s": link}],
+        "option": [
+            {"island": "v100", "layers": 5, "role": "first", "stage": [stage_table(s) for s in f.to_option(0).stages]},
+            {"island": "a100", "layers": 3, "role": "last", "stage": [stage_table(s) for s in b.to_option(1).stages]},
+        ],
+    }
+    inst = read_pipeline(data, "planner-test")
+    assert inst.options[0].role == f.to_option(0).role == "first" and inst.options[1].role == "last"
+    ev = evaluate(inst, PipelineSolution((Block(0, 0, 0, 5), Block(1, 1, 5, 3))))
+    assert ev.feasible, ev.violations
+    times = [s.time_s for s in f.stages + b.stages]
+    assert ev.objective == pytest.approx(sum(times) + link + (M - 1) * max(max(times), link), rel=1e-9)
+
+
+def test_best_single_island_plan_equals_the_pipeline_dp_over_its_options():
+    cfg = load_model(MODELS / "gpt3-1.3b.toml")
+    isl = IslandSpec("v100", GPUS["V100-SXM2-16GB"], nodes=1, gpus_per_node=8)
+    m, M = 4, 16
+    best = best_single_island_plan(cfg, isl, microbatch_size=m, microbatches=M, seq=1024)
+    plans = PAR.parallelize(Slice(slice_model(cfg, seq=1024)), isl, microbatch_size=m, microbatches=M, global_batch=m * M)
+    assert best is not None and best.iteration_time_s == min(p.iteration_time_s for p in plans)
+    inst = PipelineInstance("single", cfg.layers, M, (isl.to_island(),), tuple(p.to_option(0) for p in plans), ((0.0,),))
+    res = hetopt.solve(inst, method="dp")
+    assert res.status.name == "OPTIMAL"
+    assert res.objective == pytest.approx(best.iteration_time_s, rel=1e-9)
+
+
+def test_bad_arguments():
+    sl = Slice(slice_model(SMALL_GPT)[:2])
+    isl = islands()[0]
+    with pytest.raises(ValueError, match="global batch"):
+        PAR.parallelize(sl, isl, microbatch_size=4, microbatches=8, global_batch=30)
+    with pytest.raises(ValueError, match="memory fraction"):
+        PAR.parallelize(sl, isl, microbatch_size=4, microbatches=8, global_batch=32, memory_fraction=0.0)
+    with pytest.raises(ValueError, match="recompute"):
+        BuiltinParallelizer(recompute=("sometimes",))
+    with pytest.raises(ValueError, match="inter-node"):
+        IslandSpec("x", GPUS["T4"], nodes=2, gpus_per_node=4)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_shapes_keep_the_invariants(seed):
+    rng = np.random.default_rng(seed)
+    heads = int(rng.choice([8, 16]))
+    arch = str(rng.choice(["gpt", "llama"]))
+    h = heads * int(rng.choice([32, 64]))
+    cfg = ModelConfig("r", arch, int(rng.integers(2, 9)), h, heads, 4 * h, 32000, 512,
+                      kv_heads=heads // 2 if arch == "llama" else None)
+    gpu = GPUS[str(rng.choice(["T4", "V100-SXM2-32GB", "A10G", "A100-SXM4-40GB"]))]
+    isl = IslandSpec("i", gpu, nodes=int(rng.integers(1, 3)), gpus_per_node=int(rng.choice([2, 4])), inter_bandwidth=5e9)
+    atoms = slice_model(cfg)
+    a = int(rng.integers(0, cfg.layers))
+    b = int(rng.integers(a + 1, cfg.layers + 1))
+    m = int(rng.choice([1, 2, 4, 6]))
+    M = int(rng.integers(1, 9))
+    phi = float(rng.uniform(0.05, 1.0))
+    sl = Slice(atoms[a:b])
+    plans = PAR.parallelize(sl, isl, microbatch_size=m, microbatches=M, global_batch=m * M, memory_fraction=phi)
+    if plans:
+        _check_plans(sl, isl, plans, m, M, phi)
+    prof = PAR.profile(sl, isl)
+    assert prof.signature == sl.signature and prof.layers == sl.layers
+    # no plan beats the memory floor of the profile (its fullest stage holds at least the average share)
+    assert all(max(st.static_bytes for st in p.stages) >= prof.min_bytes_per_gpu * (1 - 1e-12) for p in plans)
