@@ -11,6 +11,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from hetopt.allocation.problem import AllocationInstance, GpuGroup, Latency
 from hetopt.generate.profiles import default_profiles_dir, layer_profile, load_latencies, load_memory
 from hetopt.generate.toml import dumps
 from hetopt.hardware import GIB, GpuType, load_gpus
@@ -99,25 +100,67 @@ def _sequence(cfg: ModelConfig, seq: int) -> int:
     return cfg.sequence if cfg.architecture == "vit" else seq  # a ViT's length is its patch count
 
 
-def analytic_gpu(cfg: ModelConfig, gpu: GpuType, seq: int) -> dict:
-    """One [[gpu]] table from the analytic model (without count)."""
+def analytic_group(cfg: ModelConfig, gpu: GpuType, seq: int, count: int) -> GpuGroup:
+    """``count`` GPUs of one type as an allocation group, from the analytic model (SI units).
+
+    f(m) = (L·F_layer + F_head) / (peak · e) · (m + t½ / s), g = 2 f; β = buffers + two
+    unsharded FSDP units (see formulations/allocation.md, "Instances").
+    """
     flops = cfg.layers * layer_forward_flops(cfg, seq) + head_forward_flops(cfg, seq)
     slope = flops / (gpu.training_flops * gpu.efficiency)  # seconds per sample at full efficiency
     intercept = slope * gpu.half_efficiency_tokens / seq
     unit = max(layer_parameters(cfg), embedding_parameters(cfg))
     base = COMM_BUFFERS_BYTES + UNSHARDED_UNITS * UNIT_BYTES_PER_PARAMETER * unit
-    forward = [slope * m + intercept for m in range(1, TABLE_POINTS + 1)]
+    forward = tuple(slope * m + intercept for m in range(1, TABLE_POINTS + 1))
+    return GpuGroup(
+        type=gpu.name,
+        count=count,
+        memory_bytes=gpu.memory_bytes,
+        memory_base_bytes=base,
+        forward=Latency(forward, slope, intercept),
+        backward=Latency(
+            tuple(BACKWARD_PER_FORWARD * x for x in forward), BACKWARD_PER_FORWARD * slope, BACKWARD_PER_FORWARD * intercept
+        ),
+    )
+
+
+def group_data(group: GpuGroup) -> dict:
+    """One [[gpu]] table (GiB and seconds) for a group."""
     return {
-        "type": gpu.name,
-        "memory_gib": gpu.memory_bytes / GIB,
-        "memory_base_gib": base / GIB,
-        "forward_s": forward,
-        "backward_s": [BACKWARD_PER_FORWARD * x for x in forward],
-        "forward_slope_s": slope,
-        "forward_intercept_s": intercept,
-        "backward_slope_s": BACKWARD_PER_FORWARD * slope,
-        "backward_intercept_s": BACKWARD_PER_FORWARD * intercept,
+        "type": group.type,
+        "memory_gib": group.memory_bytes / GIB,
+        "memory_base_gib": group.memory_base_bytes / GIB,
+        "forward_s": list(group.forward.table),
+        "backward_s": list(group.backward.table),
+        "forward_slope_s": group.forward.slope,
+        "forward_intercept_s": group.forward.intercept,
+        "backward_slope_s": group.backward.slope,
+        "backward_intercept_s": group.backward.intercept,
+        "count": group.count,
     }
+
+
+def analytic_allocation(
+    name: str, groups: list[tuple[GpuType, int]], cfg: ModelConfig, batch: int, seq: int, network_gbps: float
+) -> AllocationInstance:
+    """The analytic allocation instance of a cluster (GPU types and counts) and a model."""
+    seq = _sequence(cfg, seq)
+    n = sum(count for _, count in groups)
+    params = parameters(cfg)
+    comm = fsdp_collective_s(params, n, network_gbps)
+    return AllocationInstance(
+        name=name,
+        global_batch=batch,
+        groups=tuple(analytic_group(cfg, gpu, seq, count) for gpu, count in groups),
+        activation_bytes_per_sample=analytic_activation_bytes(cfg, seq),
+        state_bytes=float(STATE_BYTES_PER_PARAMETER * params),
+        memory_fraction=ANALYTIC_MEMORY_FRACTION,
+        accumulation_overhead_s=ACCUMULATION_OVERHEAD_S,
+        allgather_s=comm,
+        reducescatter_s=comm,
+        uneven_shard_overhead=UNEVEN_SHARD_OVERHEAD,
+        layers=cfg.layers,
+    )
 
 
 def analytic_activation_bytes(cfg: ModelConfig, seq: int) -> float:
@@ -132,26 +175,26 @@ def analytic_activation_bytes(cfg: ModelConfig, seq: int) -> float:
 
 def analytic_instance(cluster: Cluster, cfg: ModelConfig, shape: str, batch: int, seq: int, gpus: dict) -> dict:
     """The TOML data of one analytic instance."""
+    name = f"cephalo-{cluster.key}-{shape}-b{batch}-analytic"
+    inst = analytic_allocation(name, [(gpus[g], count) for g, _, count in cluster.groups], cfg, batch, seq, cluster.network_gbps)
     seq = _sequence(cfg, seq)
-    n = sum(c for _, _, c in cluster.groups)
     params = parameters(cfg)
-    comm = fsdp_collective_s(params, n, cluster.network_gbps)
     return {
         "problem": "allocation",
-        "name": f"cephalo-{cluster.key}-{shape}-b{batch}-analytic",
+        "name": name,
         "description": f"{cluster.note}. {cfg.name} ({params / 1e9:.2f}B parameters), sequence {seq}, "
         f"global batch {batch}; latencies and memory from the analytic model (formulations/allocation.md).",
         "source": "hetopt generate allocation (analytic)",
         "global_batch": batch,
-        "memory_fraction": ANALYTIC_MEMORY_FRACTION,
-        "activation_gib_per_sample": analytic_activation_bytes(cfg, seq) / GIB,
-        "state_gib": STATE_BYTES_PER_PARAMETER * params / GIB,
-        "accumulation_overhead_s": ACCUMULATION_OVERHEAD_S,
-        "allgather_s": comm,
-        "reducescatter_s": comm,
-        "uneven_shard_overhead": UNEVEN_SHARD_OVERHEAD,
-        "layers": cfg.layers,
-        "gpu": [dict(analytic_gpu(cfg, gpus[name], seq), count=count) for name, _, count in cluster.groups],
+        "memory_fraction": inst.memory_fraction,
+        "activation_gib_per_sample": inst.activation_bytes_per_sample / GIB,
+        "state_gib": inst.state_bytes / GIB,
+        "accumulation_overhead_s": inst.accumulation_overhead_s,
+        "allgather_s": inst.allgather_s,
+        "reducescatter_s": inst.reducescatter_s,
+        "uneven_shard_overhead": inst.uneven_shard_overhead,
+        "layers": inst.layers,
+        "gpu": [group_data(g) for g in inst.groups],
     }
 
 
