@@ -346,6 +346,20 @@ def p2p_transfer_s(cfg: ModelConfig, seq: int, samples: float, bandwidth: float)
     return boundary_bytes(cfg, seq, samples) / bandwidth
 
 
+def pipeline_link_s(cfg: ModelConfig, seq: int, microbatch_size: float, bandwidth: float) -> float:
+    """Link time c between two pipeline blocks on different islands: activations forward plus gradients back.
+
+    2 × 2·s·m·h / w for a micro-batch of m samples (``formulations/pipeline.md``: c is a round trip).
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 4096, 32, 16384, 50257, 2048)
+    >>> pipeline_link_s(gpt, 2048, 8, 12.5e9) == 2 * 2 * 2048 * 8 * 4096 / 12.5e9
+    True
+    """
+    return 2.0 * p2p_transfer_s(cfg, seq, microbatch_size, bandwidth)
+
+
 @dataclass(frozen=True)
 class DataParallelComm:
     """Data-parallel communication of one stage, seconds per micro-batch (amortized).
@@ -426,6 +440,7 @@ __all__ = [
     "layer_parameters",
     "logit_bytes",
     "p2p_transfer_s",
+    "pipeline_link_s",
     "recompute_working_bytes",
     "ring_allgather_s",
     "ring_allreduce_s",

@@ -308,3 +308,15 @@ def test_random_shapes_keep_the_invariants(seed):
     assert prof.signature == sl.signature and prof.layers == sl.layers
     # no plan beats the memory floor of the profile (its fullest stage holds at least the average share)
     assert all(max(st.static_bytes for st in p.stages) >= prof.min_bytes_per_gpu * (1 - 1e-12) for p in plans)
+
+
+def test_everything_crossing_the_interface_pickles():
+    """Queries run in worker processes or on Dask workers: inputs and answers must pickle."""
+    import pickle
+
+    sl = Slice(slice_model(SMALL_GPT)[1:4])
+    isl = islands()[1]
+    plans = PAR.parallelize(sl, isl, microbatch_size=2, microbatches=4, global_batch=8)
+    for obj in (PAR, sl, isl, plans, PAR.profile(sl, isl)):
+        assert pickle.loads(pickle.dumps(obj)) == obj
+    assert pickle.loads(pickle.dumps(sl)).signature == sl.signature
