@@ -23,12 +23,12 @@ Instances
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
+from hetopt.generate.toml import dumps
 from hetopt.islands import catalog as cat
 from hetopt.islands.catalog import Shape
 
@@ -41,58 +41,6 @@ UPLINK_NOTE = "uplink gbps = per-node share of the uplink's capacity"
 #: Relative standard deviation of profiled compute rates around the datasheet (3%): node
 #: to node variation of measured matmul throughput (clocks, thermals, power caps).
 PROFILE_JITTER = 0.03
-
-
-# --- a small TOML writer (our files only need strings, numbers, lists and arrays of tables) --
-def _value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)
-    if isinstance(v, float):
-        return repr(round(v, 6))
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    return str(v)
-
-
-def to_toml(spec: dict, header: Sequence[str]) -> str:
-    """TOML text of an instance ``spec`` (plain dicts) with ``header`` comment lines.
-
-    Examples
-    --------
-    >>> print(to_toml({"problem": "islands", "node": [{"name": "a"}]}, ["hi"]).strip())
-    # hi
-    problem = "islands"
-    <BLANKLINE>
-    [[node]]
-    name = "a"
-    """
-    lines = [f"# {h}".rstrip() for h in header]
-    tables = []
-    for key, v in spec.items():
-        if isinstance(v, dict) or (isinstance(v, list) and v and isinstance(v[0], dict)):
-            tables.append((key, v))
-        else:
-            lines.append(f"{key} = {_value(v)}")
-    for key, v in tables:
-        _table(lines, key, v)
-    return "\n".join(lines) + "\n"
-
-
-def _table(lines: list[str], key: str, v) -> None:
-    rows = v if isinstance(v, list) else [v]
-    for row in rows:
-        lines.append("")
-        lines.append(f"[[{key}]]" if isinstance(v, list) else f"[{key}]")
-        subs = []
-        for k, x in row.items():
-            if isinstance(x, dict) or (isinstance(x, list) and x and isinstance(x[0], dict)):
-                subs.append((k, x))
-            else:
-                lines.append(f"{k} = {_value(x)}")
-        for k, x in subs:
-            _table(lines, f"{key}.{k}", x)
 
 
 # --- building blocks -----------------------------------------------------------------------
@@ -365,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, build in INSTANCES.items():
         data, header = build()
         header = [*header, "Written by `python -m hetopt.islands.generate`; edit the generator, not this file."]
-        (out / f"{name}.toml").write_text(to_toml(data, header), encoding="utf-8")
+        (out / f"{name}.toml").write_text(dumps(data, header="\n".join(header)), encoding="utf-8")
     print(f"wrote {len(INSTANCES)} instances to {out}")
     return 0
 
