@@ -190,6 +190,20 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.set_defaults(run=cmd_bench)
 
+    p = sub.add_parser("plan", help="plan training of a model on a heterogeneous cluster (end to end)")
+    p.add_argument("--cluster", required=True, help="a cluster file, or a name in instances/clusters/")
+    p.add_argument("--model", required=True, help="a model file, or a name in instances/models/")
+    p.add_argument("--global-batch", type=int, required=True, help="samples per iteration")
+    p.add_argument("--microbatch", type=int, default=None, help="micro-batch size (default: try powers of two up to 16)")
+    p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
+    p.add_argument("--workers", type=int, default=None, help="parallelizer queries in a process pool of N (default: the CPU count)")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="run the queries on a Dask distributed cluster")
+    p.add_argument("--no-prune", default=None, metavar="POLICIES", help="switch pruning policies off: redundancy,infeasibility,imbalance or all")
+    p.add_argument("--no-alternatives", action="store_true", help="skip the baselines")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per solver run")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.set_defaults(run=cmd_plan)
+
     p = sub.add_parser("generate", help="rewrite generated instance files from catalogs and profiles")
     p.add_argument("family", choices=sorted(GENERATORS), help="which instances to write")
     p.add_argument("--out", default=None, metavar="DIR", help="folder to write (default: instances/<family>/)")
@@ -199,6 +213,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
     return parser
+
+
+def cmd_plan(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.planner import report, run
+
+    result = run.run_plan(args)
+    if args.json:
+        print(json.dumps(plain(result), indent=2))
+    else:
+        report.print_plan(result, out)
+    return EXIT_OK if result.status.has_solution else EXIT_INFEASIBLE
 
 
 def _generate_allocation(out_dir: str | None, profiles: str | None) -> list:

@@ -1,1 +1,11 @@
-"""The end-to-end planner."""
+"""The end-to-end planner: cluster + model in, best heterogeneous plan out.
+
+``plan(load_cluster("tangram-c3"), load_model(...), global_batch=128)`` runs islands →
+slices → partial plans (any :class:`~hetopt.planner.parallelizer.Parallelizer`, the built-in
+one by default) → composition, and plans the alternatives on the same cost model.
+"""
+
+from hetopt.planner.cluster import Cluster, load_cluster
+from hetopt.planner.plan import Alternative, HeteroPlan, StageRow, plan
+
+__all__ = ["Alternative", "Cluster", "HeteroPlan", "StageRow", "load_cluster", "plan"]

@@ -1,0 +1,155 @@
+"""Enumerating (slice, island) pairs and querying the parallelizer, with Tangram's pruning.
+
+Every slice of consecutive atoms meets every island; three policies drop pairs before the
+parallelizer is asked (each can be switched off, and ``EnumerationStats`` counts them):
+
+* **redundancy**: a slice whose signature was already queried on this island adds nothing
+  (options carry a length and a role, not a position, so equal slices share their answer);
+* **infeasibility**: the slice's training state alone, spread over every GPU of the
+  island, exceeds a GPU's memory (``SliceProfile.min_bytes_per_gpu``): no layout can fit;
+* **imbalance**: the slice's share of the model's compute is far from the island's share of
+  the cluster's: more than ``imbalance`` times the island's share, or less than its share
+  divided by it. This one is Tangram's heuristic, not a proof; the planner's tests check
+  that the composed plan is the same with and without it on the shipped clusters.
+
+Queries go through any ``concurrent.futures.Executor`` (a process pool, or a Dask
+``distributed`` client's executor), in one ``map`` call: an external parallelizer that
+takes minutes per query is the case this serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
+
+#: Pruning policies, all on by default.
+POLICIES = ("redundancy", "infeasibility", "imbalance")
+#: How far (as a factor) a slice's compute share may stray from its island's capacity share.
+#: Tangram prunes "unbalanced" pairs without publishing its threshold; 4 keeps every pair a
+#: balanced pipeline of the shipped clusters uses (checked by tests) and drops, e.g., one
+#: layer of a 40-layer model on an island holding half of the cluster's compute.
+DEFAULT_IMBALANCE = 4.0
+
+
+@dataclass
+class EnumerationStats:
+    """Counts of one enumeration: pairs seen, pruned by each policy, queried, plans returned."""
+
+    pairs: int = 0
+    pruned: dict[str, int] = field(default_factory=lambda: {p: 0 for p in POLICIES})
+    queried: int = 0
+    plans: int = 0
+
+    def to_dict(self) -> dict:
+        return {"pairs": self.pairs, "pruned": dict(self.pruned), "queried": self.queried, "plans": self.plans}
+
+
+@dataclass(frozen=True)
+class _Query:
+    """One parallelizer call (picklable: it crosses process and Dask boundaries)."""
+
+    parallelizer: Parallelizer
+    slice: Slice
+    island: IslandSpec
+    microbatch_size: int
+    microbatches: int
+    global_batch: int
+    memory_fraction: float
+
+
+def _run(query: _Query) -> tuple[PartialPlan, ...]:
+    return query.parallelizer.parallelize(
+        query.slice,
+        query.island,
+        microbatch_size=query.microbatch_size,
+        microbatches=query.microbatches,
+        global_batch=query.global_batch,
+        memory_fraction=query.memory_fraction,
+    )
+
+
+def all_slices(parallelizer: Parallelizer, atoms: Sequence) -> list[Slice]:
+    """Every run of consecutive atoms, built with the parallelizer's ``concatenate``."""
+    out = []
+    for i in range(len(atoms)):
+        current = Slice((atoms[i],))
+        out.append(current)
+        for j in range(i + 1, len(atoms)):
+            current = parallelizer.concatenate(current, atoms[j])
+            out.append(current)
+    return out
+
+
+def enumerate_plans(
+    parallelizer: Parallelizer,
+    slices: Sequence[Slice],
+    islands: Sequence[IslandSpec],
+    *,
+    microbatch_size: int,
+    microbatches: int,
+    global_batch: int,
+    memory_fraction: float = 1.0,
+    policies: Sequence[str] = POLICIES,
+    imbalance: float = DEFAULT_IMBALANCE,
+    executor: Executor | None = None,
+) -> tuple[dict[int, list[PartialPlan]], EnumerationStats]:
+    """Query the parallelizer for every surviving (slice, island) pair.
+
+    Returns
+    -------
+    (plans, stats)
+        ``plans[i]``: the partial plans of island ``i``, one entry per distinct slice
+        signature queried there (with redundancy off, duplicates appear and are harmless).
+
+    Raises
+    ------
+    ValueError
+        For an unknown policy name.
+    """
+    unknown = set(policies) - set(POLICIES)
+    if unknown:
+        raise ValueError(f"unknown pruning policy {sorted(unknown)} (known: {', '.join(POLICIES)})")
+    stats = EnumerationStats()
+    total_layers = max(s.layers for s in slices)  # the whole model is one of the slices
+    profiles = {}
+    capacity = []
+    for isl in islands:
+        whole = max(slices, key=lambda s: s.layers)
+        capacity.append(parallelizer.profile(whole, isl).island_flops)
+    cluster_flops = sum(capacity)
+    queries: list[tuple[int, _Query]] = []
+    seen: set[tuple[str, int]] = set()
+    for i, isl in enumerate(islands):
+        share = capacity[i] / cluster_flops
+        for sl in slices:
+            stats.pairs += 1
+            key = (sl.signature, i)
+            if "redundancy" in policies and key in seen:
+                stats.pruned["redundancy"] += 1
+                continue
+            seen.add(key)
+            if "infeasibility" in policies:
+                prof = profiles.get(key) or parallelizer.profile(sl, isl)
+                profiles[key] = prof
+                if prof.min_bytes_per_gpu > memory_fraction * prof.memory_bytes:
+                    stats.pruned["infeasibility"] += 1
+                    continue
+            if "imbalance" in policies:
+                demand = sl.layers / total_layers
+                if demand > imbalance * share or demand < share / imbalance:
+                    stats.pruned["imbalance"] += 1
+                    continue
+            queries.append(
+                (i, _Query(parallelizer, sl, isl, microbatch_size, microbatches, global_batch, memory_fraction))
+            )
+    stats.queried = len(queries)
+    calls = [q for _, q in queries]
+    answers = list(executor.map(_run, calls)) if executor is not None else [_run(q) for q in calls]
+    plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(islands))}
+    for (i, _), found in zip(queries, answers):
+        plans[i].extend(found)
+        stats.plans += len(found)
+    return plans, stats

@@ -1,0 +1,357 @@
+"""The end-to-end planner: cluster + model in, best heterogeneous plan out.
+
+islands (islands family) → atoms and slices → partial plans from a homogeneous parallelizer,
+enumerated with Tangram's pruning, in parallel → composition (pipeline family) → the plan;
+and, on the same cost model, the alternatives: Cephalo's FSDP allocation (allocation
+family), the best single-island plan, uniform and compute-proportional layer partitioning.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+
+from hetopt import solvers
+from hetopt.errors import InputError
+from hetopt.hardware import GIB
+from hetopt.pipeline.problem import PipelineOption
+from hetopt.planner.builtin import BuiltinParallelizer, best_single_island_plan
+from hetopt.planner.cluster import Cluster
+from hetopt.planner.compose import island_specs, link_matrix, pipeline_instance, split_layers
+from hetopt.planner.enumerate import DEFAULT_IMBALANCE, POLICIES, EnumerationStats, all_slices, enumerate_plans
+from hetopt.planner.fsdp import plan_fsdp
+from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
+from hetopt.result import Result, Status
+from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
+
+#: Micro-batch sizes tried when none is given: powers of two up to this (samples).
+MAX_AUTO_MICROBATCH = 16
+#: Training FLOPs per forward FLOP without recomputation (forward 1 + backward 2).
+TRAINING_PER_FORWARD = 3.0
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """One stage of the composed pipeline, for the report."""
+
+    island: str
+    gpu: str
+    first_layer: int
+    layers: int
+    layout: str
+    gpus: int
+    time_s: float
+    memory_gib: float
+    in_flight: int
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another plan on the same cost model: its name, iteration time (None if none fits), note."""
+
+    name: str
+    iteration_time_s: float | None
+    detail: str
+
+
+@dataclass
+class HeteroPlan:
+    """The planner's answer. Times in seconds; ``status`` is the composition's."""
+
+    cluster: str
+    model: str
+    global_batch: int
+    microbatch_size: int
+    microbatches: int
+    seq: int
+    status: Status
+    reason: str = ""
+    islands: list[dict] = field(default_factory=list)
+    stages: list[StageRow] = field(default_factory=list)
+    iteration_time_s: float | None = None
+    simulated_s: float | None = None
+    throughput_samples_s: float | None = None
+    tflops_per_gpu: float | None = None
+    ideal_time_s: float | None = None
+    efficiency: float | None = None
+    alternatives: list[Alternative] = field(default_factory=list)
+    best: str = ""
+    speedups: dict[str, float] = field(default_factory=dict)
+    timing_s: dict[str, float] = field(default_factory=dict)
+    enumeration: dict = field(default_factory=dict)
+    composition: dict = field(default_factory=dict)
+
+
+def model_training_flops(cfg: ModelConfig, seq: int) -> float:
+    """Training FLOPs of one sample (forward + backward, no recomputation)."""
+    forward = sum(layer_forward_flops(cfg, seq, i) for i in range(cfg.layers)) + head_forward_flops(cfg, seq)
+    return TRAINING_PER_FORWARD * forward
+
+
+def ideal_time(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int) -> float:
+    """The iteration's training FLOPs spread over every GPU at its modeled speed
+    (peak × calibrated efficiency), no communication: this cost model's physical limit."""
+    speed = sum(node.gpus * gpu.training_flops * gpu.efficiency for node, gpu in zip(cluster.islands.nodes, cluster.gpu_types))
+    return global_batch * model_training_flops(cfg, seq) / speed
+
+
+def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> list[int]:
+    """The micro-batch sizes to plan for.
+
+    Raises
+    ------
+    InputError
+        When ``microbatch_size`` does not divide the global batch.
+    """
+    if microbatch_size is not None:
+        if microbatch_size < 1 or global_batch % microbatch_size:
+            raise InputError(
+                f"--microbatch {microbatch_size}: must divide the global batch {global_batch} "
+                f"(try one of {', '.join(str(d) for d in _divisors(global_batch)[:8])})"
+            )
+        return [microbatch_size]
+    out, m = [], 1
+    while m <= min(MAX_AUTO_MICROBATCH, global_batch):
+        if global_batch % m == 0:
+            out.append(m)
+        m *= 2
+    return out
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass
+class _Composed:
+    result: Result
+    plans: list[PartialPlan]
+    microbatch_size: int
+    stats: EnumerationStats
+    enumerate_s: float
+    compose_s: float
+
+
+def _compose(
+    cluster: Cluster,
+    cfg: ModelConfig,
+    specs: list[IslandSpec],
+    members: list[list[int]],
+    parallelizer: Parallelizer,
+    slices: list[Slice],
+    m: int,
+    global_batch: int,
+    seq: int,
+    policies: Sequence[str],
+    imbalance: float,
+    executor: Executor | None,
+    time_limit: float | None,
+) -> _Composed:
+    t0 = time.perf_counter()
+    microbatches = global_batch // m
+    plans, stats = enumerate_plans(
+        parallelizer, slices, specs, microbatch_size=m, microbatches=microbatches, global_batch=global_batch,
+        policies=policies, imbalance=imbalance, executor=executor,
+    )
+    t1 = time.perf_counter()
+    links = link_matrix(cluster, members, cfg, seq, m)
+    instance, behind = pipeline_instance(f"{cluster.name}-{cfg.name}-m{m}", cfg, specs, plans, links, microbatches, 1.0)
+    result = solvers.solve(instance, "dp", time_limit=time_limit) if instance.options else None
+    if result is None:
+        from hetopt.family import Deadline, no_solution
+
+        result = no_solution(
+            problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=Deadline(None),
+            reason="no partial plan of any slice fits any island",
+        )
+    return _Composed(result, behind, m, stats, t1 - t0, time.perf_counter() - t1)
+
+
+def _restricted(
+    cluster: Cluster, cfg: ModelConfig, specs: list[IslandSpec], members: list[list[int]], parallelizer: Parallelizer,
+    atoms: tuple, counts: list[int], m: int, global_batch: int, seq: int, time_limit: float | None,
+) -> Result | None:
+    """The best pipeline in which island i takes exactly counts[i] layers (0: unused)."""
+    L = len(atoms)
+    microbatches = global_batch // m
+    plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(specs))}
+    for i, k in enumerate(counts):
+        if k == 0:
+            continue
+        positions = {0, L - k} | ({1} if L - k > 1 else set())  # first, last, and a middle slice
+        for start in sorted(positions):
+            sl = Slice(tuple(atoms[start : start + k]))
+            plans[i].extend(
+                parallelizer.parallelize(sl, specs[i], microbatch_size=m, microbatches=microbatches, global_batch=global_batch)
+            )
+    links = link_matrix(cluster, members, cfg, seq, m)
+    instance, _ = pipeline_instance("restricted", cfg, specs, plans, links, microbatches, 1.0)
+    if not instance.options:
+        return None
+    result = solvers.solve(instance, "dp", time_limit=time_limit)
+    return result if result.status.has_solution else None
+
+
+def plan(
+    cluster: Cluster,
+    cfg: ModelConfig,
+    *,
+    global_batch: int,
+    microbatch_size: int | None = None,
+    seq: int | None = None,
+    parallelizer: Parallelizer | None = None,
+    policies: Sequence[str] = POLICIES,
+    imbalance: float = DEFAULT_IMBALANCE,
+    executor: Executor | None = None,
+    time_limit: float | None = None,
+    alternatives: bool = True,
+) -> HeteroPlan:
+    """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
+
+    Parameters
+    ----------
+    microbatch_size
+        Fixed micro-batch size; by default every power of two up to 16 that divides the
+        global batch is planned and the fastest kept.
+    seq
+        Sequence length (default: the model's).
+    parallelizer
+        Any :class:`~hetopt.planner.parallelizer.Parallelizer` (default: the built-in one).
+    policies
+        Pruning policies to apply (default all: redundancy, infeasibility, imbalance).
+    executor
+        Where parallelizer queries run (a process pool, a Dask client's executor); None runs
+        them here.
+    alternatives
+        Also plan the alternatives (FSDP, single island, uniform, proportional).
+
+    Raises
+    ------
+    InputError
+        For a micro-batch size that does not divide the global batch, or a bad batch.
+    """
+    if global_batch < 1:
+        raise InputError(f"--global-batch {global_batch}: must be >= 1")
+    seq = seq or cfg.sequence
+    par = parallelizer or BuiltinParallelizer()
+    timing = {"islands_s": 0.0, "enumeration_s": 0.0, "composition_s": 0.0, "alternatives_s": 0.0}
+    t0 = time.perf_counter()
+    islands_result = solvers.solve(cluster.islands, time_limit=time_limit)
+    timing["islands_s"] = time.perf_counter() - t0
+    index = cluster.islands.index
+    members = [[index[name] for name in isl.nodes] for isl in islands_result.solution.islands]
+    specs = island_specs(cluster, members)
+    atoms = par.slice_model(cfg, seq=seq)
+    slices = all_slices(par, atoms)
+    best: _Composed | None = None
+    reasons: list[str] = []
+    total_stats: dict = {}
+    for m in microbatch_candidates(global_batch, microbatch_size):
+        composed = _compose(cluster, cfg, specs, members, par, slices, m, global_batch, seq, policies, imbalance, executor, time_limit)
+        timing["enumeration_s"] += composed.enumerate_s
+        timing["composition_s"] += composed.compose_s
+        total_stats[m] = composed.stats.to_dict()
+        if not composed.result.status.has_solution:
+            reasons.append(f"micro-batch {m}: {composed.result.reason or composed.result.status.value}")
+        if composed.result.status.has_solution and (best is None or composed.result.objective < best.result.objective):
+            best = composed
+    out = HeteroPlan(
+        cluster=cluster.name, model=cfg.name, global_batch=global_batch, microbatch_size=0, microbatches=0, seq=seq,
+        status=Status.INFEASIBLE, timing_s=timing, enumeration=total_stats,
+        islands=[{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus,
+                  "members": list(isl.nodes)} for s, isl in zip(specs, islands_result.solution.islands)],
+    )
+    ideal = ideal_time(cluster, cfg, global_batch, seq)
+    out.ideal_time_s = ideal
+    if best is None:
+        out.reason = f"no pipeline of {cfg.name} fits {cluster.name}: " + "; ".join(reasons)
+    else:
+        _fill(out, best, specs, cluster, cfg, seq, ideal)
+    if alternatives:
+        t1 = time.perf_counter()
+        out.alternatives = _alternatives(cluster, cfg, specs, members, par, atoms, global_batch, seq, microbatch_size, time_limit)
+        timing["alternatives_s"] = time.perf_counter() - t1
+        _rank(out)
+    return out
+
+
+def _fill(out: HeteroPlan, best: _Composed, specs, cluster, cfg, seq, ideal) -> None:
+    res = best.result
+    sol = res.solution
+    out.status = res.status
+    out.microbatch_size = best.microbatch_size
+    out.microbatches = out.global_batch // best.microbatch_size
+    out.iteration_time_s = res.objective
+    out.simulated_s = getattr(sol, "simulated_s", None)
+    out.throughput_samples_s = out.global_batch / res.objective
+    gpus = cluster.gpus
+    out.tflops_per_gpu = out.global_batch * model_training_flops(cfg, seq) / res.objective / gpus / 1e12
+    out.efficiency = ideal / res.objective
+    out.composition = {"method": res.method, "status": res.status.value, "gap": res.gap, "stats": res.stats}
+    stage_iter = iter(sol.stages)
+    for block in sol.blocks:
+        pp = best.plans[block.option]
+        first = block.first_layer
+        for s in pp.stages:
+            report = next(stage_iter)
+            out.stages.append(
+                StageRow(
+                    island=specs[block.island].name, gpu=specs[block.island].gpu.name, first_layer=first,
+                    layers=s.layers, layout=pp.layout, gpus=s.gpus, time_s=report.time_s,
+                    memory_gib=report.memory_bytes / GIB, in_flight=report.in_flight,
+                )
+            )
+            first += s.layers
+
+
+def _alternatives(cluster, cfg, specs, members, par, atoms, global_batch, seq, microbatch_size, time_limit) -> list[Alternative]:
+    alts: list[Alternative] = []
+    fsdp = plan_fsdp(cluster, cfg, global_batch, seq, time_limit=time_limit)
+    if fsdp.status.has_solution:
+        batches = {}
+        for g in fsdp.solution.gpus:
+            batches.setdefault(g.type, g.batch)
+        detail = "FSDP, per-GPU batch " + ", ".join(f"{t} {b}" for t, b in batches.items())
+        alts.append(Alternative("cephalo-fsdp", fsdp.objective, detail))
+    else:
+        alts.append(Alternative("cephalo-fsdp", None, fsdp.reason))
+    single: tuple[float, str] | None = None
+    uniform: tuple[float, str] | None = None
+    proportional: tuple[float, str] | None = None
+    gpus = [s.gpus for s in specs]
+    speed = [s.gpus * s.gpu.training_flops * s.gpu.efficiency for s in specs]
+    L = len(atoms)
+    for m in microbatch_candidates(global_batch, microbatch_size):
+        M = global_batch // m
+        for s in specs:
+            p = best_single_island_plan(cfg, s, microbatch_size=m, microbatches=M, seq=seq, parallelizer=par)
+            if p is not None and (single is None or p.iteration_time_s < single[0]):
+                single = (p.iteration_time_s, f"{s.name} ({s.gpus}x {s.gpu.name}), {p.layout}, m={m}")
+        for label, weights in (("uniform", gpus), ("proportional", speed)):
+            counts = split_layers(weights, L)
+            r = _restricted(cluster, cfg, specs, members, par, atoms, counts, m, global_batch, seq, time_limit)
+            if r is None:
+                continue
+            detail = "layers " + ", ".join(f"{s.name} {k}" for s, k in zip(specs, counts) if k) + f", m={m}"
+            current = uniform if label == "uniform" else proportional
+            if current is None or r.objective < current[0]:
+                if label == "uniform":
+                    uniform = (r.objective, detail)
+                else:
+                    proportional = (r.objective, detail)
+    alts.append(Alternative("single-island", *(single or (None, "no island holds the whole model"))))
+    alts.append(Alternative("uniform-layers", *(uniform or (None, "no fit with layers split by GPU count"))))
+    alts.append(Alternative("compute-proportional", *(proportional or (None, "no fit with layers split by compute"))))
+    return alts
+
+
+def _rank(out: HeteroPlan) -> None:
+    candidates = [("tangram-composed", out.iteration_time_s)] + [(a.name, a.iteration_time_s) for a in out.alternatives]
+    timed = [(n, t) for n, t in candidates if t is not None]
+    if not timed:
+        return
+    out.best = min(timed, key=lambda nt: nt[1])[0]
+    if out.iteration_time_s is not None:
+        out.speedups = {a.name: a.iteration_time_s / out.iteration_time_s for a in out.alternatives if a.iteration_time_s}

@@ -1,0 +1,60 @@
+"""Printing a :class:`HeteroPlan` for a person (the JSON form is ``hetopt.io.plain``)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from hetopt.planner.plan import HeteroPlan
+
+
+def _f(x, fmt: str = ".4g") -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+    for h in header:
+        table.add_column(h)
+    for r in rows:
+        table.add_row(*r)
+    return table
+
+
+def print_plan(p: HeteroPlan, out: Console) -> None:
+    """The islands, the composed pipeline, its speed and efficiency, the alternatives."""
+    out.print(f"[bold]{p.model}[/bold] on [bold]{p.cluster}[/bold]: global batch {p.global_batch}, sequence {p.seq}", highlight=False)
+    out.print(_table("islands", ["island", "GPU", "nodes", "GPUs", "members"],
+                     [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), ", ".join(i["members"])] for i in p.islands]))
+    if not p.status.has_solution:
+        out.print(f"composed pipeline: {p.status.value}: {p.reason}", highlight=False)
+    else:
+        out.print(_table(
+            f"composed pipeline (micro-batch {p.microbatch_size} x {p.microbatches})",
+            ["stage", "island", "GPU", "layers", "layout (TP/PP/DP, recompute, ZeRO)", "GPUs", "time_s", "memory_gib", "in flight"],
+            [[str(k), s.island, s.gpu, f"{s.first_layer}-{s.first_layer + s.layers - 1}", s.layout, str(s.gpus),
+              _f(s.time_s), _f(s.memory_gib, ".3g"), str(s.in_flight)] for k, s in enumerate(p.stages)],
+        ))
+        out.print(
+            f"iteration {_f(p.iteration_time_s)} s (1F1B simulation {_f(p.simulated_s)} s), "
+            f"{_f(p.throughput_samples_s)} samples/s, {_f(p.tflops_per_gpu, '.3g')} TFLOPs per GPU, "
+            f"efficiency {_f(100 * p.efficiency, '.1f')}% of the ideal {_f(p.ideal_time_s)} s",
+            highlight=False,
+        )
+    if p.alternatives:
+        rows = [["tangram-composed", _f(p.iteration_time_s), "1.00" if p.iteration_time_s else "-", "this plan"]]
+        for a in p.alternatives:
+            speedup = p.speedups.get(a.name)
+            rows.append([a.name, _f(a.iteration_time_s), _f(speedup, ".2f"), a.detail])
+        out.print(_table("alternatives (same cost model)", ["plan", "iteration_s", "composed speed-up", "detail"], rows))
+        if p.best:
+            out.print(f"best: {p.best}", highlight=False)
+    t = p.timing_s
+    out.print(
+        f"planning: islands {t['islands_s']:.2f} s, enumeration {t['enumeration_s']:.2f} s, "
+        f"composition {t['composition_s']:.2f} s, alternatives {t.get('alternatives_s', 0.0):.2f} s",
+        highlight=False,
+    )
+    for m, s in p.enumeration.items():
+        pruned = ", ".join(f"{k} {v}" for k, v in s["pruned"].items())
+        out.print(f"  micro-batch {m}: {s['pairs']} (slice, island) pairs, pruned {pruned}; {s['queried']} queried, {s['plans']} plans", highlight=False)

@@ -1,0 +1,89 @@
+"""``hetopt plan``: resolve names, set up where the parallelizer queries run, call :func:`plan`."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from concurrent.futures import Executor, ProcessPoolExecutor
+from pathlib import Path
+
+from hetopt.errors import InputError
+from hetopt.planner.cluster import load_cluster, resolve
+from hetopt.planner.enumerate import POLICIES
+from hetopt.planner.plan import HeteroPlan, plan
+from hetopt.workload import load_model
+
+#: Largest global batch ``hetopt plan`` accepts (samples per iteration).
+MAX_GLOBAL_BATCH = 1 << 20
+
+
+def models_dir() -> Path:
+    """``instances/models`` of this checkout."""
+    return Path(__file__).resolve().parents[2] / "instances" / "models"
+
+
+def policies_from(no_prune: str | None) -> tuple[str, ...]:
+    """The pruning policies left on after ``--no-prune a,b`` (or ``all``)."""
+    if not no_prune:
+        return POLICIES
+    off = set(POLICIES) if no_prune == "all" else {p.strip() for p in no_prune.split(",")}
+    unknown = off - set(POLICIES)
+    if unknown:
+        raise InputError(f"--no-prune: unknown policy {', '.join(sorted(unknown))} (known: {', '.join(POLICIES)}, all)")
+    return tuple(p for p in POLICIES if p not in off)
+
+
+@contextlib.contextmanager
+def executor_for(workers: int | None, scheduler: str | None) -> Iterator[Executor | None]:
+    """A Dask client's executor (``scheduler``), a process pool (``workers`` > 1), or None (here)."""
+    if scheduler:
+        try:
+            from distributed import Client
+        except ImportError:
+            raise InputError("--scheduler needs Dask's distributed package: pip install 'hetopt[dask]'") from None
+        try:
+            client = Client(scheduler, timeout="10s")
+        except OSError as exc:
+            raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
+        try:
+            yield client.get_executor()
+        finally:
+            client.close()
+        return
+    n = os.cpu_count() or 1 if workers is None else workers
+    if n < 1:
+        raise InputError(f"--workers {workers}: must be >= 1")
+    if n == 1:
+        yield None
+        return
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        yield pool
+
+
+def run_plan(args) -> HeteroPlan:
+    """Run the planner for parsed ``hetopt plan`` arguments.
+
+    Raises
+    ------
+    InputError
+        Unknown cluster or model, bad sizes, an unreachable scheduler.
+    """
+    if not 1 <= args.global_batch <= MAX_GLOBAL_BATCH:
+        raise InputError(f"--global-batch {args.global_batch}: must be between 1 and {MAX_GLOBAL_BATCH}")
+    if args.seq is not None and not 1 <= args.seq <= 1 << 20:
+        raise InputError(f"--seq {args.seq}: must be between 1 and {1 << 20}")
+    cluster = load_cluster(args.cluster)
+    cfg = load_model(resolve(args.model, models_dir(), "model"))
+    with executor_for(args.workers, args.scheduler) as executor:
+        return plan(
+            cluster,
+            cfg,
+            global_batch=args.global_batch,
+            microbatch_size=args.microbatch,
+            seq=args.seq,
+            policies=policies_from(args.no_prune),
+            executor=executor,
+            time_limit=args.time_limit,
+            alternatives=not args.no_alternatives,
+        )
