@@ -84,8 +84,15 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     solver.run()
     if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         raise ValueError(f"no state split fits: {solver.modelStatusToString(solver.getModelStatus())}")
-    shares = np.clip(np.asarray(solver.getSolution().col_value[:n]), 0.0, None)
-    shares /= shares.sum()
+    level = float(solver.getInfo().objective_function_value)
+    # The LP has many optimal splits when the bottleneck GPU is not the only one with room;
+    # report the one that fills every GPU towards the same level U*, which treats identical
+    # GPUs alike: r_i ∝ max(0, U*·C_i − used_i). At the optimum Σ max(0, U*·C_i − used_i) ≥ S,
+    # so scaling down to Σ r = 1 keeps every GPU at or below U* (and so within φ·C).
+    room = np.maximum(0.0, level * capacity - used)
+    if room.sum() <= 0.0:  # only when U* is set by GPUs with no room at all: take the LP's split
+        room = np.clip(np.asarray(solver.getSolution().col_value[:n]), 0.0, None)
+    shares = room / room.sum()
     return shares, float(np.max((used + shares * state) / capacity))
 
 

@@ -17,8 +17,10 @@ the islands family's keys (pairs with a default, groups, or a switch tree)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+
+import numpy as np
 
 from hetopt.errors import InputError
 from hetopt.hardware import GIB, GIGA, TERA, GpuType, load_gpus
@@ -39,6 +41,28 @@ class Cluster:
     def gpus(self) -> int:
         """All GPUs of the cluster."""
         return sum(n.gpus for n in self.islands.nodes)
+
+    def subset(self, names: list[str], *, name: str | None = None) -> Cluster:
+        """The cluster of the named nodes only (same links between them).
+
+        Examples
+        --------
+        >>> load_cluster("tangram-c1").subset(["t4-0", "v100-0"]).gpus
+        8
+        """
+        index = self.islands.index
+        unknown = [n for n in names if n not in index]
+        if unknown:
+            raise InputError(f"{self.source}: no node {unknown[0]!r} (known: {', '.join(index)})")
+        keep = [index[n] for n in names]
+        inter = self.islands.inter[np.ix_(keep, keep)]
+        islands = replace(
+            self.islands,
+            name=name or f"{self.name}-subset",
+            nodes=tuple(self.islands.nodes[k] for k in keep),
+            bandwidth=tuple(tuple(float(x) for x in row) for row in inter),
+        )
+        return Cluster(islands.name, islands, tuple(self.gpu_types[k] for k in keep), self.source)
 
 
 def clusters_dir() -> Path:

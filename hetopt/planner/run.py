@@ -14,6 +14,8 @@ from hetopt.planner.enumerate import POLICIES
 from hetopt.planner.plan import HeteroPlan, plan
 from hetopt.workload import load_model
 
+#: How long to wait for a Dask scheduler before saying it cannot be reached.
+SCHEDULER_TIMEOUT = "10s"
 #: Largest global batch ``hetopt plan`` accepts (samples per iteration).
 MAX_GLOBAL_BATCH = 1 << 20
 
@@ -43,7 +45,7 @@ def executor_for(workers: int | None, scheduler: str | None) -> Iterator[Executo
         except ImportError:
             raise InputError("--scheduler needs Dask's distributed package: pip install 'hetopt[dask]'") from None
         try:
-            client = Client(scheduler, timeout="10s")
+            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
         except OSError as exc:
             raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
         try:

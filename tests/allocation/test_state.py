@@ -55,3 +55,15 @@ def test_greedy_can_fail_where_the_lp_fits():
 def test_lp_reports_no_fit():
     with pytest.raises(ValueError, match="no state split"):
         lp_partition(np.array([5.0]), np.array([10.0]), np.array([8.0]), 4.0)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_identical_gpus_get_identical_lp_shares(seed):
+    rng = np.random.default_rng(500 + seed)
+    kinds = int(rng.integers(1, 4))
+    capacity = np.repeat(rng.uniform(10, 80, kinds), 3)
+    used = np.repeat(rng.uniform(0.05, 0.4, kinds), 3) * capacity
+    usable = 0.8 * capacity
+    state = float(rng.uniform(0.05, 0.9)) * float(np.sum(usable - used))
+    shares, _ = lp_partition(used, capacity, usable, state)
+    assert np.allclose(shares.reshape(kinds, 3), shares.reshape(kinds, 3)[:, :1], rtol=0, atol=1e-12)

@@ -1,0 +1,74 @@
+"""``hetopt plan`` as a user runs it: the plan, JSON, and every kind of bad input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hetopt.cli import main
+
+BASE = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1"]
+
+
+def test_plan_prints_islands_pipeline_alternatives_and_timing(capsys):
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2"]) == 0
+    out = capsys.readouterr().out
+    for words in ("islands", "composed pipeline", "TFLOPs per GPU", "efficiency", "cephalo-fsdp",
+                  "single-island", "uniform-layers", "compute-proportional", "best:", "planning: islands"):
+        assert words in out, words
+
+
+def test_plan_json_carries_the_same(capsys):
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "OPTIMAL" and doc["microbatch_size"] == 2 and doc["microbatches"] == 16
+    assert sum(s["layers"] for s in doc["stages"]) == 32
+    assert {a["name"] for a in doc["alternatives"]} == {"cephalo-fsdp", "single-island", "uniform-layers", "compute-proportional"}
+    assert 0 < doc["efficiency"] <= 1 and doc["best"]
+    assert set(doc["timing_s"]) == {"islands_s", "enumeration_s", "composition_s", "alternatives_s"}
+    pruned = doc["enumeration"]["2"]["pruned"]
+    assert set(pruned) == {"redundancy", "infeasibility", "imbalance"} and pruned["redundancy"] > 0
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--global-batch", "30", "--microbatch", "4"], "--microbatch 4: must divide the global batch 30"),
+        (["--global-batch", "0"], "--global-batch 0: must be between"),
+        (["--global-batch", "32", "--no-prune", "balance"], "--no-prune: unknown policy balance"),
+    ],
+)
+def test_bad_sizes_exit_2(capsys, args, words):
+    assert main([*BASE, *args]) == 2
+    err = capsys.readouterr().err
+    assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_unknown_model_and_cluster_exit_2(capsys):
+    assert main(["plan", "--cluster", "cephalo-a", "--model", "gpt-5", "--global-batch", "8"]) == 2
+    assert "gpt-5: unknown model" in capsys.readouterr().err
+    assert main(["plan", "--cluster", "cluster-z", "--model", "gpt3-2.7b", "--global-batch", "8"]) == 2
+    assert "cluster-z: unknown cluster" in capsys.readouterr().err
+
+
+def test_unknown_gpu_in_a_cluster_file_names_the_key(tmp_path, capsys):
+    path = tmp_path / "c.toml"
+    path.write_text('name = "c"\n[[node]]\nname = "n0"\ngpu = "V1000"\ngpus = 4\n')
+    assert main(["plan", "--cluster", str(path), "--model", "gpt3-2.7b", "--global-batch", "8"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: node[0].gpu: unknown GPU type 'V1000' (known: " in err and "A100-SXM4-80GB" in err
+
+
+def test_a_model_that_fits_nowhere_is_infeasible_with_the_reason(capsys):
+    args = ["plan", "--cluster", "tangram-c1", "--model", "gpt3-175b", "--global-batch", "64", "--microbatch", "1",
+            "--workers", "1", "--no-alternatives", "--json"]
+    assert main(args) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "INFEASIBLE" and "no pipeline of GPT-3 175B fits tangram-c1" in doc["reason"]
+
+
+def test_unreachable_scheduler_exits_2(capsys):
+    pytest.importorskip("distributed")
+    assert main([*BASE, "--global-batch", "8", "--scheduler", "tcp://127.0.0.1:9"]) == 2
+    assert "--scheduler tcp://127.0.0.1:9: cannot connect" in capsys.readouterr().err
