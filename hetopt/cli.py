@@ -218,7 +218,18 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     from hetopt.planner import report, run
 
-    result = run.run_plan(args)
+    if sys.stdout.isatty() and not args.json:
+        from rich.progress import Progress
+
+        with Progress(console=out, transient=True) as progress:
+            task = progress.add_task("enumeration", total=None)
+
+            def on_progress(phase: str, done: int, total: int) -> None:
+                progress.update(task, description=f"enumeration, {phase}", completed=done, total=total)
+
+            result = run.run_plan(args, on_progress)
+    else:
+        result = run.run_plan(args)
     if args.json:
         print(json.dumps(plain(result), indent=2))
     else:

@@ -19,8 +19,8 @@ takes minutes per query is the case this serves.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from concurrent.futures import Executor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, as_completed
 from dataclasses import dataclass, field
 
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
@@ -71,6 +71,23 @@ def _run(query: _Query) -> tuple[PartialPlan, ...]:
     )
 
 
+def _answer(calls: list[_Query], executor: Executor | None, on_progress) -> list[tuple[PartialPlan, ...]]:
+    """Every query's plans, in order, reporting progress as they complete."""
+    total = len(calls)
+    if executor is None:
+        out = []
+        for done, call in enumerate(calls, start=1):
+            out.append(_run(call))
+            if on_progress is not None:
+                on_progress(done, total)
+        return out
+    futures = [executor.submit(_run, call) for call in calls]
+    for done, _ in enumerate(as_completed(futures), start=1):
+        if on_progress is not None:
+            on_progress(done, total)
+    return [f.result() for f in futures]
+
+
 def all_slices(parallelizer: Parallelizer, atoms: Sequence) -> list[Slice]:
     """Every run of consecutive atoms, built with the parallelizer's ``concatenate``."""
     out = []
@@ -95,8 +112,12 @@ def enumerate_plans(
     policies: Sequence[str] = POLICIES,
     imbalance: float = DEFAULT_IMBALANCE,
     executor: Executor | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[dict[int, list[PartialPlan]], EnumerationStats]:
     """Query the parallelizer for every surviving (slice, island) pair.
+
+    on_progress
+        Called as ``on_progress(done, total)`` while the queries complete (progress bars).
 
     Returns
     -------
@@ -147,7 +168,7 @@ def enumerate_plans(
             )
     stats.queried = len(queries)
     calls = [q for _, q in queries]
-    answers = list(executor.map(_run, calls)) if executor is not None else [_run(q) for q in calls]
+    answers = _answer(calls, executor, on_progress)
     plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(islands))}
     for (i, _), found in zip(queries, answers):
         plans[i].extend(found)

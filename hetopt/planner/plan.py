@@ -9,7 +9,7 @@ family), the best single-island plan, uniform and compute-proportional layer par
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
@@ -148,12 +148,14 @@ def _compose(
     imbalance: float,
     executor: Executor | None,
     time_limit: float | None,
+    on_progress=None,
 ) -> _Composed:
     t0 = time.perf_counter()
     microbatches = global_batch // m
+    progress = None if on_progress is None else (lambda done, total: on_progress(f"micro-batch {m}", done, total))
     plans, stats = enumerate_plans(
         parallelizer, slices, specs, microbatch_size=m, microbatches=microbatches, global_batch=global_batch,
-        policies=policies, imbalance=imbalance, executor=executor,
+        policies=policies, imbalance=imbalance, executor=executor, on_progress=progress,
     )
     t1 = time.perf_counter()
     links = link_matrix(cluster, members, cfg, seq, m)
@@ -207,6 +209,7 @@ def plan(
     executor: Executor | None = None,
     time_limit: float | None = None,
     alternatives: bool = True,
+    on_progress: Callable[[str, int, int], None] | None = None,
 ) -> HeteroPlan:
     """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
 
@@ -226,6 +229,8 @@ def plan(
         them here.
     alternatives
         Also plan the alternatives (FSDP, single island, uniform, proportional).
+    on_progress
+        Called as ``on_progress(phase, done, total)`` while parallelizer queries complete.
 
     Raises
     ------
@@ -249,7 +254,9 @@ def plan(
     reasons: list[str] = []
     total_stats: dict = {}
     for m in microbatch_candidates(global_batch, microbatch_size):
-        composed = _compose(cluster, cfg, specs, members, par, slices, m, global_batch, seq, policies, imbalance, executor, time_limit)
+        composed = _compose(
+            cluster, cfg, specs, members, par, slices, m, global_batch, seq, policies, imbalance, executor, time_limit, on_progress
+        )
         timing["enumeration_s"] += composed.enumerate_s
         timing["composition_s"] += composed.compose_s
         total_stats[m] = composed.stats.to_dict()

@@ -63,7 +63,7 @@ def executor_for(workers: int | None, scheduler: str | None) -> Iterator[Executo
         yield pool
 
 
-def run_plan(args) -> HeteroPlan:
+def run_plan(args, on_progress=None) -> HeteroPlan:
     """Run the planner for parsed ``hetopt plan`` arguments.
 
     Raises
@@ -88,4 +88,5 @@ def run_plan(args) -> HeteroPlan:
             executor=executor,
             time_limit=args.time_limit,
             alternatives=not args.no_alternatives,
+            on_progress=on_progress,
         )
