@@ -126,3 +126,18 @@ def test_cephalo_fig9_on_cluster_a():
     p = plan(load_cluster("cephalo-a"), model("gpt3-2.7b"), global_batch=128, microbatch_size=4, seq=512)
     fsdp = next(a for a in p.alternatives if a.name == "cephalo-fsdp")
     assert fsdp.iteration_time_s is not None and "A6000 49" in fsdp.detail
+
+
+def test_generated_pipeline_instances_match_the_generator(tmp_path):
+    from hetopt.generate.pipeline import write
+
+    for path in write(tmp_path):
+        assert path.read_text() == (ROOT / "instances" / "pipeline" / path.name).read_text(), path.name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [s.name for s in __import__("hetopt.generate.pipeline", fromlist=["SETTINGS"]).SETTINGS])
+def test_crosscheck_agrees_on_planner_pipeline_instances(name):
+    check = hetopt.crosscheck(hetopt.load(ROOT / "instances" / "pipeline" / f"{name}.toml"), ["dp", "milp", "cpsat"], time_limit=120)
+    assert check.agree, check.disagreement
+    assert {r.status for r in check.results} == {hetopt.Status.OPTIMAL}
