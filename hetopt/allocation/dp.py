@@ -17,7 +17,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from hetopt.allocation.options import Options, capacity_lower_bound, enumerate_options, pareto_options, why_infeasible
+from hetopt.allocation.options import (
+    Options,
+    capacity_lower_bound,
+    enumerate_options,
+    first_of_each_batch,
+    pareto_options,
+    why_infeasible,
+)
 from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.plan import build_solution
 from hetopt.allocation.problem import AllocationInstance, evaluate
@@ -125,8 +132,7 @@ def _least_microbatch(options: Options, tau: float, length: int) -> tuple[np.nda
     ok = np.flatnonzero(options.time <= tau)
     # options are sorted by (b, m): the first admissible option of each batch has the least m
     b = options.batch[ok]
-    first = np.ones(b.size, dtype=bool)
-    first[1:] = b[1:] != b[:-1]
+    first = first_of_each_batch(b)
     w[b[first]] = options.microbatch_size[ok][first]
     index[b[first]] = ok[first]
     return w, index

@@ -13,7 +13,7 @@ import heapq
 
 import numpy as np
 
-from hetopt.allocation.options import Options
+from hetopt.allocation.options import Options, first_of_each_batch
 from hetopt.allocation.problem import AllocationInstance
 
 
@@ -23,8 +23,7 @@ def _fastest_per_batch(options: Options, length: int) -> tuple[np.ndarray, np.nd
     best_index = np.full(length, -1, dtype=np.int64)
     order = np.lexsort((options.time, options.batch))  # by batch, then time
     b = options.batch[order]
-    first = np.ones(b.size, dtype=bool)
-    first[1:] = b[1:] != b[:-1]
+    first = first_of_each_batch(b)
     best_time[b[first]] = options.time[order][first]
     best_index[b[first]] = order[first]
     return best_time, best_index

@@ -30,6 +30,19 @@ class Options:
         return Options(self.microbatches[keep], self.microbatch_size[keep], self.batch[keep], self.time[keep])
 
 
+def first_of_each_batch(batch: np.ndarray) -> np.ndarray:
+    """Mask of the first entry of each run of equal values in a batch-sorted array.
+
+    Examples
+    --------
+    >>> first_of_each_batch(np.array([1, 1, 2, 3, 3])).tolist()
+    [True, False, True, True, False]
+    """
+    first = np.ones(batch.size, dtype=bool)
+    first[1:] = batch[1:] != batch[:-1]
+    return first
+
+
 def enumerate_options(instance: AllocationInstance, g: int) -> Options:
     """Every option (ℓ, m) of group ``g``, with its time.
 
