@@ -110,7 +110,8 @@ def conclude(
     Parameters
     ----------
     proven_optimal
-        The solver proved optimality; the Result is OPTIMAL with ``bound = objective``.
+        The solver proved optimality; the Result is OPTIMAL with ``bound = objective`` and
+        ``gap = 0`` (the solver's own bound is dropped: it can differ by rounding).
     bound
         Otherwise, the best proven lower bound (minimization), or None.
 
@@ -124,12 +125,15 @@ def conclude(
         raise SolverBug(f"{problem}/{method} returned a plan that evaluate rejects: " + "; ".join(ev.violations))
     objective = ev.objective
     if proven_optimal:
-        status, bound = Status.OPTIMAL, objective if bound is None else min(bound, objective)
+        # Proven optimal: the bound is the plan's own value. A solver's bound may differ from
+        # the recomputed objective by floating-point rounding of its model (or, for CP-SAT,
+        # by the documented time scaling); the agreement checks carry those tolerances.
+        status, bound, gap = Status.OPTIMAL, objective, 0.0
     else:
         status = Status.FEASIBLE
         if bound is not None:
             bound = min(bound, objective)
-    gap = 0.0 if proven_optimal and bound == objective else relative_gap(objective, bound)
+        gap = relative_gap(objective, bound)
     return Result(
         problem=problem,
         method=method,

@@ -44,8 +44,8 @@ def solve_cpsat_model(
     -------
     Result
         OPTIMAL means optimal for the scaled times, i.e. within q = 1 ns of the true
-        optimum; ``bound`` is q times CP-SAT's bound. ``stats``: options, branches,
-        conflicts, hinted.
+        optimum (bound = objective, as for every OPTIMAL); otherwise ``bound`` is q times
+        CP-SAT's bound. ``stats``: options, branches, conflicts, hinted.
     """
     deadline = Deadline(time_limit)
     reason = why_infeasible(instance)

@@ -111,7 +111,6 @@ def solve_milp(
         evaluate=evaluate,
         deadline=deadline,
         proven_optimal=outcome.status is Status.OPTIMAL,
-        # proven optimal: the bound is the plan's own time (HiGHS's, from z, differs by rounding)
-        bound=None if outcome.status is Status.OPTIMAL else bound,
+        bound=bound,
         stats=stats,
     )
