@@ -54,7 +54,7 @@ def solve_cpsat_model(
     -------
     Result
         OPTIMAL means optimal for the scaled times, within ``error_bound`` of the true
-        optimum; ``bound`` is q times CP-SAT's bound. ``stats``: positions, branches,
+        optimum (bound = objective, as for every OPTIMAL); otherwise ``bound`` is q times CP-SAT's bound. ``stats``: positions, branches,
         conflicts, hinted.
     """
     deadline = Deadline(time_limit)
