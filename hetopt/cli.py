@@ -200,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="run the queries on a Dask distributed cluster")
     p.add_argument("--no-prune", default=None, metavar="POLICIES", help="switch pruning policies off: redundancy,infeasibility,imbalance or all")
     p.add_argument("--no-alternatives", action="store_true", help="skip the baselines")
+    p.add_argument("--max-islands", type=int, default=None, metavar="K",
+                   help="compose only the K islands with the most compute (needed past 16 islands)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per solver run")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=cmd_plan)
@@ -234,7 +236,9 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
         print(json.dumps(plain(result), indent=2))
     else:
         report.print_plan(result, out)
-    return EXIT_OK if result.status.has_solution else EXIT_INFEASIBLE
+    if result.status.has_solution:
+        return EXIT_OK
+    return EXIT_USAGE if result.status is Status.DECLINED else EXIT_INFEASIBLE
 
 
 def _generate_allocation(out_dir: str | None, profiles: str | None) -> list:

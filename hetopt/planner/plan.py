@@ -26,6 +26,9 @@ from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, S
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
 
+#: Most islands the planner composes exactly: the pipeline DP's state grows with the subsets
+#: of islands used, and it declines past about 16 (formulations/pipeline.md).
+MAX_COMPOSE_ISLANDS = 16
 #: Micro-batch sizes tried when none is given: powers of two up to this (samples).
 MAX_AUTO_MICROBATCH = 16
 #: Training FLOPs per forward FLOP without recomputation (forward 1 + backward 2).
@@ -80,6 +83,7 @@ class HeteroPlan:
     best: str = ""
     speedups: dict[str, float] = field(default_factory=dict)
     timing_s: dict[str, float] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)  # islands not composed (--max-islands)
     enumeration: dict = field(default_factory=dict)
     composition: dict = field(default_factory=dict)
 
@@ -210,6 +214,7 @@ def plan(
     time_limit: float | None = None,
     alternatives: bool = True,
     on_progress: Callable[[str, int, int], None] | None = None,
+    max_islands: int | None = None,
 ) -> HeteroPlan:
     """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
 
@@ -231,6 +236,10 @@ def plan(
         Also plan the alternatives (FSDP, single island, uniform, proportional).
     on_progress
         Called as ``on_progress(phase, done, total)`` while parallelizer queries complete.
+    max_islands
+        Compose only the ``max_islands`` islands with the most sustained FLOP/s (a heuristic:
+        the plan is then exact over those islands only). Without it, a cluster of more than
+        ``MAX_COMPOSE_ISLANDS`` islands is DECLINED at once with the reason.
 
     Raises
     ------
@@ -246,8 +255,27 @@ def plan(
     islands_result = solvers.solve(cluster.islands, time_limit=time_limit)
     timing["islands_s"] = time.perf_counter() - t0
     index = cluster.islands.index
-    members = [[index[name] for name in isl.nodes] for isl in islands_result.solution.islands]
+    found = list(islands_result.solution.islands)
+    members = [[index[name] for name in isl.nodes] for isl in found]
     specs = island_specs(cluster, members)
+    left_out: list[str] = []
+    limit = MAX_COMPOSE_ISLANDS if max_islands is None else max_islands
+    if len(specs) > limit:
+        if max_islands is None:
+            return HeteroPlan(
+                cluster=cluster.name, model=cfg.name, global_batch=global_batch, microbatch_size=0, microbatches=0,
+                seq=seq, status=Status.DECLINED, timing_s=timing,
+                islands=[{"name": sp.name, "gpu": sp.gpu.name, "nodes": sp.nodes, "gpus": sp.gpus,
+                          "members": list(isl.nodes)} for sp, isl in zip(specs, found)],
+                reason=f"{cluster.name} forms {len(specs)} islands; the exact composition handles up to "
+                f"{MAX_COMPOSE_ISLANDS}: pass --max-islands K to compose the K islands with the most compute",
+            )
+        speed = [s.gpus * s.gpu.training_flops * s.gpu.efficiency for s in specs]
+        keep = sorted(sorted(range(len(specs)), key=lambda i: -speed[i])[:limit])
+        left_out = [specs[i].name for i in range(len(specs)) if i not in keep]
+        found = [found[i] for i in keep]
+        members = [members[i] for i in keep]
+        specs = [specs[i] for i in keep]
     atoms = par.slice_model(cfg, seq=seq)
     slices = all_slices(par, atoms)
     best: _Composed | None = None
@@ -268,7 +296,8 @@ def plan(
         cluster=cluster.name, model=cfg.name, global_batch=global_batch, microbatch_size=0, microbatches=0, seq=seq,
         status=Status.INFEASIBLE, timing_s=timing, enumeration=total_stats,
         islands=[{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus,
-                  "members": list(isl.nodes)} for s, isl in zip(specs, islands_result.solution.islands)],
+                  "members": list(isl.nodes)} for s, isl in zip(specs, found)],
+        left_out=left_out,
     )
     ideal = ideal_time(cluster, cfg, global_batch, seq)
     out.ideal_time_s = ideal

@@ -12,6 +12,12 @@ def _f(x, fmt: str = ".4g") -> str:
     return "-" if x is None else format(x, fmt)
 
 
+def _members(names: list[str], shown: int = 3) -> str:
+    """The first few member nodes of an island (big islands have hundreds)."""
+    head = ", ".join(names[:shown])
+    return head if len(names) <= shown else f"{head}, ... ({len(names)} nodes)"
+
+
 def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
     table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
     for h in header:
@@ -25,7 +31,9 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
     """The islands, the composed pipeline, its speed and efficiency, the alternatives."""
     out.print(f"[bold]{p.model}[/bold] on [bold]{p.cluster}[/bold]: global batch {p.global_batch}, sequence {p.seq}", highlight=False)
     out.print(_table("islands", ["island", "GPU", "nodes", "GPUs", "members"],
-                     [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), ", ".join(i["members"])] for i in p.islands]))
+                     [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), _members(i["members"])] for i in p.islands]))
+    if p.left_out:
+        out.print(f"left out of the composition (--max-islands): {', '.join(p.left_out)}", highlight=False)
     if not p.status.has_solution:
         out.print(f"composed pipeline: {p.status.value}: {p.reason}", highlight=False)
     else:
@@ -50,6 +58,8 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         if p.best:
             out.print(f"best: {p.best}", highlight=False)
     t = p.timing_s
+    if not t:
+        return
     out.print(
         f"planning: islands {t['islands_s']:.2f} s, enumeration {t['enumeration_s']:.2f} s, "
         f"composition {t['composition_s']:.2f} s, alternatives {t.get('alternatives_s', 0.0):.2f} s",

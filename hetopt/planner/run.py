@@ -73,6 +73,8 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
     """
     if not 1 <= args.global_batch <= MAX_GLOBAL_BATCH:
         raise InputError(f"--global-batch {args.global_batch}: must be between 1 and {MAX_GLOBAL_BATCH}")
+    if args.max_islands is not None and args.max_islands < 1:
+        raise InputError(f"--max-islands {args.max_islands}: must be >= 1")
     if args.seq is not None and not 1 <= args.seq <= 1 << 20:
         raise InputError(f"--seq {args.seq}: must be between 1 and {1 << 20}")
     cluster = load_cluster(args.cluster)
@@ -89,4 +91,5 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             time_limit=args.time_limit,
             alternatives=not args.no_alternatives,
             on_progress=on_progress,
+            max_islands=args.max_islands,
         )

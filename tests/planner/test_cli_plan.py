@@ -72,3 +72,20 @@ def test_unreachable_scheduler_exits_2(capsys):
     pytest.importorskip("distributed")
     assert main([*BASE, "--global-batch", "8", "--scheduler", "tcp://127.0.0.1:9"]) == 2
     assert "--scheduler tcp://127.0.0.1:9: cannot connect" in capsys.readouterr().err
+
+
+def test_too_many_islands_is_declined_at_once(capsys):
+    args = ["plan", "--cluster", "datacenter-512-nodes", "--model", "gpt3-175b", "--global-batch", "1024", "--json"]
+    assert main(args) == 2
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "DECLINED" and "forms 30 islands" in doc["reason"] and "--max-islands" in doc["reason"]
+    assert len(doc["islands"]) == 30
+
+
+def test_max_islands_composes_the_fastest_islands(capsys):
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--max-islands", "2", "--json", "--no-alternatives"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["islands"]) == 2 and len(doc["left_out"]) == 3
+    assert {i["gpu"] for i in doc["islands"]} == {"A6000", "L4"}
+    assert main([*BASE, "--global-batch", "32", "--max-islands", "0"]) == 2
+    assert "--max-islands 0: must be >= 1" in capsys.readouterr().err
