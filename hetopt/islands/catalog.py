@@ -52,8 +52,8 @@ G4DN_METAL = Shape("T4", 8, 65.0, 16.0, 16.0, 100.0, "AWS g4dn.metal: 8×T4 (65 
 # --- Cephalo's Cluster A: two workstations with mixed GPUs -------------------------------------
 L4_PAIR = Shape("L4", 2, 121.0, 24.0, 32.0, 50.0, "L4 [NV]: 121 TF FP16, 24 GB, PCIe 4.0 x16")
 A6000_ONE = Shape("A6000", 1, 154.8, 48.0, 32.0, 50.0, "RTX A6000 [TT][LA]: 154.8 TF, 48 GB; one GPU: its PCIe 4.0 x16 link")
-P40_ONE = Shape("P40", 1, 12.0, 24.0, 16.0, 50.0, "P40 [NV]: no fast FP16, FP32 12 TF is the useful rate; 24 GB; PCIe 3.0 x16")
-P40_PAIR = Shape("P40", 2, 12.0, 24.0, 16.0, 50.0, "P40 [NV]: FP32 12 TF, 24 GB, PCIe 3.0 x16")
+P40_ONE = Shape("P40", 1, 11.76, 24.0, 16.0, 50.0, "P40 [NV]: no fast FP16, FP32 11.76 TF is the useful rate; 24 GB; PCIe 3.0 x16")
+P40_PAIR = Shape("P40", 2, 11.76, 24.0, 16.0, 50.0, "P40 [NV]: FP32 11.76 TF, 24 GB, PCIe 3.0 x16")
 P100_PAIR = Shape("P100", 2, 18.7, 16.0, 16.0, 50.0, "P100 PCIe [NV]: 18.7 TF FP16, 16 GB (Cephalo's profile table uses 12), PCIe 3.0 x16")
 #: Cluster A's two machines are joined at 50 Gb/s (Cephalo).
 CLUSTER_A_GBPS = 50.0
@@ -64,3 +64,15 @@ A100_40_NODE = Shape("A100-40GB", 8, 312.0, 40.0, 300.0, 1600.0, "8×A100-40GB S
 A100_80_NODE = Shape("A100-80GB", 8, 312.0, 80.0, 300.0, 1600.0, "8×A100-80GB SXM4 [LA], NVLink3 300 GB/s per direction, 8×200 Gb/s HDR")
 H100_NODE = Shape("H100", 8, 989.0, 80.0, 450.0, 3200.0, "8×H100 SXM5 [TT], NVLink4 450 GB/s per direction, 8×400 Gb/s NDR (ND96isr_H100_v5-like)")
 B200_NODE = Shape("B200", 8, 2250.0, 180.0, 900.0, 3200.0, "8×B200 [MLE][TT], NVLink5 900 GB/s per direction, 8×400 Gb/s")
+
+
+#: The ``instances/gpus.toml`` entry behind each shape: its tflops (the catalog's
+#: ``training_tflops``), memory and intra-node figures must be the catalog's (a test checks
+#: it), so the islands instances and the planner's clusters describe the same hardware.
+CATALOG_NAME = {
+    "NC64AS_T4_V3": "T4", "NC24S_V3": "V100-PCIe-16GB", "ND40RS_V2": "V100-SXM2-32GB",
+    "NC96ADS_A100_V4": "A100-PCIe-80GB", "NC80ADIS_H100_V5": "H100-NVL", "G5_48XLARGE": "A10G",
+    "P3_16XLARGE": "V100-SXM2-16GB", "G4DN_METAL": "T4", "L4_PAIR": "L4", "A6000_ONE": "A6000",
+    "P40_ONE": "P40", "P40_PAIR": "P40", "P100_PAIR": "P100-PCIe", "V100_SXM2_NODE": "V100-SXM2-32GB",
+    "A100_40_NODE": "A100-SXM4-40GB", "A100_80_NODE": "A100-SXM4-80GB", "H100_NODE": "H100-SXM5", "B200_NODE": "B200",
+}
