@@ -136,10 +136,8 @@ def enumerate_plans(
     stats = EnumerationStats()
     total_layers = max(s.layers for s in slices)  # the whole model is one of the slices
     profiles = {}
-    capacity = []
-    for isl in islands:
-        whole = max(slices, key=lambda s: s.layers)
-        capacity.append(parallelizer.profile(whole, isl).island_flops)
+    whole = max(slices, key=lambda s: s.layers)
+    capacity = [parallelizer.profile(whole, isl).island_flops for isl in islands]
     cluster_flops = sum(capacity)
     queries: list[tuple[int, _Query]] = []
     seen: set[tuple[str, int]] = set()
