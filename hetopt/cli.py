@@ -202,6 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-alternatives", action="store_true", help="skip the baselines")
     p.add_argument("--max-islands", type=int, default=None, metavar="K",
                    help="compose only the K islands with the most compute (needed past 16 islands)")
+    p.add_argument("--layers-per-atom", type=int, default=None, metavar="K",
+                   help="slice the model in atoms of K layers (default 1): fewer slices for deep models")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per solver run")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=cmd_plan)

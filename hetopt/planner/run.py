@@ -9,6 +9,7 @@ from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 
 from hetopt.errors import InputError
+from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import load_cluster, resolve
 from hetopt.planner.enumerate import POLICIES
 from hetopt.planner.plan import HeteroPlan, plan
@@ -77,6 +78,8 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
         raise InputError(f"--max-islands {args.max_islands}: must be >= 1")
     if args.seq is not None and not 1 <= args.seq <= 1 << 20:
         raise InputError(f"--seq {args.seq}: must be between 1 and {1 << 20}")
+    if args.layers_per_atom is not None and args.layers_per_atom < 1:
+        raise InputError(f"--layers-per-atom {args.layers_per_atom}: must be >= 1")
     cluster = load_cluster(args.cluster)
     cfg = load_model(resolve(args.model, models_dir(), "model"))
     with executor_for(args.workers, args.scheduler) as executor:
@@ -92,4 +95,5 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             alternatives=not args.no_alternatives,
             on_progress=on_progress,
             max_islands=args.max_islands,
+            parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom or 1),
         )

@@ -89,3 +89,14 @@ def test_max_islands_composes_the_fastest_islands(capsys):
     assert {i["gpu"] for i in doc["islands"]} == {"A6000", "L4"}
     assert main([*BASE, "--global-batch", "32", "--max-islands", "0"]) == 2
     assert "--max-islands 0: must be >= 1" in capsys.readouterr().err
+
+
+def test_coarser_atoms_are_a_restriction(capsys):
+    # atoms of 4 layers allow only slices of multiples of 4: never a faster plan than atoms of 1
+    times = []
+    for k in ("1", "4"):
+        assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--no-alternatives", "--json", "--layers-per-atom", k]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        times.append(doc["iteration_time_s"])
+    assert times[0] <= times[1]
+    assert main([*BASE, "--global-batch", "32", "--layers-per-atom", "0"]) == 2
