@@ -225,7 +225,7 @@ def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None, b
     lo, hi = 0, candidates.size - 1
     greedy = greedy_choices(instance, options) if bracket else None
     if bracket:
-        lo = int(np.searchsorted(candidates, capacity_lower_bound(instance, options)))
+        lo = int(np.searchsorted(candidates, capacity_lower_bound(instance, options, candidates)))
     if greedy is not None:  # a plan of time U exists: T* ≤ U, so start the search there
         upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
         hi = min(hi, max(lo, int(np.searchsorted(candidates, upper, side="right")) - 1))

@@ -134,19 +134,21 @@ def time_lower_bound(instance: AllocationInstance, options: list[Options]) -> fl
     return max(float(o.time.min()) for o in options)
 
 
-def capacity_lower_bound(instance: AllocationInstance, options: list[Options]) -> float:
+def capacity_lower_bound(instance: AllocationInstance, options: list[Options], levels: np.ndarray | None = None) -> float:
     """A proven lower bound on the optimum T*: the least option time τ at which every group
     has an option with T ≤ τ and the largest batches such options allow add up to B.
 
     Valid because a plan with max_i T_i ≤ τ gives each GPU an option with T ≤ τ (so at least
     one per group) and a batch no larger than its group's largest under τ, and Σ b_i = B.
-    It ignores (III) and divisibility, which is what the exact methods add.
+    It ignores (III) and divisibility, which is what the exact methods add. ``levels``: the
+    sorted distinct option times, when the caller has them already.
     """
-    levels = np.unique(np.concatenate([o.time for o in options]))
+    if levels is None:
+        levels = np.unique(np.concatenate([o.time for o in options]))
     total = np.zeros(levels.size, dtype=np.int64)
     every_group = np.ones(levels.size, dtype=bool)
     for g, o in enumerate(options):
-        order = np.argsort(o.time, kind="stable")
+        order = np.argsort(o.time)
         widest = np.maximum.accumulate(o.batch[order])  # largest batch among the k fastest options
         k = np.searchsorted(o.time[order], levels, side="right")  # options with T <= level
         every_group &= k > 0
