@@ -261,9 +261,18 @@ def _generate_pipeline(out_dir: str | None, profiles: str | None) -> list:
     return gen.write(target)
 
 
+def _generate_clusters(out_dir: str | None, profiles: str | None) -> list:
+    from pathlib import Path
+
+    from hetopt.generate import clusters as gen
+
+    target = Path(out_dir) if out_dir else Path(gen.__file__).resolve().parents[2] / "instances" / "clusters"
+    return gen.write(target)
+
+
 #: ``hetopt generate FAMILY``: the generator of each family's shipped instances (the
 #: pipeline family's synthetic ones come from ``python -m hetopt.pipeline.generate``).
-GENERATORS = {"allocation": _generate_allocation, "pipeline": _generate_pipeline}
+GENERATORS = {"allocation": _generate_allocation, "pipeline": _generate_pipeline, "clusters": _generate_clusters}
 
 
 def cmd_generate(args: argparse.Namespace, out: Console) -> int:

@@ -141,3 +141,10 @@ def test_crosscheck_agrees_on_planner_pipeline_instances(name):
     check = hetopt.crosscheck(hetopt.load(ROOT / "instances" / "pipeline" / f"{name}.toml"), ["dp", "milp", "cpsat"], time_limit=120)
     assert check.agree, check.disagreement
     assert {r.status for r in check.results} == {hetopt.Status.OPTIMAL}
+
+
+def test_cluster_files_match_their_generator(tmp_path):
+    from hetopt.generate.clusters import write
+
+    for path in write(tmp_path):
+        assert path.read_text() == (ROOT / "instances" / "clusters" / path.name).read_text(), path.name
