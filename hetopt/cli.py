@@ -243,40 +243,26 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     return EXIT_USAGE if result.status is Status.DECLINED else EXIT_INFEASIBLE
 
 
-def _generate_allocation(out_dir: str | None, profiles: str | None) -> list:
-    from pathlib import Path
-
-    from hetopt.generate import allocation as gen
-
-    target = Path(out_dir) if out_dir else Path(gen.__file__).resolve().parents[2] / "instances" / "allocation"
-    return gen.write(target, Path(profiles) if profiles else None)
-
-
-def _generate_pipeline(out_dir: str | None, profiles: str | None) -> list:
-    from pathlib import Path
-
-    from hetopt.generate import pipeline as gen
-
-    target = Path(out_dir) if out_dir else Path(gen.__file__).resolve().parents[2] / "instances" / "pipeline"
-    return gen.write(target)
-
-
-def _generate_clusters(out_dir: str | None, profiles: str | None) -> list:
-    from pathlib import Path
-
-    from hetopt.generate import clusters as gen
-
-    target = Path(out_dir) if out_dir else Path(gen.__file__).resolve().parents[2] / "instances" / "clusters"
-    return gen.write(target)
-
-
-#: ``hetopt generate FAMILY``: the generator of each family's shipped instances (the
-#: pipeline family's synthetic ones come from ``python -m hetopt.pipeline.generate``).
-GENERATORS = {"allocation": _generate_allocation, "pipeline": _generate_pipeline, "clusters": _generate_clusters}
+#: ``hetopt generate NAME``: the module whose ``write(folder, ...)`` rewrites the shipped files,
+#: and the folder under ``instances/`` (the pipeline family's synthetic instances come from
+#: ``python -m hetopt.pipeline.generate``).
+GENERATORS = {
+    "allocation": ("hetopt.generate.allocation", "allocation"),
+    "pipeline": ("hetopt.generate.pipeline", "pipeline"),
+    "clusters": ("hetopt.generate.clusters", "clusters"),
+}
 
 
 def cmd_generate(args: argparse.Namespace, out: Console) -> int:
-    for path in GENERATORS[args.family](args.out, args.profiles):
+    import importlib
+    from pathlib import Path
+
+    module_name, folder = GENERATORS[args.family]
+    module = importlib.import_module(module_name)
+    target = Path(args.out) if args.out else Path(module.__file__).resolve().parents[2] / "instances" / folder
+    # only the allocation generator reads Cephalo's profiles
+    extra = (Path(args.profiles) if args.profiles else None,) if args.family == "allocation" else ()
+    for path in module.write(target, *extra):
         out.print(str(path), highlight=False)
     return EXIT_OK
 

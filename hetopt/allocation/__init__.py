@@ -26,7 +26,7 @@ from hetopt.family import Family
 from hetopt.result import AGREEMENT_RTOL
 
 #: crosscheck adds ``dp-faithful`` when its table work (cells × options) is at most this:
-#: about 10 s of numpy on a 2-core machine.
+#: about 4 s here, at the 5.3e8 updates in 0.47 s measured on Cluster A at B = 256.
 FAITHFUL_WORK_LIMIT = 4e9
 
 #: crosscheck adds ``bruteforce`` when it would try at most this many combinations.

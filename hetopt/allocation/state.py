@@ -26,7 +26,7 @@ from hetopt.backends import silence_highs_banner
 DEFAULT_GREEDY_UNITS = 100
 
 
-def _check(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, state: float) -> None:
+def _check(capacity: np.ndarray, state: float) -> None:
     if state < 0 or np.any(capacity <= 0):
         raise ValueError("state must be >= 0 and capacities > 0")
 
@@ -56,7 +56,7 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     >>> [round(float(x), 6) for x in r], round(u, 6)
     ([0.125, 0.875], 0.3)
     """
-    _check(used, capacity, usable, state)
+    _check(capacity, state)
     n = used.size
     if state == 0:  # nothing to place: any split is optimal; an even one reads best
         return np.full(n, 1.0 / n), float(np.max(used / capacity))
@@ -106,7 +106,7 @@ def waterfill_utilization(used: np.ndarray, capacity: np.ndarray, state: float) 
     >>> round(waterfill_utilization(np.array([2.0, 2.0]), np.array([10.0, 30.0]), 8.0), 6)
     0.3
     """
-    lo = float(np.max(used / capacity)) if state > 0 else float(np.max(used / capacity))
+    lo = float(np.max(used / capacity))
     if state == 0:
         return lo
 
@@ -137,7 +137,7 @@ def greedy_partition(
     >>> r.tolist(), round(u, 6)
     ([0.125, 0.875], 0.3)
     """
-    _check(used, capacity, usable, state)
+    _check(capacity, state)
     n = used.size
     piece = state / units
     pieces = np.zeros(n, dtype=np.int64)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from hetopt import solvers
 from hetopt.errors import InputError
+from hetopt.family import Deadline, no_solution
 from hetopt.hardware import GIB
 from hetopt.pipeline.problem import PipelineOption
 from hetopt.planner.builtin import BuiltinParallelizer, best_single_island_plan
@@ -166,8 +167,6 @@ def _compose(
     instance, behind = pipeline_instance(f"{cluster.name}-{cfg.name}-m{m}", cfg, specs, plans, links, microbatches, 1.0)
     result = solvers.solve(instance, "dp", time_limit=time_limit) if instance.options else None
     if result is None:
-        from hetopt.family import Deadline, no_solution
-
         result = no_solution(
             problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=Deadline(None),
             reason="no partial plan of any slice fits any island",
