@@ -244,11 +244,12 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
 
 
 #: ``hetopt generate NAME``: the module whose ``write(folder, ...)`` rewrites the shipped files,
-#: and the folder under ``instances/`` (the pipeline family's synthetic instances come from
-#: ``python -m hetopt.pipeline.generate``).
+#: and the folder under ``instances/``. ``pipeline`` writes the planner's ``planner-*`` files,
+#: ``pipeline-synthetic`` the synthetic generator's (``tangram-*``, ``scale-*``, ...) beside them.
 GENERATORS = {
     "allocation": ("hetopt.generate.allocation", "allocation"),
     "pipeline": ("hetopt.generate.pipeline", "pipeline"),
+    "pipeline-synthetic": ("hetopt.pipeline.generate", "pipeline"),
     "clusters": ("hetopt.generate.clusters", "clusters"),
 }
 

@@ -1,21 +1,37 @@
 """A documented synthetic generator of pipeline options, and the shipped instances it writes.
 
-Until the end-to-end planner exists, this stands in for Tangram's homogeneous parallelizer:
-for every island, every slice length k = 1..L and every role, it lays the slice out in a
-few ways and keeps the layouts no other layout beats. Figures come from
-``REFERENCE-FIGURES.md`` (datasheet dense FP16 tensor TFLOPs and memory [NV], node shapes
-of the Azure VMs of Tangram's Table 3 [AZ]); the formulas are the GPT ones listed there.
+``hetopt generate pipeline-synthetic`` (or ``python -m hetopt.pipeline.generate [FOLDER]``)
+rewrites the generated instances of ``instances/pipeline/`` (``tangram-*``, ``scale-*``,
+``tiny-t4-v100``, ``infeasible-*``; not the planner's ``planner-*`` files).
 
-A layout of a slice of k layers on an island of G GPUs is (p, t, d, recompute): p inner
-pipeline stages, every stage tensor-parallel over t GPUs of one node and data-parallel
-over d replicas (the largest divisor of the micro-batch size with p·t·d ≤ G; GPUs beyond
-p·t·d stay idle), activations kept or fully recomputed. For a stage
-of ℓ layers and a micro-batch of m samples (m/d per replica):
+This is a second source of pipeline instances beside the planner's (``hetopt generate
+pipeline``): the same hardware, deliberately simpler and independent formulas. The hardware
+is the project's one description of it:
 
-* forward = ℓ·(m/d)·(24·s·h² + 4·s²·h) / (t · peak · efficiency)  +  TP all-reduces,
+* every GPU figure comes from the GPU catalog ``instances/gpus.toml``: the peak is its
+  ``training_tflops``, the memory its ``memory_gib``, and the fraction of the peak a whole
+  layer sustains its calibrated ``efficiency`` e. That is the asymptote of the planner's
+  saturating e·t/(t + t½); ignoring the saturation keeps this model simple and makes it
+  optimistic at small micro-batches: at 2048 tokens per replica, the fewest the shipped
+  GPT-3 instances give one, its compute times are 0% (T4, L4: t½ = 0) to 18% (A100-80GB:
+  t½ = 451 tokens) shorter than the saturating model's;
+* every node shape (GPUs per node, intra-node GB/s, network Gb/s) is a shape of
+  :mod:`hetopt.islands.catalog`, which reads its GPU figures from the same catalog.
+
+For every island, every slice length k = 1..L and every role, it lays the slice out in a
+few ways and keeps the layouts no other layout beats. A layout of a slice of k layers on
+an island of G GPUs is (p, t, d, recompute): p inner pipeline stages, every stage
+tensor-parallel over t GPUs of one node and data-parallel over d replicas (the largest
+divisor of the micro-batch size with p·t·d ≤ G; GPUs beyond p·t·d stay idle), activations
+kept or fully recomputed. For a stage of ℓ layers and a micro-batch of m samples (m/d per
+replica), on a GPU of peak P and efficiency e:
+
+* forward = ℓ·(m/d)·(24·s·h² + 4·s²·h) / (t · P · e)  +  TP all-reduces over the node's
+  intra-node link,
 * backward = 2 × the forward compute (+ one more forward with recomputation) + TP
-  all-reduces + the once-per-iteration gradient all-reduce over the d replicas, spread
-  over the M micro-batches,
+  all-reduces + the once-per-iteration gradient all-reduce over the d replicas (on the
+  intra-node link when t·d GPUs fit one node, else on the node's network), spread over
+  the M micro-batches,
 * static = 16 bytes × (12h² + 13h)·ℓ / t (mixed-precision Adam state, no optimizer
   sharding) + ``RESERVED_GIB`` (+ the embedding on a first block, the head on a last one),
 * activation = ℓ × Korthikanti et al.'s bytes per layer, s·b·h·(10 + 24/t + 5·a·s/(h·t))
@@ -23,18 +39,24 @@ of ℓ layers and a micro-batch of m samples (m/d per replica):
   counted as static, for the layer being recomputed).
 
 Links between islands carry one micro-batch's boundary activations (m·s·h·2 bytes) forward
-and as many gradient bytes back, over the slower island's inter-node network.
-
-``python -m hetopt.pipeline.generate [FOLDER]`` rewrites the shipped instances.
+and as many gradient bytes back, over the slower island's network.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from hetopt.hardware import GpuType, gpu, load_gpus
+
+# The node shapes are the islands family's catalog of machines, so that this generator, the
+# islands instances and the planner's cluster files describe the same hardware. A generator
+# importing it does not couple the families' solvers: the pipeline solvers never see it.
+from hetopt.islands import catalog as machines
+from hetopt.islands.catalog import Shape
 from hetopt.pipeline.problem import GIB, Island, PipelineInstance, PipelineOption, StagePlan
 
 #: Bytes of training state per parameter: mixed-precision Adam (2 weights + 2 gradients +
@@ -51,52 +73,41 @@ INNER_STAGES = (1, 2, 4)
 #: the last the output head, a whole pipeline both.
 ROLE_VARIANTS = ("first", "middle", "last")
 
-#: Fraction of the dense FP16 tensor peak a whole GPT layer reaches, per GPU type.
-#: REFERENCE-FIGURES.md measures fp16 forward efficiency of GPT layers (Cephalo's
-#: profiles): V100-16GB 0.24 (2.7B) and 0.32 (6.7B), T4 0.14 (2.7B) and 0.06 (6.7B),
-#: L4 0.13, A6000 0.26 (6.7B). The A100 and H100 values are assumptions (⚠): no layer
-#: measurement is at hand, their measured matmul peaks are 87% and 80% of spec [MLE],
-#: and a whole layer (attention, norms) runs at about half of that.
-LAYER_EFFICIENCY = {"T4": 0.10, "V100": 0.30, "L4": 0.13, "A6000": 0.26, "A100": 0.45, "H100": 0.40}
-
-
-@dataclass(frozen=True)
-class Gpu:
-    """A GPU type: dense FP16 tensor TFLOPs and memory from the datasheet [NV]."""
-
-    name: str
-    tflops: float
-    memory_gib: float
-    family: str  # key of LAYER_EFFICIENCY
-
-
-#: Datasheet figures (REFERENCE-FIGURES.md, "GPUs").
-GPUS = {
-    "T4": Gpu("T4", 65.0, 16.0, "T4"),
-    "V100-16GB-PCIe": Gpu("V100-16GB-PCIe", 112.0, 16.0, "V100"),
-    "V100-32GB-SXM2": Gpu("V100-32GB-SXM2", 125.0, 32.0, "V100"),
-    "A100-80GB-PCIe": Gpu("A100-80GB-PCIe", 312.0, 80.0, "A100"),
-    "A100-40GB-SXM4": Gpu("A100-40GB-SXM4", 312.0, 40.0, "A100"),
-    "L4": Gpu("L4", 121.0, 24.0, "L4"),
-    "A6000": Gpu("A6000", 154.8, 48.0, "A6000"),
-    "H100-SXM5": Gpu("H100-SXM5", 989.0, 80.0, "H100"),
-}
-
 
 @dataclass(frozen=True)
 class IslandSpec:
-    """An island: ``nodes`` × ``gpus_per_node`` GPUs of one type.
+    """An island: ``nodes`` nodes of one node shape of :mod:`hetopt.islands.catalog`.
 
-    ``intra_gbs``: GB/s per direction between GPUs of a node (NVLink or PCIe);
-    ``inter_gbps``: Gb/s of a node's network (REFERENCE-FIGURES.md, "Node shapes").
+    The shape must name its GPU catalog entry (``Shape.catalog_gpu``): the GPU's peak,
+    efficiency and memory are read from the catalog by that name.
     """
 
     name: str
-    gpu: str
+    shape: Shape
     nodes: int
-    gpus_per_node: int
-    intra_gbs: float
-    inter_gbps: float
+
+    def __post_init__(self) -> None:
+        if self.shape.catalog_gpu is None:
+            raise ValueError(f"island {self.name!r}: its node shape names no GPU catalog entry (use Shape.from_catalog)")
+
+    @property
+    def gpu(self) -> str:
+        """The GPU's name in ``instances/gpus.toml``."""
+        return str(self.shape.catalog_gpu)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.shape.gpus
+
+    @property
+    def intra_gbs(self) -> float:
+        """GB/s per direction between GPUs of a node (NVLink or PCIe)."""
+        return self.shape.intra_gbs
+
+    @property
+    def inter_gbps(self) -> float:
+        """Gb/s of a node's network."""
+        return self.shape.nic_gbps
 
     @property
     def gpus(self) -> int:
@@ -133,25 +144,25 @@ class Model:
         return s * samples * h * (10 + 24 / tp + 5 * a * s / (h * tp))
 
 
-# Island shapes of Tangram's clusters (Azure VMs; REFERENCE-FIGURES.md "Node shapes").
+# Islands of Tangram's clusters (Azure VMs; shapes and sources in hetopt/islands/catalog.py).
 def t4_nodes(nodes: int) -> IslandSpec:
-    """NC64as_T4_v3: 4×T4 per node, PCIe 3.0 x16 (16 GB/s), 32 Gb/s Ethernet."""
-    return IslandSpec("t4", "T4", nodes, 4, 16.0, 32.0)
+    """NC64as_T4_v3 nodes: 4×T4, PCIe 3.0, 32 Gb/s Ethernet."""
+    return IslandSpec("t4", machines.NC64AS_T4_V3, nodes)
 
 
 def v100_16_nodes(nodes: int) -> IslandSpec:
-    """NC24s_v3: 4×V100-16GB PCIe per node, PCIe 3.0 (16 GB/s); network not stated (⚠ 32 Gb/s taken)."""
-    return IslandSpec("v100-16", "V100-16GB-PCIe", nodes, 4, 16.0, 32.0)
+    """NC24s_v3 nodes: 4×V100-16GB PCIe, PCIe 3.0, ⚠ 24 Gb/s Ethernet (an assumption, see the catalog)."""
+    return IslandSpec("v100-16", machines.NC24S_V3, nodes)
 
 
 def v100_32_node() -> IslandSpec:
-    """ND40rs_v2: 8×V100-32GB SXM2, NVLink2 (150 GB/s per direction), 100 Gb/s EDR InfiniBand."""
-    return IslandSpec("v100-32", "V100-32GB-SXM2", 1, 8, 150.0, 100.0)
+    """One ND40rs_v2: 8×V100-32GB SXM2, NVLink2, 100 Gb/s EDR InfiniBand."""
+    return IslandSpec("v100-32", machines.ND40RS_V2, 1)
 
 
 def a100_80_node() -> IslandSpec:
-    """NC96ads_A100_v4: 4×A100-80GB PCIe, PCIe 4.0 (32 GB/s per direction), 80 Gb/s Ethernet."""
-    return IslandSpec("a100-80", "A100-80GB-PCIe", 1, 4, 32.0, 80.0)
+    """One NC96ads_A100_v4: 4×A100-80GB PCIe, PCIe 4.0, 80 Gb/s Ethernet."""
+    return IslandSpec("a100-80", machines.NC96ADS_A100_V4, 1)
 
 
 @dataclass(frozen=True)
@@ -168,9 +179,10 @@ def _split(k: int, p: int) -> list[int]:
     return [k // p + (1 if q >= p - k % p else 0) for q in range(p)]
 
 
-def _stage(spec: IslandSpec, work: Workload, ell: int, tp: int, dp: int, recompute: bool, head: bool, embed: bool) -> StagePlan:
-    gpu, mdl = GPUS[spec.gpu], work.model
-    rate = gpu.tflops * 1e12 * LAYER_EFFICIENCY[gpu.family]  # FLOP/s one GPU sustains
+def _stage(spec: IslandSpec, gpu: GpuType, work: Workload, ell: int, tp: int, dp: int, recompute: bool, head: bool,
+           embed: bool) -> StagePlan:
+    mdl = work.model
+    rate = gpu.training_flops * gpu.efficiency  # FLOP/s one GPU sustains on a whole layer (P·e)
     samples = work.microbatch_size / dp  # per replica
     compute = ell * samples * mdl.layer_flops / (tp * rate)
     head_compute = samples * 2 * mdl.sequence * mdl.hidden * mdl.vocab / (tp * rate) if head else 0.0
@@ -207,15 +219,41 @@ def _layouts(spec: IslandSpec, work: Workload, k: int):
                 yield p, tp, dp, recompute
 
 
-def island_options(spec: IslandSpec, island: int, work: Workload, *, roles: bool, memory_gib: float) -> list[PipelineOption]:
+def island_options(spec: IslandSpec, island: int, work: Workload, *, roles: bool, gpu: GpuType) -> list[PipelineOption]:
     """The options of one island: every slice length, role and layout no other layout beats.
 
     A layout is dropped when another with the same slice, role and number of inner stages
     is no slower in total and in its slowest stage and fits with at least as many stages
     behind it (the DP, the MILP and CP-SAT would never prefer it).
+
+    Parameters
+    ----------
+    spec : IslandSpec
+        The island's node shape and node count.
+    island : int
+        The island's index in the instance (the options' ``island``).
+    work : Workload
+        Model, micro-batch size and micro-batches per iteration.
+    roles : bool
+        Emit first/middle/last/whole options (embedding and head placed); else role ``any``.
+    gpu : GpuType
+        The island's GPU (``spec.gpu``'s catalog entry): peak, efficiency and memory.
+
+    Returns
+    -------
+    list[PipelineOption]
+        The kept options, slice lengths ascending.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> work = Workload(TINY, microbatch_size=4, microbatches=8)
+    >>> opts = island_options(t4_nodes(1), 0, work, roles=False, gpu=load_gpus()["T4"])
+    >>> sorted({o.layers for o in opts}) == list(range(1, TINY.layers + 1))
+    True
     """
     L, M = work.model.layers, work.microbatches
-    probe = PipelineInstance("probe", L, M, (Island(spec.name, spec.gpus, memory_gib * GIB),), (), ((0.0,),))
+    probe = PipelineInstance("probe", L, M, (Island(spec.name, spec.gpus, gpu.memory_bytes),), (), ((0.0,),))
     kept: list[PipelineOption] = []
     for k in range(1, L + 1):
         variants = (("whole",) if k == L else ()) + (ROLE_VARIANTS if roles else ())
@@ -227,7 +265,7 @@ def island_options(spec: IslandSpec, island: int, work: Workload, *, roles: bool
             for p, tp, dp, recompute in _layouts(spec, work, k):
                 split = _split(k, p)
                 stages = tuple(
-                    _stage(spec, work, ell, tp, dp, recompute, head=head and q == p - 1, embed=embed and q == 0)
+                    _stage(spec, gpu, work, ell, tp, dp, recompute, head=head and q == p - 1, embed=embed and q == 0)
                     for q, ell in enumerate(split)
                 )
                 opt = PipelineOption(island, k, stages, role)
@@ -250,29 +288,70 @@ def island_options(spec: IslandSpec, island: int, work: Workload, *, roles: bool
 
 
 def synthetic_islands() -> list[IslandSpec]:
-    """One node of every GPU type, with the node shapes of REFERENCE-FIGURES.md (⚠ L4 and A6000
-    nodes are not listed there: 4 GPUs on PCIe 4.0 and 50 Gb/s, Cephalo's cluster A, are taken)."""
+    """One node of each of 8 GPU types, as node shapes of :mod:`hetopt.islands.catalog`.
+
+    The 4×L4 and 4×A6000 nodes are assumed shapes (⚠ see the catalog: PCIe 4.0, 50 Gb/s).
+
+    Examples
+    --------
+    >>> [(s.name, s.gpu, s.gpus) for s in synthetic_islands()][-2:]
+    [('l4', 'L4', 4), ('a6000', 'A6000', 4)]
+    """
     return [
         t4_nodes(1),
         v100_16_nodes(1),
         v100_32_node(),
         a100_80_node(),
-        IslandSpec("a100-40", "A100-40GB-SXM4", 1, 8, 300.0, 1600.0),  # ND96asr_v4: NVLink3, 8×200 Gb/s HDR
-        IslandSpec("h100", "H100-SXM5", 1, 8, 450.0, 3200.0),  # ND96isr_H100_v5: NVLink4, 8×400 Gb/s NDR
-        IslandSpec("l4", "L4", 1, 4, 32.0, 50.0),
-        IslandSpec("a6000", "A6000", 1, 4, 32.0, 50.0),
+        IslandSpec("a100-40", machines.A100_40_NODE, 1),  # ND96asr_v4-like: NVLink3, 8×200 Gb/s HDR
+        IslandSpec("h100", machines.H100_NODE, 1),  # ND96isr_H100_v5-like: NVLink4, 8×400 Gb/s NDR
+        IslandSpec("l4", machines.L4_QUAD, 1),
+        IslandSpec("a6000", machines.A6000_QUAD, 1),
     ]
 
 
 def build_instance(
-    name: str, work: Workload, specs: list[IslandSpec], *, roles: bool = True, description: str = ""
+    name: str, work: Workload, specs: list[IslandSpec], *, roles: bool = True, description: str = "",
+    catalog: Mapping[str, GpuType] | None = None,
 ) -> PipelineInstance:
-    """An instance from island specs: options from :func:`island_options`, links from the networks."""
+    """An instance from island specs: options from :func:`island_options`, links from the networks.
+
+    Parameters
+    ----------
+    name, description : str
+        The instance's name and one-line description.
+    work : Workload
+        Model, micro-batch size m and micro-batches M.
+    specs : list[IslandSpec]
+        The islands, in file order.
+    roles : bool
+        Whether options carry first/middle/last/whole roles (embedding and head placed).
+    catalog : Mapping[str, GpuType], optional
+        The GPU catalog; default the shipped ``instances/gpus.toml``.
+
+    Returns
+    -------
+    PipelineInstance
+        Islands with their GPU count and per-GPU memory, the kept options, and link
+        round-trip times 2·m·s·h·2 bytes / the slower island's network bandwidth.
+
+    Raises
+    ------
+    InputError
+        When an island's GPU is not in the catalog.
+
+    Examples
+    --------
+    >>> inst = build_instance("t", Workload(TINY, 4, 8), [t4_nodes(1), v100_16_nodes(1)])
+    >>> [(i.name, i.gpus, i.memory_bytes / GIB) for i in inst.islands]
+    [('t4', 4, 16.0), ('v100-16', 4, 16.0)]
+    """
+    catalog = load_gpus() if catalog is None else catalog
     mdl = work.model
-    islands = tuple(Island(sp.name, sp.gpus, GPUS[sp.gpu].memory_gib * GIB) for sp in specs)
+    gpus = [gpu(catalog, sp.gpu, where=f"island {sp.name!r}") for sp in specs]
+    islands = tuple(Island(sp.name, sp.gpus, g.memory_bytes) for sp, g in zip(specs, gpus))
     options = []
-    for i, sp in enumerate(specs):
-        options += island_options(sp, i, work, roles=roles, memory_gib=GPUS[sp.gpu].memory_gib)
+    for i, (sp, g) in enumerate(zip(specs, gpus)):
+        options += island_options(sp, i, work, roles=roles, gpu=g)
     boundary = work.microbatch_size * mdl.sequence * mdl.hidden * ELEMENT_BYTES  # activations one way
     n = len(specs)
     link = [[0.0] * n for _ in range(n)]
@@ -298,14 +377,26 @@ TINY = Model("tiny GPT (6 layers, h = 1024)", 6, 1024, 16, sequence=1024)
 MICROBATCH_SIZE = 8
 
 
-def shipped_instances() -> list[PipelineInstance]:
-    """Every generated instance shipped in ``instances/pipeline/``."""
+def shipped_instances(catalog: Mapping[str, GpuType] | None = None) -> list[PipelineInstance]:
+    """Every generated instance shipped in ``instances/pipeline/`` (not the planner's ``planner-*``).
+
+    Parameters
+    ----------
+    catalog : Mapping[str, GpuType], optional
+        The GPU catalog; default the shipped ``instances/gpus.toml``.
+
+    Returns
+    -------
+    list[PipelineInstance]
+        The Tangram-shaped, scale, tiny and infeasible instances.
+    """
+    catalog = load_gpus() if catalog is None else catalog
     out = []
     w67 = Workload(GPT3_6_7B, MICROBATCH_SIZE, 128)
     for t4, v100 in ((16, 16), (12, 4), (8, 8), (4, 12)):
         out.append(build_instance(
             f"tangram-gpt3-6.7b-t4x{t4}-v100x{v100}", w67, [t4_nodes(t4 // 4), v100_16_nodes(v100 // 4)],
-            description=f"GPT-3 6.7B (32 layers), M = 128, on {t4}×T4 + {v100}×V100-16GB (Tangram Fig. 8 shape)",
+            description=f"GPT-3 6.7B (32 layers), M = 128, on {t4}×T4 + {v100}×V100-16GB (Tangram Fig. 8 shape)", catalog=catalog,
         ))
     w13 = Workload(GPT3_13B, MICROBATCH_SIZE, 128)
     c3 = [a100_80_node(), v100_32_node(), v100_16_nodes(1), t4_nodes(1)]
@@ -313,25 +404,24 @@ def shipped_instances() -> list[PipelineInstance]:
         tag = "-".join(("a100x4", "v100-32x8", "v100-16x4", "t4x4")[:count])
         out.append(build_instance(
             f"tangram-gpt3-13b-{tag}", w13, c3[:count],
-            description=f"GPT-3 13B (40 layers), M = 128, on {count} islands of Tangram's C3 (Fig. 11 and 13 shape)",
+            description=f"GPT-3 13B (40 layers), M = 128, on {count} islands of Tangram's C3 (Fig. 11 and 13 shape)", catalog=catalog,
         ))
     out.append(build_instance(
         "scale-8x96", Workload(DEEP_96, MICROBATCH_SIZE, 256), synthetic_islands(), roles=False,
-        description="8 islands of 8 different GPU types, 96 layers, M = 256: the DP's scaling target",
+        description="8 islands of 8 different GPU types, 96 layers, M = 256: the DP's scaling target", catalog=catalog,
     ))
-    sixteen = [IslandSpec(f"{sp.name}-{r}", sp.gpu, sp.nodes, sp.gpus_per_node, sp.intra_gbs, sp.inter_gbps)
-               for r in ("a", "b") for sp in synthetic_islands()]
+    sixteen = [replace(sp, name=f"{sp.name}-{r}") for r in ("a", "b") for sp in synthetic_islands()]
     out.append(build_instance(
         "scale-16x128", Workload(DEEP_128, MICROBATCH_SIZE, 256), sixteen, roles=False,
-        description="16 islands (2 of each of 8 GPU types), 128 layers, M = 256: where methods stop scaling",
+        description="16 islands (2 of each of 8 GPU types), 128 layers, M = 256: where methods stop scaling", catalog=catalog,
     ))
     out.append(build_instance(
         "tiny-t4-v100", Workload(TINY, 4, 8), [t4_nodes(1), v100_16_nodes(1)],
-        description="6 small layers on two 4-GPU islands: small enough for bruteforce",
+        description="6 small layers on two 4-GPU islands: small enough for bruteforce", catalog=catalog,
     ))
     out.append(build_instance(
         "infeasible-gpt3-13b-t4x4", Workload(GPT3_13B, MICROBATCH_SIZE, 128), [t4_nodes(1)],
-        description="GPT-3 13B on 4×T4: 13B parameters × 16 bytes do not fit 64 GB",
+        description="GPT-3 13B on 4×T4: 13B parameters × 16 bytes do not fit 64 GB", catalog=catalog,
     ))
     return out
 
@@ -344,7 +434,8 @@ def _num(x: float) -> str:
 def to_toml(instance: PipelineInstance) -> str:
     """The instance as a pipeline TOML file (GiB and seconds; floats round-trip exactly)."""
     lines = [
-        "# Written by `python -m hetopt.pipeline.generate`; see hetopt/pipeline/generate.py for the model.",
+        "# Written by `hetopt generate pipeline-synthetic` (hetopt/pipeline/generate.py: the model; GPUs from",
+        "# instances/gpus.toml, node shapes from hetopt/islands/catalog.py); do not edit by hand.",
         'problem = "pipeline"',
         f'name = "{instance.name}"',
         f'description = "{instance.description}"',
@@ -372,8 +463,22 @@ def to_toml(instance: PipelineInstance) -> str:
     return "\n".join(lines)
 
 
-def write_instances(folder: str | Path = "instances/pipeline") -> list[Path]:
-    """Write every shipped generated instance into ``folder``; returns the paths written."""
+def write(folder: str | Path) -> list[Path]:
+    """Write every instance of :func:`shipped_instances` into ``folder``, one ``NAME.toml`` each.
+
+    ``hetopt generate pipeline-synthetic`` calls it with ``instances/pipeline/``; files of
+    other names there (the planner's ``planner-*``, the hand-written ``tiny``) are left alone.
+
+    Parameters
+    ----------
+    folder : str or Path
+        Created if missing.
+
+    Returns
+    -------
+    list[Path]
+        The paths written.
+    """
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -385,11 +490,11 @@ def write_instances(folder: str | Path = "instances/pipeline") -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m hetopt.pipeline.generate [FOLDER]``: regenerate the shipped instances."""
+    """``python -m hetopt.pipeline.generate [FOLDER]``: regenerate the shipped instances (as ``hetopt generate pipeline-synthetic``)."""
     parser = argparse.ArgumentParser(prog="python -m hetopt.pipeline.generate", description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default="instances/pipeline")
     args = parser.parse_args(argv)
-    for path in write_instances(args.folder):
+    for path in write(args.folder):
         print(path)
     return 0
 

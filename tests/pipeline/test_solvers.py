@@ -9,7 +9,6 @@ import pytest
 
 import hetopt
 from hetopt.cli import main
-from hetopt.pipeline.generate import shipped_instances, to_toml
 from hetopt.result import Status
 
 from .conftest import INSTANCES
@@ -88,8 +87,3 @@ def test_dp_and_milp_agree_on_two_island_tangram_instances(name):
 @pytest.mark.parametrize("name", TANGRAM)
 def test_crosscheck_agrees_on_every_tangram_instance(name, capsys):
     assert main(["crosscheck", str(INSTANCES / name), "--time-limit", "120"]) == 0
-
-
-def test_shipped_files_are_what_the_generator_writes():
-    for inst in shipped_instances():
-        assert (INSTANCES / f"{inst.name}.toml").read_text(encoding="utf-8") == to_toml(inst), inst.name
