@@ -32,7 +32,10 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate
+
+import numpy as np
 
 from hetopt import costmodel as cm
 from hetopt.hardware import GIB
@@ -44,8 +47,9 @@ from hetopt.planner.parallelizer import (
     SliceProfile,
     StageCost,
     as_slice,
-    behind_limit,
     concatenate,
+    in_flight_fit,
+    limit_from_fits,
     slice_model,
 )
 from hetopt.workload import ModelConfig
@@ -58,6 +62,24 @@ RESERVED_BYTES = 1.0 * GIB
 ZERO3_GATHERED_LAYERS = 2
 #: Bytes per parameter of such an unsharded layer: fp16 weights (2) and gradients (2).
 ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
+#: Stage prices memoized per process, in one table per (model, sequence, island, micro-batch
+#: size, micro-batches, parallelizer settings). A query prices thousands of stages and most
+#: recur, within a layout (equal stages of an even split), across layouts and across the
+#: slices of other queries (a stage of ℓ equal layers costs the same wherever it sits). The
+#: tables are dropped past this many entries in all, to bound memory.
+STAGE_CACHE_LIMIT = 1_000_000
+_STAGE_CACHE: dict[tuple, dict[tuple, tuple[StageCost, int | None]]] = {}
+_STAGE_CACHE_SIZE = [0]
+#: Small ids for the distinct per-layer figures (cheap to slice and hash in memo keys).
+_KIND_IDS: dict[tuple, int] = {}
+
+
+def _stage_prices(context: tuple) -> dict[tuple, tuple[StageCost, int | None]]:
+    """The memo table of one pricing context, emptying all of them when they grow too big."""
+    if _STAGE_CACHE_SIZE[0] > STAGE_CACHE_LIMIT:
+        _STAGE_CACHE.clear()
+        _STAGE_CACHE_SIZE[0] = 0
+    return _STAGE_CACHE.setdefault(context, {})
 
 
 def _divisors(n: int) -> list[int]:
@@ -73,22 +95,36 @@ class _Table:
     params: tuple[float, ...]
     sharded: tuple[float, ...]  # TP-sharded activation bytes per token
     sharded_each: tuple[float, ...]  # the same, per layer (for the recomputed layer's peak)
+    kinds: tuple[int, ...]  # per layer, an id of everything its price depends on (memo key)
+    run_end: tuple[int, ...]  # run_end[j]: where the run of layers of kind kinds[j] from j ends
 
 
 def _table(sl: Slice) -> _Table:
     cfg, s = sl.model, sl.seq
     idx = range(sl.first_layer, sl.first_layer + sl.layers)
+    forward = [cm.layer_forward_flops(cfg, s, i) for i in idx]
+    params = [float(cm.layer_parameters(cfg, i)) for i in idx]
     sharded = [cm.sharded_activation_widths(cfg, i) for i in idx]
 
     def pre(xs):
         return tuple(accumulate(xs, initial=0.0))
 
+    # a layer's price depends on its index only through these (experts or not)
+    kinds = tuple(
+        _KIND_IDS.setdefault(kind, len(_KIND_IDS)) for kind in zip(forward, params, sharded, (cfg.is_moe_layer(i) for i in idx))
+    )
+    run_end = [len(kinds)] * len(kinds)  # run_end[j]: end of the run of equal kinds starting at j
+    for j in range(len(kinds) - 2, -1, -1):
+        run_end[j] = run_end[j + 1] if kinds[j] == kinds[j + 1] else j + 1
     return _Table(
-        forward=pre(cm.layer_forward_flops(cfg, s, i) for i in idx),
+        forward=pre(forward),
         scores=pre(cm.attention_score_flops(cfg, s) for _ in idx),
-        params=pre(float(cm.layer_parameters(cfg, i)) for i in idx),
+        params=pre(params),
         sharded=pre(sharded),
         sharded_each=tuple(sharded),
+        # a layer's price depends on its index only through these (experts or not)
+        kinds=kinds,
+        run_end=tuple(run_end),
     )
 
 
@@ -112,6 +148,12 @@ def minmax_split(weights: list[float], p: int) -> tuple[int, ...]:
     >>> minmax_split([1, 1, 1, 1, 3], 3)
     (1, 3, 1)
     """
+    return _minmax_split(tuple(weights), p)
+
+
+@lru_cache(maxsize=65536)
+def _minmax_split(weights: tuple[float, ...], p: int) -> tuple[int, ...]:
+    # memoized: every TP degree and every query of a slice of the same layers asks again
     k = len(weights)
     prefix = list(accumulate(weights, initial=0.0))
 
@@ -246,27 +288,38 @@ def _stage(
     return StageCost(ell, forward, backward, static, activation, tp * dp)
 
 
-def _dominates(a: tuple, b: tuple) -> bool:
-    """a = (Σt, max t, stages, -reach) is no worse than b everywhere."""
-    return all(x <= y for x, y in zip(a, b))
-
-
 def pareto(plans: list[PartialPlan]) -> tuple[PartialPlan, ...]:
     """The plans no other plan dominates in (Σ t, max t, inner stages, stages-behind limit).
 
     Of plans with equal keys the one with the least peak memory (then the first) is kept. A plan A dominating B can replace B in
     any composed pipeline: stages in front of it hold no more micro-batches (A has no more
     stages), A fits wherever B fits (its limit is no smaller), and T does not grow.
+
+    Plans are taken in increasing key order, so a plan can only be dominated by one already
+    kept; that check is one vectorized comparison against the kept keys.
     """
-    keyed = sorted(
-        ((p.total_time_s, p.max_time_s, len(p.stages), -(float("inf") if p.behind is None else p.behind)), p.peak_bytes, n, p)
-        for n, p in enumerate(plans)
+    if not plans:
+        return ()
+    keys = np.array(
+        [(p.total_time_s, p.max_time_s, len(p.stages), -(np.inf if p.behind is None else p.behind)) for p in plans]
     )
-    kept: list[tuple[tuple, PartialPlan]] = []
-    for key, _, _, plan in keyed:
-        if not any(_dominates(k, key) for k, _ in kept):
-            kept.append((key, plan))
-    return tuple(p for _, p in kept)
+    order = np.lexsort(keys.T[::-1])  # by Σ t, then max t, stages, -limit; stable (ties by index)
+    kept_keys = np.empty_like(keys)
+    kept: list[PartialPlan] = []
+    start = 0
+    while start < len(order):
+        stop = start + 1
+        while stop < len(order) and np.array_equal(keys[order[stop]], keys[order[start]]):
+            stop += 1
+        group = order[start:stop]
+        # equal keys: the least peak memory, then the first
+        n = group[0] if len(group) == 1 else min(group, key=lambda j: (plans[j].peak_bytes, j))
+        key = keys[n]
+        if not (kept and np.any(np.all(kept_keys[: len(kept)] <= key, axis=1))):
+            kept_keys[len(kept)] = key
+            kept.append(plans[n])
+        start = stop
+    return tuple(kept)
 
 
 @dataclass(frozen=True)
@@ -369,19 +422,47 @@ class BuiltinParallelizer:
         sl = as_slice(slice)
         return self._plan(sl, island, _table(sl), layout, microbatch_size, microbatches, memory_fraction)
 
-    def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, m: int, M: int, phi: float) -> PartialPlan:
+    def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None]]:
+        context = (sl.model, sl.seq, island, m, M, phi, self.sequence_parallel, self.reserved_bytes)
+        return _stage_prices(context)
+
+    def _plan(
+        self, sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, m: int, M: int, phi: float,
+        prices: dict[tuple, tuple[StageCost, int | None]] | None = None,
+    ) -> PartialPlan:
         nodes = stage_nodes(island, lay.tp, lay.dp, lay.pp)
-        stages = tuple(
-            _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
-                   sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes)
-            for q in range(lay.pp)
-        )
         capacity = phi * island.memory_bytes
+        prices = self._prices(sl, island, m, M, phi) if prices is None else prices
+        starts = tuple(accumulate(lay.split, initial=0))
+        stages, fits = [], []
+        embedding, head, last = sl.embedding, sl.head, lay.pp - 1
+        shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage)
+        kinds, run_end = tab.kinds, tab.run_end
+        for q in range(lay.pp):
+            # everything _stage reads: the stage's layers (by content, not position: a run
+            # of equal layers is (kind, count, None), which no tuple of kinds can equal), its
+            # role, the layout, and which hand-overs cross a node boundary
+            a, b = starts[q], starts[q + 1]
+            one = nodes[q][0] == nodes[q][1]
+            key = (
+                (kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b],
+                embedding and q == 0, head and q == last, shape, one,
+                None if q == last else one and nodes[q] == nodes[q + 1],
+                None if q == 0 else one and nodes[q - 1] == nodes[q],
+            )
+            priced = prices.get(key)
+            if priced is None:
+                cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
+                              sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes)
+                priced = prices[key] = (cost, in_flight_fit(cost, capacity, M))
+                _STAGE_CACHE_SIZE[0] += 1
+            stages.append(priced[0])
+            fits.append(priced[1])
         return PartialPlan(
             island=island.name, signature=sl.signature, first_layer=sl.first_layer, layers=sl.layers, role=sl.role,
             tp=lay.tp, pp=lay.pp, dp=lay.dp, microbatch_size=m, microbatches=M, recompute=lay.recompute,
-            zero_stage=lay.zero_stage, sequence_parallel=self.sequence_parallel and lay.tp > 1, stages=stages,
-            capacity_bytes=capacity, behind=behind_limit(stages, capacity, M),
+            zero_stage=lay.zero_stage, sequence_parallel=self.sequence_parallel and lay.tp > 1, stages=tuple(stages),
+            capacity_bytes=capacity, behind=limit_from_fits(fits),
         )
 
     def parallelize(
@@ -425,9 +506,10 @@ class BuiltinParallelizer:
             raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
         sl = as_slice(slice)
         tab = _table(sl)
+        prices = self._prices(sl, island, microbatch_size, microbatches, memory_fraction)
         plans = []
         for lay in self.layouts(sl, island, microbatch_size=microbatch_size):
-            p = self._plan(sl, island, tab, lay, microbatch_size, microbatches, memory_fraction)
+            p = self._plan(sl, island, tab, lay, microbatch_size, microbatches, memory_fraction, prices)
             if p.behind is None or p.behind >= 0:  # -1: does not fit even with nothing behind it
                 plans.append(p)
         return pareto(plans)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol, runtime_checkable
@@ -248,28 +249,51 @@ class StageCost:
         return self.forward_s + self.backward_s
 
 
+def in_flight_fit(stage: StageCost, capacity_bytes: float, microbatches: int) -> int | None:
+    """The most micro-batches ``stage`` may hold at once within ``capacity_bytes`` per GPU.
+
+    None when all M fit, -1 when not even its static bytes fit; exact at the boundary
+    (floating-point rounding of the quotient is corrected by stepping).
+
+    >>> st = StageCost(1, 0.1, 0.2, static_bytes=4.0, activation_bytes=2.0, gpus=1)
+    >>> in_flight_fit(st, 9.0, 8), in_flight_fit(st, 40.0, 8), in_flight_fit(st, 3.0, 8)
+    (2, None, -1)
+    """
+    M = microbatches
+    room = capacity_bytes * (1.0 + MEMORY_RTOL)
+    if stage.static_bytes + stage.activation_bytes * M <= room:
+        return None
+    if stage.static_bytes > room:
+        return -1
+    f = min(M, max(0, math.floor((room - stage.static_bytes) / stage.activation_bytes)))
+    while f < M and stage.static_bytes + stage.activation_bytes * (f + 1) <= room:
+        f += 1
+    while f >= 0 and stage.static_bytes + stage.activation_bytes * f > room:
+        f -= 1
+    return f
+
+
+def limit_from_fits(fits: Sequence[int | None]) -> int | None:
+    """:func:`behind_limit` from every stage's :func:`in_flight_fit`, front to back."""
+    n = len(fits)
+    limit: int | None = None
+    for q, f in enumerate(fits):
+        if f is None:
+            continue
+        if f < 0:
+            return -1
+        b = f - (n - q)
+        limit = b if limit is None else min(limit, b)
+    return None if limit is None else max(limit, -1)
+
+
 def behind_limit(stages: tuple[StageCost, ...], capacity_bytes: float, microbatches: int) -> int | None:
     """The most stages that may follow these stages in a 1F1B pipeline (None: any number; -1: none fit).
 
     Stage q of n with b stages behind the block holds min(b + n − q, M) micro-batches;
     the rule of ``formulations/pipeline.md`` ("The stages-behind limit").
     """
-    n, M = len(stages), microbatches
-    limit: int | None = None
-    room = capacity_bytes * (1.0 + MEMORY_RTOL)
-    for q, st in enumerate(stages):
-        if st.static_bytes + st.activation_bytes * M <= room:
-            continue
-        if st.static_bytes > room:
-            return -1
-        f = min(M, max(0, math.floor((room - st.static_bytes) / st.activation_bytes)))
-        while f < M and st.static_bytes + st.activation_bytes * (f + 1) <= room:
-            f += 1
-        while f >= 0 and st.static_bytes + st.activation_bytes * f > room:
-            f -= 1
-        b = f - (n - q)
-        limit = b if limit is None else min(limit, b)
-    return None if limit is None else max(limit, -1)
+    return limit_from_fits([in_flight_fit(st, capacity_bytes, microbatches) for st in stages])
 
 
 @dataclass(frozen=True)
@@ -380,6 +404,8 @@ __all__ = [
     "StageCost",
     "as_slice",
     "behind_limit",
+    "in_flight_fit",
+    "limit_from_fits",
     "concatenate",
     "slice_model",
 ]
