@@ -9,7 +9,7 @@ times AG, RS and the uneven-shard overhead o.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np

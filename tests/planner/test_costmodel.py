@@ -86,7 +86,7 @@ def test_activation_generalization_counts_gqa_swiglu_and_top_k():
 
 
 def test_recompute_working_bytes():
-    s, b, h, a, t = 2048, 2, 4096, 32, 4
+    s, b, a, t = 2048, 2, 32, 4
     full = cm.layer_activation_bytes(GPT_6_7B, s, b, tp=t)
     assert cm.recompute_working_bytes(GPT_6_7B, s, b, tp=t, recompute="none") == 0.0
     assert cm.recompute_working_bytes(GPT_6_7B, s, b, tp=t, recompute="full") == full
