@@ -12,10 +12,10 @@ def _f(x, fmt: str = ".4g") -> str:
     return "-" if x is None else format(x, fmt)
 
 
-def _members(names: list[str], shown: int = 3) -> str:
-    """The first few member nodes of an island (big islands have hundreds)."""
+def _members(names: list[str], shown: int = 3, noun: str = "nodes") -> str:
+    """The first few names of a long list (big islands have hundreds of member nodes)."""
     head = ", ".join(names[:shown])
-    return head if len(names) <= shown else f"{head}, ... ({len(names)} nodes)"
+    return head if len(names) <= shown else f"{head}, ... ({len(names)} {noun})"
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
@@ -33,7 +33,9 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
     out.print(_table("islands", ["island", "GPU", "nodes", "GPUs", "members"],
                      [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), _members(i["members"])] for i in p.islands]))
     if p.left_out:
-        out.print(f"left out of the composition (--max-islands): {', '.join(p.left_out)}", highlight=False)
+        out.print(f"left out of the composition: {_members(p.left_out, 6, 'islands')}", highlight=False)
+    if p.status.has_solution and p.reason:
+        out.print(f"{p.status.value}: {p.reason}", highlight=False)
     if not p.status.has_solution:
         out.print(f"composed pipeline: {p.status.value}: {p.reason}", highlight=False)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -74,12 +75,20 @@ def test_unreachable_scheduler_exits_2(capsys):
     assert "--scheduler tcp://127.0.0.1:9: cannot connect" in capsys.readouterr().err
 
 
-def test_too_many_islands_is_declined_at_once(capsys):
-    args = ["plan", "--cluster", "datacenter-512-nodes", "--model", "gpt3-175b", "--global-batch", "1024", "--json"]
-    assert main(args) == 2
+def test_a_cluster_of_too_many_islands_gets_a_feasible_plan_over_the_fastest(capsys, monkeypatch):
+    # the 512-node datacenter (30 islands) in miniature: Cluster A's 5 islands against a limit of 3
+    plan_module = sys.modules["hetopt.planner.plan"]  # the module (the package exports the function plan)
+    monkeypatch.setattr(plan_module, "MAX_COMPOSE_ISLANDS", 3)
+    monkeypatch.setattr(plan_module, "LARGE_CLUSTER_ISLANDS", 2)
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json", "--no-alternatives"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["status"] == "DECLINED" and "forms 30 islands" in doc["reason"] and "--max-islands" in doc["reason"]
-    assert len(doc["islands"]) == 30
+    assert doc["status"] == "FEASIBLE" and len(doc["islands"]) == 2 and len(doc["left_out"]) == 3
+    assert "composed over 2 of 5 islands" in doc["reason"] and "more than 3 islands" in doc["reason"]
+    assert 0 < doc["bound_s"] == doc["ideal_time_s"] < doc["iteration_time_s"]
+    assert doc["gap"] == pytest.approx(1 - doc["efficiency"])
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--no-alternatives"]) == 0
+    out = capsys.readouterr().out
+    assert "left out of the composition:" in out and "FEASIBLE: composed over 2 of 5 islands" in out
 
 
 def test_max_islands_composes_the_fastest_islands(capsys):
@@ -87,8 +96,16 @@ def test_max_islands_composes_the_fastest_islands(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["islands"]) == 2 and len(doc["left_out"]) == 3
     assert {i["gpu"] for i in doc["islands"]} == {"A6000", "L4"}
+    assert doc["status"] == "FEASIBLE" and "(--max-islands)" in doc["reason"]
     assert main([*BASE, "--global-batch", "32", "--max-islands", "0"]) == 2
     assert "--max-islands 0: must be >= 1" in capsys.readouterr().err
+
+
+def test_all_islands_composed_is_optimal_with_a_zero_gap(capsys):
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json", "--no-alternatives"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["status"] == "OPTIMAL" and doc["left_out"] == [] and doc["gap"] == 0
+    assert doc["bound_s"] == doc["iteration_time_s"] >= doc["ideal_time_s"]
 
 
 def test_coarser_atoms_are_a_restriction(capsys):
