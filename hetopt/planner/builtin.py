@@ -31,6 +31,7 @@ Examples
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
@@ -68,13 +69,13 @@ ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
 #: slices of other queries (a stage of ℓ equal layers costs the same wherever it sits). The
 #: tables are dropped past this many entries in all, to bound memory.
 STAGE_CACHE_LIMIT = 1_000_000
-_STAGE_CACHE: dict[tuple, dict[tuple, tuple[StageCost, int | None]]] = {}
+_STAGE_CACHE: dict[tuple, dict[tuple, tuple[StageCost, int | None, float]]] = {}
 _STAGE_CACHE_SIZE = [0]
 #: Small ids for the distinct per-layer figures (cheap to slice and hash in memo keys).
 _KIND_IDS: dict[tuple, int] = {}
 
 
-def _stage_prices(context: tuple) -> dict[tuple, tuple[StageCost, int | None]]:
+def _stage_prices(context: tuple) -> dict[tuple, tuple[StageCost, int | None, float]]:
     """The memo table of one pricing context, emptying all of them when they grow too big."""
     if _STAGE_CACHE_SIZE[0] > STAGE_CACHE_LIMIT:
         _STAGE_CACHE.clear()
@@ -288,38 +289,45 @@ def _stage(
     return StageCost(ell, forward, backward, static, activation, tp * dp)
 
 
-def pareto(plans: list[PartialPlan]) -> tuple[PartialPlan, ...]:
-    """The plans no other plan dominates in (Σ t, max t, inner stages, stages-behind limit).
+def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]:
+    """Rows of ``keys`` (Σ t, max t, stages, −limit) that no other row dominates, in key order.
 
-    Of plans with equal keys the one with the least peak memory (then the first) is kept. A plan A dominating B can replace B in
-    any composed pipeline: stages in front of it hold no more micro-batches (A has no more
-    stages), A fits wherever B fits (its limit is no smaller), and T does not grow.
-
-    Plans are taken in increasing key order, so a plan can only be dominated by one already
-    kept; that check is one vectorized comparison against the kept keys.
+    Of equal rows the one with the least ``peak(row)`` (then the first) is kept. Rows are
+    taken in increasing key order, so a row can only be dominated by one already kept; that
+    check is one vectorized comparison against the kept keys.
     """
-    if not plans:
-        return ()
-    keys = np.array(
-        [(p.total_time_s, p.max_time_s, len(p.stages), -(np.inf if p.behind is None else p.behind)) for p in plans]
-    )
-    order = np.lexsort(keys.T[::-1])  # by Σ t, then max t, stages, -limit; stable (ties by index)
+    order = np.lexsort(keys.T[::-1])  # by Σ t, then max t, stages, −limit; stable (ties by index)
     kept_keys = np.empty_like(keys)
-    kept: list[PartialPlan] = []
+    kept: list[int] = []
     start = 0
     while start < len(order):
         stop = start + 1
         while stop < len(order) and np.array_equal(keys[order[stop]], keys[order[start]]):
             stop += 1
         group = order[start:stop]
-        # equal keys: the least peak memory, then the first
-        n = group[0] if len(group) == 1 else min(group, key=lambda j: (plans[j].peak_bytes, j))
-        key = keys[n]
-        if not (kept and np.any(np.all(kept_keys[: len(kept)] <= key, axis=1))):
-            kept_keys[len(kept)] = key
-            kept.append(plans[n])
+        n = int(group[0]) if len(group) == 1 else int(min(group, key=lambda j: (peak(j), j)))
+        if not (kept and np.any(np.all(kept_keys[: len(kept)] <= keys[n], axis=1))):
+            kept_keys[len(kept)] = keys[n]
+            kept.append(n)
         start = stop
-    return tuple(kept)
+    return kept
+
+
+def _key(total: float, worst: float, stages: int, limit: int | None) -> tuple[float, float, int, float]:
+    return (total, worst, stages, -(np.inf if limit is None else limit))
+
+
+def pareto(plans: list[PartialPlan]) -> tuple[PartialPlan, ...]:
+    """The plans no other plan dominates in (Σ t, max t, inner stages, stages-behind limit).
+
+    Of plans with equal keys the one with the least peak memory (then the first) is kept. A plan A dominating B can replace B in
+    any composed pipeline: stages in front of it hold no more micro-batches (A has no more
+    stages), A fits wherever B fits (its limit is no smaller), and T does not grow.
+    """
+    if not plans:
+        return ()
+    keys = np.array([_key(p.total_time_s, p.max_time_s, len(p.stages), p.behind) for p in plans])
+    return tuple(plans[n] for n in _pareto_indices(keys, lambda n: plans[n].peak_bytes))
 
 
 @dataclass(frozen=True)
@@ -422,19 +430,18 @@ class BuiltinParallelizer:
         sl = as_slice(slice)
         return self._plan(sl, island, _table(sl), layout, microbatch_size, microbatches, memory_fraction)
 
-    def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None]]:
+    def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
         context = (sl.model, sl.seq, island, m, M, phi, self.sequence_parallel, self.reserved_bytes)
         return _stage_prices(context)
 
-    def _plan(
-        self, sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, m: int, M: int, phi: float,
-        prices: dict[tuple, tuple[StageCost, int | None]] | None = None,
-    ) -> PartialPlan:
+    def _price_layout(
+        self, sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, m: int, M: int,
+        prices: dict[tuple, tuple[StageCost, int | None, float]], capacity: float,
+    ) -> tuple[tuple[StageCost, ...], list[float], int | None]:
+        """The layout's stages (memoized prices), their times and its stages-behind limit."""
         nodes = stage_nodes(island, lay.tp, lay.dp, lay.pp)
-        capacity = phi * island.memory_bytes
-        prices = self._prices(sl, island, m, M, phi) if prices is None else prices
         starts = tuple(accumulate(lay.split, initial=0))
-        stages, fits = [], []
+        stages, times, fits = [], [], []
         embedding, head, last = sl.embedding, sl.head, lay.pp - 1
         shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage)
         kinds, run_end = tab.kinds, tab.run_end
@@ -454,16 +461,28 @@ class BuiltinParallelizer:
             if priced is None:
                 cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes)
-                priced = prices[key] = (cost, in_flight_fit(cost, capacity, M))
+                priced = prices[key] = (cost, in_flight_fit(cost, capacity, M), cost.time_s)
                 _STAGE_CACHE_SIZE[0] += 1
             stages.append(priced[0])
             fits.append(priced[1])
+            times.append(priced[2])
+        return tuple(stages), times, limit_from_fits(fits)
+
+    def _partial_plan(
+        self, sl: Slice, island: IslandSpec, lay: _Layout, m: int, M: int, capacity: float,
+        stages: tuple[StageCost, ...], limit: int | None,
+    ) -> PartialPlan:
         return PartialPlan(
             island=island.name, signature=sl.signature, first_layer=sl.first_layer, layers=sl.layers, role=sl.role,
             tp=lay.tp, pp=lay.pp, dp=lay.dp, microbatch_size=m, microbatches=M, recompute=lay.recompute,
-            zero_stage=lay.zero_stage, sequence_parallel=self.sequence_parallel and lay.tp > 1, stages=tuple(stages),
-            capacity_bytes=capacity, behind=limit_from_fits(fits),
+            zero_stage=lay.zero_stage, sequence_parallel=self.sequence_parallel and lay.tp > 1, stages=stages,
+            capacity_bytes=capacity, behind=limit,
         )
+
+    def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, m: int, M: int, phi: float) -> PartialPlan:
+        capacity = phi * island.memory_bytes
+        stages, _, limit = self._price_layout(sl, island, tab, lay, m, M, self._prices(sl, island, m, M, phi), capacity)
+        return self._partial_plan(sl, island, lay, m, M, capacity, stages, limit)
 
     def parallelize(
         self,
@@ -506,13 +525,27 @@ class BuiltinParallelizer:
             raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
         sl = as_slice(slice)
         tab = _table(sl)
-        prices = self._prices(sl, island, microbatch_size, microbatches, memory_fraction)
-        plans = []
-        for lay in self.layouts(sl, island, microbatch_size=microbatch_size):
-            p = self._plan(sl, island, tab, lay, microbatch_size, microbatches, memory_fraction, prices)
-            if p.behind is None or p.behind >= 0:  # -1: does not fit even with nothing behind it
-                plans.append(p)
-        return pareto(plans)
+        m, M = microbatch_size, microbatches
+        prices = self._prices(sl, island, m, M, memory_fraction)
+        capacity = memory_fraction * island.memory_bytes
+        rows, keys = [], []
+        for lay in self.layouts(sl, island, microbatch_size=m):
+            stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
+            if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
+                rows.append((lay, stages, limit))
+                # the same sums PartialPlan.total_time_s and max_time_s compute
+                keys.append(_key(sum(times), max(times), len(stages), limit))
+        if not rows:
+            return ()
+        # PartialPlans are built for the survivors only (most layouts are dominated)
+        plans = {}
+
+        def plan_of(n: int) -> PartialPlan:
+            if n not in plans:
+                plans[n] = self._partial_plan(sl, island, rows[n][0], m, M, capacity, rows[n][1], rows[n][2])
+            return plans[n]
+
+        return tuple(plan_of(n) for n in _pareto_indices(np.array(keys), lambda n: plan_of(n).peak_bytes))
 
 
 def best_single_island_plan(

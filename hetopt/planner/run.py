@@ -95,5 +95,6 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             alternatives=not args.no_alternatives,
             on_progress=on_progress,
             max_islands=args.max_islands,
-            parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom or 1),
+            # unset: plan() picks the atoms (coarser on clusters of very many islands)
+            parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom) if args.layers_per_atom else None,
         )
