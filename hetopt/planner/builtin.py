@@ -32,8 +32,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import lru_cache
+from dataclasses import dataclass, field
 from itertools import accumulate
 
 import numpy as np
@@ -63,24 +62,9 @@ RESERVED_BYTES = 1.0 * GIB
 ZERO3_GATHERED_LAYERS = 2
 #: Bytes per parameter of such an unsharded layer: fp16 weights (2) and gradients (2).
 ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
-#: Stage prices memoized per process, in one table per (model, sequence, island, micro-batch
-#: size, micro-batches, parallelizer settings). A query prices thousands of stages and most
-#: recur, within a layout (equal stages of an even split), across layouts and across the
-#: slices of other queries (a stage of ℓ equal layers costs the same wherever it sits). The
-#: tables are dropped past this many entries in all, to bound memory.
+#: Entries a parallelizer's memo of stage prices may hold before it is emptied (memory bound;
+#: see :class:`BuiltinParallelizer`).
 STAGE_CACHE_LIMIT = 1_000_000
-_STAGE_CACHE: dict[tuple, dict[tuple, tuple[StageCost, int | None, float]]] = {}
-_STAGE_CACHE_SIZE = [0]
-#: Small ids for the distinct per-layer figures (cheap to slice and hash in memo keys).
-_KIND_IDS: dict[tuple, int] = {}
-
-
-def _stage_prices(context: tuple) -> dict[tuple, tuple[StageCost, int | None, float]]:
-    """The memo table of one pricing context, emptying all of them when they grow too big."""
-    if _STAGE_CACHE_SIZE[0] > STAGE_CACHE_LIMIT:
-        _STAGE_CACHE.clear()
-        _STAGE_CACHE_SIZE[0] = 0
-    return _STAGE_CACHE.setdefault(context, {})
 
 
 def _divisors(n: int) -> list[int]:
@@ -100,7 +84,9 @@ class _Table:
     run_end: tuple[int, ...]  # run_end[j]: where the run of layers of kind kinds[j] from j ends
 
 
-def _table(sl: Slice) -> _Table:
+def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None) -> _Table:
+    """The slice's prefix sums; ``kind_ids`` numbers the distinct per-layer figures (a memo)."""
+    kind_ids = {} if kind_ids is None else kind_ids
     cfg, s = sl.model, sl.seq
     idx = range(sl.first_layer, sl.first_layer + sl.layers)
     forward = [cm.layer_forward_flops(cfg, s, i) for i in idx]
@@ -112,7 +98,7 @@ def _table(sl: Slice) -> _Table:
 
     # a layer's price depends on its index only through these (experts or not)
     kinds = tuple(
-        _KIND_IDS.setdefault(kind, len(_KIND_IDS)) for kind in zip(forward, params, sharded, (cfg.is_moe_layer(i) for i in idx))
+        kind_ids.setdefault(kind, len(kind_ids)) for kind in zip(forward, params, sharded, (cfg.is_moe_layer(i) for i in idx))
     )
     run_end = [len(kinds)] * len(kinds)  # run_end[j]: end of the run of equal kinds starting at j
     for j in range(len(kinds) - 2, -1, -1):
@@ -149,12 +135,6 @@ def minmax_split(weights: list[float], p: int) -> tuple[int, ...]:
     >>> minmax_split([1, 1, 1, 1, 3], 3)
     (1, 3, 1)
     """
-    return _minmax_split(tuple(weights), p)
-
-
-@lru_cache(maxsize=65536)
-def _minmax_split(weights: tuple[float, ...], p: int) -> tuple[int, ...]:
-    # memoized: every TP degree and every query of a slice of the same layers asks again
     k = len(weights)
     prefix = list(accumulate(weights, initial=0.0))
 
@@ -346,6 +326,15 @@ class BuiltinParallelizer:
         Cap on the inner pipeline depth (None: as many stages as layers and GPUs allow).
     layers_per_atom
         Layers per atom in :meth:`slice_model`.
+
+    Notes
+    -----
+    A query prices thousands of stages and most recur: within a layout (the equal stages of
+    an even split), across layouts, and across the slices of later queries (a stage of ℓ
+    equal layers costs the same wherever it sits). So each instance keeps a memo of stage
+    prices keyed by everything a price depends on, emptied past ``STAGE_CACHE_LIMIT``
+    entries. The memo is not part of the value: equality, hashing and pickling ignore it,
+    so a copy sent to a worker process starts empty and fills as it answers its query.
     """
 
     recompute: tuple[str, ...] = cm.RECOMPUTE_MODES
@@ -354,6 +343,21 @@ class BuiltinParallelizer:
     reserved_bytes: float = RESERVED_BYTES
     max_pp: int | None = None
     layers_per_atom: int = 1
+    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_memo"}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        object.__setattr__(self, "_memo", {})
+
+    def _cache(self, name: str) -> dict:
+        """One table of the memo (``prices``, ``kinds``, ``splits``), all emptied when too big."""
+        memo = self._memo
+        if sum(len(t) for t in memo.get("prices", {}).values()) + len(memo.get("splits", ())) > STAGE_CACHE_LIMIT:
+            memo.clear()
+        return memo.setdefault(name, {})
 
     def __post_init__(self) -> None:
         bad = [r for r in self.recompute if r not in cm.RECOMPUTE_MODES]
@@ -378,7 +382,7 @@ class BuiltinParallelizer:
         """The slice's FLOPs, parameters and memory floor on ``island``."""
         sl = as_slice(slice)
         cfg, s = sl.model, sl.seq
-        tab = _table(sl)
+        tab = _table(sl, self._cache("kinds"))
         forward = tab.forward[-1] + (cm.head_forward_flops(cfg, s) if sl.head else 0.0)
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
@@ -407,13 +411,18 @@ class BuiltinParallelizer:
             cm.layer_forward_flops(cfg, sl.seq, i) + (cm.head_forward_flops(cfg, sl.seq) if sl.head and i == sl.first_layer + k - 1 else 0.0)
             for i in range(sl.first_layer, sl.first_layer + k)
         ]
+        splits_memo = self._cache("splits")  # the min-max split of the same weights recurs per TP degree and query
+        key = tuple(weights)
         out = []
         for tp in _divisors(island.gpus_per_node):
             if cfg.heads % tp:
                 continue  # Megatron splits whole attention heads
             top = min(k, G // tp, self.max_pp or k)
             for pp in range(1, top + 1):
-                splits = dict.fromkeys((even_split(k, pp), minmax_split(weights, pp)))
+                balanced = splits_memo.get((key, pp))
+                if balanced is None:
+                    balanced = splits_memo[key, pp] = minmax_split(weights, pp)
+                splits = dict.fromkeys((even_split(k, pp), balanced))
                 for dp in _divisors(microbatch_size):
                     if tp * pp * dp > G:
                         break
@@ -428,11 +437,11 @@ class BuiltinParallelizer:
     ) -> PartialPlan:
         """Price one layout (no pruning): its stages' times and memory."""
         sl = as_slice(slice)
-        return self._plan(sl, island, _table(sl), layout, microbatch_size, microbatches, memory_fraction)
+        return self._plan(sl, island, _table(sl, self._cache("kinds")), layout, microbatch_size, microbatches, memory_fraction)
 
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
-        context = (sl.model, sl.seq, island, m, M, phi, self.sequence_parallel, self.reserved_bytes)
-        return _stage_prices(context)
+        # one table per pricing context (the parallelizer's own settings are fixed)
+        return self._cache("prices").setdefault((sl.model, sl.seq, island, m, M, phi), {})
 
     def _price_layout(
         self, sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, m: int, M: int,
@@ -462,7 +471,6 @@ class BuiltinParallelizer:
                 cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes)
                 priced = prices[key] = (cost, in_flight_fit(cost, capacity, M), cost.time_s)
-                _STAGE_CACHE_SIZE[0] += 1
             stages.append(priced[0])
             fits.append(priced[1])
             times.append(priced[2])
@@ -524,7 +532,7 @@ class BuiltinParallelizer:
         if not 0.0 < memory_fraction <= 1.0:
             raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
         sl = as_slice(slice)
-        tab = _table(sl)
+        tab = _table(sl, self._cache("kinds"))
         m, M = microbatch_size, microbatches
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes

@@ -320,3 +320,20 @@ def test_everything_crossing_the_interface_pickles():
     for obj in (PAR, sl, isl, plans, PAR.profile(sl, isl)):
         assert pickle.loads(pickle.dumps(obj)) == obj
     assert pickle.loads(pickle.dumps(sl)).signature == sl.signature
+
+
+def test_the_memo_of_stage_prices_never_changes_an_answer_and_stays_home():
+    """Prices memoized by one query serve the next; a fresh parallelizer answers the same, and
+    a pickled copy (what a worker receives) carries no memo."""
+    import pickle
+
+    cfg = load_model(MODELS / "gshard-moe-2.4b.toml")  # dense and expert layers alternate: kinds matter
+    atoms = slice_model(cfg)
+    warm = BuiltinParallelizer()
+    for isl in islands():
+        for a, b in ((0, 4), (1, 5), (2, 3), (3, 7), (0, len(atoms))):
+            sl = Slice(atoms[a:b])
+            args = dict(microbatch_size=4, microbatches=8, global_batch=32)
+            assert warm.parallelize(sl, isl, **args) == BuiltinParallelizer().parallelize(sl, isl, **args), (isl.name, a, b)
+    assert warm._memo["prices"] and pickle.loads(pickle.dumps(warm))._memo == {}
+    assert warm == BuiltinParallelizer() and hash(warm) == hash(BuiltinParallelizer())
