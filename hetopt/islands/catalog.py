@@ -125,7 +125,8 @@ L4_PAIR = _shape("L4", "L4", 2, 50.0, "L4 [NV]: 121 TF FP16, 24 GB, PCIe 4.0 x16
 A6000_ONE = _shape("A6000", "A6000", 1, 50.0, "RTX A6000 [TT][LA]: 154.8 TF, 48 GB; one GPU: its PCIe 4.0 x16 link")
 P40_ONE = _shape("P40", "P40", 1, 50.0, "P40 [NV]: no fast FP16, FP32 11.76 TF is the useful rate; 24 GB; PCIe 3.0 x16")
 P40_PAIR = _shape("P40", "P40", 2, 50.0, "P40 [NV]: FP32 11.76 TF, 24 GB, PCIe 3.0 x16")
-P100_PAIR = _shape("P100", "P100-PCIe", 2, 50.0, "P100 PCIe [NV]: 18.7 TF FP16, 16 GB (Cephalo's profile table uses 12), PCIe 3.0 x16")
+# the 12 GB part: the one Cephalo profiled (its table lists 12), as the cluster file names it
+P100_PAIR = _shape("P100", "P100-PCIe-12GB", 2, 50.0, "P100 PCIe 12GB [NV]: 18.7 TF FP16, 12 GB (the part Cephalo profiled), PCIe 3.0 x16")
 #: Cluster A's two machines are joined at 50 Gb/s (Cephalo).
 CLUSTER_A_GBPS = 50.0
 

@@ -37,17 +37,7 @@ def test_an_unknown_catalog_gpu_is_an_input_error():
         cat.Shape.from_catalog("T5", "T5", 4, 32.0, "test", catalog=load_gpus())
 
 
-#: cephalo-a: the islands instance's P100 pair is the 16 GB P100-PCIe (shape P100_PAIR), the
-#: cluster file names the 12 GB part Cephalo profiled (P100-PCIe-12GB): two descriptions of one
-#: machine. Strict: the test starts failing (XPASS) once they agree, so this mark goes then.
-KNOWN_MISMATCH = {"cephalo-a": "P100: islands shape P100-PCIe (16 GiB) vs cluster file P100-PCIe-12GB (12 GiB)"}
-
-
-@pytest.mark.parametrize(
-    "cluster",
-    [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_MISMATCH[c])) if c in KNOWN_MISMATCH else c
-     for c in CLUSTERS],
-)
+@pytest.mark.parametrize("cluster", list(CLUSTERS))
 def test_cluster_files_name_the_gpu_behind_each_islands_node(cluster):
     """Node by node, the catalog entry a cluster file names has the figures of the islands
     instance's node (built from a shape), so the planner and the islands family see one machine."""
