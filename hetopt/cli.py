@@ -202,6 +202,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-alternatives", action="store_true", help="skip the baselines")
     p.add_argument("--max-islands", type=int, default=None, metavar="K",
                    help="compose only the K islands with the most compute (default: all, or the 4 fastest past 16 islands); leaving islands out gives a FEASIBLE plan")
+    p.add_argument("--tasks", type=int, default=None, metavar="N",
+                   help="send each enumeration's parallelizer queries in at most N batches (default 64; "
+                   "a slow external parallelizer on a large Dask cluster wants one query per task)")
     p.add_argument("--layers-per-atom", type=int, default=None, metavar="K",
                    help="slice the model in atoms of K layers (default 1; at most 24 atoms on clusters of more than 16 islands): fewer slices for deep models")
     p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per solver run")

@@ -13,8 +13,8 @@ parallelizer is asked (each can be switched off, and ``EnumerationStats`` counts
   that the composed plan is the same with and without it on the shipped clusters.
 
 Queries go through any ``concurrent.futures.Executor`` (a process pool, or a Dask
-``distributed`` client's executor), in one ``map`` call: an external parallelizer that
-takes minutes per query is the case this serves.
+``distributed`` client's executor), in batches of consecutive queries (``tasks``): an
+external parallelizer that takes minutes per query is the case this serves.
 """
 
 from __future__ import annotations
@@ -32,6 +32,11 @@ POLICIES = ("redundancy", "infeasibility", "imbalance")
 #: balanced pipeline of the shipped clusters uses (checked by tests) and drops, e.g., one
 #: layer of a 40-layer model on an island holding half of the cluster's compute.
 DEFAULT_IMBALANCE = 4.0
+#: Tasks one enumeration sends to an executor: enough to keep a few dozen workers busy and
+#: to show progress, few enough that each task answers many queries with one copy of the
+#: parallelizer. With an external parallelizer that takes minutes per query and a large
+#: Dask cluster, pass ``tasks`` = the number of queries instead.
+DEFAULT_TASKS = 64
 
 
 @dataclass
@@ -71,8 +76,18 @@ def _run(query: _Query) -> tuple[PartialPlan, ...]:
     )
 
 
-def _answer(calls: list[_Query], executor: Executor | None, on_progress) -> list[tuple[PartialPlan, ...]]:
-    """Every query's plans, in order, reporting progress as they complete."""
+def _run_batch(batch: list[_Query]) -> list[tuple[PartialPlan, ...]]:
+    # one unpickled parallelizer answers the whole batch, so whatever it memoizes (the
+    # built-in one: stage prices) serves every query of the batch
+    return [_run(query) for query in batch]
+
+
+def _answer(calls: list[_Query], executor: Executor | None, on_progress, tasks: int) -> list[tuple[PartialPlan, ...]]:
+    """Every query's plans, in order, reporting progress as they complete.
+
+    With an executor the queries go out in at most ``tasks`` batches of consecutive queries
+    (one island's queries are consecutive, and share its memoized prices).
+    """
     total = len(calls)
     if executor is None:
         out = []
@@ -81,11 +96,15 @@ def _answer(calls: list[_Query], executor: Executor | None, on_progress) -> list
             if on_progress is not None:
                 on_progress(done, total)
         return out
-    futures = [executor.submit(_run, call) for call in calls]
-    for done, _ in enumerate(as_completed(futures), start=1):
+    size = max(1, -(-total // max(1, tasks)))
+    batches = [calls[i : i + size] for i in range(0, total, size)]
+    futures = {executor.submit(_run_batch, batch): len(batch) for batch in batches}
+    done = 0
+    for future in as_completed(futures):
+        done += futures[future]
         if on_progress is not None:
             on_progress(done, total)
-    return [f.result() for f in futures]
+    return [plans for future in futures for plans in future.result()]
 
 
 def all_slices(parallelizer: Parallelizer, atoms: Sequence) -> list[Slice]:
@@ -113,11 +132,14 @@ def enumerate_plans(
     imbalance: float = DEFAULT_IMBALANCE,
     executor: Executor | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    tasks: int = DEFAULT_TASKS,
 ) -> tuple[dict[int, list[PartialPlan]], EnumerationStats]:
     """Query the parallelizer for every surviving (slice, island) pair.
 
     on_progress
         Called as ``on_progress(done, total)`` while the queries complete (progress bars).
+    tasks
+        With an ``executor``, the queries go out in at most this many batches.
 
     Returns
     -------
@@ -166,7 +188,7 @@ def enumerate_plans(
             )
     stats.queried = len(queries)
     calls = [q for _, q in queries]
-    answers = _answer(calls, executor, on_progress)
+    answers = _answer(calls, executor, on_progress, tasks)
     plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(islands))}
     for (i, _), found in zip(queries, answers):
         plans[i].extend(found)

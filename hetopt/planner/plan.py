@@ -21,7 +21,7 @@ from hetopt.hardware import GIB
 from hetopt.planner.builtin import BuiltinParallelizer, best_single_island_plan
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import island_specs, link_matrix, pipeline_instance, split_layers
-from hetopt.planner.enumerate import DEFAULT_IMBALANCE, POLICIES, EnumerationStats, all_slices, enumerate_plans
+from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
 from hetopt.planner.fsdp import plan_fsdp
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
 from hetopt.result import Result, Status
@@ -165,13 +165,14 @@ def _compose(
     executor: Executor | None,
     time_limit: float | None,
     on_progress=None,
+    tasks: int = DEFAULT_TASKS,
 ) -> _Composed:
     t0 = time.perf_counter()
     microbatches = global_batch // m
     progress = None if on_progress is None else (lambda done, total: on_progress(f"micro-batch {m}", done, total))
     plans, stats = enumerate_plans(
         parallelizer, slices, specs, microbatch_size=m, microbatches=microbatches, global_batch=global_batch,
-        policies=policies, imbalance=imbalance, executor=executor, on_progress=progress,
+        policies=policies, imbalance=imbalance, executor=executor, on_progress=progress, tasks=tasks,
     )
     t1 = time.perf_counter()
     links = link_matrix(cluster, members, cfg, seq, m)
@@ -225,6 +226,7 @@ def plan(
     alternatives: bool = True,
     on_progress: Callable[[str, int, int], None] | None = None,
     max_islands: int | None = None,
+    tasks: int = DEFAULT_TASKS,
 ) -> HeteroPlan:
     """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
 
@@ -242,6 +244,8 @@ def plan(
     executor
         Where parallelizer queries run (a process pool, a Dask client's executor); None runs
         them here.
+    tasks
+        With an executor, the queries of one enumeration go out in at most this many batches.
     alternatives
         Also plan the alternatives (FSDP, single island, uniform, proportional).
     on_progress
@@ -292,7 +296,8 @@ def plan(
     total_stats: dict = {}
     for m in microbatch_candidates(global_batch, microbatch_size):
         composed = _compose(
-            cluster, cfg, specs, members, par, slices, m, global_batch, seq, policies, imbalance, executor, time_limit, on_progress
+            cluster, cfg, specs, members, par, slices, m, global_batch, seq, policies, imbalance, executor, time_limit,
+            on_progress, tasks,
         )
         timing["enumeration_s"] += composed.enumerate_s
         timing["composition_s"] += composed.compose_s

@@ -11,7 +11,7 @@ from pathlib import Path
 from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import load_cluster, resolve
-from hetopt.planner.enumerate import POLICIES
+from hetopt.planner.enumerate import DEFAULT_TASKS, POLICIES
 from hetopt.planner.plan import HeteroPlan, plan
 from hetopt.workload import load_model
 
@@ -78,6 +78,8 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
         raise InputError(f"--max-islands {args.max_islands}: must be >= 1")
     if args.seq is not None and not 1 <= args.seq <= 1 << 20:
         raise InputError(f"--seq {args.seq}: must be between 1 and {1 << 20}")
+    if args.tasks is not None and args.tasks < 1:
+        raise InputError(f"--tasks {args.tasks}: must be >= 1")
     if args.layers_per_atom is not None and args.layers_per_atom < 1:
         raise InputError(f"--layers-per-atom {args.layers_per_atom}: must be >= 1")
     cluster = load_cluster(args.cluster)
@@ -95,6 +97,7 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             alternatives=not args.no_alternatives,
             on_progress=on_progress,
             max_islands=args.max_islands,
+            tasks=args.tasks or DEFAULT_TASKS,
             # unset: plan() picks the atoms (coarser on clusters of very many islands)
             parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom) if args.layers_per_atom else None,
         )

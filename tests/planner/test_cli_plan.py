@@ -117,3 +117,14 @@ def test_coarser_atoms_are_a_restriction(capsys):
         times.append(doc["iteration_time_s"])
     assert times[0] <= times[1]
     assert main([*BASE, "--global-batch", "32", "--layers-per-atom", "0"]) == 2
+
+
+def test_tasks_batch_the_queries_without_changing_the_plan(capsys):
+    times = []
+    for tasks in ("1", "1000"):  # one batch for all queries; one query per task
+        assert main([*BASE, "--workers", "2", "--global-batch", "32", "--microbatch", "2", "--no-alternatives", "--json",
+                     "--tasks", tasks]) == 0
+        times.append(json.loads(capsys.readouterr().out)["iteration_time_s"])
+    assert times[0] == times[1]
+    assert main([*BASE, "--global-batch", "32", "--tasks", "0"]) == 2
+    assert "--tasks 0: must be >= 1" in capsys.readouterr().err
