@@ -3,7 +3,7 @@
 Rewrites every file in ``instances/islands/`` (``--out`` defaults to that folder under the
 current directory; run it from the repository root). The output is deterministic: the
 synthetic clusters use fixed seeds. Figures and their sources are in
-:mod:`hetopt.islands.catalog`; each file repeats the sources it uses in its header.
+:mod:`hetopt.shapes`; each file repeats the sources it uses in its header.
 
 Instances
 ---------
@@ -29,8 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from hetopt.generate.toml import dumps
-from hetopt.islands import catalog as cat
-from hetopt.islands.catalog import Shape
+from hetopt import shapes as cat
+from hetopt.shapes import Shape
 
 #: How the synthetic switch trees state uplinks: e(n, n') is a bottleneck over the path, so
 #: an uplink's ``gbps`` is the share one node can count on when every node below it talks
@@ -73,7 +73,7 @@ def spec(name: str, description: str, nodes: list[dict], network: dict, source: 
 
 def sources(*shapes: Shape) -> list[str]:
     """Header lines citing the shapes used."""
-    return ["Figures (see hetopt/islands/catalog.py):"] + [f"  {s.source}" for s in dict.fromkeys(shapes)]
+    return ["Figures (see hetopt/shapes.py):"] + [f"  {s.source}" for s in dict.fromkeys(shapes)]
 
 
 # --- Tangram and Cephalo clusters -------------------------------------------------------------

@@ -16,7 +16,7 @@ is the project's one description of it:
   GPT-3 instances give one, its compute times are 0% (T4, L4: t½ = 0) to 18% (A100-80GB:
   t½ = 451 tokens) shorter than the saturating model's;
 * every node shape (GPUs per node, intra-node GB/s, network Gb/s) is a shape of
-  :mod:`hetopt.islands.catalog`, which reads its GPU figures from the same catalog.
+  :mod:`hetopt.shapes`, which reads its GPU figures from the same catalog.
 
 For every island, every slice length k = 1..L and every role, it lays the slice out in a
 few ways and keeps the layouts no other layout beats. A layout of a slice of k layers on
@@ -55,8 +55,8 @@ from hetopt.hardware import GpuType, gpu, load_gpus
 # The node shapes are the islands family's catalog of machines, so that this generator, the
 # islands instances and the planner's cluster files describe the same hardware. A generator
 # importing it does not couple the families' solvers: the pipeline solvers never see it.
-from hetopt.islands import catalog as machines
-from hetopt.islands.catalog import Shape
+from hetopt import shapes as machines
+from hetopt.shapes import Shape
 from hetopt.pipeline.problem import GIB, Island, PipelineInstance, PipelineOption, StagePlan
 
 #: Bytes of training state per parameter: mixed-precision Adam (2 weights + 2 gradients +
@@ -76,7 +76,7 @@ ROLE_VARIANTS = ("first", "middle", "last")
 
 @dataclass(frozen=True)
 class IslandSpec:
-    """An island: ``nodes`` nodes of one node shape of :mod:`hetopt.islands.catalog`.
+    """An island: ``nodes`` nodes of one node shape of :mod:`hetopt.shapes`.
 
     The shape must name its GPU catalog entry (``Shape.catalog_gpu``): the GPU's peak,
     efficiency and memory are read from the catalog by that name.
@@ -144,7 +144,7 @@ class Model:
         return s * samples * h * (10 + 24 / tp + 5 * a * s / (h * tp))
 
 
-# Islands of Tangram's clusters (Azure VMs; shapes and sources in hetopt/islands/catalog.py).
+# Islands of Tangram's clusters (Azure VMs; shapes and sources in hetopt/shapes.py).
 def t4_nodes(nodes: int) -> IslandSpec:
     """NC64as_T4_v3 nodes: 4×T4, PCIe 3.0, 32 Gb/s Ethernet."""
     return IslandSpec("t4", machines.NC64AS_T4_V3, nodes)
@@ -288,7 +288,7 @@ def island_options(spec: IslandSpec, island: int, work: Workload, *, roles: bool
 
 
 def synthetic_islands() -> list[IslandSpec]:
-    """One node of each of 8 GPU types, as node shapes of :mod:`hetopt.islands.catalog`.
+    """One node of each of 8 GPU types, as node shapes of :mod:`hetopt.shapes`.
 
     The 4×L4 and 4×A6000 nodes are assumed shapes (⚠ see the catalog: PCIe 4.0, 50 Gb/s).
 
@@ -435,7 +435,7 @@ def to_toml(instance: PipelineInstance) -> str:
     """The instance as a pipeline TOML file (GiB and seconds; floats round-trip exactly)."""
     lines = [
         "# Written by `hetopt generate pipeline-synthetic` (hetopt/pipeline/generate.py: the model; GPUs from",
-        "# instances/gpus.toml, node shapes from hetopt/islands/catalog.py); do not edit by hand.",
+        "# instances/gpus.toml, node shapes from hetopt/shapes.py); do not edit by hand.",
         'problem = "pipeline"',
         f'name = "{instance.name}"',
         f'description = "{instance.description}"',

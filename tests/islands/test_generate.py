@@ -9,7 +9,7 @@ import pytest
 from hetopt.errors import InputError
 from hetopt.generate.clusters import CLUSTERS, cluster_data
 from hetopt.hardware import load_gpus
-from hetopt.islands import catalog as cat
+from hetopt import shapes as cat
 
 SHAPES = {name: value for name, value in vars(cat).items() if isinstance(value, cat.Shape)}
 

@@ -10,8 +10,8 @@ import pytest
 import hetopt
 from hetopt.cli import main
 from hetopt.hardware import load_gpus
-from hetopt.islands import catalog as machines
-from hetopt.islands.catalog import Shape
+from hetopt import shapes as machines
+from hetopt.shapes import Shape
 from hetopt.pipeline.generate import (
     ELEMENT_BYTES, TINY, IslandSpec, Workload, build_instance, island_options, shipped_instances, synthetic_islands, to_toml,
 )
@@ -53,7 +53,7 @@ def test_compute_time_is_peak_times_the_catalogs_efficiency(efficiency):
 def test_islands_are_the_catalog_shapes_and_gpus():
     gpus = load_gpus()
     specs = synthetic_islands()
-    # every island's node is a shape of the islands catalog, its GPU a catalog entry
+    # every island's node is a shape of hetopt.shapes, its GPU a catalog entry
     catalog_shapes = {v for v in vars(machines).values() if isinstance(v, Shape)}
     assert all(sp.shape in catalog_shapes and sp.gpu in gpus for sp in specs)
     assert len({sp.gpu for sp in specs}) == len(specs) == 8

@@ -18,8 +18,11 @@ Azure VM size docs, AWS docs): the GPU label written into instance files, the GP
 ``nic_gbps``, the VM's or node's network bandwidth, which bounds every link it has. The
 ``source`` text repeats the datasheet figures for the reader of an instance file's header.
 
-The shapes are built when this module is imported, from the shipped ``instances/gpus.toml``
-(read once); only the instance generators import it.
+A shared module (not inside a family): the islands generator, the pipeline generator and
+``hetopt generate clusters`` all take their machines from here. The shapes are built when
+this module is imported, from the shipped ``instances/gpus.toml`` (read once); that is the
+one deliberate exception to "nothing run at import time", because the shapes are data
+constants, and only the instance generators and their tests import this module.
 """
 
 from __future__ import annotations
