@@ -12,6 +12,9 @@ README says why. Nothing here is tuned to make a finding hold.
   8×V100-32GB does not lower the iteration time; measured over several global batches.
 * **Cephalo Fig. 9** (Cluster A, the measured allocation instances): the A6000 gets the
   largest batch and state share, the L4s about half its batch, a P40 more state than a P100.
+
+And one what-if that is not the paper's: how much slower the V100-16GB GPUs would have to
+be for Fig. 11's finding to hold here.
 """
 
 from __future__ import annotations
@@ -116,6 +119,42 @@ def fig11(settings=FIG11_SETTINGS) -> Finding:
     )
 
 
+#: Factors on the V100-16GB's calibrated efficiency in the Fig. 11 what-if.
+FIG11_SLOWDOWNS = (1.0, 0.75, 0.5, 0.4, 0.3, 0.2)
+
+
+def fig11_what_if(factors=FIG11_SLOWDOWNS, global_batch: int = 128, microbatch_size: int = 2) -> Finding:
+    """How much slower the V100-16GB GPUs would have to be for Fig. 11's finding to hold.
+
+    Not a finding of the paper: the same comparison as :func:`fig11` with the V100-16GB's
+    calibrated efficiency scaled by each factor (everything else as calibrated). ``holds``
+    says whether the island stops helping at some factor.
+    """
+    import dataclasses
+
+    from hetopt.hardware import load_gpus
+
+    cfg = _model("gpt3-13b")
+    base = plan(load_cluster("tangram-c3").subset(["a100-80gb", "v100-32gb"]), cfg, global_batch=global_batch,
+                microbatch_size=microbatch_size, alternatives=False).iteration_time_s
+    rows = []
+    for f in factors:
+        gpus = load_gpus()
+        v100 = gpus["V100-PCIe-16GB"]
+        gpus["V100-PCIe-16GB"] = dataclasses.replace(v100, efficiency=v100.efficiency * f)
+        cluster = load_cluster("tangram-c3", catalog=gpus).subset(["a100-80gb", "v100-32gb", "v100-16gb"])
+        p = plan(cluster, cfg, global_batch=global_batch, microbatch_size=microbatch_size, alternatives=False)
+        rows.append({
+            "efficiency_factor": f, "without_s": base, "with_s": p.iteration_time_s, "ratio": p.iteration_time_s / base,
+            "v100_16gb_layers": sum(s.layers for s in p.stages if s.island == "v100-16gb"),
+        })
+    return Finding(
+        "Tangram Fig. 11, what-if", "the V100-16GB island stops helping when its GPUs are this much slower",
+        any(r["with_s"] >= r["without_s"] * (1 - RTOL) for r in rows), rows,
+        note=f"GPT-3 13B, B = {global_batch}, m = {microbatch_size}; efficiency_factor scales the calibrated efficiency",
+    )
+
+
 def fig9(instances=FIG9_INSTANCES) -> Finding:
     """Cephalo Fig. 9 on the measured Cluster A instances (allocation family, exact dp)."""
     import hetopt
@@ -155,19 +194,23 @@ def _cell(x) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m hetopt.planner.findings [--json] [--only fig8|fig11|fig9]``."""
+    """``python -m hetopt.planner.findings [--json] [--only fig8|fig11|fig11-what-if|fig9]``."""
     parser = argparse.ArgumentParser(prog="python -m hetopt.planner.findings", description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--only", choices=("fig8", "fig11", "fig9"), help="run one finding")
+    parser.add_argument("--only", choices=("fig8", "fig11", "fig11-what-if", "fig9"), help="run one finding")
     args = parser.parse_args(argv)
-    runs = {"fig8": fig8, "fig11": fig11, "fig9": fig9}
+    runs = {"fig8": fig8, "fig11": fig11, "fig11-what-if": fig11_what_if, "fig9": fig9}
     found = [runs[args.only]()] if args.only else [f() for f in runs.values()]
     if args.json:
         json.dump([asdict(f) for f in found], sys.stdout, indent=2)
         print()
         return 0
     for f in found:
-        print(f"## {f.name}: {'holds' if f.holds else 'does NOT hold'} on this cost model")
+        if f.name.endswith("what-if"):
+            verdict = "the island stops helping at a factor tried" if f.holds else "the island helps at every factor tried"
+        else:
+            verdict = f"{'holds' if f.holds else 'does NOT hold'} on this cost model"
+        print(f"## {f.name}: {verdict}")
         print(f"claim: {f.claim}" + (f" ({f.note})" if f.note else ""))
         header = list(f.rows[0])
         print("| " + " | ".join(header) + " |")

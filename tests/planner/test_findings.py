@@ -43,3 +43,11 @@ def test_findings_command_prints_tables_and_json(capsys):
     assert findings.main(["--only", "fig9", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc[0]["name"] == "Cephalo Fig. 9" and len(doc[0]["rows"]) == len(findings.FIG9_INSTANCES)
+
+
+def test_fig11_what_if_a_slower_v100_16gb_island_helps_less_and_takes_fewer_layers():
+    f = findings.fig11_what_if(factors=(1.0, 0.5, 0.2))
+    ratios = [r["ratio"] for r in f.rows]
+    layers = [r["v100_16gb_layers"] for r in f.rows]
+    assert ratios == sorted(ratios) and layers == sorted(layers, reverse=True), f.rows
+    assert f.rows[0]["with_s"] == findings.fig11(settings=((128, 2),)).rows[0]["with_s"]  # factor 1: as calibrated
