@@ -272,7 +272,10 @@ def _stage(
 def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]:
     """Rows of ``keys`` (Σ t, max t, stages, −limit) that no other row dominates, in key order.
 
-    Of equal rows the one with the least ``peak(row)`` (then the first) is kept. Rows are
+    The Pareto filter of :meth:`BuiltinParallelizer.parallelize`. A plan A dominating B can
+    replace B in any composed pipeline: stages in front of it hold no more micro-batches (A
+    has no more stages), A fits wherever B fits (its limit is no smaller), and T does not
+    grow. Of equal rows the one with the least ``peak(row)`` (then the first) is kept. Rows are
     taken in increasing key order, so a row can only be dominated by one already kept; that
     check is one vectorized comparison against the kept keys.
     """
@@ -295,19 +298,6 @@ def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]
 
 def _key(total: float, worst: float, stages: int, limit: int | None) -> tuple[float, float, int, float]:
     return (total, worst, stages, -(np.inf if limit is None else limit))
-
-
-def pareto(plans: list[PartialPlan]) -> tuple[PartialPlan, ...]:
-    """The plans no other plan dominates in (Σ t, max t, inner stages, stages-behind limit).
-
-    Of plans with equal keys the one with the least peak memory (then the first) is kept. A plan A dominating B can replace B in
-    any composed pipeline: stages in front of it hold no more micro-batches (A has no more
-    stages), A fits wherever B fits (its limit is no smaller), and T does not grow.
-    """
-    if not plans:
-        return ()
-    keys = np.array([_key(p.total_time_s, p.max_time_s, len(p.stages), p.behind) for p in plans])
-    return tuple(plans[n] for n in _pareto_indices(keys, lambda n: plans[n].peak_bytes))
 
 
 @dataclass(frozen=True)
@@ -597,6 +587,5 @@ __all__ = [
     "best_single_island_plan",
     "even_split",
     "minmax_split",
-    "pareto",
     "stage_nodes",
 ]

@@ -20,11 +20,14 @@ be for Fig. 11's finding to hold here.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import hetopt
+from hetopt.hardware import load_gpus
 from hetopt.planner.cluster import Cluster, load_cluster
 from hetopt.planner.plan import plan
 from hetopt.workload import load_model
@@ -130,10 +133,6 @@ def fig11_what_if(factors=FIG11_SLOWDOWNS, global_batch: int = 128, microbatch_s
     calibrated efficiency scaled by each factor (everything else as calibrated). ``holds``
     says whether the island stops helping at some factor.
     """
-    import dataclasses
-
-    from hetopt.hardware import load_gpus
-
     cfg = _model("gpt3-13b")
     base = plan(load_cluster("tangram-c3").subset(["a100-80gb", "v100-32gb"]), cfg, global_batch=global_batch,
                 microbatch_size=microbatch_size, alternatives=False).iteration_time_s
@@ -157,8 +156,6 @@ def fig11_what_if(factors=FIG11_SLOWDOWNS, global_batch: int = 128, microbatch_s
 
 def fig9(instances=FIG9_INSTANCES) -> Finding:
     """Cephalo Fig. 9 on the measured Cluster A instances (allocation family, exact dp)."""
-    import hetopt
-
     rows = []
     for name in instances:
         r = hetopt.solve(hetopt.load(ROOT / "instances" / "allocation" / f"{name}.toml"), "dp")

@@ -291,7 +291,12 @@ def behind_limit(stages: tuple[StageCost, ...], capacity_bytes: float, microbatc
     """The most stages that may follow these stages in a 1F1B pipeline (None: any number; -1: none fit).
 
     Stage q of n with b stages behind the block holds min(b + n − q, M) micro-batches;
-    the rule of ``formulations/pipeline.md`` ("The stages-behind limit").
+    the rule of ``formulations/pipeline.md`` ("The stages-behind limit"). For another
+    parallelizer's ``PartialPlan.behind``; the built-in one combines the same two helpers.
+
+    >>> st = StageCost(1, 0.1, 0.2, static_bytes=4.0, activation_bytes=2.0, gpus=1)
+    >>> behind_limit((st, st), 9.0, 8), behind_limit((st,), 40.0, 8), behind_limit((st,), 3.0, 8)
+    (0, None, -1)
     """
     return limit_from_fits([in_flight_fit(st, capacity_bytes, microbatches) for st in stages])
 
