@@ -167,3 +167,60 @@ def no_solution(
         stats=dict(stats or {}),
         reason=reason,
     )
+
+
+def conclude_model(
+    *,
+    problem: str,
+    method: str,
+    instance: Any,
+    outcome: Any,
+    decode: Callable[[], Any],
+    evaluate: Callable[[Any, Any], Evaluation],
+    deadline: Deadline,
+    bound: float | None = None,
+    stats: dict[str, Any] | None = None,
+    infeasible_reason: str | None = None,
+    model: str = "the model",
+) -> Result:
+    """Turn a MILP or CP-SAT outcome (``hetopt.backends.Outcome``) into a checked Result.
+
+    The one tail every model-based solver shares: a solution is decoded and re-checked by
+    :func:`conclude`; a proven infeasibility is INFEASIBLE with ``infeasible_reason``; a run
+    stopped without a solution is TIME_LIMIT with the proven bound.
+
+    Parameters
+    ----------
+    outcome
+        What the backend proved (``status``, ``bound``).
+    decode
+        ``decode() -> solution``, called only when the outcome has a solution.
+    bound
+        The proven lower bound to report (the caller may tighten or round the backend's);
+        defaults to ``outcome.bound``.
+    infeasible_reason
+        The sentence of an INFEASIBLE result. None means the caller had already proven that
+        a solution exists (a presolve or a heuristic found one), so an infeasible outcome
+        contradicts it and raises :class:`SolverBug`.
+    model
+        How messages name the model ("the MILP", "CP-SAT").
+
+    Raises
+    ------
+    SolverBug
+        On an infeasible outcome where a solution is known to exist, or a decoded
+        solution that ``evaluate`` rejects.
+    """
+    bound = outcome.bound if bound is None else bound
+    if outcome.status.has_solution:
+        return conclude(
+            problem=problem, method=method, instance=instance, solution=decode(), evaluate=evaluate,
+            deadline=deadline, proven_optimal=outcome.status is Status.OPTIMAL, bound=bound, stats=stats,
+        )
+    if outcome.status is Status.INFEASIBLE:
+        if infeasible_reason is None:
+            raise SolverBug(f"{problem}/{method}: {model} reports infeasible where a solution is known to exist")
+        return no_solution(problem=problem, method=method, status=Status.INFEASIBLE, deadline=deadline,
+                           reason=infeasible_reason, stats=stats)
+    return no_solution(problem=problem, method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=bound,
+                       reason=f"time limit reached before {model} found a solution", stats=stats)

@@ -25,7 +25,7 @@ from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
 from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp
-from hetopt.family import Deadline, conclude, no_solution
+from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.result import Result, Status
 
 
@@ -90,27 +90,17 @@ def solve_milp(
     outcome = solve_pulp(prob, backend=backend, time_limit=None if time_limit is None else deadline.remaining(), threads=threads)
     stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x))
     bound = lower if outcome.bound is None else max(lower, outcome.bound)
-    if not outcome.status.has_solution:
-        if outcome.status is Status.INFEASIBLE:  # the presolve proved a plan exists
-            raise AssertionError("the allocation MILP reports infeasible where the presolve proved a plan exists")
-        return no_solution(
-            problem="allocation", method=method, status=outcome.status, deadline=deadline, bound=bound,
-            reason="time limit reached before the MILP found a plan", stats=stats,
-        )
-    per_group = [[] for _ in instance.groups]
-    for (g, o), var in x.items():
-        count = round(var.value() or 0.0)
-        if count:
-            per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
-    choices = expand_counts(instance, per_group)
-    return conclude(
-        problem="allocation",
-        method=method,
-        instance=instance,
-        solution=build_solution(instance, choices),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=outcome.status is Status.OPTIMAL,
-        bound=bound,
-        stats=stats,
+
+    def decode():
+        per_group = [[] for _ in instance.groups]
+        for (g, o), var in x.items():
+            count = round(var.value() or 0.0)
+            if count:
+                per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
+        return build_solution(instance, expand_counts(instance, per_group))
+
+    # the presolve (why_infeasible) proved a plan exists: an infeasible outcome is a bug
+    return conclude_model(
+        problem="allocation", method=method, instance=instance, outcome=outcome, decode=decode,
+        evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="the MILP",
     )
