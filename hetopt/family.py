@@ -64,6 +64,13 @@ class Family:
     tolerance: Callable[[Any], tuple[float, float]] = field(default=lambda _instance: (AGREEMENT_RTOL, 0.0))
 
 
+#: How far past its ``time_limit`` a method call may return (seconds). Solvers check the
+#: clock between units of work (a DP layer, a model-building loop, a backend call) and
+#: finish with ``evaluate``; one such unit plus the final check must fit in this slack.
+#: The time-limit tests assert ``wall_s <= time_limit + TIME_LIMIT_SLACK_S``.
+TIME_LIMIT_SLACK_S = 1.0
+
+
 class Deadline:
     """A wall-clock budget started at construction.
 

@@ -7,14 +7,40 @@ Every reader goes through :class:`Fields`, so every message has one shape::
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from hetopt.errors import InputError
 
 _MISSING = object()
+
+
+@contextlib.contextmanager
+def located(source: str) -> Iterator[None]:
+    """Prefix the InputErrors raised inside with the file name.
+
+    Instance constructors validate themselves and raise ``InputError("key.path: problem
+    (fix)")`` without knowing where the data came from; a reader builds them inside
+    ``with located(source):`` so a file's errors name the file too.
+
+    Examples
+    --------
+    >>> with located("x.toml"):
+    ...     raise InputError("gpu[0].count: must be >= 1 (got 0)")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: x.toml: gpu[0].count: must be >= 1 (got 0)
+    """
+    try:
+        yield
+    except InputError as exc:
+        message = str(exc)
+        if message.startswith(f"{source}: "):
+            raise
+        raise InputError(f"{source}: {message}") from None
 
 
 class Fields:
