@@ -214,7 +214,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("generate", help="rewrite generated instance files from catalogs and profiles")
     p.add_argument("family", choices=sorted(GENERATORS), help="which instances to write")
     p.add_argument("--out", default=None, metavar="DIR", help="folder to write (default: instances/<family>/)")
-    p.add_argument("--profiles", default=None, metavar="DIR", help="the cephalo-profiles folder (default: ../shared/data/cephalo-profiles)")
+    p.add_argument("--profiles", default=None, metavar="DIR", help="the cephalo-profiles folder (default: the shipped instances/profiles/cephalo)")
     p.set_defaults(run=cmd_generate)
 
     p = sub.add_parser("methods", help="list the methods of each problem family")

@@ -1,4 +1,4 @@
-"""Reading Cephalo's measured profiles (``shared/data/cephalo-profiles``, MIT licence).
+"""Reading Cephalo's measured profiles (``instances/profiles/cephalo``, MIT licence).
 
 The latency file maps ``[model][gpu][sequence][dtype]`` to one transformer layer's latency
 in milliseconds as a function of the micro-batch size; see that folder's README.
@@ -30,8 +30,8 @@ class LayerProfile:
 
 
 def default_profiles_dir() -> Path:
-    """``../shared/data/cephalo-profiles`` beside this checkout."""
-    return Path(__file__).resolve().parents[3] / "shared" / "data" / "cephalo-profiles"
+    """The shipped copy of Cephalo's profiles, ``instances/profiles/cephalo``."""
+    return Path(__file__).resolve().parents[2] / "instances" / "profiles" / "cephalo"
 
 
 def _read_json(path: Path) -> dict:

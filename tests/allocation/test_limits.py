@@ -45,13 +45,6 @@ def test_dp_under_a_time_limit_returns_a_plan_with_a_gap():
     assert r.gap == pytest.approx((r.objective - r.bound) / r.objective)
 
 
-needs_profiles = pytest.mark.skipif(
-    not (ROOT.parent / "shared" / "data" / "cephalo-profiles").is_dir(),
-    reason="shared/data/cephalo-profiles is not beside this checkout",
-)
-
-
-@needs_profiles
 def test_generated_instances_match_the_generator():
     from hetopt.generate.allocation import paper_instances
 
@@ -66,7 +59,6 @@ def _toml(data):
     return dumps(data)
 
 
-@needs_profiles
 def test_catalog_efficiencies_are_the_calibration():
     from hetopt.generate.calibrate import calibrate
     from hetopt.hardware import load_gpus

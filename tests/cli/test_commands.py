@@ -90,10 +90,6 @@ def test_bench_suite_and_bad_suite(capsys, tmp_path):
 
 
 def test_generate_writes_the_shipped_instances(tmp_path, capsys):
-    import pytest
-
-    if not (ROOT.parent / "shared" / "data" / "cephalo-profiles").is_dir():
-        pytest.skip("shared/data/cephalo-profiles is not beside this checkout")
     assert main(["generate", "allocation", "--out", str(tmp_path)]) == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert len(written) == 20
