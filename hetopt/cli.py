@@ -261,9 +261,11 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     import importlib
     from pathlib import Path
 
+    from hetopt.catalog import instances_dir
+
     module_name, folder = GENERATORS[args.family]
     module = importlib.import_module(module_name)
-    target = Path(args.out) if args.out else Path(module.__file__).resolve().parents[2] / "instances" / folder
+    target = Path(args.out) if args.out else instances_dir() / folder
     # only the allocation generator reads Cephalo's profiles
     extra = (Path(args.profiles) if args.profiles else None,) if args.family == "allocation" else ()
     for path in module.write(target, *extra):

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.io import read_toml
 from hetopt.readers.fields import Fields
@@ -52,8 +53,8 @@ class GpuType:
 
 
 def default_catalog() -> Path:
-    """``instances/gpus.toml`` of this checkout."""
-    return Path(__file__).resolve().parents[1] / "instances" / "gpus.toml"
+    """The shipped GPU catalog, ``instances/gpus.toml``."""
+    return instances_dir() / "gpus.toml"
 
 
 def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:

@@ -105,7 +105,8 @@ def parameters(cfg: ModelConfig) -> int:
 
     Examples
     --------
-    >>> llama = load_model(Path(__file__).resolve().parents[1] / "instances/models/llama-2-7b.toml")
+    >>> from hetopt.catalog import instances_dir
+    >>> llama = load_model(instances_dir() / "models" / "llama-2-7b.toml")
     >>> round(parameters(llama) / 1e9, 2)
     6.74
     """

@@ -11,6 +11,7 @@ import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
+from hetopt.catalog import instances_dir
 from hetopt.allocation.problem import AllocationInstance, GpuGroup, Latency
 from hetopt.generate.profiles import default_profiles_dir, layer_profile, load_latencies, load_memory
 from hetopt.generate.toml import dumps
@@ -277,7 +278,7 @@ def paper_instances(profiles: Path | None = None) -> dict[str, dict]:
     """Every paper instance, analytic and measured: file name -> TOML data."""
     folder = profiles or default_profiles_dir()
     gpus = load_gpus()
-    models_dir = Path(__file__).resolve().parents[2] / "instances" / "models"
+    models_dir = instances_dir() / "models"
     out = {}
     for cluster_key, profiled, shape, batches, seq in PAPER_INSTANCES:
         cluster = CLUSTERS[cluster_key]
@@ -304,7 +305,7 @@ def write(folder: Path, profiles: Path | None = None) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Write Cephalo's clusters as allocation instances.")
-    parser.add_argument("--out", type=Path, default=Path(__file__).resolve().parents[2] / "instances" / "allocation")
+    parser.add_argument("--out", type=Path, default=instances_dir() / "allocation")
     parser.add_argument("--profiles", type=Path, default=None, help="the cephalo-profiles folder")
     args = parser.parse_args(argv)
     for path in write(args.out, args.profiles):

@@ -17,6 +17,7 @@ import argparse
 import statistics
 from pathlib import Path
 
+from hetopt.catalog import instances_dir
 from hetopt.generate.profiles import default_profiles_dir, layer_profile, load_latencies
 from hetopt.hardware import load_gpus
 from hetopt.workload import layer_forward_flops, load_model
@@ -55,7 +56,7 @@ def calibrate(profiles: Path | None = None, catalog: Path | None = None) -> dict
     """
     latencies = load_latencies(profiles or default_profiles_dir())
     gpus = load_gpus(catalog)
-    models_dir = Path(__file__).resolve().parents[2] / "instances" / "models"
+    models_dir = instances_dir() / "models"
     out = {}
     for key, owner in PROFILE_OWNER.items():
         gpu = gpus[owner]

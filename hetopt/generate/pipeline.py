@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hetopt import solvers
+from hetopt.catalog import instances_dir
 from hetopt.generate.toml import dumps
 from hetopt.hardware import GIB
 from hetopt.pipeline.problem import PipelineInstance
@@ -22,7 +23,6 @@ from hetopt.planner.compose import island_specs, link_matrix, pipeline_instance
 from hetopt.planner.enumerate import all_slices, enumerate_plans
 from hetopt.workload import load_model
 
-MODELS = Path(__file__).resolve().parents[2] / "instances" / "models"
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ SETTINGS = (
 
 def composition_instance(cluster: Cluster, model: str, microbatch_size: int, microbatches: int, name: str) -> PipelineInstance:
     """The composition instance ``hetopt plan`` solves for this cluster and model."""
-    cfg = load_model(MODELS / f"{model}.toml")
+    cfg = load_model(instances_dir() / "models" / f"{model}.toml")
     islands = solvers.solve(cluster.islands).solution.islands
     index = cluster.islands.index
     members = [[index[n] for n in isl.nodes] for isl in islands]

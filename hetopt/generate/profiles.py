@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 
 MS = 1e-3
@@ -31,7 +32,7 @@ class LayerProfile:
 
 def default_profiles_dir() -> Path:
     """The shipped copy of Cephalo's profiles, ``instances/profiles/cephalo``."""
-    return Path(__file__).resolve().parents[2] / "instances" / "profiles" / "cephalo"
+    return instances_dir() / "profiles" / "cephalo"
 
 
 def _read_json(path: Path) -> dict:

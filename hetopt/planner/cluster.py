@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.hardware import GIB, GIGA, TERA, GpuType, load_gpus
 from hetopt.io import READERS, read_toml
@@ -66,8 +67,8 @@ class Cluster:
 
 
 def clusters_dir() -> Path:
-    """``instances/clusters`` of this checkout."""
-    return Path(__file__).resolve().parents[2] / "instances" / "clusters"
+    """The shipped cluster files, ``instances/clusters``."""
+    return instances_dir() / "clusters"
 
 
 def resolve(name_or_path: str, folder: Path, kind: str) -> Path:

@@ -24,15 +24,14 @@ import dataclasses
 import json
 import sys
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 
 import hetopt
+from hetopt.catalog import instances_dir
 from hetopt.hardware import load_gpus
 from hetopt.planner.cluster import Cluster, load_cluster
 from hetopt.planner.plan import plan
 from hetopt.workload import load_model
 
-ROOT = Path(__file__).resolve().parents[2]
 #: The Tangram baselines: compositions restricted to one island or a fixed layer split, so
 #: the exact composition can never be slower (Cephalo's FSDP is a different execution model).
 TANGRAM_BASELINES = ("single-island", "uniform-layers", "compute-proportional")
@@ -60,7 +59,7 @@ class Finding:
 
 
 def _model(name: str):
-    return load_model(ROOT / "instances" / "models" / f"{name}.toml")
+    return load_model(instances_dir() / "models" / f"{name}.toml")
 
 
 def tangram_fig8_cluster(v100_nodes: int) -> Cluster:
@@ -158,7 +157,7 @@ def fig9(instances=FIG9_INSTANCES) -> Finding:
     """Cephalo Fig. 9 on the measured Cluster A instances (allocation family, exact dp)."""
     rows = []
     for name in instances:
-        r = hetopt.solve(hetopt.load(ROOT / "instances" / "allocation" / f"{name}.toml"), "dp")
+        r = hetopt.solve(hetopt.load(instances_dir() / "allocation" / f"{name}.toml"), "dp")
         by: dict[str, list] = {}
         for g in r.solution.gpus:
             by.setdefault(g.type.split("-")[0], []).append(g)

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 
+from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import load_cluster, resolve
@@ -22,8 +23,8 @@ MAX_GLOBAL_BATCH = 1 << 20
 
 
 def models_dir() -> Path:
-    """``instances/models`` of this checkout."""
-    return Path(__file__).resolve().parents[2] / "instances" / "models"
+    """The shipped model files, ``instances/models``."""
+    return instances_dir() / "models"
 
 
 def policies_from(no_prune: str | None) -> tuple[str, ...]:

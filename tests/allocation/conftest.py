@@ -60,6 +60,6 @@ def random_instance(seed: int, *, max_gpus: int = 4, max_batch: int = 10) -> All
 
 @pytest.fixture
 def tiny_path():
-    from pathlib import Path
+    from hetopt.catalog import instances_dir
 
-    return Path(__file__).resolve().parents[2] / "instances" / "allocation" / "tiny-2gpu.toml"
+    return instances_dir() / "allocation" / "tiny-2gpu.toml"

@@ -89,9 +89,9 @@ def test_unknown_method_lists_the_valid_ones(tmp_path, capsys):
 
 
 def test_infeasible_exits_1_with_the_reason(capsys):
-    from pathlib import Path
+    from hetopt.catalog import instances_dir
 
-    path = Path(__file__).resolve().parents[2] / "instances" / "allocation" / "tiny-infeasible.toml"
+    path = instances_dir() / "allocation" / "tiny-infeasible.toml"
     for method in ("dp", "dp-faithful", "milp", "cpsat", "bruteforce"):
         assert main(["solve", str(path), "--method", method, "--json"]) == 1
         doc = json.loads(capsys.readouterr().out)

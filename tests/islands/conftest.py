@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from hetopt import catalog
 from hetopt.islands.problem import GBPS, GBS, GIB, TFLOPS, IslandsInstance, Node
 
 #: The shipped instances.
-INSTANCES = Path(__file__).resolve().parents[2] / "instances" / "islands"
+INSTANCES = catalog.instances_dir() / "islands"
 
 
 def make_node(name: str, *, gpus: int = 4, tflops: float = 312.0, memory_gib: float = 80.0, intra_gbs: float = 32.0, machine: str | None = None) -> Node:

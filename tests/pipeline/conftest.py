@@ -7,9 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from hetopt import catalog
 from hetopt.pipeline.problem import GIB, Island, PipelineInstance, PipelineOption, StagePlan
 
-INSTANCES = Path(__file__).resolve().parents[2] / "instances" / "pipeline"
+INSTANCES = catalog.instances_dir() / "pipeline"
 
 
 def random_instance(seed: int, *, max_islands: int = 4, max_layers: int = 6) -> PipelineInstance:

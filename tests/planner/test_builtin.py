@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 import hetopt
+from hetopt.catalog import instances_dir
 from hetopt.hardware import GIGA, load_gpus
 from hetopt.pipeline.problem import GIB, Block, PipelineInstance, PipelineSolution, evaluate
 from hetopt.planner.builtin import BuiltinParallelizer, best_single_island_plan, even_split, minmax_split, stage_nodes
@@ -22,7 +22,7 @@ from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice, concate
 from hetopt.readers.pipeline import read_pipeline
 from hetopt.workload import ModelConfig, load_model
 
-MODELS = Path(__file__).resolve().parents[2] / "instances" / "models"
+MODELS = instances_dir() / "models"
 GPUS = load_gpus()
 SMALL_GPT = ModelConfig("small", "gpt", 8, 1024, 16, 4096, 50257, 1024)
 PAR = BuiltinParallelizer()

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from pathlib import Path
 
 import pytest
 
+from hetopt.catalog import instances_dir
 from hetopt import costmodel as cm
 from hetopt.hardware import load_gpus
 from hetopt import workload
 from hetopt.workload import ModelConfig, load_model
 
-MODELS = Path(__file__).resolve().parents[2] / "instances" / "models"
+MODELS = instances_dir() / "models"
 
 GPT_6_7B = ModelConfig("gpt", "gpt", 32, 4096, 32, 16384, 50257, 2048)
 SHAPES = [(2048, 4096, 32), (512, 2560, 32), (1024, 12288, 96), (2048, 5120, 40)]  # (s, h, a)

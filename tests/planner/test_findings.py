@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from hetopt.catalog import instances_dir
 from hetopt.planner import findings, load_cluster, plan
 from hetopt.workload import load_model
 
@@ -30,7 +31,7 @@ def test_cephalo_fig9_batches_hold_everywhere_and_state_shares_on_llama_and_vit(
 
 def test_the_fsdp_alternative_agrees_with_fig9_on_the_batches():
     # the planner's FSDP alternative, from the analytic cost model, also gives the A6000 the largest batch
-    p = plan(load_cluster("cephalo-a"), load_model(findings.ROOT / "instances/models/gpt3-2.7b.toml"),
+    p = plan(load_cluster("cephalo-a"), load_model(instances_dir() / "models" / "gpt3-2.7b.toml"),
              global_batch=128, microbatch_size=4, seq=512)
     fsdp = next(a for a in p.alternatives if a.name == "cephalo-fsdp")
     assert fsdp.iteration_time_s is not None and "A6000 49" in fsdp.detail

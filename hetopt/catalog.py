@@ -1,0 +1,32 @@
+"""Where the shipped reference data lives: the one definition of the ``instances/`` path.
+
+The repository's top-level ``instances/`` folder (GPU catalog, model shapes, cluster files,
+Cephalo's measured profiles, published measurements, instance files and suites) ships as the
+package ``hetopt._instances`` (``pyproject.toml`` maps it), so an editable install, a source
+checkout and a wheel install all find it here. Only the edges (readers, generators, the CLI)
+call this; algorithms take data, never paths (CONVENTIONS §7). Imports nothing of the project.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def instances_dir() -> Path:
+    """The folder of the shipped reference data and instances.
+
+    Returns
+    -------
+    Path
+        ``instances/`` of the checkout (editable install) or ``hetopt/_instances`` of an
+        installed wheel; it holds ``gpus.toml``, ``models/``, ``clusters/``, ``profiles/``,
+        ``published/``, ``allocation/``, ``pipeline/``, ``islands/`` and ``suites/``.
+
+    Examples
+    --------
+    >>> (instances_dir() / "gpus.toml").is_file()
+    True
+    """
+    import hetopt._instances
+
+    return Path(hetopt._instances.__file__).resolve().parent
