@@ -44,6 +44,8 @@ GRADIENT_BYTES = 2
 OPTIMIZER_BYTES = 12
 #: Backward FLOPs per forward FLOP: every matmul has an input- and a weight-gradient matmul.
 BACKWARD_PER_FORWARD = 2.0
+#: Training FLOPs per forward FLOP without recomputation: forward 1 + backward 2.
+TRAINING_PER_FORWARD = 1.0 + BACKWARD_PER_FORWARD
 #: Megatron tensor parallelism all-reduces the layer's activations twice per pass (after
 #: the attention output projection and after the second MLP matmul; in backward the two
 #: matching input-gradient all-reduces). Sequence parallelism replaces each by a
@@ -409,6 +411,7 @@ def data_parallel_comm(parameters: float, dp: int, bandwidth: float, *, zero_sta
 __all__ = [
     "ATTENTION_SCORE_BYTES",
     "BACKWARD_PER_FORWARD",
+    "TRAINING_PER_FORWARD",
     "CHECKPOINT_WIDTHS",
     "DISTRIBUTED_OPTIMIZER_BYTES",
     "DataParallelComm",

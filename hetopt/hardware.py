@@ -12,8 +12,8 @@ from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.io import read_toml
 from hetopt.readers.fields import Fields
+from hetopt.units import GIB  # noqa: F401  (re-exported for the catalogs' users)
 
-GIB = 2.0**30
 TERA = 1e12
 GIGA = 1e9
 

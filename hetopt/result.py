@@ -91,11 +91,6 @@ class Result:
     stats: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
 
-    @property
-    def is_optimal(self) -> bool:
-        """True when the status is OPTIMAL."""
-        return self.status is Status.OPTIMAL
-
 
 def objectives_agree(a: float, b: float, *, rtol: float = AGREEMENT_RTOL, atol: float = 0.0) -> bool:
     """Return True when two objectives agree within ``rtol`` (relative) or ``atol`` (absolute).

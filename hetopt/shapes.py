@@ -30,7 +30,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from hetopt.hardware import GIGA, GIB, TERA, GpuType, gpu, load_gpus
+from hetopt.hardware import GIGA, TERA, GpuType, gpu, load_gpus
+from hetopt.units import GIB
 
 
 @dataclass(frozen=True)

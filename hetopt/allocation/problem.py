@@ -15,6 +15,7 @@ from functools import cached_property
 import numpy as np
 
 from hetopt.result import Evaluation
+from hetopt.units import GIB  # noqa: F401  (re-exported: instances are built in GiB)
 
 #: Slack, in samples, when a memory ratio is floored to a whole micro-batch: a ratio of
 #: 7.9999999999 that is 8 in exact arithmetic must give 8.
@@ -25,8 +26,6 @@ MEMORY_RTOL = 1e-9
 
 #: Absolute slack of ``sum(state_share) == 1``.
 SHARE_ATOL = 1e-9
-
-GIB = 2.0**30
 
 
 def floor_ratio(numerator: float, denominator: float) -> int:

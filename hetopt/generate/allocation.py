@@ -15,7 +15,9 @@ from hetopt.catalog import instances_dir
 from hetopt.allocation.problem import AllocationInstance, GpuGroup, Latency
 from hetopt.generate.profiles import default_profiles_dir, layer_profile, load_latencies, load_memory
 from hetopt.generate.toml import dumps
-from hetopt.hardware import GIB, GpuType, load_gpus
+from hetopt.costmodel import BACKWARD_PER_FORWARD
+from hetopt.hardware import GpuType, load_gpus
+from hetopt.units import GIB
 from hetopt.workload import (
     STATE_BYTES_PER_PARAMETER,
     ModelConfig,
@@ -37,8 +39,6 @@ COMM_BUFFERS_BYTES = 2 * GIB
 ACCUMULATION_OVERHEAD_S = 0.010
 #: Uneven-shard communication overhead o (the problem's default).
 UNEVEN_SHARD_OVERHEAD = 0.25
-#: Backward FLOPs per forward FLOP (two matmuls per forward matmul: input and weight gradients).
-BACKWARD_PER_FORWARD = 2.0
 #: FSDP units held unsharded at once: the one being computed and the one prefetched.
 UNSHARDED_UNITS = 2
 #: Bytes per parameter of an unsharded unit: fp16 weights (2) and fp16 gradients (2).

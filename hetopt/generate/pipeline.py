@@ -15,7 +15,7 @@ from pathlib import Path
 from hetopt import solvers
 from hetopt.catalog import instances_dir
 from hetopt.generate.toml import dumps
-from hetopt.hardware import GIB
+from hetopt.units import GIB
 from hetopt.pipeline.problem import PipelineInstance
 from hetopt.planner.cluster import Cluster, load_cluster
 from hetopt.planner.builtin import BuiltinParallelizer

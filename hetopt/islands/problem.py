@@ -22,6 +22,7 @@ from functools import cached_property
 import numpy as np
 
 from hetopt.result import Evaluation
+from hetopt.units import GIB  # noqa: F401  (re-exported: instances are built in GiB)
 
 #: Bytes/s in one Gb/s (networks are quoted in gigabits per second).
 GBPS = 1e9 / 8
@@ -29,8 +30,6 @@ GBPS = 1e9 / 8
 GBS = 1e9
 #: FLOP/s in one TFLOP/s.
 TFLOPS = 1e12
-#: Bytes in one GiB.
-GIB = 2.0**30
 
 #: Relative slack of the max/min ≤ 1 + ε tests: 343.2 / 312 is 1.1000000000000001 in
 #: floating point and must count as 1.1. Bandwidths are compared exactly (they are copies

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 
 from hetopt.pipeline.problem import GIB, PipelineInstance
 
@@ -73,11 +72,3 @@ GENERIC_INFEASIBLE = (
     "no ordered choice of islands and options tiles the {layers} layers: every combination breaks the 1F1B "
     "memory of some stage at its position, a role rule or the one-block-per-island rule"
 )
-
-
-def lower_bound_sum(instance: PipelineInstance) -> float:
-    """A cheap lower bound on Σt + Σc: the fastest time per layer of any usable option, × L."""
-    usable = usable_options(instance)
-    if not usable:
-        return math.inf
-    return instance.layers * min(instance.options[o].total_time_s / instance.options[o].layers for o in usable)

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from hetopt.result import Evaluation
-
-GIB = 2.0**30
+from hetopt.units import GIB  # noqa: F401  (re-exported: instances are built in GiB)
 
 #: Relative slack of the memory check: a stage that needs exactly its capacity fits, and
 #: so does one that exceeds it by a rounding error of the GiB -> bytes conversion.

@@ -38,7 +38,7 @@ from itertools import accumulate
 import numpy as np
 
 from hetopt import costmodel as cm
-from hetopt.hardware import GIB
+from hetopt.units import GIB
 from hetopt.planner.parallelizer import (
     Atom,
     IslandSpec,
@@ -48,6 +48,7 @@ from hetopt.planner.parallelizer import (
     StageCost,
     as_slice,
     concatenate,
+    divisors,
     in_flight_fit,
     limit_from_fits,
     slice_model,
@@ -65,10 +66,6 @@ ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
 #: Entries a parallelizer's memo of stage prices may hold before it is emptied (memory bound;
 #: see :class:`BuiltinParallelizer`).
 STAGE_CACHE_LIMIT = 1_000_000
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 @dataclass(frozen=True)
@@ -376,7 +373,7 @@ class BuiltinParallelizer:
         forward = tab.forward[-1] + (cm.head_forward_flops(cfg, s) if sl.head else 0.0)
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
-        training = (1.0 + cm.BACKWARD_PER_FORWARD) * forward
+        training = cm.TRAINING_PER_FORWARD * forward
         state = float(cm.state_bytes_per_parameter() * params)
         island_flops = island.gpus * island.gpu.training_flops * island.gpu.efficiency
         return SliceProfile(
@@ -404,7 +401,7 @@ class BuiltinParallelizer:
         splits_memo = self._cache("splits")  # the min-max split of the same weights recurs per TP degree and query
         key = tuple(weights)
         out = []
-        for tp in _divisors(island.gpus_per_node):
+        for tp in divisors(island.gpus_per_node):
             if cfg.heads % tp:
                 continue  # Megatron splits whole attention heads
             top = min(k, G // tp, self.max_pp or k)
@@ -413,7 +410,7 @@ class BuiltinParallelizer:
                 if balanced is None:
                     balanced = splits_memo[key, pp] = minmax_split(weights, pp)
                 splits = dict.fromkeys((even_split(k, pp), balanced))
-                for dp in _divisors(microbatch_size):
+                for dp in divisors(microbatch_size):
                     if tp * pp * dp > G:
                         break
                     for split in splits:

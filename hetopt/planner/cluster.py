@@ -24,7 +24,8 @@ import numpy as np
 
 from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
-from hetopt.hardware import GIB, GIGA, TERA, GpuType, load_gpus
+from hetopt.hardware import GIGA, TERA, GpuType, load_gpus
+from hetopt.units import GIB
 from hetopt.io import READERS, read_toml
 from hetopt.islands.problem import IslandsInstance
 

@@ -398,6 +398,15 @@ class Parallelizer(Protocol):
     ) -> tuple[PartialPlan, ...]: ...
 
 
+def divisors(n: int) -> list[int]:
+    """The positive divisors of ``n`` in increasing order (tensor/data-parallel degrees, batch splits).
+
+    >>> divisors(12)
+    [1, 2, 3, 4, 6, 12]
+    """
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
 __all__ = [
     "Atom",
     "IslandSpec",
@@ -412,5 +421,6 @@ __all__ = [
     "in_flight_fit",
     "limit_from_fits",
     "concatenate",
+    "divisors",
     "slice_model",
 ]

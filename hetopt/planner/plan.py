@@ -15,15 +15,16 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 
 from hetopt import solvers
+from hetopt.costmodel import TRAINING_PER_FORWARD
 from hetopt.errors import InputError
 from hetopt.family import Deadline, no_solution
-from hetopt.hardware import GIB
+from hetopt.units import GIB
 from hetopt.planner.builtin import BuiltinParallelizer, best_single_island_plan
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import island_specs, link_matrix, pipeline_instance, split_layers
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
 from hetopt.planner.fsdp import plan_fsdp
-from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
+from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice, divisors
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
 
@@ -41,8 +42,6 @@ LARGE_CLUSTER_ISLANDS = 4
 LARGE_CLUSTER_ATOMS = 24
 #: Micro-batch sizes tried when none is given: powers of two up to this (samples).
 MAX_AUTO_MICROBATCH = 16
-#: Training FLOPs per forward FLOP without recomputation (forward 1 + backward 2).
-TRAINING_PER_FORWARD = 3.0
 
 
 @dataclass(frozen=True)
@@ -125,7 +124,7 @@ def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> lis
         if microbatch_size < 1 or global_batch % microbatch_size:
             raise InputError(
                 f"--microbatch {microbatch_size}: must divide the global batch {global_batch} "
-                f"(try one of {', '.join(str(d) for d in _divisors(global_batch)[:8])})"
+                f"(try one of {', '.join(str(d) for d in divisors(global_batch)[:8])})"
             )
         return [microbatch_size]
     out, m = [], 1
@@ -134,10 +133,6 @@ def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> lis
             out.append(m)
         m *= 2
     return out
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
 
 
 @dataclass

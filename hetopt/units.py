@@ -1,0 +1,11 @@
+"""Unit constants shared by every layer: the one definition of each.
+
+The library computes in SI (seconds, bytes, FLOP/s, bytes/s); files and printed tables use
+human units named in the key (``memory_gib``), converted once at the edges with these.
+Imports nothing (families, catalogs and the planner all may import it).
+"""
+
+from __future__ import annotations
+
+#: Bytes in one GiB (binary: GPU memory is sized in GiB, as ``nvidia-smi`` reports it).
+GIB = 2.0**30
