@@ -12,7 +12,7 @@ import numpy as np
 
 from hetopt import solvers
 from hetopt.allocation.problem import AllocationInstance
-from hetopt.generate.allocation import analytic_allocation
+from hetopt.builders.allocation import analytic_allocation
 from hetopt.planner.cluster import Cluster
 from hetopt.result import Result
 from hetopt.workload import ModelConfig

@@ -1,0 +1,1 @@
+"""Instance builders: catalogs and the cost model turned into family instances (below the planner)."""
