@@ -45,7 +45,7 @@ def cluster_data(name: str) -> tuple[dict, list[str]]:
                 node.pop(key, None)
     head = [
         "Cluster: nodes name catalog GPU types (instances/gpus.toml supplies tflops, memory_gib and",
-        "intra_gbs unless a node states its own); tolerance and network as in islands instances.",
+        "intra_gbs unless a node states its own); every key: docs/formats.md, section Cluster files.",
         *header,
         "Written by `hetopt generate clusters` from hetopt/islands/generate.py; do not edit by hand.",
     ]
