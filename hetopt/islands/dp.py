@@ -27,7 +27,7 @@ import networkx as nx
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.islands import dendrogram as dendro
 from hetopt.islands.problem import GBPS, IslandsInstance, build_solution, evaluate, within
-from hetopt.islands.subsets import SUBSET_MAX_NODES, OutOfTime, TooLarge, fewest_parts
+from hetopt.islands.subsets import SUBSET_MAX_NODES, NoPartition, OutOfTime, TooLarge, fewest_parts
 from hetopt.result import Result, Status
 
 #: Most states the clique-cover DP of one dendrogram cluster may memoize; each state is a
@@ -222,7 +222,8 @@ def solve_dp_subsets(instance: IslandsInstance, *, time_limit: float | None = No
     Returns
     -------
     Result
-        OPTIMAL; ``stats``: valid_sets, updates.
+        OPTIMAL; TIME_LIMIT; DECLINED; ERROR when no partition exists (an instance that
+        bypassed validation, e.g. a negative tolerance); ``stats``: valid_sets, updates.
     """
     deadline = Deadline(time_limit)
     try:
@@ -231,6 +232,8 @@ def solve_dp_subsets(instance: IslandsInstance, *, time_limit: float | None = No
         return _declined(method, deadline, str(exc))
     except OutOfTime:
         return _timed_out(method, deadline)
+    except NoPartition as exc:
+        return no_solution(problem="islands", method=method, status=Status.ERROR, deadline=deadline, reason=str(exc))
     return _finish(instance, method, islands, deadline, dict(counters, algorithm="subsets"))
 
 

@@ -39,3 +39,17 @@ def test_dps_at_time_limit_zero():
         assert solve(inst, method, time_limit=0.0).status is Status.TIME_LIMIT
     small = random_cluster(5, 12, network="matrix")
     assert solve(small, "dp-subsets", time_limit=0.0).status is Status.TIME_LIMIT
+
+
+def test_subset_dp_honours_the_time_limit_inside_a_layer():
+    """Issue 9: the subset DP checked the clock only between layers (3.5 s at a 2 s limit)."""
+    from hetopt.family import TIME_LIMIT_SLACK_S
+
+    from .conftest import make_instance, make_node
+
+    n = 18  # one profile, equal links: every subset is valid, ~2e8 updates (tens of seconds)
+    inst = make_instance([make_node(f"n{i}") for i in range(n)], [[100.0] * n for _ in range(n)])
+    limit = 2.0
+    r = solve(inst, "dp-subsets", time_limit=limit)
+    assert r.wall_s <= limit + TIME_LIMIT_SLACK_S
+    assert r.status is Status.TIME_LIMIT or (r.status is Status.OPTIMAL and r.objective == 1)
