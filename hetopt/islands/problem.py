@@ -263,9 +263,18 @@ class IslandsInstance:
         """Node name -> position."""
         return {node.name: i for i, node in enumerate(self.nodes)}
 
+    @cached_property
+    def _attributes(self) -> dict[str, np.ndarray]:
+        out = {}
+        for name in ("gpus", "flops", "memory_bytes", "intra_bytes_s"):
+            values = np.array([getattr(node, name) for node in self.nodes], dtype=float)
+            values.setflags(write=False)
+            out[name] = values
+        return out
+
     def attribute(self, name: str) -> np.ndarray:
-        """One node attribute ("gpus", "flops", "memory_bytes", "intra_bytes_s") as an array."""
-        return np.array([getattr(node, name) for node in self.nodes], dtype=float)
+        """One node attribute ("gpus", "flops", "memory_bytes", "intra_bytes_s") as a read-only array."""
+        return self._attributes[name]
 
     @cached_property
     def compatible(self) -> np.ndarray:
@@ -364,14 +373,20 @@ def _spread(values: np.ndarray) -> float:
 
 def describe_island(instance: IslandsInstance, members: Sequence[int]) -> Island:
     """Recompute an island's figures from its member indices."""
-    idx = np.array(sorted(members), dtype=int)
     e = instance.inter
+    if len(members) == 1 and instance.num_nodes > 1:  # fast path (the greedy stopped early gives thousands)
+        i = int(next(iter(members)))
+        node = instance.nodes[i]
+        # e > 0 off the diagonal and 0 on it, so the row's maximum is the fastest link out
+        return Island((node.name,), int(node.gpus), node.gpu, 1.0, 1.0, 1.0, None, float(e[i].max()))
+    idx = np.array(sorted(members), dtype=int)
     slowest = None
     if len(idx) > 1:
         inside = e[np.ix_(idx, idx)][np.triu_indices(len(idx), 1)]
         slowest = float(inside.min())
-    outside = np.setdiff1d(np.arange(instance.num_nodes), idx)
-    fastest = float(e[np.ix_(idx, outside)].max()) if len(outside) else None
+    outside = np.ones(instance.num_nodes, dtype=bool)
+    outside[idx] = False
+    fastest = float(e[idx][:, outside].max()) if outside.any() else None
     labels = sorted({instance.nodes[i].gpu for i in idx})
     return Island(
         nodes=tuple(instance.nodes[i].name for i in idx),
