@@ -244,6 +244,9 @@ class IslandsInstance:
                 f"bandwidth[{i}][{j}] ({self.nodes[i].name}–{self.nodes[j].name}): must be symmetric "
                 f"(got {gbps[i, j]:g} Gb/s one way and {gbps[j, i]:g} Gb/s the other)"
             )
+        np.fill_diagonal(e, 0.0)
+        e.setflags(write=False)
+        self.__dict__["inter"] = e  # the cached ``inter``: converting the tuples once is enough
 
     @property
     def num_nodes(self) -> int:
