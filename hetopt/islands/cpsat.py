@@ -20,9 +20,10 @@ import math
 from ortools.sat.python import cp_model
 
 from hetopt.backends import solve_cpsat
-from hetopt.family import Deadline, conclude, no_solution
-from hetopt.islands.model import hint_values, model_data
+from hetopt.family import Deadline, conclude_model, no_solution
+from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, hint_values, model_data
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
+from hetopt.islands.subsets import OutOfTime
 from hetopt.result import Result, Status
 
 #: Slack when rounding CP-SAT's objective bound up to a whole island count.
@@ -38,17 +39,67 @@ def solve_cpsat_model(
 ) -> Result:
     """Solve the assignment model with CP-SAT, warm-started from the greedy's islands.
 
+    The time limit covers the greedy and the model building: when it passes before CP-SAT
+    finds islands, the greedy's islands are the answer (FEASIBLE, bound = the better of
+    CP-SAT's bound and the distinct GPU counts); when it passes before the greedy finishes,
+    TIME_LIMIT.
+
     Returns
     -------
     Result
-        OPTIMAL, or FEASIBLE with the proven bound when the time limit stops the search;
-        ``stats``: slots, balls, profile_conflicts, variables, branches, conflicts.
+        OPTIMAL; FEASIBLE with the proven bound; TIME_LIMIT; DECLINED beyond
+        ``MODEL_MAX_TERMS``. ``stats``: slots, balls, profile_conflicts, variables,
+        branches, conflicts (``incumbent = "greedy"`` and ``stopped`` when the greedy answered).
     """
     deadline = Deadline(time_limit)
-    data = model_data(instance)
-    n, slots = instance.num_nodes, data.slots
+    try:
+        data = model_data(instance, deadline)
+    except ModelTooLarge as exc:
+        return no_solution(problem="islands", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=str(exc))
+    except OutOfTime:
+        return no_solution(
+            problem="islands", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline,
+            reason="time limit reached before the greedy (whose islands set the model's slots) finished",
+        )
+    stats = dict(slots=data.slots, balls=len(data.balls), profile_conflicts=len(data.conflicts))
     model = cp_model.CpModel()
+    try:
+        x = _build(model, data, instance.num_nodes, deadline)
+    except OutOfTime:
+        return greedy_answer(instance, data, "cpsat", deadline, stats, "time limit reached while building the CP-SAT model")
+    stats["variables"] = len(model.proto.variables)
 
+    solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
+    stats.update(outcome.stats)
+    bound = None if outcome.bound is None else float(math.ceil(outcome.bound - BOUND_SLACK))
+    if outcome.status is Status.TIME_LIMIT:  # no solution from CP-SAT: the greedy's islands are one
+        return greedy_answer(instance, data, "cpsat", deadline, stats, "time limit reached before CP-SAT found islands")
+
+    def decode():
+        islands = [[v for v in range(instance.num_nodes) if (v, k) in x and solver.boolean_value(x[v, k])] for k in range(data.slots)]
+        return build_solution(instance, [i for i in islands if i])
+
+    # infeasible_reason=None: the greedy's islands are a solution of the model
+    return conclude_model(
+        problem="islands", method="cpsat", instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
+        deadline=deadline, bound=bound, stats=stats, model="CP-SAT",
+    )
+
+
+def _build(model: cp_model.CpModel, data: ModelData, n: int, deadline: Deadline) -> dict:
+    """Add the variables, constraints, objective and hint; the x literals by (v, k).
+
+    Raises
+    ------
+    OutOfTime
+        When the deadline passes (checked once per slot, ball and node).
+    """
+
+    def tick() -> None:
+        if deadline.expired():
+            raise OutOfTime
+
+    slots = data.slots
     # Variables
     x = {(v, k): model.new_bool_var(f"x_{v}_{k}") for v in range(n) for k in data.allowed(v)}
     w = {(v, k): model.new_bool_var(f"w_{v}_{k}") for v in range(n) for k in range(slots)}
@@ -56,12 +107,14 @@ def solve_cpsat_model(
     z = {(p, k): model.new_bool_var(f"z_{p}_{k}") for p in conflicted for k in range(slots)}
     full = {(b, k): model.new_bool_var(f"full_{b}_{k}") for b in range(len(data.balls)) for k in range(slots)}
     spill = {(b, k): model.new_bool_var(f"spill_{b}_{k}") for b in range(len(data.balls)) for k in range(slots)}
+    tick()
 
     # Every node sits in exactly one island.
     for v in range(n):
         model.add_exactly_one(x[v, k] for k in data.allowed(v))
     # w[v,k] = w[v-1,k] ∨ x[v,k]: the prefix OR that says "slot k is used by a node ≤ v".
     for k in range(slots):
+        tick()
         for v in range(n):
             prev = [w[v - 1, k]] if v > 0 else []
             here = [x[v, k]] if (v, k) in x else []
@@ -77,11 +130,14 @@ def solve_cpsat_model(
     for (v, k), lit in x.items():
         if (data.profile[v], k) in z:
             model.add_implication(lit, z[data.profile[v], k])
+    tick()
     for p, q in data.conflicts:
+        tick()
         for k in range(slots):
             model.add_bool_or([~z[p, k], ~z[q, k]])
     # Condition 3 (proximity): full[B,k] ⇒ B ⊆ slot k; ¬spill[B,k] ⇒ nothing of slot k outside B.
     for b, ball in enumerate(data.balls):
+        tick()
         inside = set(ball)
         for k in range(slots):
             if all((u, k) in x for u in ball):
@@ -93,6 +149,7 @@ def solve_cpsat_model(
                     model.add_implication(x[u, k], spill[b, k])
     # ...and a member v of slot k with a node outside its ball B forces the whole ball in.
     for v in range(n):
+        tick()
         for k in data.allowed(v):
             for b in data.node_balls[v]:
                 model.add_bool_or([~x[v, k], ~spill[b, k], full[b, k]])
@@ -102,37 +159,18 @@ def solve_cpsat_model(
     model.minimize(sum(used))
 
     # Hint: the greedy's islands (numbered by lowest node, so they meet the symmetry breaking).
+    tick()
     hint = hint_values(data, n)
     for (v, k), lit in x.items():
         model.add_hint(lit, hint["slot"][v] == k)
+    first_in_slot = [min(island) for island in data.hint]
     for (v, k), lit in w.items():
-        model.add_hint(lit, any(hint["slot"][u] == k for u in range(v + 1)))
+        model.add_hint(lit, k < len(first_in_slot) and first_in_slot[k] <= v)
     for (p, k), lit in z.items():
         model.add_hint(lit, any(data.profile[u] == p for u in data.hint[k]) if k < len(data.hint) else False)
     for key, lit in full.items():
         model.add_hint(lit, hint["full"][key])
     for key, lit in spill.items():
         model.add_hint(lit, hint["spill"][key])
-
-    solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
-    stats = dict(outcome.stats, slots=slots, balls=len(data.balls), profile_conflicts=len(data.conflicts), variables=len(model.proto.variables))
-    bound = None if outcome.bound is None else float(math.ceil(outcome.bound - BOUND_SLACK))
-    if not outcome.status.has_solution:
-        if outcome.status is Status.INFEASIBLE:  # the greedy's islands are a solution
-            raise AssertionError("the islands CP-SAT model reports infeasible, but the greedy's islands fit it")
-        return no_solution(
-            problem="islands", method="cpsat", status=outcome.status, deadline=deadline, bound=bound,
-            reason="time limit reached before CP-SAT found islands", stats=stats,
-        )
-    islands = [[v for v in range(n) if (v, k) in x and solver.boolean_value(x[v, k])] for k in range(slots)]
-    return conclude(
-        problem="islands",
-        method="cpsat",
-        instance=instance,
-        solution=build_solution(instance, [i for i in islands if i]),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=outcome.status is Status.OPTIMAL,
-        bound=bound,
-        stats=stats,
-    )
+    tick()
+    return x

@@ -27,7 +27,7 @@ import networkx as nx
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.islands import dendrogram as dendro
 from hetopt.islands.problem import GBPS, IslandsInstance, build_solution, evaluate, within
-from hetopt.islands.subsets import SUBSET_MAX_NODES, OutOfTime, TooLarge, fewest_parts
+from hetopt.islands.subsets import SUBSET_MAX_NODES, NoPartition, OutOfTime, TooLarge, fewest_parts
 from hetopt.result import Result, Status
 
 #: Most states the clique-cover DP of one dendrogram cluster may memoize; each state is a
@@ -74,7 +74,7 @@ def _leaf_ranges(instance: IslandsInstance, i: int) -> Ranges:
     return Ranges(float(n.gpus), (n.flops,) * 2, (n.memory_bytes,) * 2, (n.intra_bytes_s,) * 2)
 
 
-def min_clique_cover(adjacent: list[int], counters: dict) -> list[int]:
+def min_clique_cover(adjacent: list[int], counters: dict, deadline: Deadline | None = None) -> list[int]:
     """The fewest cliques covering a graph given as neighbor bit masks; cliques as bit masks.
 
     F(S) = 1 + min over maximal cliques M ∋ low(S) of F(S \\ M): a clique containing low(S)
@@ -99,6 +99,8 @@ def min_clique_cover(adjacent: list[int], counters: dict) -> list[int]:
             return memo[s][0]
         if len(memo) > COVER_MAX_STATES:
             raise Declined(f"a cluster's profile cover needs more than {COVER_MAX_STATES} states")
+        if deadline is not None and deadline.expired():
+            raise OutOfTime
         v = (s & -s).bit_length() - 1
         traces = {s & m for m in by_vertex[v]}
         traces = [t for t in traces if not any(t != u and t & u == t for u in traces)]
@@ -153,7 +155,7 @@ def dendrogram_islands(instance: IslandsInstance, tree: dendro.Dendrogram, deadl
             sum(1 << v for v, other in enumerate(types) if v != u and types[u].union(other).homogeneous(instance))
             for u in range(len(types))
         ]
-        for part in min_clique_cover(adjacent, counters):
+        for part in min_clique_cover(adjacent, counters, deadline):
             plan.append([d for v, t in enumerate(types) if part >> v & 1 for d in profiles[t]])
         plans.append(plan)
     islands = [[m for c in island for m in tree.clusters[c].members] for island in plans[tree.root]]
@@ -203,8 +205,11 @@ def solve_dp_dendrogram(instance: IslandsInstance, *, time_limit: float | None =
         cover_states.
     """
     deadline = Deadline(time_limit)
-    tree = dendro.build(instance.inter)
-    triple = dendro.ultrametric_violation(instance.inter, tree)
+    try:
+        tree = dendro.build(instance.inter, deadline)
+        triple = dendro.ultrametric_violation(instance.inter, tree, deadline)
+    except OutOfTime:
+        return _timed_out(method, deadline)
     if triple is not None:
         return _declined(method, deadline, non_ultrametric_reason(instance, triple))
     try:
@@ -222,7 +227,8 @@ def solve_dp_subsets(instance: IslandsInstance, *, time_limit: float | None = No
     Returns
     -------
     Result
-        OPTIMAL; ``stats``: valid_sets, updates.
+        OPTIMAL; TIME_LIMIT; DECLINED; ERROR when no partition exists (an instance that
+        bypassed validation, e.g. a negative tolerance); ``stats``: valid_sets, updates.
     """
     deadline = Deadline(time_limit)
     try:
@@ -231,14 +237,19 @@ def solve_dp_subsets(instance: IslandsInstance, *, time_limit: float | None = No
         return _declined(method, deadline, str(exc))
     except OutOfTime:
         return _timed_out(method, deadline)
+    except NoPartition as exc:
+        return no_solution(problem="islands", method=method, status=Status.ERROR, deadline=deadline, reason=str(exc))
     return _finish(instance, method, islands, deadline, dict(counters, algorithm="subsets"))
 
 
 def solve_dp(instance: IslandsInstance, *, time_limit: float | None = None) -> Result:
     """The dendrogram DP when e is ultrametric, else the subset DP on small clusters, else DECLINED."""
     deadline = Deadline(time_limit)
-    tree = dendro.build(instance.inter)
-    triple = dendro.ultrametric_violation(instance.inter, tree)
+    try:
+        tree = dendro.build(instance.inter, deadline)
+        triple = dendro.ultrametric_violation(instance.inter, tree, deadline)
+    except OutOfTime:
+        return _timed_out("dp", deadline)
     if triple is None:
         try:
             islands, counters = dendrogram_islands(instance, tree, deadline)

@@ -52,15 +52,23 @@ def homogeneous_groups(instance: IslandsInstance) -> list[list[int]]:
     return groups
 
 
-def _cluster_group(instance: IslandsInstance, group: list[int]) -> list[list[int]]:
-    """Step 3 for one group: replay single-linkage merges while islands stay valid."""
+def _cluster_group(instance: IslandsInstance, group: list[int], deadline: Deadline) -> tuple[list[list[int]], bool]:
+    """Step 3 for one group: replay single-linkage merges while islands stay valid.
+
+    Returns the islands and whether the replay finished; when the deadline passes it stops
+    merging and returns the islands it holds (each valid, together a partition of the group).
+    """
     if len(group) == 1:
-        return [group]
+        return [group], True
     sub = instance.inter[np.ix_(group, group)]
     distance = 1.0 / sub[np.triu_indices(len(group), 1)]
     steps = linkage(distance, method="single")
     parts: dict[int, list[list[int]]] = {i: [[node]] for i, node in enumerate(group)}
+    finished = True
     for k, (left, right, _, _) in enumerate(steps):
+        if deadline.expired():
+            finished = False
+            break
         islands = parts.pop(int(left)) + parts.pop(int(right))
         whole = [node for island in islands for node in island]
         if len(islands) > 1 and is_valid_island(instance, whole):  # the dendrogram's cluster itself
@@ -70,22 +78,49 @@ def _cluster_group(instance: IslandsInstance, group: list[int]) -> list[list[int
         merged: list[list[int]] = []
         for island in islands:  # greedy: join the first (largest) island that stays valid
             for target in merged:
+                if deadline.expired():  # stop merging; what is held stays valid
+                    finished = False
+                    break
                 if is_valid_island(instance, target + island):
                     target.extend(island)
                     break
             else:
                 merged.append(list(island))
+                continue
+            if not finished:
+                merged.append(list(island))
         parts[len(group) + k] = merged
-    return [island for islands in parts.values() for island in islands]
+    return [island for islands in parts.values() for island in islands], finished
+
+
+def greedy_partition(instance: IslandsInstance, deadline: Deadline | None = None) -> tuple[list[list[int]], bool]:
+    """The greedy's islands (lists of node indices) and whether it finished before ``deadline``.
+
+    The greedy only ever holds valid islands, so what it returns when the deadline stops it
+    is still a valid partition (with more islands than the finished greedy would give).
+    """
+    deadline = deadline or Deadline(None)
+    islands: list[list[int]] = []
+    finished = True
+    for group in homogeneous_groups(instance):
+        if finished:
+            part, finished = _cluster_group(instance, group, deadline)
+            islands += part
+        else:  # out of time: the group's nodes stay single-node islands
+            islands += [[node] for node in group]
+    return islands, finished
 
 
 def greedy_islands(instance: IslandsInstance) -> list[list[int]]:
-    """The greedy's islands as lists of node indices."""
-    return [island for group in homogeneous_groups(instance) for island in _cluster_group(instance, group)]
+    """The greedy's islands as lists of node indices (no time limit)."""
+    return greedy_partition(instance)[0]
 
 
 def solve_greedy(instance: IslandsInstance, *, time_limit: float | None = None) -> Result:
     """Tangram's procedure (above); FEASIBLE, with no proven bound.
+
+    When ``time_limit`` stops it, it returns the valid islands it holds (single-node islands
+    for the groups it did not reach), still FEASIBLE, with ``stats["stopped"]``.
 
     Returns
     -------
@@ -93,8 +128,10 @@ def solve_greedy(instance: IslandsInstance, *, time_limit: float | None = None) 
         ``stats["groups"]``: homogeneous groups after steps 1-2.
     """
     deadline = Deadline(time_limit)
-    groups = homogeneous_groups(instance)
-    islands = [island for group in groups for island in _cluster_group(instance, group)]
+    islands, finished = greedy_partition(instance, deadline)
+    stats: dict = {"groups": len(homogeneous_groups(instance))}
+    if not finished:
+        stats["stopped"] = "time limit reached before the greedy finished merging"
     return conclude(
         problem="islands",
         method="greedy",
@@ -103,5 +140,5 @@ def solve_greedy(instance: IslandsInstance, *, time_limit: float | None = None) 
         evaluate=evaluate,
         deadline=deadline,
         proven_optimal=False,
-        stats={"groups": len(groups)},
+        stats=stats,
     )

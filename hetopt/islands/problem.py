@@ -15,12 +15,14 @@ files and printed tables use TFLOPs, GiB, GB/s (intra-node) and Gb/s (network).
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
 
+from hetopt.errors import InputError
 from hetopt.result import Evaluation
 from hetopt.units import GIB  # noqa: F401  (re-exported: instances are built in GiB)
 
@@ -39,6 +41,35 @@ RATIO_RTOL = 1e-9
 #: The default tolerance of each spread (Tangram's 10%).
 DEFAULT_TOLERANCE = 0.1
 
+# Accepted ranges, checked by the constructors below (``IslandsInstance._validate``) for
+# instances read from files and built in code alike; the readers import these names.
+# The solvers only compare ratios and bandwidths and count islands (the models' variables
+# are all 0/1), so the ranges are about meaning and about keeping every figure the
+# methods derive finite: max/min ratios (at most MAX/MIN = 1e11 per quantity) and the
+# greedy's linkage distance 1/e (at most 1/MIN_GBPS).
+
+#: Most nodes per instance: e is an n × n matrix (2048² floats = 32 MB), and the largest
+#: cluster the papers plan has a few thousand GPUs in a few hundred nodes.
+MAX_NODES = 2048
+#: Most GPUs in one node (a machine's homogeneous group; today's largest boxes have 8-16,
+#: NVL72 racks 72). At least 1: a node without GPUs is not a node of a GPU island.
+MAX_GPUS_PER_NODE = 128
+#: Largest tolerance ε: 10 means max/min up to 11, beyond any sensible "homogeneous".
+#: Smallest 0 (max = min): with ε < 0 not even a single node is a valid island, so no
+#: partition would exist.
+MAX_TOLERANCE = 10.0
+#: Per-GPU compute, TFLOP/s: from 1 MFLOP/s (smaller is a unit mistake) to 1e5 TFLOP/s (a
+#: hundred times today's fastest GPU: above is a typo).
+MIN_TFLOPS, MAX_TFLOPS = 1e-6, 1e5
+#: Per-GPU memory, GiB: from 1 KiB (about 1e-6 GiB) to 1e5 GiB.
+MIN_MEMORY_GIB, MAX_MEMORY_GIB = 1e-6, 1e5
+#: Intra-node bandwidth, GB/s: from 1 kB/s to 1e5 GB/s (NVLink 5 is 900 GB/s).
+MIN_INTRA_GBS, MAX_INTRA_GBS = 1e-6, 1e5
+#: Inter-node bandwidth e, Gb/s: from 1 kb/s to 1 Pb/s (faster is a typo, not a network).
+#: e must be > 0 (a pair with no link at all is not one cluster) and symmetric (e is
+#: the bandwidth between two nodes, the same both ways; proximity compares it exactly).
+MIN_GBPS, MAX_GBPS = 1e-6, 1e6
+
 
 def within(ratio: float, eps: float) -> bool:
     """True when a max/min ``ratio`` is at most ``1 + eps`` (with ``RATIO_RTOL`` slack).
@@ -49,6 +80,21 @@ def within(ratio: float, eps: float) -> bool:
     (True, False)
     """
     return ratio <= (1.0 + eps) * (1.0 + RATIO_RTOL)
+
+
+def _check_range(key: str, value, low: float, high: float, unit: str, scale: float = 1.0, attr: str = "") -> None:
+    """InputError unless ``value / scale`` is a real number in [low, high] (NaN fails)."""
+    where = f"{key} ({attr})" if attr else key
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InputError(f"{where}: must be a number (got {value!r})")
+    shown = float(value) / scale
+    if not low <= shown <= high:
+        raise InputError(f"{where}: must be between {low:g} and {high:g}{unit} (got {shown:g})")
+
+
+def _check_name(key: str, value) -> None:
+    if not isinstance(value, str) or not value:
+        raise InputError(f"{key}: must be a non-empty string (got {value!r})")
 
 
 @dataclass(frozen=True)
@@ -90,6 +136,49 @@ class Tolerance:
     memory: float = DEFAULT_TOLERANCE
     intra: float = DEFAULT_TOLERANCE
 
+    def __post_init__(self) -> None:
+        for key in ("compute", "memory", "intra"):
+            _check_range(f"tolerance.{key}", getattr(self, key), 0.0, MAX_TOLERANCE, "")
+
+
+def check_nodes(nodes: Sequence[Node]) -> None:
+    """Check a node list against the accepted ranges (the first part of ``IslandsInstance``'s checks).
+
+    Readers call it before resolving the network, whose keys refer to node names.
+
+    Raises
+    ------
+    InputError
+        Naming the key path, e.g. ``node[1].name: duplicate node name 'a' (also node[0].name)``.
+
+    Examples
+    --------
+    >>> check_nodes([Node("a", "a", "A100", 0, 312e12, 80 * GIB, 32e9)])
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: node[0].gpus: must be between 1 and 128 (got 0)
+    """
+    n = len(nodes)
+    if not 1 <= n <= MAX_NODES:
+        raise InputError(f"node: must list between 1 and {MAX_NODES} nodes (got {n})")
+    seen: dict[str, int] = {}
+    for i, node in enumerate(nodes):
+        key = f"node[{i}]"
+        if not isinstance(node, Node):
+            raise InputError(f"{key}: must be a Node (got {type(node).__name__})")
+        _check_name(f"{key}.name", node.name)
+        if node.name in seen:
+            raise InputError(f"{key}.name: duplicate node name {node.name!r} (also node[{seen[node.name]}].name)")
+        seen[node.name] = i
+        _check_name(f"{key}.machine", node.machine)
+        _check_name(f"{key}.gpu", node.gpu)
+        if isinstance(node.gpus, bool) or not isinstance(node.gpus, numbers.Integral):
+            raise InputError(f"{key}.gpus: must be a whole number (got {node.gpus!r})")
+        _check_range(f"{key}.gpus", node.gpus, 1, MAX_GPUS_PER_NODE, "")
+        _check_range(f"{key}.tflops", node.flops, MIN_TFLOPS, MAX_TFLOPS, " TFLOP/s", TFLOPS, "Node.flops")
+        _check_range(f"{key}.memory_gib", node.memory_bytes, MIN_MEMORY_GIB, MAX_MEMORY_GIB, " GiB", GIB, "Node.memory_bytes")
+        _check_range(f"{key}.intra_gbs", node.intra_bytes_s, MIN_INTRA_GBS, MAX_INTRA_GBS, " GB/s", GBS, "Node.intra_bytes_s")
+
 
 @dataclass(frozen=True)
 class IslandsInstance:
@@ -115,6 +204,49 @@ class IslandsInstance:
 
     problem = "islands"
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        self._validate()
+
+    def _validate(self) -> None:
+        """The accepted ranges (module constants); InputError naming the file's key path.
+
+        Raises
+        ------
+        InputError
+            ``"node[2].gpus: must be between 1 and 128 (got 0)"`` and the like; readers add
+            the file name (``hetopt.readers.fields.located``).
+        """
+        if not isinstance(self.tolerance, Tolerance):
+            raise InputError(f"tolerance: must be a Tolerance (got {self.tolerance!r})")
+        check_nodes(self.nodes)
+        n = len(self.nodes)
+        try:
+            e = np.array(self.bandwidth, dtype=float)
+        except (TypeError, ValueError):
+            raise InputError(f"bandwidth: must be a {n} × {n} matrix of numbers (bytes/s)") from None
+        if e.shape != (n, n):
+            raise InputError(f"bandwidth: must be a {n} × {n} matrix of numbers (bytes/s), got shape {e.shape}")
+        gbps = e / GBPS
+        np.fill_diagonal(gbps, MIN_GBPS)  # the diagonal is ignored
+        bad = np.argwhere(~((gbps >= MIN_GBPS) & (gbps <= MAX_GBPS)))
+        if len(bad):
+            i, j = (int(x) for x in bad[0])
+            raise InputError(
+                f"bandwidth[{i}][{j}] ({self.nodes[i].name}–{self.nodes[j].name}): must be between {MIN_GBPS:g} and "
+                f"{MAX_GBPS:g} Gb/s (got {gbps[i, j]:g}); every pair of nodes needs a link"
+            )
+        bad = np.argwhere(gbps != gbps.T)
+        if len(bad):
+            i, j = (int(x) for x in bad[0])
+            raise InputError(
+                f"bandwidth[{i}][{j}] ({self.nodes[i].name}–{self.nodes[j].name}): must be symmetric "
+                f"(got {gbps[i, j]:g} Gb/s one way and {gbps[j, i]:g} Gb/s the other)"
+            )
+        np.fill_diagonal(e, 0.0)
+        e.setflags(write=False)
+        self.__dict__["inter"] = e  # the cached ``inter``: converting the tuples once is enough
+
     @property
     def num_nodes(self) -> int:
         """Number of nodes."""
@@ -133,9 +265,18 @@ class IslandsInstance:
         """Node name -> position."""
         return {node.name: i for i, node in enumerate(self.nodes)}
 
+    @cached_property
+    def _attributes(self) -> dict[str, np.ndarray]:
+        out = {}
+        for name in ("gpus", "flops", "memory_bytes", "intra_bytes_s"):
+            values = np.array([getattr(node, name) for node in self.nodes], dtype=float)
+            values.setflags(write=False)
+            out[name] = values
+        return out
+
     def attribute(self, name: str) -> np.ndarray:
-        """One node attribute ("gpus", "flops", "memory_bytes", "intra_bytes_s") as an array."""
-        return np.array([getattr(node, name) for node in self.nodes], dtype=float)
+        """One node attribute ("gpus", "flops", "memory_bytes", "intra_bytes_s") as a read-only array."""
+        return self._attributes[name]
 
     @cached_property
     def compatible(self) -> np.ndarray:
@@ -170,16 +311,14 @@ def proximity_ok(inter: np.ndarray, members: Sequence[int]) -> bool:
     >>> proximity_ok(e, [0, 1]), proximity_ok(e, [0, 2])
     (True, False)
     """
-    members = np.asarray(members, dtype=int)
-    if len(members) <= 1:
-        return True
-    inside = inter[np.ix_(members, members)].copy()
+    members = np.asarray(members, dtype=np.intp)
+    if len(members) <= 1 or len(members) >= inter.shape[0]:
+        return True  # a single node, or every node (nothing outside)
+    rows = inter[members]  # |I| × n, a copy (a row gather is much faster than np.ix_)
+    inside = rows[:, members]
     np.fill_diagonal(inside, np.inf)
-    outside_mask = np.ones(inter.shape[0], dtype=bool)
-    outside_mask[members] = False
-    if not outside_mask.any():
-        return True
-    return bool(np.all(inside.min(axis=1) >= inter[np.ix_(members, np.flatnonzero(outside_mask))].max(axis=1)))
+    rows[:, members] = -np.inf  # what remains in each row are the links leaving I
+    return bool(np.all(inside.min(axis=1) >= rows.max(axis=1)))
 
 
 def homogeneous(instance: IslandsInstance, members: Sequence[int]) -> bool:
@@ -234,14 +373,20 @@ def _spread(values: np.ndarray) -> float:
 
 def describe_island(instance: IslandsInstance, members: Sequence[int]) -> Island:
     """Recompute an island's figures from its member indices."""
-    idx = np.array(sorted(members), dtype=int)
     e = instance.inter
+    if len(members) == 1 and instance.num_nodes > 1:  # fast path (the greedy stopped early gives thousands)
+        i = int(next(iter(members)))
+        node = instance.nodes[i]
+        # e > 0 off the diagonal and 0 on it, so the row's maximum is the fastest link out
+        return Island((node.name,), int(node.gpus), node.gpu, 1.0, 1.0, 1.0, None, float(e[i].max()))
+    idx = np.array(sorted(members), dtype=int)
     slowest = None
     if len(idx) > 1:
         inside = e[np.ix_(idx, idx)][np.triu_indices(len(idx), 1)]
         slowest = float(inside.min())
-    outside = np.setdiff1d(np.arange(instance.num_nodes), idx)
-    fastest = float(e[np.ix_(idx, outside)].max()) if len(outside) else None
+    outside = np.ones(instance.num_nodes, dtype=bool)
+    outside[idx] = False
+    fastest = float(e[idx][:, outside].max()) if outside.any() else None
     labels = sorted({instance.nodes[i].gpu for i in idx})
     return Island(
         nodes=tuple(instance.nodes[i].name for i in idx),

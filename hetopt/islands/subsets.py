@@ -33,6 +33,14 @@ class OutOfTime(Exception):
     """The deadline passed during the DP."""
 
 
+class NoPartition(Exception):
+    """No partition into valid islands exists: not even every single node is a valid island.
+
+    A validated instance never gets here (a single node is always a valid island when the
+    tolerances are >= 0); the message says which node is not.
+    """
+
+
 def _running(values: np.ndarray, op, empty: float) -> np.ndarray:
     """out[S] = op over values[j] for j in S (``empty`` for S = ∅), for every mask S."""
     n = len(values)
@@ -43,7 +51,7 @@ def _running(values: np.ndarray, op, empty: float) -> np.ndarray:
     return out
 
 
-def valid_masks(instance: IslandsInstance) -> np.ndarray:
+def valid_masks(instance: IslandsInstance, deadline: Deadline | None = None) -> np.ndarray:
     """valid[S] for every bit mask S of nodes (bit i = node i); valid[0] is False."""
     n = instance.num_nodes
     if n > SUBSET_MAX_NODES:
@@ -59,6 +67,8 @@ def valid_masks(instance: IslandsInstance) -> np.ndarray:
     masks = np.arange(size)
     e = instance.inter
     for v in range(n):
+        if deadline is not None and deadline.expired():
+            raise OutOfTime
         row_min = e[v].copy()
         row_min[v] = np.inf
         row_max = e[v].copy()
@@ -89,11 +99,20 @@ def fewest_parts(instance: IslandsInstance, deadline: Deadline) -> tuple[list[li
     TooLarge
         Beyond ``SUBSET_MAX_NODES`` or ``SUBSET_WORK_LIMIT``.
     OutOfTime
-        When the deadline passes.
+        When the deadline passes (checked before every valid island's scatter).
+    NoPartition
+        When some node is not a valid island by itself (then no partition exists; the
+        recurrence would have nothing to build it from).
     """
     n = instance.num_nodes
-    valid = valid_masks(instance)
+    valid = valid_masks(instance, deadline)
     size = 1 << n
+    lonely = [v for v in range(n) if not valid[1 << v]]
+    if lonely:
+        raise NoPartition(
+            f"node {instance.nodes[lonely[0]].name!r} is not a valid island by itself (are the tolerances >= 0?), "
+            "so no partition into valid islands exists"
+        )
     cands = np.flatnonzero(valid)
     low = np.log2(cands & -cands).astype(np.int64)  # index of the lowest set bit (exact: powers of 2)
     pop = np.array([int(t).bit_count() for t in cands])
@@ -108,12 +127,16 @@ def fewest_parts(instance: IslandsInstance, deadline: Deadline) -> tuple[list[li
             raise OutOfTime
         above = (size - 1) & ~((1 << (i + 1)) - 1)
         for t in cands[low == i].tolist():
+            if deadline.expired():  # one scatter is at most 2^17 updates: milliseconds
+                raise OutOfTime
             x = _submasks(above & ~t)
             s = x | t
             value = best[x] + 1
             better = value < best[s]
             best[s[better]] = value[better]
             choice[s[better]] = t
+    if best[size - 1] > n:  # pragma: no cover - singletons are valid, so the full set has a partition
+        raise NoPartition("the subset DP found no partition of the nodes into valid islands")
     groups, s = [], size - 1
     while s:
         t = int(choice[s])

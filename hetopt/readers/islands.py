@@ -17,22 +17,25 @@ from hetopt.islands.network import (
     matrix_from_switch_tree,
     switch_cycle,
 )
-from hetopt.islands.problem import GBPS, GBS, GIB, TFLOPS, IslandsInstance, Node, Tolerance
-from hetopt.readers.fields import Fields
+from hetopt.islands.problem import (
+    DEFAULT_TOLERANCE,
+    GBPS,
+    GBS,
+    GIB,
+    MAX_GBPS,
+    MAX_NODES,
+    MIN_GBPS,
+    TFLOPS,
+    IslandsInstance,
+    Node,
+    Tolerance,
+    check_nodes,
+)
+from hetopt.readers.fields import Fields, located
 
-#: Most nodes per file: e is an n × n matrix (2048² floats = 32 MB), and the largest
-#: cluster the papers plan has a few thousand GPUs in a few hundred nodes.
-MAX_NODES = 2048
-#: Most GPUs in one node (a machine's homogeneous group; today's largest boxes have 8-16,
-#: NVL72 racks 72).
-MAX_GPUS_PER_NODE = 128
-#: Largest tolerance: 10 means max/min up to 11, beyond any sensible "homogeneous".
-MAX_TOLERANCE = 10.0
-#: Sanity caps on per-GPU figures and bandwidths (a 1 Pb/s link is a typo, not a network).
-MAX_TFLOPS = 1e5
-MAX_MEMORY_GIB = 1e5
-MAX_INTRA_GBS = 1e5
-MAX_GBPS = 1e6
+# The accepted ranges of node figures and tolerances are checked once, by the instance's
+# constructor (``hetopt.islands.problem``), whose InputErrors name the same key paths;
+# this reader checks the file's shape, types and the network keys the matrix is built from.
 
 TOP_KEYS = ("problem", "name", "description", "source", "tolerance", "node", "network")
 TOLERANCE_KEYS = ("compute", "memory", "intra")
@@ -45,28 +48,25 @@ MACHINE_KEYS = ("name", "host_gbps", "source", "note")
 
 
 def _gbps(f: Fields, key: str, *default: float | None) -> float | None:
-    """A bandwidth in Gb/s: > 0 and below ``MAX_GBPS``; ``default`` (if given) when absent."""
-    return f.number(key, *default, positive=True, maximum=MAX_GBPS)
+    """A bandwidth in Gb/s in [``MIN_GBPS``, ``MAX_GBPS``]; ``default`` (if given) when absent."""
+    return f.number(key, *default, minimum=MIN_GBPS, maximum=MAX_GBPS)
 
 
 def _nodes(top: Fields) -> tuple[list[Node], list[Fields]]:
     tables = top.tables("node", required=True, max_len=MAX_NODES)
-    nodes, seen = [], {}
+    nodes = []
     for f in tables:
         f.reject_unknown(NODE_KEYS)
         name = f.string("name")
-        if name in seen:
-            raise f.error("name", f"duplicate node name {name!r} (also {seen[name]}.name)")
-        seen[name] = f.path
         nodes.append(
             Node(
                 name=name,
                 machine=f.string("machine", name),
                 gpu=f.string("gpu"),
-                gpus=f.integer("gpus", minimum=1, maximum=MAX_GPUS_PER_NODE),
-                flops=f.number("tflops", positive=True, maximum=MAX_TFLOPS) * TFLOPS,
-                memory_bytes=f.number("memory_gib", positive=True, maximum=MAX_MEMORY_GIB) * GIB,
-                intra_bytes_s=f.number("intra_gbs", positive=True, maximum=MAX_INTRA_GBS) * GBS,
+                gpus=f.integer("gpus"),
+                flops=f.number("tflops") * TFLOPS,
+                memory_bytes=f.number("memory_gib") * GIB,
+                intra_bytes_s=f.number("intra_gbs") * GBS,
             )
         )
     return nodes, tables
@@ -151,14 +151,18 @@ def read_islands(data: dict, source: str) -> IslandsInstance:
     InputError
         With the file, the key path and the fix.
     """
+    with located(source):
+        return _read(data, source)
+
+
+def _read(data: dict, source: str) -> IslandsInstance:
     top = Fields(data, source)
     top.reject_unknown(TOP_KEYS)
     tol = top.table("tolerance")
     tol.reject_unknown(TOLERANCE_KEYS)
-    tolerance = Tolerance(
-        *(tol.number(k, 0.1, minimum=0.0, maximum=MAX_TOLERANCE) for k in TOLERANCE_KEYS)
-    )
+    tolerance = Tolerance(*(tol.number(k, DEFAULT_TOLERANCE) for k in TOLERANCE_KEYS))
     nodes, node_tables = _nodes(top)
+    check_nodes(nodes)  # before the network keys refer to them by name
     index = {n.name: i for i, n in enumerate(nodes)}
     net = top.table("network")
     net.reject_unknown(NETWORK_KEYS)

@@ -65,3 +65,35 @@ def test_min_clique_cover_on_a_path_and_a_triangle():
     assert min_clique_cover([0b110, 0b101, 0b011], {}) == [0b111]
 
 
+
+
+def _bypass_validation_with_negative_tolerance(inst):
+    """An instance whose tolerance went around the constructor's check (e.g. mutated in place)."""
+    from hetopt.islands.problem import Tolerance
+
+    bad = object.__new__(Tolerance)
+    for key in ("compute", "memory", "intra"):
+        object.__setattr__(bad, key, -0.5)
+    object.__setattr__(inst, "tolerance", bad)
+    return inst
+
+
+def test_subset_dp_without_valid_singletons_stops_with_a_reason():
+    """Issue 9: dp-subsets looped forever when no single node is a valid island."""
+    import signal
+
+    inst = _bypass_validation_with_negative_tolerance(make_instance([make_node(c) for c in "abcd"], RING))
+
+    def hang(*_):
+        raise TimeoutError("dp-subsets did not return")
+
+    previous = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(20)
+    try:
+        results = [solve(inst, method) for method in ("dp-subsets", "dp")]
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    for r in results:
+        assert r.status is Status.ERROR and r.solution is None
+        assert "'a' is not a valid island by itself" in r.reason
