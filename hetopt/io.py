@@ -175,6 +175,7 @@ def crosscheck_to_dict(check: CrossCheck) -> dict:
         {
             "problem": check.problem,
             "agree": check.agree,
+            "compared": check.compared,
             "tolerance": {"rtol": check.tolerance[0], "atol": check.tolerance[1]},
             "disagreement": check.disagreement,
             "heuristic_gaps": check.heuristic_gaps,
