@@ -54,7 +54,8 @@ def _table(rows: list[dict], title: str | None = None) -> Table:
     if not rows:
         return table
     for key in rows[0]:
-        table.add_column(str(key), justify="right" if isinstance(rows[0][key], (int, float)) else "left")
+        numeric = isinstance(rows[0][key], (int, float)) or key == "wall_s"  # wall_s comes formatted
+        table.add_column(str(key), justify="right" if numeric else "left")
     for row in rows:
         table.add_row(*(_fmt(v) for v in row.values()))
     return table
@@ -280,13 +281,15 @@ def build_parser() -> argparse.ArgumentParser:
     common(p)
     p.set_defaults(run=cmd_solve)
 
-    p = sub.add_parser("crosscheck", help="run several methods on one instance and compare")
+    p = sub.add_parser("crosscheck", help="run several methods on one instance and compare", epilog=EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file")
     p.add_argument("--methods", default=None, help="comma-separated, at least two (default: the family's choice)")
     common(p)
     p.set_defaults(run=cmd_crosscheck)
 
-    p = sub.add_parser("bench", help="time methods over instance files, folders or suites")
+    p = sub.add_parser("bench", help="time methods over instance files, folders or suites", epilog=EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("targets", nargs="+", metavar="FILE|FOLDER|SUITE")
     p.add_argument("--methods", default=None, help="comma-separated; replaces the suite's lists")
     p.add_argument("--repeat", type=int, default=1, help="runs per method (>= 1); wall_s is the median")
