@@ -54,7 +54,7 @@ def _table(rows: list[dict], title: str | None = None) -> Table:
     if not rows:
         return table
     for key in rows[0]:
-        numeric = isinstance(rows[0][key], (int, float)) or key == "wall_s"  # wall_s comes formatted
+        numeric = key == "wall_s" or any(isinstance(r[key], (int, float)) and not isinstance(r[key], bool) for r in rows)
         table.add_column(str(key), justify="right" if numeric else "left")
     for row in rows:
         table.add_row(*(_fmt(v) for v in row.values()))
