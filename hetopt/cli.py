@@ -265,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per method run (finite, > 0)")
+        p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per method run (finite, >= 0)")
         p.add_argument("--backend", choices=("highs", "cbc"), default=None, help="MILP backend (default highs)")
         p.add_argument("--threads", type=int, default=None, metavar="N",
                        help="solver threads: CP-SAT workers, HiGHS/CBC threads (default: CP-SAT 1, so runs repeat)")

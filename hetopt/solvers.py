@@ -115,7 +115,8 @@ def check_options(**options: Any) -> dict[str, Any]:
     ------
     ValueError
         One line naming the option, the accepted values and the value given:
-        ``time_limit`` must be a finite number of seconds > 0, ``backend`` one of
+        ``time_limit`` must be a finite number of seconds >= 0 (0: return at once with what
+        is known, TIME_LIMIT or a first plan), ``backend`` one of
         ``hetopt.backends.MILP_BACKENDS``, ``threads`` an integer in [1, MAX_THREADS],
         ``seed`` an integer in [0, 2**31).
 
@@ -126,7 +127,7 @@ def check_options(**options: Any) -> dict[str, Any]:
     >>> check_options(time_limit=-1)
     Traceback (most recent call last):
     ...
-    ValueError: time_limit: must be a finite number of seconds > 0 (got -1)
+    ValueError: time_limit: must be a finite number of seconds >= 0 (got -1)
     """
     options = dict(options)
     for old, new in DEPRECATED_OPTIONS.items():
@@ -139,8 +140,8 @@ def check_options(**options: Any) -> dict[str, Any]:
     checked = {k: v for k, v in options.items() if v is not None}
     if "time_limit" in checked:
         t = checked["time_limit"]
-        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t) or t <= 0:
-            raise ValueError(f"time_limit: must be a finite number of seconds > 0 (got {t!r})")
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"time_limit: must be a finite number of seconds >= 0 (got {t!r})")
         checked["time_limit"] = float(t)
     if "backend" in checked and checked["backend"] not in MILP_BACKENDS:
         raise ValueError(f"backend: unknown MILP backend {checked['backend']!r} (known: {', '.join(MILP_BACKENDS)})")
@@ -191,7 +192,7 @@ def solve(instance: Any, method: str = "auto", **options: Any) -> Result:
     method
         A registered name, or "auto" (the family's default; the choice may change).
     **options
-        ``time_limit`` (seconds, finite and > 0; None for none), ``backend`` ("highs" or
+        ``time_limit`` (seconds, finite and >= 0; None for none), ``backend`` ("highs" or
         "cbc", MILP only), ``threads`` (solver threads: CP-SAT's workers, HiGHS's and CBC's
         threads; by default CP-SAT runs one worker so that runs repeat) and ``seed``
         (CP-SAT, default 0). A method ignores the options of its family it does not take

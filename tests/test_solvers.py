@@ -39,7 +39,7 @@ def test_an_option_of_the_family_that_a_method_does_not_take_is_ignored():
 @pytest.mark.parametrize(
     "options",
     [
-        {"time_limit": -1}, {"time_limit": 0}, {"time_limit": math.nan}, {"time_limit": math.inf},
+        {"time_limit": -1}, {"time_limit": -1e-9}, {"time_limit": math.nan}, {"time_limit": math.inf},
         {"time_limit": "1"}, {"time_limit": True}, {"backend": "gurobi"}, {"threads": 0},
         {"threads": 1.5}, {"threads": True}, {"threads": 10**6}, {"seed": -1}, {"seed": 0.5}, {"seed": 2**31},
     ],

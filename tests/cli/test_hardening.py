@@ -29,7 +29,7 @@ def run(capsys, *argv):
     return code, captured.out, captured.err.splitlines()
 
 
-@pytest.mark.parametrize("value", ["-1", "0", "nan", "inf", "abc"])
+@pytest.mark.parametrize("value", ["-1", "-1e-9", "nan", "inf", "abc"])
 @pytest.mark.parametrize("command", ["solve", "crosscheck", "bench"])
 def test_a_bad_time_limit_is_one_line_and_exit_2(capsys, command, value):
     code, out, err = run(capsys, command, TINY, f"--time-limit={value}")
