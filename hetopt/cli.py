@@ -255,7 +255,8 @@ class _Parser(argparse.ArgumentParser):
     """argparse with one-line usage errors (exit 2), like every other input error."""
 
     def error(self, message: str) -> Any:
-        self.exit(EXIT_USAGE, f"hetopt: {self.prog.removeprefix('hetopt').strip() or 'usage'}: {message} (see {self.prog} --help)\n")
+        command = self.prog.removeprefix("hetopt").strip() or "usage"
+        self.exit(EXIT_USAGE, f"hetopt: {command}: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:

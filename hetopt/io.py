@@ -99,7 +99,8 @@ def problem_of(data: dict, source: str) -> str:
                              f"(an instance file starts with problem = \"{'|'.join(READERS)}\")")
         raise InputError(f"{source}: problem: missing (start the file with problem = \"{'|'.join(READERS)}\")")
     if not isinstance(problem, str):
-        raise InputError(f"{source}: problem: must be a string, one of {', '.join(READERS)} (got {type(problem).__name__} {problem!r:.40})")
+        raise InputError(f"{source}: problem: must be a string, one of {', '.join(READERS)} "
+                         f"(got {type(problem).__name__} {problem!r:.40})")
     if problem not in READERS:
         raise InputError(f"{source}: problem: unknown problem {problem!r:.60} (known: {', '.join(READERS)})")
     return problem

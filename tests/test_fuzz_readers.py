@@ -114,7 +114,8 @@ def _label(path) -> str:
 def mutate(data: dict, rng: random.Random, family: str) -> str:
     """Apply one random mutation to ``data`` in place; return what it did."""
     paths = [(p, v) for p, v in _paths(data) if p != ("problem",)]
-    leaves = [(p, v) for p, v in paths if not isinstance(v, (dict, list)) or (isinstance(v, list) and v and not isinstance(v[0], dict))]
+    leaves = [(p, v) for p, v in paths
+              if not isinstance(v, (dict, list)) or (isinstance(v, list) and v and not isinstance(v[0], dict))]
     containers = [(p, v) for p, v in paths if isinstance(v, (dict, list)) and v]
     numbers = [(p, v) for p, v in paths if isinstance(v, (int, float)) and not isinstance(v, bool)]
     kind = rng.choice(["extreme", "extreme", "extreme", "number", "number", "scale", "scale", "delete", "empty",
