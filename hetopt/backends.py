@@ -17,6 +17,7 @@ from functools import cache
 import pulp
 from ortools.sat.python import cp_model
 
+from hetopt.errors import SolverBug
 from hetopt.result import Status
 
 #: MILP backends by name; "highs" is the default (may change).
@@ -207,6 +208,12 @@ def solve_cpsat(
     -------
     (CpSolver, Outcome)
         The solver (read values from it) and what was proven, in the model's integer units.
+
+    Raises
+    ------
+    SolverBug
+        When CP-SAT finds the model invalid (e.g. a coefficient out of its integer range):
+        the family should have declined the instance or rejected it when reading.
     """
     solver = cp_model.CpSolver()
     if time_limit is not None:
@@ -223,6 +230,6 @@ def solve_cpsat(
         return solver, Outcome(Status.FEASIBLE, solver.objective_value, solver.best_objective_bound, stats)
     if code == cp_model.INFEASIBLE:
         return solver, Outcome(Status.INFEASIBLE, None, None, stats)
-    if code == cp_model.MODEL_INVALID:
-        raise ValueError("CP-SAT rejected the model: " + model.validate())
+    if code == cp_model.MODEL_INVALID:  # the family built a model CP-SAT cannot take: a bug, not bad input
+        raise SolverBug("CP-SAT rejected the model: " + model.validate())
     return solver, Outcome(Status.TIME_LIMIT, None, None, stats)

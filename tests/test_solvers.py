@@ -120,3 +120,16 @@ def test_a_heuristic_plan_beating_a_proven_optimum_is_a_disagreement_even_with_o
     greedy = dataclasses.replace(hetopt.solve(ISLANDS, "greedy"), objective=dp.objective - 1)
     check = compare(ISLANDS, [dp, greedy])
     assert check.agree is False and "beats a proven bound" in check.disagreement
+
+
+def test_an_invalid_cpsat_model_is_a_solver_bug_not_bad_input():
+    # a ValueError would reach the user as "bad input" (exit 2); the model is ours, so it is a bug (exit 4)
+    from hetopt.backends import solve_cpsat
+    from hetopt.errors import SolverBug
+
+    model = cp_model.CpModel()
+    x = model.new_int_var(0, 10, "x")
+    model.add(x * (2**62) + x * (2**62) >= 1)  # a sum that overflows int64: CP-SAT calls the model invalid
+    model.minimize(x)
+    with pytest.raises(SolverBug, match="CP-SAT rejected the model"):
+        solve_cpsat(model)
