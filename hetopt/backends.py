@@ -17,14 +17,24 @@ from functools import cache
 import pulp
 from ortools.sat.python import cp_model
 
+from hetopt.errors import SolverBug
 from hetopt.result import Status
 
 #: MILP backends by name; "highs" is the default (may change).
 MILP_BACKENDS = ("highs", "cbc")
 DEFAULT_MILP_BACKEND = "highs"
 
-#: CP-SAT workers when the caller gives none: the machines this project targets have 2 cores.
-DEFAULT_CPSAT_WORKERS = 2
+#: CP-SAT search workers when the caller gives none: one, so that a run is repeatable. With
+#: several workers CP-SAT races a portfolio of searches in threads, and which of several
+#: equally good optima it returns depends on thread timing. One worker with a fixed seed
+#: follows one search path (OR-Tools' ``interleave_search`` makes parallel workers repeatable
+#: too, but measured 4-6x slower on this project's models, so it is not used). A run stopped
+#: by its time limit stays timing-dependent either way.
+DEFAULT_CPSAT_WORKERS = 1
+
+#: CP-SAT's random seed when the caller gives none (any fixed value: the point is that it is
+#: fixed, so a run with one worker repeats exactly).
+DEFAULT_CPSAT_SEED = 0
 
 
 @dataclass(frozen=True)
@@ -175,7 +185,7 @@ def solve_cpsat(
     *,
     time_limit: float | None = None,
     workers: int | None = None,
-    seed: int = 0,
+    seed: int | None = DEFAULT_CPSAT_SEED,
     on_solver: Callable[[cp_model.CpSolver], None] | None = None,
 ) -> tuple[cp_model.CpSolver, Outcome]:
     """Solve a CP-SAT minimization model and report what was proven.
@@ -185,9 +195,12 @@ def solve_cpsat(
     time_limit
         Seconds, or None for no limit.
     workers
-        Search workers (default 2, the size of the machines this project targets).
+        Search workers (``hetopt solve --threads``). None: one worker, so that the same
+        model gives the same solution on every run (see ``DEFAULT_CPSAT_WORKERS``); more
+        workers search in parallel and may return a different one of several equal optima.
     seed
-        Random seed, for repeatable runs.
+        Random seed (None: ``DEFAULT_CPSAT_SEED``); with one worker, the same seed repeats
+        the same search.
     on_solver
         Called with the solver before the solve, to set more parameters.
 
@@ -195,12 +208,18 @@ def solve_cpsat(
     -------
     (CpSolver, Outcome)
         The solver (read values from it) and what was proven, in the model's integer units.
+
+    Raises
+    ------
+    SolverBug
+        When CP-SAT finds the model invalid (e.g. a coefficient out of its integer range):
+        the family should have declined the instance or rejected it when reading.
     """
     solver = cp_model.CpSolver()
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
     solver.parameters.num_workers = workers or DEFAULT_CPSAT_WORKERS
-    solver.parameters.random_seed = seed
+    solver.parameters.random_seed = DEFAULT_CPSAT_SEED if seed is None else seed
     if on_solver is not None:
         on_solver(solver)
     code = solver.solve(model)
@@ -211,6 +230,6 @@ def solve_cpsat(
         return solver, Outcome(Status.FEASIBLE, solver.objective_value, solver.best_objective_bound, stats)
     if code == cp_model.INFEASIBLE:
         return solver, Outcome(Status.INFEASIBLE, None, None, stats)
-    if code == cp_model.MODEL_INVALID:
-        raise ValueError("CP-SAT rejected the model: " + model.validate())
+    if code == cp_model.MODEL_INVALID:  # the family built a model CP-SAT cannot take: a bug, not bad input
+        raise SolverBug("CP-SAT rejected the model: " + model.validate())
     return solver, Outcome(Status.TIME_LIMIT, None, None, stats)

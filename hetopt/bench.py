@@ -21,8 +21,8 @@ from pathlib import Path
 from hetopt.errors import InputError
 from hetopt.io import load, read_toml
 from hetopt.readers.fields import Fields
-from hetopt.result import Result, Status, objectives_agree
-from hetopt.solvers import family, solve
+from hetopt.result import Result
+from hetopt.solvers import compare, family, solve
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Row:
     gap: float | None
     wall_s: float
     wall_runs: tuple[float, ...]
-    agree: bool | None  # do this instance's proven optima agree (None: fewer than two)
+    agree: bool | None  # do this instance's answers agree (None: fewer than two methods proved one)
     stats: dict = field(default_factory=dict)
 
 
@@ -94,26 +94,44 @@ def collect_jobs(targets: Sequence[str], methods: Sequence[str] | None = None, t
 
 
 def run_job(job: Job, *, repeat: int = 1, on_step: Callable[[], None] | None = None, **options) -> list[Row]:
-    """Run one job; ``repeat`` runs per method, wall time reported as the median."""
+    """Run one job; ``repeat`` runs per method, wall time reported as the median.
+
+    Parameters
+    ----------
+    job
+        The instance file and its methods.
+    repeat
+        Runs per method, at least 1; ``wall_s`` is the median of the runs' ``Result.wall_s``
+        (the method call's wall time, model building included; loading the file is not
+        counted), and the last run's answer is reported.
+    on_step
+        Called after each method (for progress bars).
+    **options
+        As for :func:`hetopt.solve` (``time_limit`` comes from the job).
+
+    Returns
+    -------
+    list[Row]
+        One row per method; ``agree`` as :func:`hetopt.solvers.compare` says for the
+        instance (None when fewer than two methods proved an answer).
+
+    Raises
+    ------
+    ValueError
+        For ``repeat`` < 1, or as :func:`hetopt.solve`.
+    """
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or repeat < 1:
+        raise ValueError(f"repeat: must be an integer >= 1 (got {repeat!r})")
     instance = load(job.path)
     fam = family(instance)
     names = list(job.methods) if job.methods else fam.crosscheck_methods(instance)
     results: list[tuple[Result, list[float]]] = []
     for name in names:
-        runs = []
-        result = None
-        for _ in range(repeat):
-            result = solve(instance, name, time_limit=job.time_limit, **options)
-            runs.append(result.wall_s)
-        assert result is not None
-        results.append((result, runs))
+        runs = [solve(instance, name, time_limit=job.time_limit, **options) for _ in range(repeat)]
+        results.append((runs[-1], [r.wall_s for r in runs]))
         if on_step is not None:
             on_step()
-    rtol, atol = fam.tolerance(instance)
-    optimal = [r for r, _ in results if r.status is Status.OPTIMAL]
-    agree = None
-    if len(optimal) >= 2:
-        agree = all(objectives_agree(r.objective, optimal[0].objective, rtol=rtol, atol=atol) for r in optimal)
+    agree = compare(instance, [r for r, _ in results]).agree
     return [
         Row(
             instance=getattr(instance, "name", job.path.stem),

@@ -1,7 +1,8 @@
 """The ``hetopt`` command line: parse, call the library, print. No logic of its own.
 
 Exit codes: 0 a solution (or crosscheck agreed); 1 proven infeasible or a disagreement;
-2 bad input or usage; 3 time limit without a solution.
+2 bad input or usage (one line on stderr); 3 time limit without a solution; 4 internal
+error (a bug: one line on stderr, the traceback with ``--debug`` or ``HETOPT_DEBUG=1``).
 """
 
 from __future__ import annotations
@@ -9,20 +10,33 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
+import traceback
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 
 from hetopt import bench as benchmod
-from hetopt.errors import InputError
+from hetopt.errors import InputError, SolverBug
 from hetopt.io import crosscheck_to_dict, load, plain, result_to_dict
-from hetopt.result import Result, Status
-from hetopt.solvers import FAMILIES, crosscheck, solve
+from hetopt.result import CrossCheck, Result, Status
+from hetopt.solvers import FAMILIES, check_options, crosscheck, solve
 
-EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT = 0, 1, 2, 3
+EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT, EXIT_INTERNAL = 0, 1, 2, 3, 4
+
+#: Set (to anything but "" or "0") to print the traceback of an internal error.
+DEBUG_ENV = "HETOPT_DEBUG"
+
+EXIT_CODES_HELP = """exit codes:
+  0  a solution was found (crosscheck: the answers agree, or too few to compare and one has a plan)
+  1  proven infeasible, or a crosscheck/bench disagreement
+  2  bad input or usage (one line on stderr, naming the file, the key and the fix)
+  3  time limit reached without a solution
+  4  internal error: a bug in hetopt (one line; the traceback with --debug or HETOPT_DEBUG=1)"""
 
 
 def _fmt(value: Any) -> str:
@@ -40,7 +54,8 @@ def _table(rows: list[dict], title: str | None = None) -> Table:
     if not rows:
         return table
     for key in rows[0]:
-        table.add_column(str(key), justify="right" if isinstance(rows[0][key], (int, float)) else "left")
+        numeric = key == "wall_s" or any(isinstance(r[key], (int, float)) and not isinstance(r[key], bool) for r in rows)
+        table.add_column(str(key), justify="right" if numeric else "left")
     for row in rows:
         table.add_row(*(_fmt(v) for v in row.values()))
     return table
@@ -56,13 +71,32 @@ def _exit_code(result: Result) -> int:
     return EXIT_USAGE if result.status is Status.DECLINED else EXIT_INFEASIBLE
 
 
+#: Command-line flag of each solver-layer option, for messages.
+_FLAGS = {"time_limit": "--time-limit", "backend": "--backend", "threads": "--threads", "seed": "--seed"}
+
+
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return {
-        "time_limit": args.time_limit,
-        "backend": getattr(args, "backend", None),
-        "workers": getattr(args, "workers", None),
-        "seed": getattr(args, "seed", None),
-    }
+    """The solver options of solve/crosscheck/bench, checked before any file is read.
+
+    ``--workers`` is a deprecated alias of ``--threads`` (one note on stderr).
+
+    Raises
+    ------
+    InputError
+        A value out of range, naming the flag.
+    """
+    threads = args.threads
+    if args.workers is not None:
+        print("hetopt: note: --workers is deprecated for solve/crosscheck/bench; use --threads (same meaning)", file=sys.stderr)
+        if threads is not None and threads != args.workers:
+            raise InputError(f"--workers {args.workers} and --threads {threads}: give only --threads")
+        threads = args.workers
+    options = {"time_limit": args.time_limit, "backend": args.backend, "threads": threads, "seed": args.seed}
+    try:
+        return check_options(**options)
+    except ValueError as exc:
+        name, _, rest = str(exc).partition(": ")
+        raise InputError(f"{_FLAGS.get(name, name)}: {rest}") from None
 
 
 def _result_line(result: Result) -> str:
@@ -75,13 +109,37 @@ def _result_line(result: Result) -> str:
     return line
 
 
+def _check_out(path: str) -> Path:
+    """The ``--out`` file, checked before solving: a writable file in an existing folder.
+
+    Raises
+    ------
+    InputError
+        A folder, a path ending in a separator, a missing or unwritable folder, or an
+        unwritable file.
+    """
+    target = Path(path)
+    if path.endswith(("/", os.sep)) or target.is_dir():
+        raise InputError(f"--out {path}: is a folder; give a file name (e.g. {os.path.join(path, 'result.json')})")
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"--out {path}: no folder {folder} (create it first)")
+    if target.exists() and not os.access(target, os.W_OK) or not target.exists() and not os.access(folder, os.W_OK):
+        raise InputError(f"--out {path}: not writable (permission denied)")
+    return target
+
+
 def cmd_solve(args: argparse.Namespace, out: Console) -> int:
+    options = _options(args)
+    target = _check_out(args.out) if args.out else None
     instance = load(args.file)
-    result = solve(instance, args.method, **_options(args))
+    result = solve(instance, args.method, **options)
     document = result_to_dict(result)
-    if args.out:
-        with open(args.out, "w", encoding="utf-8") as fh:
-            json.dump(document, fh, indent=2)
+    if target is not None:
+        try:
+            target.write_text(json.dumps(document, indent=2), encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"--out {args.out}: cannot write ({exc.strerror})") from None
     if args.json:
         print(json.dumps(document, indent=2))
         return _exit_code(result)
@@ -94,10 +152,39 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     return _exit_code(result)
 
 
+def _agreement_line(check: CrossCheck) -> str:
+    rtol, atol = check.tolerance
+    if check.agree is False:
+        return f"agree: NO: {check.disagreement}"
+    if check.agree:
+        return f"agree: yes, {check.compared} proven answers (relative {rtol:g}, absolute {atol:g})"
+    proved = [r.method for r in check.results if r.status in (Status.OPTIMAL, Status.INFEASIBLE)]
+    if check.compared == 1:
+        return f"agree: not checked: only one method proved an answer ({', '.join(proved)}); nothing to compare it with"
+    return "agree: not checked: no method proved an answer"
+
+
+def _crosscheck_exit(check: CrossCheck) -> int:
+    """0 agreement, 1 disagreement; with fewer than two proven answers, as solve's best result."""
+    if check.agree is False:
+        return EXIT_INFEASIBLE
+    if check.agree:
+        return EXIT_OK
+    codes = [_exit_code(r) for r in check.results]
+    for code in (EXIT_OK, EXIT_INFEASIBLE, EXIT_TIME_LIMIT):
+        if code in codes:
+            return code
+    return EXIT_USAGE
+
+
 def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
+    options = _options(args)
+    names = [n.strip() for n in args.methods.split(",") if n.strip()] if args.methods is not None else None
+    if names is not None and len(set(names)) < 2:
+        raise InputError(f"--methods {args.methods}: a crosscheck compares at least two different methods "
+                         "(e.g. --methods dp,milp; `hetopt methods` lists them)")
     instance = load(args.file)
-    names = args.methods.split(",") if args.methods else None
-    check = crosscheck(instance, names, **_options(args))
+    check = crosscheck(instance, names, **options)
     if args.json:
         print(json.dumps(crosscheck_to_dict(check), indent=2))
     else:
@@ -109,29 +196,32 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
                 "objective": r.objective,
                 "bound": r.bound,
                 "gap": r.gap,
-                "wall_s": r.wall_s,
+                "wall_s": _seconds(r.wall_s),
                 "note": r.reason,
             }
             for r in check.results
         ]
         out.print(_table(rows))
-        rtol, atol = check.tolerance
-        if check.agree:
-            out.print(f"agree: yes (relative {rtol:g}, absolute {atol:g})", highlight=False)
-        else:
-            out.print(f"agree: NO: {check.disagreement}", highlight=False)
+        out.print(_agreement_line(check), highlight=False)
         for method, gap in check.heuristic_gaps.items():
             out.print(f"{method}: gap to the best proven bound {_fmt(gap)}", highlight=False)
-    return EXIT_OK if check.agree else EXIT_INFEASIBLE
+    return _crosscheck_exit(check)
+
+
+def _seconds(value: float) -> str:
+    """Wall time for tables: fixed point, never the 6g exponent form ("5.5e-05" reads as 5.5 s)."""
+    return f"{value:.3f}"
 
 
 BENCH_FIELDS = ("instance", "method", "status", "objective", "bound", "gap", "wall_s", "agree")
 
 
 def cmd_bench(args: argparse.Namespace, out: Console) -> int:
-    names = args.methods.split(",") if args.methods else None
-    jobs = benchmod.collect_jobs(args.targets, names, args.time_limit)
     options = {k: v for k, v in _options(args).items() if k != "time_limit"}
+    if args.repeat < 1:
+        raise InputError(f"--repeat {args.repeat}: must be >= 1 (runs per method)")
+    names = [n.strip() for n in args.methods.split(",") if n.strip()] if args.methods is not None else None
+    jobs = benchmod.collect_jobs(args.targets, names, args.time_limit)
     rows: list[benchmod.Row] = []
     show_progress = sys.stdout.isatty() and not (args.json or args.csv)
     if show_progress:
@@ -148,44 +238,62 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
     if args.json:
         print(json.dumps([plain(r) for r in rows], indent=2))
     elif args.csv:
-        writer = csv.writer(sys.stdout)
+        writer = csv.writer(sys.stdout, lineterminator="\n")
         writer.writerow(BENCH_FIELDS)
         for r in rows:
             writer.writerow(["" if getattr(r, k) is None else getattr(r, k) for k in BENCH_FIELDS])
     else:
-        out.print(_table([{k: getattr(r, k) for k in BENCH_FIELDS} for r in rows]))
+        table = [{k: getattr(r, k) for k in BENCH_FIELDS} for r in rows]
+        for row in table:
+            row["wall_s"] = _seconds(row["wall_s"])
+        out.print(_table(table))
     disagree = any(r.agree is False for r in rows)
     return EXIT_INFEASIBLE if disagree else EXIT_OK
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2), like every other input error."""
+
+    def error(self, message: str) -> Any:
+        command = self.prog.removeprefix("hetopt").strip() or "usage"
+        self.exit(EXIT_USAGE, f"hetopt: {command}: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hetopt", description="Exact, cross-checked solvers for heterogeneous-GPU training planners.")
+    parser = _Parser(prog="hetopt", description="Exact, cross-checked solvers for heterogeneous-GPU training planners.",
+                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help=f"print the traceback of an internal error (or set {DEBUG_ENV}=1)")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per method run")
+        p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per method run (finite, >= 0)")
         p.add_argument("--backend", choices=("highs", "cbc"), default=None, help="MILP backend (default highs)")
-        p.add_argument("--workers", type=int, default=None, help="CP-SAT workers (default 2)")
+        p.add_argument("--threads", type=int, default=None, metavar="N",
+                       help="solver threads: CP-SAT workers, HiGHS/CBC threads (default: CP-SAT 1, so runs repeat)")
+        p.add_argument("--workers", type=int, default=None, metavar="N", help="deprecated alias of --threads")
         p.add_argument("--seed", type=int, default=None, help="CP-SAT random seed (default 0)")
         p.add_argument("--json", action="store_true", help="print one JSON document")
 
-    p = sub.add_parser("solve", help="solve one instance file")
+    p = sub.add_parser("solve", help="solve one instance file", epilog=EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file")
     p.add_argument("--method", default="auto", help="auto (may change), dp, milp, cpsat, ... (see `hetopt methods`)")
-    p.add_argument("--out", default=None, metavar="FILE", help="also write the JSON result to FILE")
+    p.add_argument("--out", default=None, metavar="FILE", help="also write the JSON result to FILE (checked before solving)")
     common(p)
     p.set_defaults(run=cmd_solve)
 
-    p = sub.add_parser("crosscheck", help="run several methods on one instance and compare")
+    p = sub.add_parser("crosscheck", help="run several methods on one instance and compare", epilog=EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file")
-    p.add_argument("--methods", default=None, help="comma-separated (default: the family's choice)")
+    p.add_argument("--methods", default=None, help="comma-separated, at least two (default: the family's choice)")
     common(p)
     p.set_defaults(run=cmd_crosscheck)
 
-    p = sub.add_parser("bench", help="time methods over instance files, folders or suites")
+    p = sub.add_parser("bench", help="time methods over instance files, folders or suites", epilog=EXIT_CODES_HELP,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("targets", nargs="+", metavar="FILE|FOLDER|SUITE")
     p.add_argument("--methods", default=None, help="comma-separated; replaces the suite's lists")
-    p.add_argument("--repeat", type=int, default=1, help="runs per method; wall_s is the median")
+    p.add_argument("--repeat", type=int, default=1, help="runs per method (>= 1); wall_s is the median")
     p.add_argument("--csv", action="store_true", help="print CSV")
     common(p)
     p.set_defaults(run=cmd_bench)
@@ -219,6 +327,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
+    for p in sub.choices.values():  # `hetopt solve ... --debug` as well as `hetopt --debug solve ...`
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
 
 
@@ -279,20 +389,44 @@ def _print_methods(out: Console) -> int:
     return EXIT_OK
 
 
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
+    """Run the command line; returns the exit code.
+
+    Every outcome is an exit code and at most one line on stderr: 2 for bad input or usage
+    (``InputError``, the library's ``ValueError``s), 4 for an internal error (``SolverBug``,
+    any other exception: a bug to report; ``--debug`` or ``HETOPT_DEBUG=1`` adds the
+    traceback), 130 for Ctrl-C.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     # off a terminal rich assumes 80 columns; plan tables are wider, and files want whole rows
     out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     try:
         return args.run(args, out)
-    except InputError as exc:
-        print(f"hetopt: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except ValueError as exc:  # unknown method or backend names
-        print(f"hetopt: {exc}", file=sys.stderr)
+    except (InputError, ValueError) as exc:  # bad files, names, sizes and option values
+        print(f"hetopt: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("hetopt: interrupted", file=sys.stderr)
         return 130
+    except SolverBug as exc:
+        if debug:
+            traceback.print_exc()
+        print(f"hetopt: internal error: solver bug: {_one_line(exc)}; please report it (with the input file)", file=sys.stderr)
+        return EXIT_INTERNAL
+    except MemoryError:
+        if debug:
+            traceback.print_exc()
+        print("hetopt: internal error: out of memory; please report it (with the input file and the command)", file=sys.stderr)
+        return EXIT_INTERNAL
+    except Exception as exc:  # noqa: BLE001 - the top level: no traceback reaches the user unasked
+        if debug:
+            traceback.print_exc()
+        print(f"hetopt: internal error: {type(exc).__name__}: {_one_line(exc)}; please report it "
+              f"(rerun with --debug for the traceback)", file=sys.stderr)
+        return EXIT_INTERNAL

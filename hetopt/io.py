@@ -61,13 +61,48 @@ def read_toml(path: str | Path) -> dict:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
 
 
+def _file_kind(data: dict) -> str | None:
+    """What a file without ``problem`` looks like it is, as the command that reads it.
+
+    Examples
+    --------
+    >>> _file_kind({"name": "c", "node": [{}]})
+    'a cluster file: use `hetopt plan --cluster FILE --model ...`'
+    >>> _file_kind({"x": 1}) is None
+    True
+    """
+    if "suite" in data and "instance" in data:
+        return "a benchmark suite: use `hetopt bench FILE`"
+    if isinstance(data.get("node"), list):
+        return "a cluster file: use `hetopt plan --cluster FILE --model ...`"
+    if "architecture" in data and "layers" in data:
+        return "a model file: use `hetopt plan --model FILE --cluster ...`"
+    if isinstance(data.get("gpu"), dict) and all(isinstance(v, dict) for v in data["gpu"].values()):
+        return "the GPU catalog: cluster files name its GPUs"
+    return None
+
+
 def problem_of(data: dict, source: str) -> str:
-    """The ``problem`` key, checked against the known families."""
+    """The ``problem`` key, checked against the known families.
+
+    Raises
+    ------
+    InputError
+        Missing (saying what the file is when it is a cluster, model, suite or catalog
+        file), not a string, or an unknown family.
+    """
     problem = data.get("problem")
     if problem is None:
+        kind = _file_kind(data)
+        if kind is not None:
+            raise InputError(f"{source}: problem: missing: this is {kind}, not an instance file "
+                             f"(an instance file starts with problem = \"{'|'.join(READERS)}\")")
         raise InputError(f"{source}: problem: missing (start the file with problem = \"{'|'.join(READERS)}\")")
+    if not isinstance(problem, str):
+        raise InputError(f"{source}: problem: must be a string, one of {', '.join(READERS)} "
+                         f"(got {type(problem).__name__} {problem!r:.40})")
     if problem not in READERS:
-        raise InputError(f"{source}: problem: unknown problem {problem!r} (known: {', '.join(READERS)})")
+        raise InputError(f"{source}: problem: unknown problem {problem!r:.60} (known: {', '.join(READERS)})")
     return problem
 
 
@@ -141,6 +176,7 @@ def crosscheck_to_dict(check: CrossCheck) -> dict:
         {
             "problem": check.problem,
             "agree": check.agree,
+            "compared": check.compared,
             "tolerance": {"rtol": check.tolerance[0], "atol": check.tolerance[1]},
             "disagreement": check.disagreement,
             "heuristic_gaps": check.heuristic_gaps,

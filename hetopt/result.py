@@ -116,9 +116,11 @@ class CrossCheck:
     results
         One Result per method, in the order run.
     agree
-        True when every proven-optimal objective agrees with every other (within the
-        family's tolerance) and every proven infeasibility is matched by no solution
-        elsewhere.
+        False when the answers contradict each other: two proven optima differ by more than
+        the family's tolerance, a proven infeasibility meets a plan found elsewhere, or a
+        plan beats a proven bound. Otherwise True when at least two methods proved an
+        answer (``compared >= 2``), and None when fewer did: nothing was compared, so
+        nothing is claimed.
     tolerance
         ``(rtol, atol)`` used for the agreement test.
     heuristic_gaps
@@ -126,11 +128,15 @@ class CrossCheck:
         proven bound.
     disagreement
         One sentence naming the methods that disagree, empty when they agree.
+    compared
+        How many methods proved an answer (OPTIMAL from a method that proves optimality,
+        or INFEASIBLE): the answers ``agree`` compares.
     """
 
     problem: str
     results: tuple[Result, ...]
-    agree: bool
+    agree: bool | None
     tolerance: tuple[float, float] = (AGREEMENT_RTOL, 0.0)
     heuristic_gaps: dict[str, float] = field(default_factory=dict)
     disagreement: str = ""
+    compared: int = 0

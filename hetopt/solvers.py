@@ -13,12 +13,16 @@ True
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import numbers
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from hetopt import allocation, islands, pipeline
+from hetopt.backends import MILP_BACKENDS
 from hetopt.family import Family
 from hetopt.result import CrossCheck, Result, Status, objectives_agree, relative_gap
 
@@ -56,10 +60,126 @@ def _resolve(fam: Family, method: str) -> tuple[str, Any]:
     return name, fam.methods[name]
 
 
-def _accepted(func: Any, options: dict[str, Any]) -> dict[str, Any]:
-    """The options ``func`` takes as keywords (a method ignores the others, e.g. backend for dp)."""
-    params = inspect.signature(func).parameters
-    return {k: v for k, v in options.items() if k in params and v is not None}
+#: The options of the solver layer, common to every family. A method uses those it takes
+#: and ignores the others (``backend`` means nothing to ``dp``); any other name is an error.
+COMMON_OPTIONS = ("time_limit", "backend", "threads", "seed")
+
+#: Deprecated option names and what replaced them (kept for one release).
+DEPRECATED_OPTIONS = {"workers": "threads"}
+
+#: Keyword parameters of registered methods that are not options a caller may set (the
+#: islands DPs take their own registry name, for their Result).
+_INTERNAL_PARAMETERS = frozenset({"method"})
+
+#: More solver threads than this is a typo, not a machine (CP-SAT starts one thread each).
+MAX_THREADS = 1024
+
+#: CP-SAT's seed is a 32-bit signed integer; seeds are taken from [0, 2**31).
+SEED_LIMIT = 2**31
+
+
+def _parameters(func: Any) -> dict[str, inspect.Parameter]:
+    return dict(inspect.signature(func).parameters)
+
+
+def known_options(fam: Family) -> list[str]:
+    """The option names :func:`solve` accepts for a family, sorted.
+
+    The common options (``time_limit``, ``backend``, ``threads``, ``seed``) and the keyword
+    options any of the family's methods takes (e.g. ``bracket`` for allocation ``dp``).
+
+    Examples
+    --------
+    >>> known_options(family("allocation"))
+    ['backend', 'bracket', 'seed', 'threads', 'time_limit']
+    """
+    names = set(COMMON_OPTIONS)
+    for func in fam.methods.values():
+        for name, param in _parameters(func).items():
+            if param.kind is inspect.Parameter.KEYWORD_ONLY and name not in _INTERNAL_PARAMETERS:
+                names.add(name)
+    return sorted(names - set(DEPRECATED_OPTIONS))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_options(**options: Any) -> dict[str, Any]:
+    """Validate the values of the common options; returns them with None values dropped.
+
+    Names are not checked here (that needs the family, see :func:`solve`); a deprecated
+    name is translated (``workers`` -> ``threads``) with a DeprecationWarning.
+
+    Raises
+    ------
+    ValueError
+        One line naming the option, the accepted values and the value given:
+        ``time_limit`` must be a finite number of seconds >= 0 (0: return at once with what
+        is known, TIME_LIMIT or a first plan), ``backend`` one of
+        ``hetopt.backends.MILP_BACKENDS``, ``threads`` an integer in [1, MAX_THREADS],
+        ``seed`` an integer in [0, 2**31).
+
+    Examples
+    --------
+    >>> check_options(time_limit=2, seed=None)
+    {'time_limit': 2.0}
+    >>> check_options(time_limit=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: time_limit: must be a finite number of seconds >= 0 (got -1)
+    """
+    options = dict(options)
+    for old, new in DEPRECATED_OPTIONS.items():
+        if options.get(old) is not None:
+            if options.get(new) is not None:
+                raise ValueError(f"{old}: deprecated alias of {new}; give only {new}")
+            warnings.warn(f"option {old!r} is deprecated, use {new!r} (same meaning)", DeprecationWarning, stacklevel=3)
+            options[new] = options[old]
+        options.pop(old, None)
+    checked = {k: v for k, v in options.items() if v is not None}
+    if "time_limit" in checked:
+        t = checked["time_limit"]
+        if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t) or t < 0:
+            raise ValueError(f"time_limit: must be a finite number of seconds >= 0 (got {t!r})")
+        checked["time_limit"] = float(t)
+    if "backend" in checked and checked["backend"] not in MILP_BACKENDS:
+        raise ValueError(f"backend: unknown MILP backend {checked['backend']!r} (known: {', '.join(MILP_BACKENDS)})")
+    if "threads" in checked:
+        n = checked["threads"]
+        if not _is_int(n) or not 1 <= n <= MAX_THREADS:
+            raise ValueError(f"threads: must be an integer from 1 to {MAX_THREADS} (got {n!r})")
+        checked["threads"] = int(n)
+    if "seed" in checked:
+        seed = checked["seed"]
+        if not _is_int(seed) or not 0 <= seed < SEED_LIMIT:
+            raise ValueError(f"seed: must be an integer from 0 to {SEED_LIMIT - 1} (got {seed!r})")
+        checked["seed"] = int(seed)
+    return checked
+
+
+def _accepted(fam: Family, func: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """The options ``func`` takes, from checked options (unknown names raise TypeError).
+
+    ``threads`` goes to a method's ``threads`` (MILP) or ``workers`` (CP-SAT) parameter. An
+    option the family knows but this method does not take is ignored (``backend`` for
+    ``dp``), and so is one the registry binds (``backend`` for ``milp-cbc``).
+    """
+    known = known_options(fam)
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise TypeError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                        f"for {fam.name} (known: {', '.join(known)})")
+    params = _parameters(func)
+    bound = set(func.keywords) if isinstance(func, functools.partial) else set()
+    taken = {}
+    for name, value in options.items():
+        target = name
+        if name == "threads" and "threads" not in params and "workers" in params:
+            target = "workers"
+        if target in params and target not in bound and target not in _INTERNAL_PARAMETERS:
+            taken[target] = value
+    return taken
 
 
 def solve(instance: Any, method: str = "auto", **options: Any) -> Result:
@@ -72,8 +192,12 @@ def solve(instance: Any, method: str = "auto", **options: Any) -> Result:
     method
         A registered name, or "auto" (the family's default; the choice may change).
     **options
-        ``time_limit`` (seconds), ``backend`` ("highs" or "cbc", MILP only), ``workers`` and
-        ``seed`` (CP-SAT); a method ignores the options it does not take.
+        ``time_limit`` (seconds, finite and >= 0; None for none), ``backend`` ("highs" or
+        "cbc", MILP only), ``threads`` (solver threads: CP-SAT's workers, HiGHS's and CBC's
+        threads; by default CP-SAT runs one worker so that runs repeat) and ``seed``
+        (CP-SAT, default 0). A method ignores the options of its family it does not take
+        (``backend`` for ``dp``, and for ``milp-cbc``, whose name fixes it); ``workers`` is
+        a deprecated alias of ``threads``.
 
     Returns
     -------
@@ -83,11 +207,14 @@ def solve(instance: Any, method: str = "auto", **options: Any) -> Result:
     Raises
     ------
     ValueError
-        For an unknown method name (the message lists the valid ones).
+        For an unknown method name (the message lists the valid ones) or an option value
+        out of range (see :func:`check_options`).
+    TypeError
+        For an option name no method of the family takes (the message lists the known ones).
     """
     fam = family(instance)
     _, func = _resolve(fam, method)
-    return func(instance, **_accepted(func, options))
+    return func(instance, **_accepted(fam, func, check_options(**options)))
 
 
 def crosscheck(instance: Any, methods: Sequence[str] | None = None, **options: Any) -> CrossCheck:
@@ -98,20 +225,54 @@ def crosscheck(instance: Any, methods: Sequence[str] | None = None, **options: A
     instance
         Any family's instance.
     methods
-        Method names; by default the family's choice for this instance (the fast exact
-        methods, plus the slow references when the instance is small enough).
+        At least two different method names; by default the family's choice for this
+        instance (the fast exact methods, plus the slow references when the instance is
+        small enough).
     **options
         As for :func:`solve`, passed to every method (``time_limit`` applies to each).
 
     Returns
     -------
     CrossCheck
-        ``agree`` is False when two proven optima differ by more than the family's
-        tolerance, or one method proves infeasibility while another finds a plan.
+        ``agree`` is False when the answers contradict each other (two proven optima
+        differ by more than the family's tolerance, one method proves infeasibility while
+        another finds a plan, a plan beats a proven bound); True when at least two methods
+        proved an answer and none contradicts another; None when fewer than two proved
+        one (``compared``), so there was nothing to compare.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two different methods, or as for :func:`solve`.
     """
     fam = family(instance)
     names = list(methods) if methods is not None else fam.crosscheck_methods(instance)
-    results = tuple(solve(instance, name, **options) for name in names)
+    resolved = {_resolve(fam, name)[0] for name in names}
+    if len(resolved) < 2:
+        raise ValueError(f"a crosscheck compares at least two different methods (got {', '.join(names) or 'none'}; "
+                         f"known: {', '.join(['auto', *fam.methods])})")
+    checked = check_options(**options)
+    results = tuple(solve(instance, name, **checked) for name in names)
+    return compare(instance, results)
+
+
+def compare(instance: Any, results: Sequence[Result]) -> CrossCheck:
+    """Compare several methods' Results on one instance (the rule of :func:`crosscheck`).
+
+    Parameters
+    ----------
+    instance
+        The instance they solved (for the family's tolerance).
+    results
+        One Result per method.
+
+    Returns
+    -------
+    CrossCheck
+        See :func:`crosscheck`.
+    """
+    fam = family(instance)
+    results = tuple(results)
     rtol, atol = fam.tolerance(instance)
     problems: list[str] = []
     optimal = [r for r in results if r.status is Status.OPTIMAL]
@@ -132,11 +293,13 @@ def crosscheck(instance: Any, methods: Sequence[str] | None = None, **options: A
         if r.status is Status.FEASIBLE or (r.status.has_solution and r.method not in fam.proving):
             gap = relative_gap(r.objective, best_bound)
             gaps[r.method] = math.nan if gap is None else gap
+    compared = sum(r.status in (Status.OPTIMAL, Status.INFEASIBLE) and r.method in fam.proving for r in results)
     return CrossCheck(
         problem=fam.name,
         results=results,
-        agree=not problems,
+        agree=False if problems else (True if compared >= 2 else None),
         tolerance=(rtol, atol),
         heuristic_gaps=gaps,
         disagreement="; ".join(problems),
+        compared=compared,
     )

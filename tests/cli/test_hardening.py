@@ -1,0 +1,143 @@
+"""The command line on bad options, bad paths and bugs: one line on stderr and a documented exit code."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+import hetopt.cli as cli
+from hetopt.cli import EXIT_INTERNAL, EXIT_USAGE, main
+from hetopt.errors import SolverBug
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = str(ROOT / "instances" / "allocation" / "tiny-2gpu.toml")
+ISLANDS = str(ROOT / "instances" / "islands" / "tiny.toml")
+INFEASIBLE = str(ROOT / "instances" / "pipeline" / "infeasible-gpt3-13b-t4x4.toml")
+
+
+def run(capsys, *argv):
+    """(exit code, stdout, stderr lines) of one in-process run."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err.splitlines()
+
+
+@pytest.mark.parametrize("value", ["-1", "-1e-9", "nan", "inf", "abc"])
+@pytest.mark.parametrize("command", ["solve", "crosscheck", "bench"])
+def test_a_bad_time_limit_is_one_line_and_exit_2(capsys, command, value):
+    code, out, err = run(capsys, command, TINY, f"--time-limit={value}")
+    assert code == EXIT_USAGE and out == "" and len(err) == 1 and "--time-limit" in err[0]
+
+
+@pytest.mark.parametrize("flag", ["--threads=0", "--seed=-1", "--workers=0", "--backend=gurobi"])
+def test_bad_solver_options_are_one_line_and_exit_2(capsys, flag):
+    code, out, err = run(capsys, "solve", TINY, flag)
+    assert code == EXIT_USAGE and out == "" and err[-1].startswith("hetopt: ") and len(err) <= 2  # + the --workers note
+
+
+def test_threads_and_the_deprecated_workers(capsys):
+    code, out, err = run(capsys, "solve", TINY, "--method", "cpsat", "--threads", "2", "--json")
+    assert code == 0 and err == [] and json.loads(out)["status"] == "OPTIMAL"
+    code, out, err = run(capsys, "crosscheck", TINY, "--methods", "dp,cpsat", "--workers", "2", "--json")
+    assert code == 0 and json.loads(out)["agree"] is True
+    assert len(err) == 1 and "deprecated" in err[0] and "--threads" in err[0]
+
+
+@pytest.mark.parametrize("methods", ["dp", "dp,dp", ""])
+def test_crosscheck_of_fewer_than_two_methods_is_a_usage_error(capsys, methods):
+    code, out, err = run(capsys, "crosscheck", TINY, "--methods", methods)
+    assert code == EXIT_USAGE and out == "" and len(err) == 1 and "at least two" in err[0]
+
+
+def test_crosscheck_with_one_proven_answer_says_so(capsys):
+    code, out, err = run(capsys, "crosscheck", ISLANDS, "--methods", "dp,greedy")
+    assert code == 0 and "agree: yes" not in out
+    assert "only one method proved an answer (dp)" in out
+    code, out, err = run(capsys, "crosscheck", ISLANDS, "--methods", "dp,greedy", "--json")
+    doc = json.loads(out)
+    assert doc["agree"] is None and doc["compared"] == 1
+
+
+def test_bench_repeat_0_is_exit_2(capsys):
+    code, out, err = run(capsys, "bench", TINY, "--repeat", "0")
+    assert code == EXIT_USAGE and out == "" and len(err) == 1 and "--repeat" in err[0]
+
+
+def test_bench_csv_lines_end_in_newline_only(capsys):
+    code, out, err = run(capsys, "bench", TINY, "--methods", "dp,milp", "--csv")
+    assert code == 0 and "\r" not in out
+    assert [r["method"] for r in csv.DictReader(io.StringIO(out))] == ["dp", "milp"]
+
+
+def test_bench_table_prints_wall_time_in_fixed_point(capsys):
+    # "5.5e-05" in the wall_s column read as 5.5 s next to solve's 0.000 s
+    code, out, err = run(capsys, "bench", INFEASIBLE, "--methods", "dp,milp")
+    assert code == 0 and "INFEASIBLE" in out
+    assert "e-0" not in out and "0.000" in out
+
+
+@pytest.mark.parametrize("kind", ["folder", "folder/", "missing-folder", "under-a-file"])
+def test_solve_out_is_checked_before_solving(capsys, tmp_path, monkeypatch, kind):
+    target = {
+        "folder": str(tmp_path),
+        "folder/": str(tmp_path / "new") + "/",
+        "missing-folder": str(tmp_path / "nope" / "r.json"),
+        "under-a-file": TINY + "/r.json",
+    }[kind]
+    monkeypatch.setattr(cli, "solve", lambda *a, **k: pytest.fail("solved before checking --out"))
+    code, out, err = run(capsys, "solve", TINY, "--out", target)
+    assert code == EXIT_USAGE and out == "" and len(err) == 1 and "--out" in err[0]
+
+
+def test_a_problem_that_is_not_a_string_is_exit_2(capsys, tmp_path):
+    bad = tmp_path / "p.toml"
+    bad.write_text("problem = [1, 2]\n")
+    code, out, err = run(capsys, "solve", str(bad))
+    assert code == EXIT_USAGE and len(err) == 1 and "problem: must be a string" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("path", "says"),
+    [
+        ("instances/clusters/tangram-c3.toml", "hetopt plan --cluster"),
+        ("instances/models/gpt3-13b.toml", "hetopt plan --model"),
+        ("instances/gpus.toml", "GPU catalog"),
+    ],
+)
+def test_a_cluster_model_or_catalog_file_given_to_solve_is_named(capsys, path, says):
+    code, out, err = run(capsys, "solve", str(ROOT / path))
+    assert code == EXIT_USAGE and len(err) == 1 and says in err[0]
+
+
+@pytest.mark.parametrize(
+    ("exc", "says"),
+    [(RuntimeError("boom"), "internal error: RuntimeError: boom"), (SolverBug("x/dp: wrong"), "solver bug: x/dp: wrong"),
+     (AttributeError("no attribute"), "internal error: AttributeError")],
+)
+def test_an_unexpected_exception_is_exit_4_without_a_traceback(capsys, monkeypatch, exc, says):
+    def failing(*args, **kwargs):
+        raise exc
+
+    monkeypatch.setattr(cli, "solve", failing)
+    monkeypatch.delenv(cli.DEBUG_ENV, raising=False)
+    code, out, err = run(capsys, "solve", TINY)
+    assert code == EXIT_INTERNAL and len(err) == 1 and says in err[0] and "report" in err[0]
+    code, out, err = run(capsys, "solve", TINY, "--debug")
+    assert code == EXIT_INTERNAL and err[0].startswith("Traceback") and says in err[-1]
+    monkeypatch.setenv(cli.DEBUG_ENV, "1")
+    code, out, err = run(capsys, "solve", TINY)
+    assert code == EXIT_INTERNAL and err[0].startswith("Traceback")
+
+
+def test_help_lists_the_exit_codes(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "exit codes" in out and "4  internal error" in out and "3  time limit" in out
