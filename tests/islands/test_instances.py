@@ -25,7 +25,8 @@ def test_the_generator_reproduces_the_committed_files(tmp_path):
 def test_crosscheck_agrees(path):
     inst = load(path)
     check = crosscheck(inst, time_limit=60)
-    assert check.agree, check.disagreement
+    # the 512-node datacenter is beyond CP-SAT and the MILP: dp alone proves it (agree is None)
+    assert check.agree is (True if check.compared >= 2 else None), check.disagreement
     proven = [r for r in check.results if r.status is Status.OPTIMAL]
     assert proven, [(r.method, r.status, r.reason) for r in check.results]
     assert "greedy" in check.heuristic_gaps and check.heuristic_gaps["greedy"] >= 0.0
