@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+import hetopt.planner.plan  # noqa: F401  (sys.modules["hetopt.planner.plan"] below)
 from hetopt.cli import main
 
 BASE = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1"]
