@@ -274,3 +274,46 @@ def test_a_scheduler_that_is_not_dask_fails_fast_with_one_line(capsys, monkeypat
     assert main([*SMALL, "--global-batch", "8", "--scheduler", address]) == 2
     assert time.perf_counter() - started < 10
     one_line_error(capsys, f"--scheduler {address}", words)
+
+
+@dataclass(frozen=True)
+class ClosesItsWorker(BuiltinParallelizer):
+    """A parallelizer that shuts down the Dask worker it runs on (a killed worker)."""
+
+    def parallelize(self, *args, **kwargs):
+        from distributed import get_worker
+
+        worker = get_worker()
+        worker.loop.add_callback(worker.close)
+        time.sleep(1.0)
+        return super().parallelize(*args, **kwargs)
+
+
+@pytest.fixture()
+def one_worker_dask():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp://",
+                                  host="127.0.0.1", dashboard_address=None) as local:
+        yield local.scheduler_address
+
+
+def test_a_dask_cluster_whose_only_worker_dies_keeps_the_time_limit(one_worker_dask):
+    from hetopt.planner.run import executor_for
+
+    with executor_for(None, one_worker_dask) as executor:
+        started = time.perf_counter()
+        p = plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False,
+                 executor=executor, parallelizer=ClosesItsWorker(), time_limit=3.0)
+        wall = time.perf_counter() - started
+    assert wall <= 3.0 + TIME_LIMIT_SLACK_S
+    assert p.status in (Status.TIME_LIMIT, Status.FEASIBLE), p.status
+
+
+def test_a_dask_cluster_without_workers_fails_with_one_line(one_worker_dask, monkeypatch):
+    from hetopt.planner import workers
+    from hetopt.planner.run import executor_for
+
+    monkeypatch.setattr(workers, "NO_WORKER_GRACE_S", 2.0)
+    with executor_for(None, one_worker_dask) as executor, pytest.raises(workers.WorkersLost, match="no worker"):
+        plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False,
+             executor=executor, parallelizer=ClosesItsWorker())
