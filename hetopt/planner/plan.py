@@ -450,12 +450,12 @@ def plan(
     ctx = _Context(cluster, cfg, seq, global_batch, chosen, par, all_slices(par, atoms), policies, imbalance, executor,
                    tasks, on_progress)
     attempts: list[_Attempt] = []
-    for k, m in enumerate(candidates):
+    for m in candidates:
         if composing.expired():
             break
-        # an equal share of what is left for each micro-batch size still to plan
-        share = Deadline(_limited(composing, 1.0 / (len(candidates) - k)))
-        attempts.append(_attempt(ctx, m, share))
+        # in turn, each with what is left: one micro-batch size composed completely is worth
+        # more than five enumerated in part
+        attempts.append(_attempt(ctx, m, composing))
         timing["enumeration_s"] += attempts[-1].enumerate_s
         timing["composition_s"] += attempts[-1].compose_s
     out.enumeration = {a.microbatch_size: a.stats.to_dict() for a in attempts}

@@ -38,8 +38,9 @@ def _status_line(p: HeteroPlan) -> str:
 def print_plan(p: HeteroPlan, out: Console) -> None:
     """The islands, the composed pipeline, its speed and efficiency, the alternatives."""
     out.print(f"[bold]{p.model}[/bold] on [bold]{p.cluster}[/bold]: global batch {p.global_batch}, sequence {p.seq}", highlight=False)
-    out.print(_table("islands", ["island", "GPU", "nodes", "GPUs", "members"],
-                     [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), _members(i["members"])] for i in p.islands]))
+    if p.islands:
+        out.print(_table("islands", ["island", "GPU", "nodes", "GPUs", "members"],
+                         [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), _members(i["members"])] for i in p.islands]))
     if p.left_out:
         out.print(f"left out of the composition: {_members(p.left_out, 6, 'islands')}", highlight=False)
     out.print(_status_line(p), highlight=False)
