@@ -13,6 +13,7 @@ never stops the planner: whatever happens to it is shown in its row.
 
 from __future__ import annotations
 
+import multiprocessing
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -27,6 +28,15 @@ from hetopt.planner.fsdp import plan_fsdp
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig
+
+
+#: Seconds the forked FSDP planning may run past its time limit before it is stopped: the
+#: allocation dp checks the clock between units of work, plus ``evaluate`` (the same slack
+#: as ``hetopt.family.TIME_LIMIT_SLACK_S``, of which this takes half).
+FSDP_KILL_SLACK_S = 0.5
+#: Under a time limit, the share of the time left that the FSDP alternative may use: the
+#: other three (in-process, quick) get the rest.
+FSDP_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -78,12 +88,73 @@ def fsdp_batches(result: Result) -> str:
     return f"{groups} (batch×GPUs, total {total})"
 
 
+def _fsdp(s: Setting, time_limit: float | None) -> Result:
+    return plan_fsdp(s.cluster, s.cfg, s.global_batch, s.seq, time_limit=time_limit)
+
+
+def _fsdp_child(s: Setting, time_limit: float, conn) -> None:
+    """In a forked process: plan FSDP and send ("ok", Result) or (exception type, message)."""
+    try:
+        conn.send(("ok", _fsdp(s, time_limit)))
+    except (InputError, MemoryError) as exc:
+        conn.send((type(exc).__name__, str(exc)))
+    except Exception as exc:  # noqa: BLE001 - reported in the row; the parent goes on
+        conn.send(("ERROR", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def _fsdp_within(s: Setting, time_limit: float) -> Result:
+    """``plan_fsdp`` in a forked process, killed when ``time_limit`` (+ the stated slack) runs
+    out: the allocation method may spend long before it first looks at the clock (building
+    its tables for a huge batch), and the planner's limit covers its alternatives.
+
+    Raises
+    ------
+    InputError, MemoryError
+        As ``plan_fsdp`` raised them in the child.
+    """
+    context = multiprocessing.get_context("fork")
+    parent, child = context.Pipe(duplex=False)
+    process = context.Process(target=_fsdp_child, args=(s, time_limit, child), daemon=True)
+    process.start()
+    child.close()
+    try:
+        if not parent.poll(time_limit + FSDP_KILL_SLACK_S):
+            return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=Deadline(None),
+                               reason=f"the allocation dp did not answer within the time limit ({time_limit:.3g} s left); stopped")
+        kind, payload = parent.recv()
+    except EOFError:  # the child died (killed by the OOM killer, ...)
+        return no_solution(problem="allocation", method="dp", status=Status.ERROR, deadline=Deadline(None),
+                           reason=f"the allocation dp's process died (exit code {process.exitcode})")
+    finally:
+        process.kill()
+        process.join()
+        parent.close()
+    if kind == "ok":
+        return payload
+    if kind == "InputError":
+        raise InputError(payload)
+    if kind == "MemoryError":
+        raise MemoryError(payload)
+    return no_solution(problem="allocation", method="dp", status=Status.ERROR, deadline=Deadline(None), reason=payload)
+
+
 def fsdp_alternative(s: Setting, deadline: Deadline) -> Alternative:
-    """Cephalo's FSDP plan; a declined, failed or out-of-memory allocation says so in its row."""
+    """Cephalo's FSDP plan; a declined, failed or out-of-memory allocation says so in its row.
+
+    Under a time limit it runs in a forked process (where the platform can fork) that is
+    stopped when the limit runs out.
+    """
     if deadline.expired():
         return Alternative("cephalo-fsdp", None, "not planned: the time limit was spent", Status.TIME_LIMIT)
+    left = _remaining(deadline)
+    left = None if left is None else FSDP_SHARE * left
     try:
-        result = plan_fsdp(s.cluster, s.cfg, s.global_batch, s.seq, time_limit=_remaining(deadline))
+        if left is not None and "fork" in multiprocessing.get_all_start_methods():
+            result = _fsdp_within(s, left)
+        else:
+            result = _fsdp(s, left)
     except InputError as exc:  # the allocation instance refuses the sizes (with its range)
         return Alternative("cephalo-fsdp", None, f"allocation instance declined: {exc}", Status.DECLINED)
     except MemoryError as exc:
@@ -103,6 +174,9 @@ def _restricted(s: Setting, counts: list[int], m: int, deadline: Deadline) -> Re
             continue
         positions = {0, L - k} | ({1} if L - k > 1 else set())  # first, last, and a middle slice
         for start in sorted(positions):
+            if deadline.expired():
+                return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+                                   reason="time limit reached before a plan was found")
             sl = Slice(tuple(s.atoms[start : start + k]))
             plans[i].extend(s.parallelizer.parallelize(
                 sl, s.specs[i], microbatch_size=m, microbatches=microbatches, global_batch=s.global_batch))

@@ -53,6 +53,10 @@ LARGE_CLUSTER_ATOMS = 24
 TRAINING_PER_FORWARD = 3.0
 #: Under a time limit, the share of it kept for the alternatives (the composed plan comes first).
 ALTERNATIVES_SHARE = 0.1
+#: Seconds before the time limit at which the planner's steps stop starting work (at most half
+#: the limit): a solver call returns a little after its own limit (its last unit of work and
+#: ``evaluate``; the 1F1B simulation of a long pipeline), and the steps run one after another.
+INNER_MARGIN_S = 0.5
 #: Under a time limit, the share of one micro-batch size's budget its enumeration may use: the
 #: rest composes what it found (the composition of a few thousand plans takes about as long
 #: as their enumeration on the shipped clusters).
@@ -421,13 +425,16 @@ def plan(
         without workers).
     """
     check_time_limit(time_limit)
-    deadline = Deadline(time_limit)
+    # the steps stop by this inner deadline: each may overshoot it by its own last unit of
+    # work (a DP layer, an evaluate), which the margin and the stated slack absorb
+    deadline = Deadline(None if time_limit is None else time_limit - min(INNER_MARGIN_S, time_limit / 2))
     if global_batch < 1:
         raise InputError(f"--global-batch {global_batch}: must be >= 1")
     cluster, cfg = as_cluster(cluster), as_model(cfg)
     seq = seq or cfg.sequence
     candidates = microbatch_candidates(global_batch, microbatch_size)
-    composing = Deadline(None if time_limit is None else time_limit * (1 - ALTERNATIVES_SHARE) if alternatives else time_limit)
+    composing = Deadline(None if time_limit is None else deadline.limit * (1 - ALTERNATIVES_SHARE) if alternatives
+                         else deadline.limit)
     timing = {"islands_s": 0.0, "enumeration_s": 0.0, "composition_s": 0.0, "alternatives_s": 0.0}
     out = HeteroPlan(cluster=cluster.name, model=cfg.name, global_batch=global_batch, microbatch_size=0, microbatches=0,
                      seq=seq, status=Status.ERROR, timing_s=timing, ideal_time_s=ideal_time(cluster, cfg, global_batch, seq))
