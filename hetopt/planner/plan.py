@@ -29,9 +29,10 @@ from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster, load_cluster, resolve
 from hetopt.planner.compose import (MAX_AUTO_MICROBATCH, island_specs, link_matrix, microbatch_candidates,
                                     pipeline_instance)
-from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
-from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
-from hetopt.result import Result, Status, relative_gap
+from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, all_slices, enumerate_plans
+from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
+from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
+from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops, load_model
 
 __all__ = ["Alternative", "HeteroPlan", "StageRow", "conclude_plan", "ideal_time", "microbatch_candidates", "plan",
@@ -161,22 +162,11 @@ def _limited(deadline: Deadline, share: float = 1.0) -> float | None:
 # ---- the steps -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Islands:
-    """The islands composed: their specs, member nodes (indices), names of those left out."""
-
-    specs: list[IslandSpec]
-    members: list[list[int]]
-    names: list[list[str]]
-    left_out: list[str]
-    note: str  # why islands were left out, for the reason
-
-
 def _form_islands(cluster: Cluster, deadline: Deadline) -> Result:
     return solvers.solve(cluster.islands, time_limit=_limited(deadline))
 
 
-def _choose_islands(cluster: Cluster, found: Result, max_islands: int | None, coarsened: str) -> _Islands:
+def _choose_islands(cluster: Cluster, found: Result, max_islands: int | None, coarsened: str) -> ChosenIslands:
     """Every island, or the ``max_islands`` (by default ``LARGE_CLUSTER_ISLANDS`` past
     ``MAX_COMPOSE_ISLANDS``) with the most sustained FLOP/s."""
     index = cluster.islands.index
@@ -186,11 +176,11 @@ def _choose_islands(cluster: Cluster, found: Result, max_islands: int | None, co
     large = max_islands is None and len(specs) > MAX_COMPOSE_ISLANDS
     limit = max_islands or (LARGE_CLUSTER_ISLANDS if large else len(specs))
     if len(specs) <= limit:
-        return _Islands(specs, members, names, [], "")
+        return ChosenIslands(specs, members, names, [], "")
     speed = [s.gpus * s.gpu.training_flops * s.gpu.efficiency for s in specs]
     keep = sorted(sorted(range(len(specs)), key=lambda i: -speed[i])[:limit])
     how = "--max-islands" if max_islands else f"the default for clusters of more than {MAX_COMPOSE_ISLANDS} islands"
-    return _Islands(
+    return ChosenIslands(
         [specs[i] for i in keep], [members[i] for i in keep], [names[i] for i in keep],
         [specs[i].name for i in range(len(specs)) if i not in keep],
         f"composed over {len(keep)} of {len(specs)} islands, those with the most compute ({how}{coarsened})",
@@ -205,7 +195,7 @@ class _Context:
     cfg: ModelConfig
     seq: int
     global_batch: int
-    islands: _Islands
+    islands: ChosenIslands
     parallelizer: Parallelizer
     slices: list[Slice]
     policies: Sequence[str]
@@ -215,20 +205,7 @@ class _Context:
     on_progress: Callable[[str, int, int], None] | None
 
 
-@dataclass
-class _Attempt:
-    """One micro-batch size: its composition (None: not run, no time left) and enumeration."""
-
-    microbatch_size: int
-    result: Result | None
-    complete: bool  # the parallelizer answered every query
-    plans: list[PartialPlan]
-    stats: EnumerationStats
-    enumerate_s: float = 0.0
-    compose_s: float = 0.0
-
-
-def _attempt(ctx: _Context, m: int, deadline: Deadline) -> _Attempt:
+def _attempt(ctx: _Context, m: int, deadline: Deadline) -> Attempt:
     """Enumerate and compose one micro-batch size within ``deadline``."""
     t0 = time.perf_counter()
     microbatches = ctx.global_batch // m
@@ -249,112 +226,7 @@ def _attempt(ctx: _Context, m: int, deadline: Deadline) -> _Attempt:
         result = None
     else:
         result = solvers.solve(instance, "dp", time_limit=_limited(deadline))
-    return _Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
-
-
-# ---- the one status step ---------------------------------------------------------------------
-
-
-def _attempt_bound(a: _Attempt) -> float | None:
-    """A proven lower bound on every plan with this micro-batch size (inf: none fits; None: unknown)."""
-    if a.result is None or not a.complete:
-        return None
-    if a.result.status is Status.OPTIMAL:
-        return a.result.objective
-    if a.result.status is Status.INFEASIBLE:
-        return math.inf
-    return a.result.bound  # FEASIBLE or TIME_LIMIT: the dp's bound, if it has one
-
-
-def _not_proven(islands: Result, chosen: _Islands | None, attempts: list[_Attempt], planned: int) -> list[str]:
-    """Why the composition is not a proof for the whole cluster (empty: it is)."""
-    why = []
-    if islands.status is not Status.OPTIMAL:
-        why.append(f"islands {islands.status.value} (not proven fewest)")
-    if chosen is not None and chosen.left_out:
-        why.append(chosen.note)
-    if planned > len(attempts):
-        why.append(f"time limit: {planned - len(attempts)} of {planned} micro-batch sizes not planned")
-    for a in attempts:
-        if not a.complete:
-            why.append(f"micro-batch {a.microbatch_size}: time limit during the enumeration")
-        elif a.result is None:
-            why.append(f"micro-batch {a.microbatch_size}: time limit before the composition")
-        elif a.result.status not in (Status.OPTIMAL, Status.INFEASIBLE):
-            why.append(f"micro-batch {a.microbatch_size}: composition {a.result.status.value}"
-                       + (f" ({a.result.reason})" if a.result.reason else ""))
-    return why
-
-
-def conclude_plan(
-    out: HeteroPlan, islands: Result, chosen: _Islands | None, attempts: list[_Attempt], planned: int,
-) -> _Attempt | None:
-    """Set ``out``'s status, bound, gap and reason from the islands and composition results.
-
-    Parameters
-    ----------
-    islands
-        The islands family's result.
-    chosen
-        The islands composed (None when the islands step found none).
-    attempts
-        One per micro-batch size planned, in order; ``planned`` of them were to be.
-
-    Returns
-    -------
-    The attempt whose plan is the answer, or None.
-
-    Rules: no islands → the islands step's status (TIME_LIMIT, INFEASIBLE, ...). A plan →
-    OPTIMAL only when the islands are proven, none is left out, every micro-batch size was
-    enumerated completely and its composition proven (OPTIMAL or INFEASIBLE); otherwise
-    FEASIBLE with the best proven bound (each micro-batch size's bound when all are known,
-    never below the ideal, a lower bound of every plan). No plan → INFEASIBLE only when that
-    same proof holds; TIME_LIMIT when a time limit stopped a step; else the composition's
-    DECLINED or ERROR, or DECLINED when islands were left out.
-    """
-    if not islands.status.has_solution:
-        out.status = islands.status
-        out.reason = f"islands: {islands.reason or islands.status.value}"
-        if islands.status is Status.TIME_LIMIT:
-            out.reason = f"time limit reached while forming islands ({islands.reason or 'no partition found'})"
-        return None
-    why = _not_proven(islands, chosen, attempts, planned)
-    found = [a for a in attempts if a.result is not None and a.result.status.has_solution]
-    best = min(found, key=lambda a: a.result.objective, default=None)
-    if best is not None:
-        t = best.result.objective
-        if not why:
-            out.status, out.bound_s, out.gap, out.reason = Status.OPTIMAL, t, 0.0, ""
-            return best
-        bounds = [_attempt_bound(a) for a in attempts]
-        exact_over_all = islands.status is Status.OPTIMAL and not chosen.left_out and planned == len(attempts)
-        bound = min(bounds) if exact_over_all and None not in bounds else None
-        bound = out.ideal_time_s if bound is None else max(bound, out.ideal_time_s)
-        out.status, out.bound_s = Status.FEASIBLE, min(bound, t)
-        out.gap = relative_gap(t, out.bound_s)
-        out.reason = (f"{'; '.join(why)}: not proven optimal for {out.cluster}; gap {100 * out.gap:.1f}% to the bound "
-                      f"{out.bound_s:.4g} s" + (" (the ideal, a lower bound for the whole cluster)"
-                                                  if out.bound_s == out.ideal_time_s else ""))
-        return best
-    failures = "; ".join(f"micro-batch {a.microbatch_size}: {a.result.reason or a.result.status.value}"
-                         for a in attempts if a.result is not None)
-    statuses = {a.result.status for a in attempts if a.result is not None}
-    timed_out = planned > len(attempts) or any(a.result is None or not a.complete for a in attempts) \
-        or Status.TIME_LIMIT in statuses
-    if timed_out:
-        out.status = Status.TIME_LIMIT
-        out.reason = "time limit reached before a pipeline was found: " + "; ".join(why)
-    elif statuses & {Status.ERROR, Status.DECLINED}:
-        out.status = Status.ERROR if Status.ERROR in statuses else Status.DECLINED
-        out.reason = f"no pipeline of {out.model} composed on {out.cluster}: {failures}"
-    elif why:  # every composition infeasible, but over a choice of islands, not the cluster
-        out.status = Status.DECLINED
-        out.reason = (f"no pipeline of {out.model} fits the islands composed on {out.cluster} ({'; '.join(why)}); "
-                      f"not proven for the whole cluster: {failures}")
-    else:
-        out.status = Status.INFEASIBLE
-        out.reason = f"no pipeline of {out.model} fits {out.cluster}: {failures}"
-    return None
+    return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
 
 
 # ---- the planner -----------------------------------------------------------------------------
@@ -456,7 +328,7 @@ def plan(
     atoms = par.slice_model(cfg, seq=seq)
     ctx = _Context(cluster, cfg, seq, global_batch, chosen, par, all_slices(par, atoms), policies, imbalance, executor,
                    tasks, on_progress)
-    attempts: list[_Attempt] = []
+    attempts: list[Attempt] = []
     for m in candidates:
         if composing.expired():
             break
@@ -478,7 +350,7 @@ def plan(
     return out
 
 
-def _fill(out: HeteroPlan, best: _Attempt, specs: list[IslandSpec], cluster: Cluster, cfg: ModelConfig, seq: int) -> None:
+def _fill(out: HeteroPlan, best: Attempt, specs: list[IslandSpec], cluster: Cluster, cfg: ModelConfig, seq: int) -> None:
     """The plan's figures and stages from the composition's solution."""
     res = best.result
     sol = res.solution

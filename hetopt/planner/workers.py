@@ -18,7 +18,6 @@ import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -232,22 +231,39 @@ def gather(
     """
     results: list[Any | None] = [None] * len(batches)
     tries = [0] * len(batches)
-    pending = {executor.submit(fn, b): i for i, b in enumerate(batches)}
+    pending: dict[cf.Future, int] = {}
+
+    def answered(i: int, future: cf.Future) -> None:
+        results[i] = future.result()
+        if on_done is not None:
+            on_done(i)
+
+    def send(indices: Sequence[int]) -> list[int]:
+        """Submit the batches; those a broken pool refused come back."""
+        refused = []
+        for i in indices:
+            try:
+                pending[executor.submit(fn, batches[i])] = i
+            except cf.BrokenExecutor:
+                refused.append(i)
+        return refused
+
+    lost = send(range(len(batches)))
+    broken = bool(lost)
     no_worker_since: float | None = None
-    while pending:
-        if deadline.expired():
-            for f in pending:
-                f.cancel()
-            return results
-        done, _ = cf.wait(pending, timeout=min(POLL_S, deadline.remaining()), return_when=cf.FIRST_COMPLETED)
-        lost, broken = [], False
+    while pending or lost:
+        done: set[cf.Future] = set()
+        if not lost:
+            if deadline.expired():
+                for f in pending:
+                    f.cancel()
+                return results
+            done, _ = cf.wait(pending, timeout=min(POLL_S, deadline.remaining()), return_when=cf.FIRST_COMPLETED)
         for f in done:
             i = pending.pop(f)
             exc = f.exception()
             if exc is None:
-                results[i] = f.result()
-                if on_done is not None:
-                    on_done(i)
+                answered(i, f)
             elif _lost(exc):
                 lost.append(i)
                 broken = broken or isinstance(exc, cf.BrokenExecutor)
@@ -256,11 +272,9 @@ def gather(
         if broken:
             # every future of a broken pool fails; keep the answers that made it
             cf.wait(pending, timeout=POLL_S)
-            for f, i in list(pending.items()):
+            for f, i in pending.items():
                 if f.done() and f.exception() is None:
-                    results[i] = f.result()
-                    if on_done is not None:
-                        on_done(i)
+                    answered(i, f)
                 else:
                     f.cancel()
                     lost.append(i)
@@ -277,8 +291,8 @@ def gather(
                 raise WorkersLost("the process pool broke (a worker process died) and cannot be replaced; "
                                   "pass hetopt.planner.workers.ProcessPool to have dead workers replaced")
             executor.restart()
-        for i in lost:
-            pending[executor.submit(fn, batches[i])] = i
+        lost = send(lost)
+        broken = bool(lost)
         if not done and hasattr(executor, "workers"):
             if executor.workers() > 0:
                 no_worker_since = None
