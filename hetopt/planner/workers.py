@@ -38,8 +38,9 @@ SCHEDULER_TIMEOUT_S = 10.0
 #: Largest handshake a Dask scheduler sends (bytes): its first message is a small dict of
 #: versions and options, a few hundred bytes. A larger length prefix is not Dask.
 MAX_HANDSHAKE_BYTES = 1 << 20
-#: Address schemes a Dask client connects to with HOST:PORT.
-SCHEMES = ("tcp", "tls")
+#: Address schemes ``--scheduler`` takes. TLS needs a security configuration the command line
+#: does not carry: pass ``Client(..., security=...).get_executor()`` to ``plan()`` instead.
+SCHEMES = ("tcp",)
 
 
 class WorkersLost(RuntimeError):
@@ -132,9 +133,7 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
     InputError
         "cannot connect", "no answer from" or "not a Dask scheduler", naming ``--scheduler``.
     """
-    scheme, host, port = parse_scheduler(address)
-    if scheme != "tcp":
-        return  # TLS: Dask's client checks it (with its timeout)
+    _, host, port = parse_scheduler(address)
     timeout = SCHEDULER_TIMEOUT_S if timeout is None else timeout
     head = f"--scheduler {address}"
     try:
@@ -172,7 +171,7 @@ def dask_executor(address: str) -> Iterator[Executor]:
         raise InputError("--scheduler needs Dask's distributed package: pip install 'hetopt[dask]'") from None
     try:
         client = Client(address, timeout=f"{SCHEDULER_TIMEOUT_S}s")
-    except (OSError, MemoryError, ValueError) as exc:
+    except (OSError, MemoryError, ValueError, TypeError) as exc:
         raise InputError(f"--scheduler {address}: cannot connect ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
     try:
         yield DaskExecutor(client, address)

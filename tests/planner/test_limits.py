@@ -241,7 +241,7 @@ def test_a_pool_that_keeps_dying_fails_with_one_line(capsys, monkeypatch):
 
 @pytest.mark.parametrize(
     ("address", "words"),
-    [("tcp://host:abc", "port 'abc'"), ("tcp://127.0.0.1", "no port"), ("http://127.0.0.1:8786", "scheme"),
+    [("tcp://host:abc", "port 'abc'"), ("tcp://127.0.0.1", "no port"), ("http://127.0.0.1:8786", "scheme"), ("tls://127.0.0.1:8786", "scheme"),
      ("tcp://127.0.0.1:99999", "port '99999'"), ("tcp://:8786", "no host")],
 )
 def test_a_malformed_scheduler_address_names_the_option(capsys, address, words):
