@@ -304,7 +304,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--global-batch", type=int, required=True, help="samples per iteration")
     p.add_argument("--microbatch", type=int, default=None, help="micro-batch size (default: try powers of two up to 16)")
     p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
-    p.add_argument("--workers", type=int, default=None, help="parallelizer queries in a process pool of N (default: the CPU count)")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run the parallelizer queries in N worker processes (default: the CPU count; 1: in this process)")
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="run the queries on a Dask distributed cluster")
     p.add_argument("--no-prune", default=None, metavar="POLICIES", help="switch pruning policies off: redundancy,infeasibility,imbalance or all")
     p.add_argument("--no-alternatives", action="store_true", help="skip the baselines")
@@ -315,7 +316,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "a slow external parallelizer on a large Dask cluster wants one query per task)")
     p.add_argument("--layers-per-atom", type=int, default=None, metavar="K",
                    help="slice the model in atoms of K layers (default 1; at most 24 atoms on clusters of more than 16 islands): fewer slices for deep models")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per solver run")
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="seconds for the whole plan (islands, enumeration, composition, alternatives); stopped early: "
+                   "FEASIBLE with bound and gap, or TIME_LIMIT (exit 3)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.set_defaults(run=cmd_plan)
 
@@ -334,26 +337,33 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     from hetopt.planner import report, run
+    from hetopt.planner.workers import WorkersLost
 
-    if sys.stdout.isatty() and not args.json:
-        from rich.progress import Progress
+    try:
+        if sys.stdout.isatty() and not args.json:
+            from rich.progress import Progress
 
-        with Progress(console=out, transient=True) as progress:
-            task = progress.add_task("enumeration", total=None)
+            with Progress(console=out, transient=True) as progress:
+                task = progress.add_task("enumeration", total=None)
 
-            def on_progress(phase: str, done: int, total: int) -> None:
-                progress.update(task, description=f"enumeration, {phase}", completed=done, total=total)
+                def on_progress(phase: str, done: int, total: int) -> None:
+                    progress.update(task, description=f"enumeration, {phase}", completed=done, total=total)
 
-            result = run.run_plan(args, on_progress)
-    else:
-        result = run.run_plan(args)
+                result = run.run_plan(args, on_progress)
+        else:
+            result = run.run_plan(args)
+    except WorkersLost as exc:  # the pool or the cluster is gone: one line, like bad input
+        print(f"hetopt: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(plain(result), indent=2))
     else:
         report.print_plan(result, out)
     if result.status.has_solution:
         return EXIT_OK
-    return EXIT_USAGE if result.status is Status.DECLINED else EXIT_INFEASIBLE
+    if result.status is Status.TIME_LIMIT:
+        return EXIT_TIME_LIMIT
+    return EXIT_USAGE if result.status in (Status.DECLINED, Status.ERROR) else EXIT_INFEASIBLE
 
 
 #: ``hetopt generate NAME``: the module whose ``write(folder, ...)`` rewrites the shipped files,

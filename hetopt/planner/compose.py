@@ -13,10 +13,46 @@ from collections.abc import Sequence
 import numpy as np
 
 from hetopt import costmodel as cm
+from hetopt.errors import InputError
 from hetopt.pipeline.problem import PipelineInstance, PipelineOption
+from hetopt.planner.parallelizer import divisors as _all_divisors
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.workload import ModelConfig
+
+
+#: Micro-batch sizes tried when none is given: powers of two up to this (samples).
+MAX_AUTO_MICROBATCH = 16
+
+
+def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> list[int]:
+    """The micro-batch sizes to plan for: the one given, or every power of two up to
+    ``MAX_AUTO_MICROBATCH`` that divides the global batch.
+
+    Raises
+    ------
+    InputError
+        When ``microbatch_size`` does not divide the global batch.
+
+    Examples
+    --------
+    >>> microbatch_candidates(24, None)
+    [1, 2, 4, 8]
+    """
+    if microbatch_size is not None:
+        if microbatch_size < 1 or global_batch % microbatch_size:
+            divisors = _all_divisors(global_batch)[:8]
+            raise InputError(
+                f"--microbatch {microbatch_size}: must divide the global batch {global_batch} "
+                f"(try one of {', '.join(str(d) for d in divisors)})"
+            )
+        return [microbatch_size]
+    out, m = [], 1
+    while m <= min(MAX_AUTO_MICROBATCH, global_batch):
+        if global_batch % m == 0:
+            out.append(m)
+        m *= 2
+    return out
 
 
 def island_specs(cluster: Cluster, members: Sequence[Sequence[int]]) -> list[IslandSpec]:

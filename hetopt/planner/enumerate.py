@@ -20,10 +20,12 @@ external parallelizer that takes minutes per query is the case this serves.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, as_completed
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
+from hetopt.family import Deadline
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
+from hetopt.planner.workers import gather
 
 #: Pruning policies, all on by default.
 POLICIES = ("redundancy", "infeasibility", "imbalance")
@@ -47,9 +49,16 @@ class EnumerationStats:
     pruned: dict[str, int] = field(default_factory=lambda: {p: 0 for p in POLICIES})
     queried: int = 0
     plans: int = 0
+    answered: int = 0  # queries answered before the deadline (= queried without one)
+
+    @property
+    def complete(self) -> bool:
+        """The parallelizer answered every query."""
+        return self.answered == self.queried
 
     def to_dict(self) -> dict:
-        return {"pairs": self.pairs, "pruned": dict(self.pruned), "queried": self.queried, "plans": self.plans}
+        return {"pairs": self.pairs, "pruned": dict(self.pruned), "queried": self.queried, "answered": self.answered,
+                "plans": self.plans}
 
 
 @dataclass(frozen=True)
@@ -82,29 +91,38 @@ def _run_batch(batch: list[_Query]) -> list[tuple[PartialPlan, ...]]:
     return [_run(query) for query in batch]
 
 
-def _answer(calls: list[_Query], executor: Executor | None, on_progress, tasks: int) -> list[tuple[PartialPlan, ...]]:
-    """Every query's plans, in order, reporting progress as they complete.
+def _answer(
+    calls: list[_Query], executor: Executor | None, on_progress, tasks: int, deadline: Deadline,
+) -> list[tuple[PartialPlan, ...] | None]:
+    """Every query's plans, in order (None: not answered before the deadline), reporting
+    progress as they complete.
 
     With an executor the queries go out in at most ``tasks`` batches of consecutive queries
-    (one island's queries are consecutive, and share its memoized prices).
+    (one island's queries are consecutive, and share its memoized prices); a batch whose
+    worker died is sent again (``workers.gather``).
     """
     total = len(calls)
     if executor is None:
-        out = []
+        out: list[tuple[PartialPlan, ...] | None] = [None] * total
         for done, call in enumerate(calls, start=1):
-            out.append(_run(call))
+            if deadline.expired():
+                break
+            out[done - 1] = _run(call)
             if on_progress is not None:
                 on_progress(done, total)
         return out
     size = max(1, -(-total // max(1, tasks)))
     batches = [calls[i : i + size] for i in range(0, total, size)]
-    futures = {executor.submit(_run_batch, batch): len(batch) for batch in batches}
     done = 0
-    for future in as_completed(futures):
-        done += futures[future]
+
+    def progress(i: int) -> None:
+        nonlocal done
+        done += len(batches[i])
         if on_progress is not None:
             on_progress(done, total)
-    return [plans for future in futures for plans in future.result()]
+
+    answers = gather(executor, _run_batch, batches, deadline=deadline, on_done=progress)
+    return [plans for batch, answer in zip(batches, answers) for plans in (answer or [None] * len(batch))]
 
 
 def all_slices(parallelizer: Parallelizer, atoms: Sequence) -> list[Slice]:
@@ -133,6 +151,7 @@ def enumerate_plans(
     executor: Executor | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     tasks: int = DEFAULT_TASKS,
+    deadline: Deadline | None = None,
 ) -> tuple[dict[int, list[PartialPlan]], EnumerationStats]:
     """Query the parallelizer for every surviving (slice, island) pair.
 
@@ -140,6 +159,9 @@ def enumerate_plans(
         Called as ``on_progress(done, total)`` while the queries complete (progress bars).
     tasks
         With an ``executor``, the queries go out in at most this many batches.
+    deadline
+        Queries not answered by then are dropped (``stats.complete`` is then False): the
+        plans returned are a subset, a restriction of the composition.
 
     Returns
     -------
@@ -188,9 +210,12 @@ def enumerate_plans(
             )
     stats.queried = len(queries)
     calls = [q for _, q in queries]
-    answers = _answer(calls, executor, on_progress, tasks)
+    answers = _answer(calls, executor, on_progress, tasks, deadline or Deadline(None))
     plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(islands))}
     for (i, _), found in zip(queries, answers):
+        if found is None:
+            continue
+        stats.answered += 1
         plans[i].extend(found)
         stats.plans += len(found)
     return plans, stats

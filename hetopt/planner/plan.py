@@ -2,8 +2,13 @@
 
 islands (islands family) → atoms and slices → partial plans from a homogeneous parallelizer,
 enumerated with Tangram's pruning, in parallel → composition (pipeline family) → the plan;
-and, on the same cost model, the alternatives: Cephalo's FSDP allocation (allocation
-family), the best single-island plan, uniform and compute-proportional layer partitioning.
+and, on the same cost model, the alternatives (``planner/alternatives.py``).
+
+The steps are small functions; the plan's status, bound, gap and reason come from ONE step,
+:func:`conclude_plan`, that maps the islands result and each micro-batch size's composition
+(and whether its enumeration was complete) to the planner's answer, as
+``family.conclude`` does for a solver: never OPTIMAL unless every step proved its part,
+never INFEASIBLE unless every micro-batch size was proven not to fit.
 """
 
 from __future__ import annotations
@@ -13,20 +18,27 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from hetopt import solvers
+from hetopt.catalog import instances_dir
 from hetopt.costmodel import TRAINING_PER_FORWARD
 from hetopt.errors import InputError
 from hetopt.family import Deadline, no_solution
 from hetopt.units import GIB
-from hetopt.planner.builtin import BuiltinParallelizer, best_single_island_plan
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import island_specs, link_matrix, pipeline_instance, split_layers
-from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
-from hetopt.planner.fsdp import plan_fsdp
-from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice, divisors
+from hetopt.planner.alternatives import Alternative, Setting, plan_alternatives
+from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.cluster import Cluster, load_cluster, resolve
+from hetopt.planner.compose import (MAX_AUTO_MICROBATCH, island_specs, link_matrix, microbatch_candidates,
+                                    pipeline_instance)
+from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, all_slices, enumerate_plans
+from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
+from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
 from hetopt.result import Result, Status
-from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
+from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops, load_model
+
+__all__ = ["Alternative", "HeteroPlan", "StageRow", "conclude_plan", "ideal_time", "microbatch_candidates", "plan",
+           "MAX_AUTO_MICROBATCH"]
 
 #: Most islands the planner composes exactly: the pipeline DP's state grows with the subsets
 #: of islands used, and it declines past about 16 (formulations/pipeline.md).
@@ -40,8 +52,16 @@ LARGE_CLUSTER_ISLANDS = 4
 #: at most this many atoms: the slices, and so the queries, shrink with the atoms squared.
 #: GPT-3 175B's 96 layers become 24 atoms of 4.
 LARGE_CLUSTER_ATOMS = 24
-#: Micro-batch sizes tried when none is given: powers of two up to this (samples).
-MAX_AUTO_MICROBATCH = 16
+#: Under a time limit, the share of it kept for the alternatives (the composed plan comes first).
+ALTERNATIVES_SHARE = 0.1
+#: Seconds before the time limit at which the planner's steps stop starting work (at most half
+#: the limit): a solver call returns a little after its own limit (its last unit of work and
+#: ``evaluate``; the 1F1B simulation of a long pipeline), and the steps run one after another.
+INNER_MARGIN_S = 0.5
+#: Under a time limit, the share of one micro-batch size's budget its enumeration may use: the
+#: rest composes what it found (the composition of a few thousand plans takes about as long
+#: as their enumeration on the shipped clusters).
+ENUMERATION_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -59,18 +79,9 @@ class StageRow:
     in_flight: int
 
 
-@dataclass(frozen=True)
-class Alternative:
-    """Another plan on the same cost model: its name, iteration time (None if none fits), note."""
-
-    name: str
-    iteration_time_s: float | None
-    detail: str
-
-
 @dataclass
 class HeteroPlan:
-    """The planner's answer. Times in seconds; ``status`` is the composition's."""
+    """The planner's answer. Times in seconds; ``status`` comes from :func:`conclude_plan`."""
 
     cluster: str
     model: str
@@ -112,103 +123,118 @@ def ideal_time(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int) 
     return global_batch * model_training_flops(cfg, seq) / speed
 
 
-def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> list[int]:
-    """The micro-batch sizes to plan for.
+def models_dir() -> Path:
+    """The shipped model files, ``instances/models``."""
+    return instances_dir() / "models"
+
+
+def as_cluster(cluster: Cluster | str | Path) -> Cluster:
+    """A loaded cluster, a path to a cluster file, or a name in ``instances/clusters``."""
+    return cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+
+
+def as_model(cfg: ModelConfig | str | Path) -> ModelConfig:
+    """A loaded model, a path to a model file, or a name in ``instances/models``."""
+    return cfg if isinstance(cfg, ModelConfig) else load_model(resolve(str(cfg), models_dir(), "model"))
+
+
+def check_time_limit(time_limit: float | None) -> None:
+    """A time limit is None or a finite number of seconds > 0.
 
     Raises
     ------
     InputError
-        When ``microbatch_size`` does not divide the global batch.
+        Otherwise, naming the option.
     """
-    if microbatch_size is not None:
-        if microbatch_size < 1 or global_batch % microbatch_size:
-            raise InputError(
-                f"--microbatch {microbatch_size}: must divide the global batch {global_batch} "
-                f"(try one of {', '.join(str(d) for d in divisors(global_batch)[:8])})"
-            )
-        return [microbatch_size]
-    out, m = [], 1
-    while m <= min(MAX_AUTO_MICROBATCH, global_batch):
-        if global_batch % m == 0:
-            out.append(m)
-        m *= 2
-    return out
+    if time_limit is None:
+        return
+    if not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool) or not math.isfinite(time_limit) \
+            or time_limit <= 0:
+        raise InputError(f"--time-limit {time_limit}: time_limit must be a finite number of seconds > 0 "
+                         "(leave it out for no limit)")
 
 
-@dataclass
-class _Composed:
-    result: Result
-    plans: list[PartialPlan]
-    microbatch_size: int
-    stats: EnumerationStats
-    enumerate_s: float
-    compose_s: float
+def _limited(deadline: Deadline, share: float = 1.0) -> float | None:
+    """``share`` of what is left of ``deadline`` (None: no limit)."""
+    return None if math.isinf(deadline.limit) else share * deadline.remaining()
 
 
-def _compose(
-    cluster: Cluster,
-    cfg: ModelConfig,
-    specs: list[IslandSpec],
-    members: list[list[int]],
-    parallelizer: Parallelizer,
-    slices: list[Slice],
-    m: int,
-    global_batch: int,
-    seq: int,
-    policies: Sequence[str],
-    imbalance: float,
-    executor: Executor | None,
-    time_limit: float | None,
-    on_progress=None,
-    tasks: int = DEFAULT_TASKS,
-) -> _Composed:
+# ---- the steps -------------------------------------------------------------------------------
+
+
+def _form_islands(cluster: Cluster, deadline: Deadline) -> Result:
+    return solvers.solve(cluster.islands, time_limit=_limited(deadline))
+
+
+def _choose_islands(cluster: Cluster, found: Result, max_islands: int | None, coarsened: str) -> ChosenIslands:
+    """Every island, or the ``max_islands`` (by default ``LARGE_CLUSTER_ISLANDS`` past
+    ``MAX_COMPOSE_ISLANDS``) with the most sustained FLOP/s."""
+    index = cluster.islands.index
+    names = [list(isl.nodes) for isl in found.solution.islands]
+    members = [[index[n] for n in group] for group in names]
+    specs = island_specs(cluster, members)
+    large = max_islands is None and len(specs) > MAX_COMPOSE_ISLANDS
+    limit = max_islands or (LARGE_CLUSTER_ISLANDS if large else len(specs))
+    if len(specs) <= limit:
+        return ChosenIslands(specs, members, names, [], "")
+    speed = [s.gpus * s.gpu.training_flops * s.gpu.efficiency for s in specs]
+    keep = sorted(sorted(range(len(specs)), key=lambda i: -speed[i])[:limit])
+    how = "--max-islands" if max_islands else f"the default for clusters of more than {MAX_COMPOSE_ISLANDS} islands"
+    return ChosenIslands(
+        [specs[i] for i in keep], [members[i] for i in keep], [names[i] for i in keep],
+        [specs[i].name for i in range(len(specs)) if i not in keep],
+        f"composed over {len(keep)} of {len(specs)} islands, those with the most compute ({how}{coarsened})",
+    )
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every micro-batch size's enumeration and composition share."""
+
+    cluster: Cluster
+    cfg: ModelConfig
+    seq: int
+    global_batch: int
+    islands: ChosenIslands
+    parallelizer: Parallelizer
+    slices: list[Slice]
+    policies: Sequence[str]
+    imbalance: float
+    executor: Executor | None
+    tasks: int
+    on_progress: Callable[[str, int, int], None] | None
+
+
+def _attempt(ctx: _Context, m: int, deadline: Deadline) -> Attempt:
+    """Enumerate and compose one micro-batch size within ``deadline``."""
     t0 = time.perf_counter()
-    microbatches = global_batch // m
-    progress = None if on_progress is None else (lambda done, total: on_progress(f"micro-batch {m}", done, total))
+    microbatches = ctx.global_batch // m
+    progress = None if ctx.on_progress is None else (lambda done, total: ctx.on_progress(f"micro-batch {m}", done, total))
     plans, stats = enumerate_plans(
-        parallelizer, slices, specs, microbatch_size=m, microbatches=microbatches, global_batch=global_batch,
-        policies=policies, imbalance=imbalance, executor=executor, on_progress=progress, tasks=tasks,
+        ctx.parallelizer, ctx.slices, ctx.islands.specs, microbatch_size=m, microbatches=microbatches,
+        global_batch=ctx.global_batch, policies=ctx.policies, imbalance=ctx.imbalance, executor=ctx.executor,
+        on_progress=progress, tasks=ctx.tasks, deadline=Deadline(_limited(deadline, ENUMERATION_SHARE)),
     )
     t1 = time.perf_counter()
-    links = link_matrix(cluster, members, cfg, seq, m)
-    instance, behind = pipeline_instance(f"{cluster.name}-{cfg.name}-m{m}", cfg, specs, plans, links, microbatches, 1.0)
-    result = solvers.solve(instance, "dp", time_limit=time_limit) if instance.options else None
-    if result is None:
-        result = no_solution(
-            problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=Deadline(None),
-            reason="no partial plan of any slice fits any island",
-        )
-    return _Composed(result, behind, m, stats, t1 - t0, time.perf_counter() - t1)
-
-
-def _restricted(
-    cluster: Cluster, cfg: ModelConfig, specs: list[IslandSpec], members: list[list[int]], parallelizer: Parallelizer,
-    atoms: tuple, counts: list[int], m: int, global_batch: int, seq: int, time_limit: float | None,
-) -> Result | None:
-    """The best pipeline in which island i takes exactly counts[i] layers (0: unused)."""
-    L = len(atoms)
-    microbatches = global_batch // m
-    plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(specs))}
-    for i, k in enumerate(counts):
-        if k == 0:
-            continue
-        positions = {0, L - k} | ({1} if L - k > 1 else set())  # first, last, and a middle slice
-        for start in sorted(positions):
-            sl = Slice(tuple(atoms[start : start + k]))
-            plans[i].extend(
-                parallelizer.parallelize(sl, specs[i], microbatch_size=m, microbatches=microbatches, global_batch=global_batch)
-            )
-    links = link_matrix(cluster, members, cfg, seq, m)
-    instance, _ = pipeline_instance("restricted", cfg, specs, plans, links, microbatches, 1.0)
+    links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m)
+    instance, behind = pipeline_instance(f"{ctx.cluster.name}-{ctx.cfg.name}-m{m}", ctx.cfg, ctx.islands.specs, plans,
+                                         links, microbatches, 1.0)
     if not instance.options:
-        return None
-    result = solvers.solve(instance, "dp", time_limit=time_limit)
-    return result if result.status.has_solution else None
+        result = no_solution(problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=Deadline(None),
+                             reason="no partial plan of any slice fits any island")
+    elif deadline.expired():
+        result = None
+    else:
+        result = solvers.solve(instance, "dp", time_limit=_limited(deadline))
+    return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
+
+
+# ---- the planner -----------------------------------------------------------------------------
 
 
 def plan(
-    cluster: Cluster,
-    cfg: ModelConfig,
+    cluster: Cluster | str | Path,
+    cfg: ModelConfig | str | Path,
     *,
     global_batch: int,
     microbatch_size: int | None = None,
@@ -227,6 +253,9 @@ def plan(
 
     Parameters
     ----------
+    cluster, cfg
+        Loaded objects, paths to their files, or names in ``instances/clusters`` and
+        ``instances/models`` (as the command line takes them).
     microbatch_size
         Fixed micro-batch size; by default every power of two up to 16 that divides the
         global batch is planned and the fastest kept.
@@ -237,8 +266,13 @@ def plan(
     policies
         Pruning policies to apply (default all: redundancy, infeasibility, imbalance).
     executor
-        Where parallelizer queries run (a process pool, a Dask client's executor); None runs
-        them here.
+        Where parallelizer queries run (a :class:`hetopt.planner.workers.ProcessPool`, which
+        replaces dead workers, any process pool, a Dask client's executor); None runs them here.
+    time_limit
+        Seconds for the whole call (islands, enumeration, composition, alternatives); it
+        returns within ``time_limit + hetopt.family.TIME_LIMIT_SLACK_S``. Stopped early, the
+        plan is FEASIBLE with its bound and gap, or TIME_LIMIT without one; never a false
+        OPTIMAL or INFEASIBLE.
     tasks
         With an executor, the queries of one enumeration go out in at most this many batches.
     alternatives
@@ -256,96 +290,77 @@ def plan(
     Raises
     ------
     InputError
-        For a micro-batch size that does not divide the global batch, or a bad batch.
+        For a micro-batch size that does not divide the global batch, a bad batch or time
+        limit, an unknown cluster or model name.
+    hetopt.planner.workers.WorkersLost
+        When the executor's workers are gone (a pool that keeps dying, a Dask cluster
+        without workers).
     """
+    check_time_limit(time_limit)
+    # the steps stop by this inner deadline: each may overshoot it by its own last unit of
+    # work (a DP layer, an evaluate), which the margin and the stated slack absorb
+    deadline = Deadline(None if time_limit is None else time_limit - min(INNER_MARGIN_S, time_limit / 2))
     if global_batch < 1:
         raise InputError(f"--global-batch {global_batch}: must be >= 1")
+    cluster, cfg = as_cluster(cluster), as_model(cfg)
     seq = seq or cfg.sequence
-    par = parallelizer or BuiltinParallelizer()
+    candidates = microbatch_candidates(global_batch, microbatch_size)
+    composing = Deadline(None if time_limit is None else deadline.limit * (1 - ALTERNATIVES_SHARE) if alternatives
+                         else deadline.limit)
     timing = {"islands_s": 0.0, "enumeration_s": 0.0, "composition_s": 0.0, "alternatives_s": 0.0}
+    out = HeteroPlan(cluster=cluster.name, model=cfg.name, global_batch=global_batch, microbatch_size=0, microbatches=0,
+                     seq=seq, status=Status.ERROR, timing_s=timing, ideal_time_s=ideal_time(cluster, cfg, global_batch, seq))
     t0 = time.perf_counter()
-    islands_result = solvers.solve(cluster.islands, time_limit=time_limit)
+    islands = _form_islands(cluster, composing)
     timing["islands_s"] = time.perf_counter() - t0
-    index = cluster.islands.index
-    found = list(islands_result.solution.islands)
-    members = [[index[name] for name in isl.nodes] for isl in found]
-    specs = island_specs(cluster, members)
-    left_out: list[str] = []
-    large = max_islands is None and len(specs) > MAX_COMPOSE_ISLANDS
-    limit = max_islands or (LARGE_CLUSTER_ISLANDS if large else len(specs))
-    coarsened = ""
-    if large and parallelizer is None and cfg.layers > LARGE_CLUSTER_ATOMS:
+    if not islands.status.has_solution:
+        conclude_plan(out, islands, None, [], len(candidates))
+        return out
+    par, coarsened = parallelizer or BuiltinParallelizer(), ""
+    if max_islands is None and parallelizer is None and cfg.layers > LARGE_CLUSTER_ATOMS \
+            and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS:
         par = replace(par, layers_per_atom=math.ceil(cfg.layers / LARGE_CLUSTER_ATOMS))
         coarsened = f", atoms of {par.layers_per_atom} layers"
-    if len(specs) > limit:
-        speed = [s.gpus * s.gpu.training_flops * s.gpu.efficiency for s in specs]
-        keep = sorted(sorted(range(len(specs)), key=lambda i: -speed[i])[:limit])
-        left_out = [specs[i].name for i in range(len(specs)) if i not in keep]
-        found = [found[i] for i in keep]
-        members = [members[i] for i in keep]
-        specs = [specs[i] for i in keep]
+    chosen = _choose_islands(cluster, islands, max_islands, coarsened)
+    out.islands = [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
+                   for s, names in zip(chosen.specs, chosen.names)]
+    out.left_out = chosen.left_out
     atoms = par.slice_model(cfg, seq=seq)
-    slices = all_slices(par, atoms)
-    best: _Composed | None = None
-    reasons: list[str] = []
-    total_stats: dict = {}
-    for m in microbatch_candidates(global_batch, microbatch_size):
-        composed = _compose(
-            cluster, cfg, specs, members, par, slices, m, global_batch, seq, policies, imbalance, executor, time_limit,
-            on_progress, tasks,
-        )
-        timing["enumeration_s"] += composed.enumerate_s
-        timing["composition_s"] += composed.compose_s
-        total_stats[m] = composed.stats.to_dict()
-        if not composed.result.status.has_solution:
-            reasons.append(f"micro-batch {m}: {composed.result.reason or composed.result.status.value}")
-        if composed.result.status.has_solution and (best is None or composed.result.objective < best.result.objective):
-            best = composed
-    out = HeteroPlan(
-        cluster=cluster.name, model=cfg.name, global_batch=global_batch, microbatch_size=0, microbatches=0, seq=seq,
-        status=Status.INFEASIBLE, timing_s=timing, enumeration=total_stats,
-        islands=[{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus,
-                  "members": list(isl.nodes)} for s, isl in zip(specs, found)],
-        left_out=left_out,
-    )
-    ideal = ideal_time(cluster, cfg, global_batch, seq)
-    out.ideal_time_s = ideal
-    if best is None:
-        out.reason = f"no pipeline of {cfg.name} fits {cluster.name}: " + "; ".join(reasons)
-    else:
-        _fill(out, best, specs, cluster, cfg, seq, ideal)
-        if left_out:
-            # exact over the islands composed only: a plan, not a proof, for the whole cluster
-            out.status = Status.FEASIBLE
-            out.bound_s, out.gap = ideal, 1.0 - ideal / out.iteration_time_s
-            how = "--max-islands" if max_islands else f"the default for clusters of more than {MAX_COMPOSE_ISLANDS} islands"
-            out.reason = (
-                f"composed over {len(specs)} of {len(specs) + len(left_out)} islands, those with the most compute "
-                f"({how}{coarsened}); exact over them only, so not proven optimal for {cluster.name}: gap {100 * out.gap:.1f}% "
-                f"to the ideal {ideal:.4g} s, a lower bound for the whole cluster"
-            )
+    ctx = _Context(cluster, cfg, seq, global_batch, chosen, par, all_slices(par, atoms), policies, imbalance, executor,
+                   tasks, on_progress)
+    attempts: list[Attempt] = []
+    for m in candidates:
+        if composing.expired():
+            break
+        # in turn, each with what is left: one micro-batch size composed completely is worth
+        # more than five enumerated in part
+        attempts.append(_attempt(ctx, m, composing))
+        timing["enumeration_s"] += attempts[-1].enumerate_s
+        timing["composition_s"] += attempts[-1].compose_s
+    out.enumeration = {a.microbatch_size: a.stats.to_dict() for a in attempts}
+    best = conclude_plan(out, islands, chosen, attempts, len(candidates))
+    if best is not None:
+        _fill(out, best, chosen.specs, cluster, cfg, seq)
     if alternatives:
         t1 = time.perf_counter()
-        out.alternatives = _alternatives(cluster, cfg, specs, members, par, atoms, global_batch, seq, microbatch_size, time_limit)
+        setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, atoms, global_batch, seq, microbatch_size)
+        out.alternatives = plan_alternatives(setting, deadline)
         timing["alternatives_s"] = time.perf_counter() - t1
         _rank(out)
     return out
 
 
-def _fill(out: HeteroPlan, best: _Composed, specs, cluster, cfg, seq, ideal) -> None:
+def _fill(out: HeteroPlan, best: Attempt, specs: list[IslandSpec], cluster: Cluster, cfg: ModelConfig, seq: int) -> None:
+    """The plan's figures and stages from the composition's solution."""
     res = best.result
     sol = res.solution
-    out.status = res.status
     out.microbatch_size = best.microbatch_size
     out.microbatches = out.global_batch // best.microbatch_size
     out.iteration_time_s = res.objective
     out.simulated_s = getattr(sol, "simulated_s", None)
     out.throughput_samples_s = out.global_batch / res.objective
-    gpus = cluster.gpus
-    out.tflops_per_gpu = out.global_batch * model_training_flops(cfg, seq) / res.objective / gpus / 1e12
-    out.efficiency = ideal / res.objective
-    # the composition's bound is over the islands and partial plans it was given
-    out.bound_s, out.gap = res.bound, res.gap
+    out.tflops_per_gpu = out.global_batch * model_training_flops(cfg, seq) / res.objective / cluster.gpus / 1e12
+    out.efficiency = out.ideal_time_s / res.objective
     out.composition = {"method": res.method, "status": res.status.value, "gap": res.gap, "stats": res.stats}
     stage_iter = iter(sol.stages)
     for block in sol.blocks:
@@ -361,47 +376,6 @@ def _fill(out: HeteroPlan, best: _Composed, specs, cluster, cfg, seq, ideal) -> 
                 )
             )
             first += s.layers
-
-
-def _alternatives(cluster, cfg, specs, members, par, atoms, global_batch, seq, microbatch_size, time_limit) -> list[Alternative]:
-    alts: list[Alternative] = []
-    fsdp = plan_fsdp(cluster, cfg, global_batch, seq, time_limit=time_limit)
-    if fsdp.status.has_solution:
-        batches = {}
-        for g in fsdp.solution.gpus:
-            batches.setdefault(g.type, g.batch)
-        detail = "FSDP, per-GPU batch " + ", ".join(f"{t} {b}" for t, b in batches.items())
-        alts.append(Alternative("cephalo-fsdp", fsdp.objective, detail))
-    else:
-        alts.append(Alternative("cephalo-fsdp", None, fsdp.reason))
-    single: tuple[float, str] | None = None
-    uniform: tuple[float, str] | None = None
-    proportional: tuple[float, str] | None = None
-    gpus = [s.gpus for s in specs]
-    speed = [s.gpus * s.gpu.training_flops * s.gpu.efficiency for s in specs]
-    L = len(atoms)
-    for m in microbatch_candidates(global_batch, microbatch_size):
-        M = global_batch // m
-        for s in specs:
-            p = best_single_island_plan(cfg, s, microbatch_size=m, microbatches=M, seq=seq, parallelizer=par)
-            if p is not None and (single is None or p.iteration_time_s < single[0]):
-                single = (p.iteration_time_s, f"{s.name} ({s.gpus}x {s.gpu.name}), {p.layout}, m={m}")
-        for label, weights in (("uniform", gpus), ("proportional", speed)):
-            counts = split_layers(weights, L)
-            r = _restricted(cluster, cfg, specs, members, par, atoms, counts, m, global_batch, seq, time_limit)
-            if r is None:
-                continue
-            detail = "layers " + ", ".join(f"{s.name} {k}" for s, k in zip(specs, counts) if k) + f", m={m}"
-            current = uniform if label == "uniform" else proportional
-            if current is None or r.objective < current[0]:
-                if label == "uniform":
-                    uniform = (r.objective, detail)
-                else:
-                    proportional = (r.objective, detail)
-    alts.append(Alternative("single-island", *(single or (None, "no island holds the whole model"))))
-    alts.append(Alternative("uniform-layers", *(uniform or (None, "no fit with layers split by GPU count"))))
-    alts.append(Alternative("compute-proportional", *(proportional or (None, "no fit with layers split by compute"))))
-    return alts
 
 
 def _rank(out: HeteroPlan) -> None:

@@ -27,18 +27,24 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
     return table
 
 
+def _status_line(p: HeteroPlan) -> str:
+    """``status OPTIMAL, bound 16.37 s, gap 0`` (and the reason when there is one)."""
+    line = f"status {p.status.value}"
+    if p.status.has_solution:
+        line += f", bound {_f(p.bound_s)} s, gap {_f(p.gap, '.3g')}"
+    return line + (f": {p.reason}" if p.reason else "")
+
+
 def print_plan(p: HeteroPlan, out: Console) -> None:
     """The islands, the composed pipeline, its speed and efficiency, the alternatives."""
     out.print(f"[bold]{p.model}[/bold] on [bold]{p.cluster}[/bold]: global batch {p.global_batch}, sequence {p.seq}", highlight=False)
-    out.print(_table("islands", ["island", "GPU", "nodes", "GPUs", "members"],
-                     [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), _members(i["members"])] for i in p.islands]))
+    if p.islands:
+        out.print(_table("islands", ["island", "GPU", "nodes", "GPUs", "members"],
+                         [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), _members(i["members"])] for i in p.islands]))
     if p.left_out:
         out.print(f"left out of the composition: {_members(p.left_out, 6, 'islands')}", highlight=False)
-    if p.status.has_solution and p.reason:
-        out.print(f"{p.status.value}: {p.reason}", highlight=False)
-    if not p.status.has_solution:
-        out.print(f"composed pipeline: {p.status.value}: {p.reason}", highlight=False)
-    else:
+    out.print(_status_line(p), highlight=False)
+    if p.status.has_solution:
         out.print(_table(
             f"composed pipeline (micro-batch {p.microbatch_size} x {p.microbatches})",
             ["stage", "island", "GPU", "layers", "layout (TP/PP/DP, recompute, ZeRO)", "GPUs", "time_s", "memory_gib", "in flight"],
@@ -52,11 +58,11 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             highlight=False,
         )
     if p.alternatives:
-        rows = [["tangram-composed", _f(p.iteration_time_s), "1.00" if p.iteration_time_s else "-", "this plan"]]
+        rows = [["tangram-composed", p.status.value, _f(p.iteration_time_s), "1.00" if p.iteration_time_s else "-", "this plan"]]
         for a in p.alternatives:
             speedup = p.speedups.get(a.name)
-            rows.append([a.name, _f(a.iteration_time_s), _f(speedup, ".2f"), a.detail])
-        out.print(_table("alternatives (same cost model)", ["plan", "iteration_s", "composed speed-up", "detail"], rows))
+            rows.append([a.name, a.status.value, _f(a.iteration_time_s), _f(speedup, ".2f"), a.detail])
+        out.print(_table("alternatives (same cost model)", ["plan", "status", "iteration_s", "composed speed-up", "detail"], rows))
         if p.best:
             out.print(f"best: {p.best}", highlight=False)
     t = p.timing_s

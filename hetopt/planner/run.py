@@ -5,26 +5,16 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator
-from concurrent.futures import Executor, ProcessPoolExecutor
-from pathlib import Path
+from concurrent.futures import Executor
 
-from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.cluster import load_cluster, resolve
+from hetopt.planner.cluster import load_cluster
 from hetopt.planner.enumerate import DEFAULT_TASKS, POLICIES
-from hetopt.planner.plan import HeteroPlan, plan
-from hetopt.workload import load_model
-
-#: How long to wait for a Dask scheduler before saying it cannot be reached.
-SCHEDULER_TIMEOUT = "10s"
+from hetopt.planner.plan import HeteroPlan, as_model, check_time_limit, plan
+from hetopt.planner.workers import ProcessPool, dask_executor
 #: Largest global batch ``hetopt plan`` accepts (samples per iteration).
 MAX_GLOBAL_BATCH = 1 << 20
-
-
-def models_dir() -> Path:
-    """The shipped model files, ``instances/models``."""
-    return instances_dir() / "models"
 
 
 def policies_from(no_prune: str | None) -> tuple[str, ...]:
@@ -40,20 +30,17 @@ def policies_from(no_prune: str | None) -> tuple[str, ...]:
 
 @contextlib.contextmanager
 def executor_for(workers: int | None, scheduler: str | None) -> Iterator[Executor | None]:
-    """A Dask client's executor (``scheduler``), a process pool (``workers`` > 1), or None (here)."""
+    """A Dask scheduler's executor (``scheduler``), a process pool of ``workers`` processes
+    that replaces dead workers (``workers`` > 1), or None (here).
+
+    Raises
+    ------
+    InputError
+        A malformed scheduler address, no Dask scheduler answering there, ``workers`` < 1.
+    """
     if scheduler:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise InputError("--scheduler needs Dask's distributed package: pip install 'hetopt[dask]'") from None
-        try:
-            client = Client(scheduler, timeout=SCHEDULER_TIMEOUT)
-        except OSError as exc:
-            raise InputError(f"--scheduler {scheduler}: cannot connect ({exc})") from None
-        try:
-            yield client.get_executor()
-        finally:
-            client.close()
+        with dask_executor(scheduler) as executor:
+            yield executor
         return
     n = os.cpu_count() or 1 if workers is None else workers
     if n < 1:
@@ -61,7 +48,7 @@ def executor_for(workers: int | None, scheduler: str | None) -> Iterator[Executo
     if n == 1:
         yield None
         return
-    with ProcessPoolExecutor(max_workers=n) as pool:
+    with ProcessPool(n) as pool:
         yield pool
 
 
@@ -71,7 +58,10 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
     Raises
     ------
     InputError
-        Unknown cluster or model, bad sizes, an unreachable scheduler.
+        Unknown cluster or model, bad sizes or time limit, a scheduler address that is
+        malformed or where no Dask scheduler answers.
+    hetopt.planner.workers.WorkersLost
+        When the worker processes keep dying or the Dask cluster has no worker left.
     """
     if not 1 <= args.global_batch <= MAX_GLOBAL_BATCH:
         raise InputError(f"--global-batch {args.global_batch}: must be between 1 and {MAX_GLOBAL_BATCH}")
@@ -83,8 +73,9 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
         raise InputError(f"--tasks {args.tasks}: must be >= 1")
     if args.layers_per_atom is not None and args.layers_per_atom < 1:
         raise InputError(f"--layers-per-atom {args.layers_per_atom}: must be >= 1")
+    check_time_limit(args.time_limit)
     cluster = load_cluster(args.cluster)
-    cfg = load_model(resolve(args.model, models_dir(), "model"))
+    cfg = as_model(args.model)
     with executor_for(args.workers, args.scheduler) as executor:
         return plan(
             cluster,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
 
+import hetopt.planner.plan  # noqa: F401  (sys.modules["hetopt.planner.plan"] below)
 from hetopt.cli import main
 
 BASE = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1"]
@@ -88,7 +90,8 @@ def test_a_cluster_of_too_many_islands_gets_a_feasible_plan_over_the_fastest(cap
     assert doc["gap"] == pytest.approx(1 - doc["efficiency"])
     assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--no-alternatives"]) == 0
     out = capsys.readouterr().out
-    assert "left out of the composition:" in out and "FEASIBLE: composed over 2 of 5 islands" in out
+    assert "left out of the composition:" in out
+    assert re.search(r"status FEASIBLE, bound [0-9.]+ s, gap [0-9.]+: composed over 2 of 5 islands", out), out
 
 
 def test_max_islands_composes_the_fastest_islands(capsys):

@@ -1,0 +1,253 @@
+"""The plans the composed pipeline is compared with, on the same cost model.
+
+* ``cephalo-fsdp``: FSDP over every GPU (allocation family, ``planner/fsdp.py``);
+* ``single-island``: the parallelizer's best plan of the whole model on one island;
+* ``uniform-layers`` / ``compute-proportional``: compositions with each island's layer count
+  fixed in proportion to its GPUs / its sustained FLOP/s, solved by the pipeline ``dp``.
+
+Each alternative carries a status like a solver's Result: OPTIMAL (its own optimum, proven),
+FEASIBLE (the time limit stopped it after a plan was found), TIME_LIMIT, INFEASIBLE (nothing
+fits), DECLINED or ERROR (its method declined or failed, with the reason). An alternative
+never stops the planner: whatever happens to it is shown in its row.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hetopt import solvers
+from hetopt.errors import InputError
+from hetopt.family import Deadline, no_solution
+from hetopt.planner.builtin import best_single_island_plan
+from hetopt.planner.cluster import Cluster
+from hetopt.planner.compose import link_matrix, microbatch_candidates, pipeline_instance, split_layers
+from hetopt.planner.fsdp import plan_fsdp
+from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
+from hetopt.result import Result, Status
+from hetopt.workload import ModelConfig
+
+
+#: Seconds the forked FSDP planning may run past its time limit before it is stopped: the
+#: allocation dp checks the clock between units of work, plus ``evaluate`` (the same slack
+#: as ``hetopt.family.TIME_LIMIT_SLACK_S``, of which this takes half).
+FSDP_KILL_SLACK_S = 0.5
+#: Under a time limit, the share of the time left that the FSDP alternative may use: the
+#: other three (in-process, quick) get the rest.
+FSDP_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another plan on the same cost model: its name, iteration time (None if none), note, status."""
+
+    name: str
+    iteration_time_s: float | None
+    detail: str
+    status: Status
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every alternative is planned for: the cluster, the model and its composed islands."""
+
+    cluster: Cluster
+    cfg: ModelConfig
+    specs: Sequence[IslandSpec]
+    members: Sequence[Sequence[int]]
+    parallelizer: Parallelizer
+    atoms: tuple
+    global_batch: int
+    seq: int
+    microbatch_size: int | None
+
+
+def _remaining(deadline: Deadline) -> float | None:
+    return None if deadline.limit == float("inf") else deadline.remaining()
+
+
+def fsdp_batches(result: Result) -> str:
+    """Every GPU's batch, grouped: ``type b×n, b'×n'`` (batch b on n GPUs), adding up to B.
+
+    Examples
+    --------
+    >>> from types import SimpleNamespace as S
+    >>> gpus = [S(type="V100", batch=b) for b in (1, 5, 5, 9)] + [S(type="A100", batch=21)]
+    >>> fsdp_batches(S(solution=S(gpus=gpus)))
+    'V100 1×1, 5×2, 9×1; A100 21×1 (batch×GPUs, total 41)'
+    """
+    by_type: dict[str, Counter] = {}
+    for g in result.solution.gpus:
+        by_type.setdefault(g.type, Counter())[g.batch] += 1
+    groups = "; ".join(
+        f"{t} " + ", ".join(f"{b}×{n}" for b, n in sorted(counts.items())) for t, counts in by_type.items()
+    )
+    total = sum(b * n for counts in by_type.values() for b, n in counts.items())
+    return f"{groups} (batch×GPUs, total {total})"
+
+
+def _fsdp(s: Setting, time_limit: float | None) -> Result:
+    return plan_fsdp(s.cluster, s.cfg, s.global_batch, s.seq, time_limit=time_limit)
+
+
+def _fsdp_child(s: Setting, time_limit: float, conn) -> None:
+    """In a forked process: plan FSDP and send ("ok", Result) or (exception type, message)."""
+    try:
+        conn.send(("ok", _fsdp(s, time_limit)))
+    except (InputError, MemoryError) as exc:
+        conn.send((type(exc).__name__, str(exc)))
+    except Exception as exc:  # noqa: BLE001 - reported in the row; the parent goes on
+        conn.send(("ERROR", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
+
+
+def _fsdp_within(s: Setting, time_limit: float) -> Result:
+    """``plan_fsdp`` in a forked process, killed when ``time_limit`` (+ the stated slack) runs
+    out: the allocation method may spend long before it first looks at the clock (building
+    its tables for a huge batch), and the planner's limit covers its alternatives.
+
+    Raises
+    ------
+    InputError, MemoryError
+        As ``plan_fsdp`` raised them in the child.
+    """
+    context = multiprocessing.get_context("fork")
+    parent, child = context.Pipe(duplex=False)
+    process = context.Process(target=_fsdp_child, args=(s, time_limit, child), daemon=True)
+    process.start()
+    child.close()
+    try:
+        if not parent.poll(time_limit + FSDP_KILL_SLACK_S):
+            return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=Deadline(None),
+                               reason=f"the allocation dp did not answer within the time limit ({time_limit:.3g} s left); stopped")
+        kind, payload = parent.recv()
+    except EOFError:  # the child died (killed by the OOM killer, ...)
+        return no_solution(problem="allocation", method="dp", status=Status.ERROR, deadline=Deadline(None),
+                           reason=f"the allocation dp's process died (exit code {process.exitcode})")
+    finally:
+        process.kill()
+        process.join()
+        parent.close()
+    if kind == "ok":
+        return payload
+    if kind == "InputError":
+        raise InputError(payload)
+    if kind == "MemoryError":
+        raise MemoryError(payload)
+    return no_solution(problem="allocation", method="dp", status=Status.ERROR, deadline=Deadline(None), reason=payload)
+
+
+def fsdp_alternative(s: Setting, deadline: Deadline) -> Alternative:
+    """Cephalo's FSDP plan; a declined, failed or out-of-memory allocation says so in its row.
+
+    Under a time limit it runs in a forked process (where the platform can fork) that is
+    stopped when the limit runs out.
+    """
+    if deadline.expired():
+        return Alternative("cephalo-fsdp", None, "not planned: the time limit was spent", Status.TIME_LIMIT)
+    left = _remaining(deadline)
+    left = None if left is None else FSDP_SHARE * left
+    try:
+        if left is not None and "fork" in multiprocessing.get_all_start_methods():
+            result = _fsdp_within(s, left)
+        else:
+            result = _fsdp(s, left)
+    except InputError as exc:  # the allocation instance refuses the sizes (with its range)
+        return Alternative("cephalo-fsdp", None, f"allocation instance declined: {exc}", Status.DECLINED)
+    except MemoryError as exc:
+        return Alternative("cephalo-fsdp", None, f"out of memory in the allocation dp: {exc}", Status.ERROR)
+    if result.status.has_solution:
+        return Alternative("cephalo-fsdp", result.objective, "FSDP, per-GPU batch " + fsdp_batches(result), result.status)
+    return Alternative("cephalo-fsdp", None, result.reason or result.status.value, result.status)
+
+
+def _restricted(s: Setting, counts: list[int], m: int, deadline: Deadline) -> Result | None:
+    """The best pipeline in which island i takes exactly counts[i] layers (0: unused)."""
+    L = len(s.atoms)
+    microbatches = s.global_batch // m
+    plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(s.specs))}
+    for i, k in enumerate(counts):
+        if k == 0:
+            continue
+        positions = {0, L - k} | ({1} if L - k > 1 else set())  # first, last, and a middle slice
+        for start in sorted(positions):
+            if deadline.expired():
+                return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+                                   reason="time limit reached before a plan was found")
+            sl = Slice(tuple(s.atoms[start : start + k]))
+            plans[i].extend(s.parallelizer.parallelize(
+                sl, s.specs[i], microbatch_size=m, microbatches=microbatches, global_batch=s.global_batch))
+    links = link_matrix(s.cluster, s.members, s.cfg, s.seq, m)
+    instance, _ = pipeline_instance("restricted", s.cfg, s.specs, plans, links, microbatches, 1.0)
+    if not instance.options:
+        return None
+    if deadline.expired():
+        return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+                           reason="time limit reached before a plan was found")
+    return solvers.solve(instance, "dp", time_limit=_remaining(deadline))
+
+
+class _Best:
+    """The best plan of one alternative over the micro-batch sizes, and whether that is proven."""
+
+    def __init__(self, name: str, none_fits: str) -> None:
+        self.name, self.none_fits = name, none_fits
+        self.time: float | None = None
+        self.detail = ""
+        self.proven = True  # every candidate was planned to its optimum (or proven not to fit)
+        self.stopped = (Status.TIME_LIMIT, "time limit reached before a plan was found")  # why not, if not
+
+    def stop(self, status: Status, reason: str) -> None:
+        self.proven = False
+        if status is not Status.FEASIBLE:
+            self.stopped = (status, reason)
+
+    def offer(self, time_s: float, detail: str) -> None:
+        if self.time is None or time_s < self.time:
+            self.time, self.detail = time_s, detail
+
+    def alternative(self) -> Alternative:
+        if self.time is None:
+            if self.proven:
+                return Alternative(self.name, None, self.none_fits, Status.INFEASIBLE)
+            status, reason = self.stopped
+            return Alternative(self.name, None, reason, status)
+        if self.proven:
+            return Alternative(self.name, self.time, self.detail, Status.OPTIMAL)
+        return Alternative(self.name, self.time, f"{self.detail} (not proven best: {self.stopped[1]})", Status.FEASIBLE)
+
+
+def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
+    """The four alternatives, each within what is left of ``deadline``."""
+    out = [fsdp_alternative(s, deadline)]
+    single = _Best("single-island", "no island holds the whole model")
+    uniform = _Best("uniform-layers", "no fit with layers split by GPU count")
+    proportional = _Best("compute-proportional", "no fit with layers split by compute")
+    gpus = [x.gpus for x in s.specs]
+    speed = [x.gpus * x.gpu.training_flops * x.gpu.efficiency for x in s.specs]
+    for m in microbatch_candidates(s.global_batch, s.microbatch_size):
+        M = s.global_batch // m
+        for x in s.specs:
+            if deadline.expired():
+                single.stop(Status.TIME_LIMIT, "time limit reached before every island was tried")
+                break
+            p = best_single_island_plan(s.cfg, x, microbatch_size=m, microbatches=M, seq=s.seq, parallelizer=s.parallelizer)
+            if p is not None:
+                single.offer(p.iteration_time_s, f"{x.name} ({x.gpus}x {x.gpu.name}), {p.layout}, m={m}")
+        for best, weights in ((uniform, gpus), (proportional, speed)):
+            if deadline.expired():
+                best.stop(Status.TIME_LIMIT, "time limit reached before every micro-batch size was tried")
+                continue
+            counts = split_layers(weights, len(s.atoms))
+            r = _restricted(s, counts, m, deadline)
+            if r is None or r.status is Status.INFEASIBLE:
+                continue
+            if r.status is not Status.OPTIMAL:
+                best.stop(r.status, r.reason or r.status.value)
+            if r.status.has_solution:
+                detail = "layers " + ", ".join(f"{x.name} {k}" for x, k in zip(s.specs, counts) if k) + f", m={m}"
+                best.offer(r.objective, detail)
+    return out + [single.alternative(), uniform.alternative(), proportional.alternative()]
