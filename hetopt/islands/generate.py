@@ -11,7 +11,7 @@ Instances
 * ``cephalo-cluster-a/b``: Cephalo's two clusters.
 * ``synthetic-64-nodes-2-pods``: 512 GPUs of 4 generations, profiled rates with a 3% jitter,
   2 pods of 4 racks (switch tree).
-* ``datacenter-512-nodes``: 4096 GPUs in 2 halls × 4 pods × 8 racks × 8 nodes (switch tree).
+* ``datacenter-512-nodes``: 512 nodes, 4056 GPUs in service (some nodes run 4 of 8), in 2 halls × 4 pods × 8 racks × 8 nodes (switch tree).
 * ``flat-64-one-switch``: 64 nodes of 4 generations on one switch (one wide dendrogram level).
 * ``geo-2-regions``: two regions of 16 nodes joined by a 10 Gb/s WAN link.
 * ``ring-24-nontree``: 24 nodes on a ring, bandwidth falling with hop distance: not
@@ -185,7 +185,7 @@ def synthetic_64() -> tuple[dict, list[str]]:
 
 
 def datacenter_512() -> tuple[dict, list[str]]:
-    """512 nodes (4096 GPUs): 2 halls × 4 pods × 8 racks × 8 nodes; a few degraded nodes."""
+    """512 nodes of 8 GPUs (4056 in service): 2 halls × 4 pods × 8 racks × 8 nodes; a few degraded nodes."""
     rng = np.random.default_rng(512)
     h, a8, a4, v, b = cat.H100_NODE, cat.A100_80_NODE, cat.A100_40_NODE, cat.V100_SXM2_NODE, cat.B200_NODE
     pods = {("hall-0", 0): h, ("hall-0", 1): h, ("hall-0", 2): a8, ("hall-0", 3): a4,
@@ -207,11 +207,13 @@ def datacenter_512() -> tuple[dict, list[str]]:
                 elif (p * 8 + r) % 11 == 5:  # two power-capped nodes at 85% of the rate
                     members = [(shape, 6, {}), (shape, 2, {"tflops": round(shape.tflops * 0.85, 1)})]
                 layout.append((rack, members))
-    header = ["Synthetic datacenter: 512 nodes (4096 GPUs), 2 halls x 4 pods x 8 racks x 8 nodes.",
+    # the GPUs actually in service (some nodes run 4 of their 8), stated rather than assumed
+    gpus = sum(k * over.get("gpus", shape.gpus) for _, members in layout for shape, k, over in members)
+    header = [f"Synthetic datacenter: 512 nodes ({gpus} GPUs in service), 2 halls x 4 pods x 8 racks x 8 nodes.",
               "tflops are profiled rates with a 1% jitter (seed 512); some nodes run 4 GPUs, some are power-capped.",
               "Links: NIC to rack; per-node shares of the uplinks: racks to pods 1600, pods to halls 800,",
               "halls to core 400 Gb/s (see UPLINK_NOTE in the generator)."]
-    return _tree("datacenter-512-nodes", "4096 GPUs in racks, pods and halls", layout, switches, rng, header, jitter=0.01)
+    return _tree("datacenter-512-nodes", f"{gpus} GPUs in racks, pods and halls", layout, switches, rng, header, jitter=0.01)
 
 
 def flat_64() -> tuple[dict, list[str]]:
