@@ -30,6 +30,13 @@ from hetopt.result import Result, Status
 #: q·(2·islands + M) is under a microsecond for M ≤ 512.
 TIME_QUANTUM_S = 1e-9
 
+#: Largest magnitude a CP-SAT linear expression may reach: its model checker rejects any
+#: expression whose Σ |coefficient| · |variable bound| may overflow int64, and variable
+#: domains must stay within ±2^62. The objective (Σ_{p,o} T̂_o y + Σ ĉ w + (M − 1) z) is
+#: the largest expression of this model; ``solve_cpsat_model`` declines when it could
+#: exceed this (times near ``MAX_TIME_S`` with many micro-batches), rather than crash.
+CPSAT_MAX_INT = 2**62
+
 
 def scaled(seconds: float) -> int:
     """floor(seconds / q): never above the true value, so bounds stay valid."""
@@ -66,11 +73,19 @@ def solve_cpsat_model(
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
                            reason="no usable option may be the first block: every one has role middle or last")
     P, M, opts = data.positions, instance.microbatches, instance.options
+    top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
+    top = max([top] + [scaled(c) for (_i, _j, c) in data.links])
+    reach = (sum(scaled(opts[o].total_time_s) for p in range(P) for o in data.at[p])
+             + (P - 1) * sum(scaled(c) for (_i, _j, c) in data.links) + (M - 1) * top)
+    if reach > CPSAT_MAX_INT:
+        return no_solution(
+            problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
+            reason=f"the objective in {TIME_QUANTUM_S:g} s units could reach {reach:.3g}, above CP-SAT's integer "
+            f"range {CPSAT_MAX_INT:.3g} (times this long with M = {M}); use dp or milp",
+        )
 
     model = cp_model.CpModel()
     y = {(p, o): model.new_bool_var(f"y_{p}_{o}") for p in range(P) for o in data.at[p]}
-    top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
-    top = max([top] + [scaled(c) for (_i, _j, c) in data.links])
     z = model.new_int_var(0, top, "z")
     used = [sum(y[p, o] for o in data.at[p]) for p in range(P)]
     on = {(p, i): sum(y[p, o] for o in data.at[p] if opts[o].island == i) for p in range(P) for i in data.hosts}

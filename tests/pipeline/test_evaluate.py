@@ -77,7 +77,8 @@ def test_rejects_a_broken_role():
     ev = evaluate(inst, plan((2, 4, 0, 1), (0, 0, 1, 2), (1, 3, 3, 1)))
     assert not ev.feasible and sum("role" in v for v in ev.violations) == 2
     # 'middle' option alone is no whole pipeline; 'whole' in a longer pipeline neither
-    one = instance(layers=1)
+    # (a one-layer model admits no 2-layer option: those become 1-layer ones, indices kept)
+    one = instance(layers=1, options=tuple(o if o.layers == 1 else PipelineOption(0, 1, (_stage(),)) for o in instance().options))
     assert not evaluate(one, plan((1, 6, 0, 1))).feasible
     assert evaluate(one, plan((2, 7, 0, 1))).feasible
     assert not evaluate(instance(layers=2), plan((1, 1, 0, 1), (2, 7, 1, 1))).feasible
