@@ -17,12 +17,12 @@ import math
 from ortools.sat.python import cp_model
 
 from hetopt.backends import solve_cpsat
-from hetopt.family import Deadline, conclude, no_solution
+from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.positions import position_data
-from hetopt.pipeline.problem import PipelineInstance, evaluate
+from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
 
 #: Seconds per integer time unit (1 ns). Iteration times here are milliseconds to minutes,
@@ -84,6 +84,10 @@ def solve_cpsat_model(
             f"range {CPSAT_MAX_INT:.3g} (times this long with M = {M}); use dp or milp",
         )
 
+    def out_of_time() -> Result:
+        return no_solution(problem="pipeline", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline,
+                           reason="time limit reached while building the CP-SAT model", stats={"positions": P})
+
     model = cp_model.CpModel()
     y = {(p, o): model.new_bool_var(f"y_{p}_{o}") for p in range(P) for o in data.at[p]}
     z = model.new_int_var(0, top, "z")
@@ -108,7 +112,11 @@ def solve_cpsat_model(
     # each island hosts at most one block
     for i in data.hosts:
         model.add(sum(on[p, i] for p in range(P)) <= 1)
-    for (p, o), v in y.items():
+    if deadline.expired():
+        return out_of_time()
+    for n_done, ((p, o), v) in enumerate(y.items()):
+        if n_done % 4096 == 0 and deadline.expired():
+            return out_of_time()
         role = opts[o].role
         # first and middle blocks have a block behind them; whole and last blocks do not
         # (position data never puts a first or middle option at the last position)
@@ -134,7 +142,9 @@ def solve_cpsat_model(
         + (M - 1) * z
     )
 
-    hint = greedy_plan(instance)
+    if deadline.expired():
+        return out_of_time()
+    hint = greedy_plan(instance, deadline)
     if hint is not None:
         chosen = {(p, o) for p, o in enumerate(hint)}
         for key, v in y.items():
@@ -145,19 +155,19 @@ def solve_cpsat_model(
         worst = max([scaled(opts[o].max_time_s) for o in hint] + [scaled(instance.link_s[a][b]) for a, b in zip(islands, islands[1:])])
         model.add_hint(z, worst)
 
+    if deadline.expired():
+        return out_of_time()
     solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
     stats = dict(outcome.stats, positions=P, hinted=hint is not None)
     bound = None if outcome.bound is None else outcome.bound * TIME_QUANTUM_S
-    if not outcome.status.has_solution:
-        if outcome.status is Status.INFEASIBLE:
-            return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
-                               reason=GENERIC_INFEASIBLE.format(layers=instance.layers))
-        return no_solution(problem="pipeline", method="cpsat", status=outcome.status, deadline=deadline, bound=bound,
-                           reason="time limit reached before CP-SAT found a pipeline", stats=stats)
-    plan = [o for p in range(P) for o in data.at[p] if solver.value(y[p, o])]
-    return conclude(
-        problem="pipeline", method="cpsat", instance=instance,
-        solution=build_solution(instance, blocks_from_choices(instance, plan)),
-        evaluate=evaluate, deadline=deadline, proven_optimal=outcome.status is Status.OPTIMAL,
-        bound=bound, stats=stats,
+
+    def decode() -> PipelineSolution:
+        plan = [o for p in range(P) for o in data.at[p] if solver.value(y[p, o])]
+        return build_solution(instance, blocks_from_choices(instance, plan))
+
+    # a greedy plan proves a pipeline exists: then an infeasible outcome is a bug
+    return conclude_model(
+        problem="pipeline", method="cpsat", instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
+        deadline=deadline, bound=bound, stats=stats, model="CP-SAT",
+        infeasible_reason=None if hint is not None else GENERIC_INFEASIBLE.format(layers=instance.layers),
     )
