@@ -434,14 +434,16 @@ class PipelineSolution:
     bottleneck_s: float = math.nan
     simulated_s: float = math.nan
     idle_s: tuple[float, ...] = field(default=())
+    simulation_note: str = ""  # why simulated_s is NaN for a feasible plan (too large to simulate)
 
     def to_dict(self) -> dict:
         """Plain data for JSON (``solution`` in ``hetopt solve --json``)."""
         return {
             "iteration_time_s": self.iteration_time_s,
             "bottleneck_s": self.bottleneck_s,
-            "simulated_s": self.simulated_s,
-            "simulated_minus_analytic_s": self.simulated_s - self.iteration_time_s,
+            "simulated_s": None if math.isnan(self.simulated_s) else self.simulated_s,
+            "simulated_minus_analytic_s": None if math.isnan(self.simulated_s) else self.simulated_s - self.iteration_time_s,
+            "simulation_note": self.simulation_note or None,
             "blocks": [
                 {
                     "island": self.island_names[b.island] if self.island_names else b.island,
@@ -498,10 +500,14 @@ class PipelineSolution:
         )
         diff = self.simulated_s - self.iteration_time_s
         rel = diff / self.iteration_time_s if self.iteration_time_s > 0 else 0.0
+        simulated = (
+            self.simulation_note or "1F1B simulation not run" if math.isnan(self.simulated_s)
+            else f"1F1B simulation {self.simulated_s:.6g} s; simulated - analytic = {diff:+.6g} s ({100 * rel:+.3f}%)"
+        )
         return [
             f"pipeline {order}; links {', '.join(f'{c:.4g}' for c in self.link_s) or 'none'} s",
             f"iteration time {self.iteration_time_s:.6g} s (analytic), bottleneck {self.bottleneck_s:.6g} s",
-            f"1F1B simulation {self.simulated_s:.6g} s; simulated - analytic = {diff:+.6g} s ({100 * rel:+.3f}%)",
+            simulated,
         ]
 
 
