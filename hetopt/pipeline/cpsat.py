@@ -25,8 +25,9 @@ from hetopt.pipeline.positions import position_data
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
 
-#: Seconds per integer time unit (1 ns). Iteration times here are milliseconds to minutes,
-#: so scaled values stay below 1e12, far from CP-SAT's 2^62, and the error bound
+#: Seconds per integer time unit (1 ns). Iteration times are usually milliseconds to
+#: minutes, so scaled values stay below 1e12, far from CP-SAT's 2^62 (the few accepted
+#: instances that could exceed it are declined: ``CPSAT_MAX_INT``), and the error bound
 #: q·(2·islands + M) is under a microsecond for M ≤ 512.
 TIME_QUANTUM_S = 1e-9
 

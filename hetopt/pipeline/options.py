@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 from hetopt.pipeline.problem import GIB, PipelineInstance
 
 
@@ -44,6 +42,8 @@ def why_infeasible(instance: PipelineInstance) -> str | None:
     possible because the usable options cannot reach L layers even using every island.
     """
     usable = usable_options(instance)
+    if not instance.options:
+        return "the instance has no option: give each island at least one [[option]] (a partial plan)"
     if not usable:
         worst = []
         for i, isl in enumerate(instance.islands):
@@ -74,10 +74,3 @@ GENERIC_INFEASIBLE = (
     "memory of some stage at its position, a role rule or the one-block-per-island rule"
 )
 
-
-def lower_bound_sum(instance: PipelineInstance) -> float:
-    """A cheap lower bound on Σt + Σc: the fastest time per layer of any usable option, × L."""
-    usable = usable_options(instance)
-    if not usable:
-        return math.inf
-    return instance.layers * min(instance.options[o].total_time_s / instance.options[o].layers for o in usable)
