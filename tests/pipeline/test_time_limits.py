@@ -68,3 +68,17 @@ def test_infeasible_instance_wall_time_is_the_call(method):
     r, outer = _timed("infeasible-gpt3-13b-t4x4.toml", method)
     assert r.status is Status.INFEASIBLE
     assert r.wall_s <= outer < LIMIT_S
+
+
+def test_dp_declines_64_distinct_islands_at_once():
+    """2^64 usage states: dp used to list them all before its size check (it never returned)."""
+    from hetopt.pipeline.problem import GIB, Island, PipelineInstance, PipelineOption, StagePlan
+
+    n = 64
+    islands = tuple(Island(f"i{k}", 1, (8 + k) * GIB) for k in range(n))
+    options = tuple(PipelineOption(k, 1, (StagePlan(1, 0.01 * (1 + k), 0.02, GIB, 0.1 * GIB),)) for k in range(n))
+    inst = PipelineInstance("wide", n, 8, islands, options, tuple(tuple(0.0 for _ in range(n)) for _ in range(n)))
+    start = time.perf_counter()
+    r = hetopt.solve(inst, "dp", time_limit=LIMIT_S)
+    assert r.status is Status.DECLINED and "cells" in r.reason
+    assert time.perf_counter() - start <= LIMIT_S + TIME_LIMIT_SLACK_S
