@@ -51,6 +51,10 @@ def _solve_before(deadline: Deadline, prob: pulp.LpProblem, y: dict, *, backend:
     copied or pickled; only the outcome and the chosen keys come back through a pipe. The
     child leads its own process group, so a CBC subprocess it started is stopped with it.
     """
+    if multiprocessing.current_process().daemon or "fork" not in multiprocessing.get_all_start_methods():
+        # a daemonic process (a Dask worker) may not start children: solve here, best effort
+        outcome = solve_pulp(prob, backend=backend, time_limit=deadline.remaining(), threads=threads)
+        return outcome, [key for key, v in y.items() if (v.value() or 0.0) > 0.5] if outcome.status.has_solution else []
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
 
