@@ -289,8 +289,8 @@ def _whole(key: str, value, low: int, high: int) -> None:
 
 def _gib(key: str, value, *, positive: bool) -> None:
     """Memory in bytes, reported under the file's GiB key."""
-    if not _is_real(value):
-        raise InputError(f"{key}: must be a finite number of GiB (got {value!r})")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise InputError(f"{key}: must be a number of GiB (got {value!r})")
     low_ok = value > 0 if positive else value >= 0
     if not low_ok or value > MAX_MEMORY_BYTES:
         low = "> 0" if positive else ">= 0"
