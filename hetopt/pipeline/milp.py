@@ -61,6 +61,12 @@ def _solve_before(deadline: Deadline, prob: pulp.LpProblem, y: dict, *, backend:
     def child() -> None:
         os.setpgrp()
         try:
+            if backend == "highs":
+                # HiGHS's worker threads are not copied by fork: drop the parent's scheduler
+                # (if it ran HiGHS before) without waiting for them, or the solve waits forever
+                import highspy
+
+                highspy.Highs.resetGlobalScheduler(False)
             outcome = solve_pulp(prob, backend=backend, time_limit=deadline.remaining(), threads=threads)
             chosen = [key for key, v in y.items() if (v.value() or 0.0) > 0.5] if outcome.status.has_solution else []
             send.send(("ok", outcome, chosen))

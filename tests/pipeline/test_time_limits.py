@@ -82,3 +82,13 @@ def test_dp_declines_64_distinct_islands_at_once():
     r = hetopt.solve(inst, "dp", time_limit=LIMIT_S)
     assert r.status is Status.DECLINED and "cells" in r.reason
     assert time.perf_counter() - start <= LIMIT_S + TIME_LIMIT_SLACK_S
+
+
+def test_timed_milp_after_an_untimed_one_in_the_same_process():
+    """The timed MILP runs HiGHS in a forked child; after HiGHS ran in the parent (its worker
+    threads are not copied by fork) the child used to wait forever and report TIME_LIMIT."""
+    inst = hetopt.load(INSTANCES / "tiny-t4-v100.toml")
+    untimed = hetopt.solve(inst, "milp")
+    timed = hetopt.solve(inst, "milp", time_limit=LIMIT_S)
+    assert untimed.status is Status.OPTIMAL and timed.status is Status.OPTIMAL
+    assert timed.objective == untimed.objective
