@@ -24,6 +24,7 @@ import contextlib
 import multiprocessing
 import os
 import signal
+import sys
 
 import pulp
 
@@ -74,6 +75,8 @@ def _solve_before(deadline: Deadline, prob: pulp.LpProblem, y: dict, *, backend:
             send.send(("error", repr(exc), None))
 
     proc = ctx.Process(target=child, daemon=True)
+    for stream in (sys.stdout, sys.stderr):  # or the child could write the parent's buffered text again
+        stream.flush()
     proc.start()
     send.close()
     try:
