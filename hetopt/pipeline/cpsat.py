@@ -21,7 +21,7 @@ from hetopt.family import Deadline, conclude, conclude_model, no_solution
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.positions import position_data
+from hetopt.pipeline.positions import position_data, too_large
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
 
@@ -73,6 +73,9 @@ def solve_cpsat_model(
     if not data.at[0]:
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
                            reason="no usable option may be the first block: every one has role middle or last")
+    declined = too_large(data)
+    if declined is not None:
+        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
     P, M, opts = data.positions, instance.microbatches, instance.options
     top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
     top = max([top] + [scaled(c) for (_i, _j, c) in data.links])

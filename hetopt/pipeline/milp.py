@@ -32,7 +32,7 @@ from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp
 from hetopt.family import TIME_LIMIT_SLACK_S, Deadline, conclude_model, no_solution
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.positions import position_data
+from hetopt.pipeline.positions import position_data, too_large
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
 
@@ -128,6 +128,9 @@ def solve_milp(
     if not data.at[0]:
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
                            reason="no usable option may be the first block: every one has role middle or last")
+    declined = too_large(data)
+    if declined is not None:
+        return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline, reason=declined)
     P, M, opts = data.positions, instance.microbatches, instance.options
 
     def out_of_time() -> Result:
