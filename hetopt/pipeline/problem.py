@@ -47,10 +47,10 @@ MAX_GPUS = 100_000
 #: model infeasible at 1e25. With this bound an option's Σt is <= 1024 · 2e6 s and any plan's
 #: T <= (S + M) · 2e6 s < 3e11 s, far inside both and exact to 3e-5 s in a double.
 MAX_TIME_S = 1e6
-#: Smallest positive stage time (forward + backward) or link time, seconds (0 means free).
+#: Smallest positive forward, backward or link time, seconds (0 means free).
 #: HiGHS drops coefficients <= 1e-9 (``small_matrix_value``) and CP-SAT's time quantum is
 #: 1 ns, so a time must be well above both to be represented: 1 µs is 1000 quanta, and
-#: below any GPU kernel's launch time.
+#: below the launch time of a GPU kernel.
 MIN_TIME_S = 1e-6
 #: Largest ratio of the largest positive time to the smallest (stage times and links of
 #: the whole instance). The MILP backends resolve a coefficient only above their primal
