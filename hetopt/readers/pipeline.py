@@ -18,7 +18,7 @@ from hetopt.pipeline.problem import (  # noqa: F401  (the limits are re-exported
     MAX_MICROBATCHES,
     MAX_OPTIONS,
     MAX_STAGES,
-    ROLES,
+    ROLES,  # noqa: F401
     Island,
     PipelineInstance,
     PipelineOption,
@@ -83,11 +83,11 @@ def _time(f: Fields, key: str, default=None) -> float:
     return value
 
 
-def _option(f: Fields, islands: tuple[Island, ...], index: dict[str, int], model_layers: int) -> PipelineOption:
+def _option(f: Fields, index: dict[str, int]) -> PipelineOption:
     f.reject_unknown(OPTION_KEYS)
     island = _island_ref(f, "island", index)
     layers = f.integer("layers")
-    role = f.string("role", "any", choices=ROLES)
+    role = f.string("role", "any")
     stages = []
     for s in f.tables("stage", required=True, max_len=MAX_STAGES):
         s.reject_unknown(STAGE_KEYS)
@@ -121,7 +121,7 @@ def read_pipeline(data: dict, source: str) -> PipelineInstance:
     link = _links(top, islands, index)
     options = []
     for f in top.tables("option", required=True, max_len=MAX_OPTIONS):
-        options.append(_option(f, islands, index, layers))
+        options.append(_option(f, index))
     name = top.string("name", source)
     with located(source):  # the instance checks the ranges; its errors get the file name
         return PipelineInstance(
