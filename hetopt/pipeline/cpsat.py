@@ -17,18 +17,26 @@ import math
 from ortools.sat.python import cp_model
 
 from hetopt.backends import solve_cpsat
-from hetopt.family import Deadline, conclude, no_solution
+from hetopt.family import Deadline, conclude, conclude_model, no_solution
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.positions import position_data
-from hetopt.pipeline.problem import PipelineInstance, evaluate
+from hetopt.pipeline.positions import position_data, too_large
+from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
 
-#: Seconds per integer time unit (1 ns). Iteration times here are milliseconds to minutes,
-#: so scaled values stay below 1e12, far from CP-SAT's 2^62, and the error bound
+#: Seconds per integer time unit (1 ns). Iteration times are usually milliseconds to
+#: minutes, so scaled values stay below 1e12, far from CP-SAT's 2^62 (the few accepted
+#: instances that could exceed it are declined: ``CPSAT_MAX_INT``), and the error bound
 #: q·(2·islands + M) is under a microsecond for M ≤ 512.
 TIME_QUANTUM_S = 1e-9
+
+#: Largest magnitude a CP-SAT linear expression may reach: its model checker rejects any
+#: expression whose Σ |coefficient| · |variable bound| may overflow int64, and variable
+#: domains must stay within ±2^62. The objective (Σ_{p,o} T̂_o y + Σ ĉ w + (M − 1) z) is
+#: the largest expression of this model; ``solve_cpsat_model`` declines when it could
+#: exceed this (times near ``MAX_TIME_S`` with many micro-batches), rather than crash.
+CPSAT_MAX_INT = 2**62
 
 
 def scaled(seconds: float) -> int:
@@ -65,22 +73,55 @@ def solve_cpsat_model(
     if not data.at[0]:
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
                            reason="no usable option may be the first block: every one has role middle or last")
+    declined = too_large(data)
+    if declined is not None:
+        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
     P, M, opts = data.positions, instance.microbatches, instance.options
-
-    model = cp_model.CpModel()
-    y = {(p, o): model.new_bool_var(f"y_{p}_{o}") for p in range(P) for o in data.at[p]}
     top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
     top = max([top] + [scaled(c) for (_i, _j, c) in data.links])
+    reach = (sum(scaled(opts[o].total_time_s) for p in range(P) for o in data.at[p])
+             + (P - 1) * sum(scaled(c) for (_i, _j, c) in data.links) + (M - 1) * top)
+    if reach > CPSAT_MAX_INT:
+        return no_solution(
+            problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
+            reason=f"the objective in {TIME_QUANTUM_S:g} s units could reach {reach:.3g}, above CP-SAT's integer "
+            f"range {CPSAT_MAX_INT:.3g} (times this long with M = {M}); use dp or milp",
+        )
+
+    hint: list[int] | None = None
+
+    def out_of_time() -> Result:
+        if hint is not None:  # the greedy's plan is a solution; nothing proven about it
+            return _feasible(instance, hint, deadline, None, {"positions": P, "hinted": True})
+        return no_solution(problem="pipeline", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline,
+                           reason="time limit reached while building the CP-SAT model", stats={"positions": P})
+
+    model = cp_model.CpModel()
+    Sum, Weighted = cp_model.LinearExpr.sum, cp_model.LinearExpr.weighted_sum  # far faster than Python's sum
+    y: dict[tuple[int, int], cp_model.IntVar] = {}
+    for p in range(P):
+        for o in data.at[p]:
+            y[p, o] = model.new_bool_var(f"y_{p}_{o}")
+        if deadline.expired():
+            return out_of_time()
     z = model.new_int_var(0, top, "z")
-    used = [sum(y[p, o] for o in data.at[p]) for p in range(P)]
-    on = {(p, i): sum(y[p, o] for o in data.at[p] if opts[o].island == i) for p in range(P) for i in data.hosts}
+    used = [Sum([y[p, o] for o in data.at[p]]) for p in range(P)]
+    on = {}
+    for p in range(P):
+        by_island: dict[int, list] = {i: [] for i in data.hosts}
+        for o in data.at[p]:
+            by_island[opts[o].island].append(y[p, o])
+        for i in data.hosts:
+            on[p, i] = Sum(by_island[i])
     link = {(p, i, j): model.new_bool_var(f"l_{p}_{i}_{j}") for p in range(P - 1) for (i, j, _c) in data.links}
     cost = {(i, j): c for (i, j, c) in data.links}
     # stages behind position p (one variable each, so the memory rules below stay short)
-    stages_at = [sum(len(opts[o].stages) * y[p, o] for o in data.at[p]) for p in range(P)]
+    stages_at = [Weighted([y[p, o] for o in data.at[p]], [len(opts[o].stages) for o in data.at[p]]) for p in range(P)]
     behind = [model.new_int_var(0, data.max_stages, f"behind_{p}") for p in range(P)]
     for p in range(P):
         model.add(behind[p] == (behind[p + 1] + stages_at[p + 1] if p + 1 < P else 0))
+    if deadline.expired():
+        return out_of_time()
 
     # one block per position, the used positions a prefix, and a first block
     model.add(used[0] == 1)
@@ -89,11 +130,15 @@ def solve_cpsat_model(
         if p + 1 < P:
             model.add(used[p + 1] <= used[p])
     # the slices tile the layers
-    model.add(sum(opts[o].layers * v for (p, o), v in y.items()) == instance.layers)
+    model.add(Weighted(list(y.values()), [opts[o].layers for (p, o) in y]) == instance.layers)
     # each island hosts at most one block
     for i in data.hosts:
-        model.add(sum(on[p, i] for p in range(P)) <= 1)
-    for (p, o), v in y.items():
+        model.add(Sum([on[p, i] for p in range(P)]) <= 1)
+    if deadline.expired():
+        return out_of_time()
+    for n_done, ((p, o), v) in enumerate(y.items()):
+        if n_done % 4096 == 0 and deadline.expired():
+            return out_of_time()
         role = opts[o].role
         # first and middle blocks have a block behind them; whole and last blocks do not
         # (position data never puts a first or middle option at the last position)
@@ -107,19 +152,22 @@ def solve_cpsat_model(
         # a chosen option bounds the bottleneck from below
         model.add(z >= scaled(opts[o].max_time_s)).only_enforce_if(v)
     # a link is used when its two islands sit at consecutive positions; it bounds the bottleneck
-    for (p, i, j), v in link.items():
+    for n_done, ((p, i, j), v) in enumerate(link.items()):
+        if n_done % 256 == 0 and deadline.expired():
+            return out_of_time()
         model.add(v >= on[p, i] + on[p + 1, j] - 1)
         model.add(z >= scaled(cost[i, j])).only_enforce_if(v)
     # symmetry: of two identical islands, the second is used only if the first is
     for a, b in data.twins:
-        model.add(sum(on[p, b] for p in range(P)) <= sum(on[p, a] for p in range(P)))
-    model.minimize(
-        sum(scaled(opts[o].total_time_s) * v for (p, o), v in y.items())
-        + sum(scaled(cost[i, j]) * v for (p, i, j), v in link.items())
-        + (M - 1) * z
-    )
+        model.add(Sum([on[p, b] for p in range(P)]) <= Sum([on[p, a] for p in range(P)]))
+    model.minimize(Weighted(
+        list(y.values()) + list(link.values()) + [z],
+        [scaled(opts[o].total_time_s) for (p, o) in y] + [scaled(cost[i, j]) for (p, i, j) in link] + [M - 1],
+    ))
 
-    hint = greedy_plan(instance)
+    if deadline.expired():
+        return out_of_time()
+    hint = greedy_plan(instance, deadline)
     if hint is not None:
         chosen = {(p, o) for p, o in enumerate(hint)}
         for key, v in y.items():
@@ -130,19 +178,29 @@ def solve_cpsat_model(
         worst = max([scaled(opts[o].max_time_s) for o in hint] + [scaled(instance.link_s[a][b]) for a, b in zip(islands, islands[1:])])
         model.add_hint(z, worst)
 
+    if deadline.expired():
+        return out_of_time()
     solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
     stats = dict(outcome.stats, positions=P, hinted=hint is not None)
     bound = None if outcome.bound is None else outcome.bound * TIME_QUANTUM_S
-    if not outcome.status.has_solution:
-        if outcome.status is Status.INFEASIBLE:
-            return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
-                               reason=GENERIC_INFEASIBLE.format(layers=instance.layers))
-        return no_solution(problem="pipeline", method="cpsat", status=outcome.status, deadline=deadline, bound=bound,
-                           reason="time limit reached before CP-SAT found a pipeline", stats=stats)
-    plan = [o for p in range(P) for o in data.at[p] if solver.value(y[p, o])]
+
+    def decode() -> PipelineSolution:
+        plan = [o for p in range(P) for o in data.at[p] if solver.value(y[p, o])]
+        return build_solution(instance, blocks_from_choices(instance, plan))
+
+    if outcome.status is Status.TIME_LIMIT and hint is not None:
+        return _feasible(instance, hint, deadline, bound, stats)
+    # a greedy plan proves a pipeline exists: then an infeasible outcome is a bug
+    return conclude_model(
+        problem="pipeline", method="cpsat", instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
+        deadline=deadline, bound=bound, stats=stats, model="CP-SAT",
+        infeasible_reason=None if hint is not None else GENERIC_INFEASIBLE.format(layers=instance.layers),
+    )
+
+
+def _feasible(instance: PipelineInstance, plan: list[int], deadline: Deadline, bound: float | None, stats: dict) -> Result:
+    """FEASIBLE with the greedy's plan (the warm start), when the time ran out before CP-SAT had a better one."""
     return conclude(
-        problem="pipeline", method="cpsat", instance=instance,
-        solution=build_solution(instance, blocks_from_choices(instance, plan)),
-        evaluate=evaluate, deadline=deadline, proven_optimal=outcome.status is Status.OPTIMAL,
-        bound=bound, stats=stats,
+        problem="pipeline", method="cpsat", instance=instance, solution=build_solution(instance, blocks_from_choices(instance, plan)),
+        evaluate=evaluate, deadline=deadline, proven_optimal=False, bound=bound, stats=dict(stats, from_hint=True),
     )

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, bottleneck_candidates, max_stages, usable_options, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
@@ -77,12 +78,14 @@ class _Prep:
     options: list[list[int]]  # per island: its usable options in canonical order
     cap: int  # B: stages-behind values ≥ B behave alike
     radix: list[int]  # n_K + 1
-    usage: list[tuple[int, ...]]  # every usage vector, by number of islands used
+    usage: list[tuple[int, ...]]  # every usage vector, by number of islands used (empty when too many)
     skipped: int
+    usage_count: int  # Π (n_K + 1), known before the vectors are listed
 
     @property
     def cells(self) -> int:
-        return len(self.usage) * len(self.link[0]) * (self.cap + 1)
+        """Cells of one (usage, class) table layer per layer row: usage states × classes × (B + 1)."""
+        return self.usage_count * len(self.link[0]) * (self.cap + 1)
 
 
 def _prepare(instance: PipelineInstance) -> _Prep:
@@ -112,8 +115,11 @@ def _prepare(instance: PipelineInstance) -> _Prep:
     finite = [lim for lim in limits if lim is not None]
     cap = min(max(finite) + 1 if finite else 0, max_stages(instance))
     radix = [len(m) + 1 for m in kinds]
-    usage = sorted(itertools.product(*(range(r) for r in radix)), key=sum)
-    return _Prep(kinds, [class_of[m[0]] for m in kinds], link, options, cap, radix, usage, len(instance.options) - len(usable))
+    count = math.prod(radix)
+    # list the usage vectors only when dp will run: 2^64 of them would never finish
+    fits = count * len(classes) * (cap + 1) * (instance.layers + 1) <= MAX_DP_CELLS
+    usage = sorted(itertools.product(*(range(r) for r in radix)), key=sum) if fits else []
+    return _Prep(kinds, [class_of[m[0]] for m in kinds], link, options, cap, radix, usage, len(instance.options) - len(usable), count)
 
 
 @dataclass
@@ -263,7 +269,7 @@ def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
             if step:
                 break
         if step is None:
-            raise AssertionError("pipeline dp: no transition reproduces a table value")
+            raise SolverBug("pipeline dp: no transition reproduces a table value")
         K, g, old, c2, before = step
         island = pools[K].pop(0)
         chosen.append(prep.options[island][int(g.arg[old])])
@@ -292,7 +298,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
     cands = bottleneck_candidates(instance)
     stats = {
         "thresholds_tried": 0, "thresholds": len(cands), "states_memoized": 0, "options_skipped": prep.skipped,
-        "kinds": len(prep.kinds), "usage_states": len(prep.usage), "link_classes": int(prep.link.shape[1]), "behind_cap": prep.cap,
+        "kinds": len(prep.kinds), "usage_states": prep.usage_count, "link_classes": int(prep.link.shape[1]), "behind_cap": prep.cap,
     }
     if prep.cells * (instance.layers + 1) > MAX_DP_CELLS:
         return no_solution(

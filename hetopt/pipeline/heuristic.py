@@ -55,8 +55,11 @@ def _build(instance: PipelineInstance, usable: list[int], tau: float) -> list[in
     return chosen[::-1]
 
 
-def greedy_plan(instance: PipelineInstance) -> list[int] | None:
-    """The best greedy plan over the tried thresholds (option indices front to back), or None."""
+def greedy_plan(instance: PipelineInstance, deadline: Deadline | None = None) -> list[int] | None:
+    """The best greedy plan over the tried thresholds (option indices front to back), or None.
+
+    With a ``deadline``, stops trying thresholds once it has expired (the best so far).
+    """
     usable = usable_options(instance)
     cands = bottleneck_candidates(instance)
     if not cands:
@@ -65,6 +68,8 @@ def greedy_plan(instance: PipelineInstance) -> list[int] | None:
     taus = sorted(set(cands[::step]) | {cands[-1]})
     best, best_plan = float("inf"), None
     for tau in taus:
+        if deadline is not None and deadline.expired():
+            break
         plan = _build(instance, usable, tau)
         if plan is None:
             continue
@@ -75,12 +80,20 @@ def greedy_plan(instance: PipelineInstance) -> list[int] | None:
 
 
 def solve_greedy(instance: PipelineInstance, *, time_limit: float | None = None) -> Result:
-    """The greedy above as a method: FEASIBLE (never proven), or ERROR when it finds nothing."""
+    """The greedy above as a method: FEASIBLE (never proven), DECLINED when it finds nothing.
+
+    A greedy that finds no pipeline proves nothing (one may exist: it does not backtrack),
+    so that is neither INFEASIBLE nor an error: the method declines and names ``dp``
+    (TIME_LIMIT when the time limit stopped it first).
+    """
     deadline = Deadline(time_limit)
-    plan = greedy_plan(instance)
+    plan = greedy_plan(instance, deadline)
     if plan is None:
-        return no_solution(problem="pipeline", method="greedy", status=Status.ERROR, deadline=deadline,
-                           reason="the greedy found no pipeline (it does not backtrack; try dp)")
+        if deadline.expired():
+            return no_solution(problem="pipeline", method="greedy", status=Status.TIME_LIMIT, deadline=deadline,
+                               reason="time limit reached before the greedy found a pipeline")
+        return no_solution(problem="pipeline", method="greedy", status=Status.DECLINED, deadline=deadline,
+                           reason="the greedy found no pipeline (it does not backtrack, so one may exist); use dp")
     return conclude(
         problem="pipeline", method="greedy", instance=instance,
         solution=build_solution(instance, blocks_from_choices(instance, plan)),

@@ -20,15 +20,81 @@ rule exact for every in-flight count min(S − s, M). See ``formulations/pipelin
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
+import signal
+import sys
+
 import pulp
 
 from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp
-from hetopt.family import Deadline, conclude, no_solution
+from hetopt.family import TIME_LIMIT_SLACK_S, Deadline, conclude_model, no_solution
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.positions import position_data
-from hetopt.pipeline.problem import PipelineInstance, evaluate
+from hetopt.pipeline.positions import position_data, too_large
+from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
+
+
+#: Seconds the backend may run past the deadline before it is stopped: HiGHS checks its
+#: clock only between steps (its presolve probing and MIP set-up ran 5 to 14 s past a 2 s
+#: limit on scale-16x128), so the solve runs in a forked child that is killed at
+#: the deadline plus this grace; the rest of ``TIME_LIMIT_SLACK_S`` is for decoding the
+#: plan, its 1F1B simulation and ``evaluate``.
+BACKEND_GRACE_S = 0.25 * TIME_LIMIT_SLACK_S
+
+
+def _solve_before(deadline: Deadline, prob: pulp.LpProblem, y: dict, *, backend: str, threads: int | None):
+    """Solve ``prob`` in a forked child given ``deadline.remaining()``; None if it had to be stopped.
+
+    Returns (Outcome, the keys of ``y`` set to 1). The child is a fork, so the model is not
+    copied or pickled; only the outcome and the chosen keys come back through a pipe. The
+    child leads its own process group, so a CBC subprocess it started is stopped with it.
+    """
+    if multiprocessing.current_process().daemon or "fork" not in multiprocessing.get_all_start_methods():
+        # a daemonic process (a Dask worker) may not start children: solve here, best effort
+        outcome = solve_pulp(prob, backend=backend, time_limit=deadline.remaining(), threads=threads)
+        return outcome, [key for key, v in y.items() if (v.value() or 0.0) > 0.5] if outcome.status.has_solution else []
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        os.setpgrp()
+        try:
+            if backend == "highs":
+                # HiGHS's worker threads are not copied by fork: drop the parent's scheduler
+                # (if it ran HiGHS before) without waiting for them, or the solve waits forever
+                import highspy
+
+                highspy.Highs.resetGlobalScheduler(False)
+            outcome = solve_pulp(prob, backend=backend, time_limit=deadline.remaining(), threads=threads)
+            chosen = [key for key, v in y.items() if (v.value() or 0.0) > 0.5] if outcome.status.has_solution else []
+            send.send(("ok", outcome, chosen))
+        except BaseException as exc:  # noqa: BLE001  (the parent re-raises it)
+            send.send(("error", repr(exc), None))
+
+    proc = ctx.Process(target=child, daemon=True)
+    for stream in (sys.stdout, sys.stderr):  # or the child could write the parent's buffered text again
+        stream.flush()
+    proc.start()
+    send.close()
+    try:
+        if receive.poll(deadline.remaining() + BACKEND_GRACE_S):
+            try:
+                kind, first, second = receive.recv()
+            except EOFError:  # the child died without a word
+                raise RuntimeError(f"the {backend} child process ended without an answer (exit code {proc.exitcode})") from None
+            if kind == "error":
+                raise RuntimeError(f"{backend} failed in its child process: {first}")
+            return first, second
+        return None
+    finally:
+        if proc.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.join()
+        receive.close()
 
 
 def solve_milp(
@@ -40,11 +106,18 @@ def solve_milp(
 ) -> Result:
     """Solve the position MILP above.
 
+    The aggregates a[p,i] = Σ_{o on i} y[p,o], u_p = Σ_o y[p,o] and the stages behind
+    position p, h_p = h_{p+1} + Σ_o n_o y[p+1,o], are continuous variables fixed by equality
+    rows (an exact reformulation: every row then has few terms, so building the model is
+    linear in its size instead of quadratic). The deadline is checked while the model is
+    built; the backend gets only the time that is left.
+
     Returns
     -------
     Result
         FEASIBLE with the gap when the time limit stops the solver with a plan; TIME_LIMIT
-        without one. ``stats``: variables, constraints, positions, backend, nodes (HiGHS).
+        without one (also when the limit runs out while the model is built).
+        ``stats``: variables, constraints, positions, backend, nodes (HiGHS).
     """
     deadline = Deadline(time_limit)
     method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
@@ -55,68 +128,97 @@ def solve_milp(
     if not data.at[0]:
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
                            reason="no usable option may be the first block: every one has role middle or last")
+    declined = too_large(data)
+    if declined is not None:
+        return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline, reason=declined)
     P, M, opts = data.positions, instance.microbatches, instance.options
+
+    def out_of_time() -> Result:
+        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline,
+                           reason="time limit reached while building the MILP", stats={"positions": P})
 
     prob = pulp.LpProblem("pipeline", pulp.LpMinimize)
     y = {(p, o): prob.add_variable(f"y_{p}_{o}", lowBound=0, upBound=1, cat=pulp.LpInteger) for p in range(P) for o in data.at[p]}
     z = prob.add_variable("z", lowBound=0)
-    used = [pulp.lpSum(y[p, o] for o in data.at[p]) for p in range(P)]
-    on = {(p, i): pulp.lpSum(y[p, o] for o in data.at[p] if opts[o].island == i) for p in range(P) for i in data.hosts}
+    used = [prob.add_variable(f"u_{p}", lowBound=0, upBound=1) for p in range(P)]
+    on = {(p, i): prob.add_variable(f"a_{p}_{i}", lowBound=0, upBound=1) for p in range(P) for i in data.hosts}
+    behind = [prob.add_variable(f"h_{p}", lowBound=0) for p in range(P)]
     w = {
         (p, i, j): prob.add_variable(f"w_{p}_{i}_{j}", lowBound=0, upBound=1)
         for p in range(P - 1) for (i, j, _c) in data.links
     }
+    if deadline.expired():
+        return out_of_time()
     cost = {(i, j): c for (i, j, c) in data.links}
-    prob += (
-        pulp.lpSum(opts[o].total_time_s * v for (p, o), v in y.items())
-        + pulp.lpSum(cost[i, j] * v for (p, i, j), v in w.items())
-        + (M - 1) * z
-    )
-    # one block per position; the used positions are a prefix, and there is a first block
-    prob += used[0] == 1, "first_used"
+    EQ, LE = pulp.LpConstraintEQ, pulp.LpConstraintLE
+
+    def row(terms: list, sense: int, rhs: float, name: str) -> None:
+        """Σ coef·var (sense) rhs, built from (var, coef) pairs (PuLP's operators are slow)."""
+        prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
+
+    prob.setObjective(pulp.LpAffineExpression(
+        [(v, opts[o].total_time_s) for (p, o), v in y.items()]
+        + [(v, cost[i, j]) for (p, i, j), v in w.items()]
+        + [(z, M - 1)]
+    ))
+    # the aggregates: u_p, a[p,i], and the stages behind position p
     for p in range(P):
-        prob += used[p] <= 1, f"one_{p}"
-        if p + 1 < P:
-            prob += used[p + 1] <= used[p], f"prefix_{p}"
+        row([(y[p, o], 1) for o in data.at[p]] + [(used[p], -1)], EQ, 0, f"used_{p}")
+        for i in data.hosts:
+            row([(y[p, o], 1) for o in data.at[p] if opts[o].island == i] + [(on[p, i], -1)], EQ, 0, f"on_{p}_{i}")
+        nxt = [(y[p + 1, o], -len(opts[o].stages)) for o in data.at[p + 1]] + [(behind[p + 1], -1)] if p + 1 < P else []
+        row([(behind[p], 1)] + nxt, EQ, 0, f"behind_{p}")
+        if deadline.expired():
+            return out_of_time()
+    # one block per position (u_p <= 1 by its bound); the used positions are a prefix, and there is a first block
+    row([(used[0], 1)], EQ, 1, "first_used")
+    for p in range(P - 1):
+        row([(used[p + 1], 1), (used[p], -1)], LE, 0, f"prefix_{p}")
     # the slices tile layers 0..L-1 (they are laid out from the front, so the sum suffices)
-    prob += pulp.lpSum(opts[o].layers * v for (p, o), v in y.items()) == instance.layers, "tiling"
+    row([(v, opts[o].layers) for (p, o), v in y.items()], EQ, instance.layers, "tiling")
     # each island hosts at most one block
     for i in data.hosts:
-        prob += pulp.lpSum(on[p, i] for p in range(P)) <= 1, f"island_{i}"
+        row([(on[p, i], 1) for p in range(P)], LE, 1, f"island_{i}")
     # roles: a first block has a block after it, a whole block none; likewise middle and last
     for p in range(P):
-        nxt = used[p + 1] if p + 1 < P else 0
-        by_role = {r: pulp.lpSum(y[p, o] for o in data.at[p] if opts[o].role == r) for r in ("first", "whole", "middle", "last")}
-        prob += by_role["first"] + by_role["middle"] <= nxt, f"has_next_{p}"
-        prob += by_role["whole"] + by_role["last"] <= 1 - nxt, f"is_end_{p}"
-    # 1F1B memory: the stages behind the block at p are at most its option's limit b_o
-    stages_at = [pulp.lpSum(len(opts[o].stages) * y[p, o] for o in data.at[p]) for p in range(P)]
-    for p in range(P - 1):
-        if any(data.limit[o] < data.max_stages for o in data.at[p]):
-            behind = pulp.lpSum(stages_at[q] for q in range(p + 1, P))
-            prob += behind <= pulp.lpSum(data.limit[o] * y[p, o] for o in data.at[p]), f"memory_{p}"
+        nxt = [(used[p + 1], 1)] if p + 1 < P else []
+        ahead = [(y[p, o], 1) for o in data.at[p] if opts[o].role in ("first", "middle")]
+        end = [(y[p, o], 1) for o in data.at[p] if opts[o].role in ("whole", "last")]
+        row(ahead + [(v, -c) for v, c in nxt], LE, 0, f"has_next_{p}")
+        row(end + nxt, LE, 1, f"is_end_{p}")
+        # 1F1B memory: the stages behind the block at p are at most its option's limit b_o
+        if p + 1 < P and any(data.limit[o] < data.max_stages for o in data.at[p]):
+            row([(behind[p], 1)] + [(y[p, o], -data.limit[o]) for o in data.at[p]], LE, 0, f"memory_{p}")
+        row([(y[p, o], opts[o].max_time_s) for o in data.at[p]] + [(z, -1)], LE, 0, f"stage_bottleneck_{p}")
+        if deadline.expired():
+            return out_of_time()
     # links used between consecutive positions, and the bottleneck
     for (p, i, j), v in w.items():
-        prob += v >= on[p, i] + on[p + 1, j] - 1, f"link_{p}_{i}_{j}"
-        prob += z >= cost[i, j] * v, f"link_bottleneck_{p}_{i}_{j}"
-    for p in range(P):
-        prob += z >= pulp.lpSum(opts[o].max_time_s * y[p, o] for o in data.at[p]), f"stage_bottleneck_{p}"
+        row([(on[p, i], 1), (on[p + 1, j], 1), (v, -1)], LE, 1, f"link_{p}_{i}_{j}")
+        row([(v, cost[i, j]), (z, -1)], LE, 0, f"link_bottleneck_{p}_{i}_{j}")
     # symmetry: of two identical islands, the second is used only if the first is
     for a, b in data.twins:
-        prob += pulp.lpSum(on[p, b] for p in range(P)) <= pulp.lpSum(on[p, a] for p in range(P)), f"twins_{a}_{b}"
+        row([(on[p, b], 1) for p in range(P)] + [(on[p, a], -1) for p in range(P)], LE, 0, f"twins_{a}_{b}")
+    if deadline.expired():
+        return out_of_time()
 
-    outcome = solve_pulp(prob, backend=backend, time_limit=None if time_limit is None else deadline.remaining(), threads=threads)
-    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), positions=P)
-    if not outcome.status.has_solution:
-        if outcome.status is Status.INFEASIBLE:
-            return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline, stats=stats,
-                               reason=GENERIC_INFEASIBLE.format(layers=instance.layers))
-        return no_solution(problem="pipeline", method=method, status=outcome.status, deadline=deadline, bound=outcome.bound,
-                           reason="time limit reached before the MILP found a pipeline", stats=stats)
-    plan = [o for p in range(P) for o in data.at[p] if (y[p, o].value() or 0.0) > 0.5]
-    return conclude(
-        problem="pipeline", method=method, instance=instance,
-        solution=build_solution(instance, blocks_from_choices(instance, plan)),
-        evaluate=evaluate, deadline=deadline, proven_optimal=outcome.status is Status.OPTIMAL,
-        bound=outcome.bound, stats=stats,
+    if time_limit is None:
+        outcome = solve_pulp(prob, backend=backend, threads=threads)
+        chosen = [key for key, v in y.items() if (v.value() or 0.0) > 0.5] if outcome.status.has_solution else []
+    else:
+        ran = _solve_before(deadline, prob, y, backend=backend, threads=threads)
+        if ran is None:
+            return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline,
+                               reason=f"time limit reached before {backend} returned (stopped)", stats={"positions": P})
+        outcome, chosen = ran
+    stats = dict(outcome.stats, variables=len(y) + len(w) + len(on) + 2 * P + 1, constraints=prob.numConstraints(), positions=P)
+
+    def decode() -> PipelineSolution:
+        plan = [o for p, o in sorted(chosen)]
+        return build_solution(instance, blocks_from_choices(instance, plan))
+
+    return conclude_model(
+        problem="pipeline", method=method, instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
+        deadline=deadline, stats=stats, infeasible_reason=GENERIC_INFEASIBLE.format(layers=instance.layers),
+        model="the MILP",
     )

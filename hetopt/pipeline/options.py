@@ -43,6 +43,8 @@ def why_infeasible(instance: PipelineInstance) -> str | None:
     possible because the usable options cannot reach L layers even using every island.
     """
     usable = usable_options(instance)
+    if not instance.options:
+        return "the instance has no option: give each island at least one [[option]] (a partial plan)"
     if not usable:
         worst = []
         for i, isl in enumerate(instance.islands):

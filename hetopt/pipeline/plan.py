@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from hetopt.pipeline.problem import Block, PipelineInstance, PipelineSolution, StageReport, evaluate, in_flight
-from hetopt.pipeline.simulate import simulate_1f1b
+from hetopt.pipeline.simulate import MAX_SIMULATED_OPERATIONS, simulate_1f1b, simulation_size
 
 
 def blocks_from_choices(instance: PipelineInstance, options: Sequence[int]) -> tuple[Block, ...]:
@@ -15,7 +15,7 @@ def blocks_from_choices(instance: PipelineInstance, options: Sequence[int]) -> t
     --------
     >>> from hetopt.pipeline.problem import GIB, Island, PipelineOption, StagePlan
     >>> st = StagePlan(1, 0.1, 0.2, GIB, GIB)
-    >>> inst = PipelineInstance("x", 3, 2, (Island("a", 1, 8 * GIB), Island("b", 1, 8 * GIB)),
+    >>> inst = PipelineInstance("x", 3, 2, (Island("a", 1, 8 * GIB), Island("b", 2, 8 * GIB)),
     ...     (PipelineOption(0, 1, (st,)), PipelineOption(1, 2, (st, st))), ((0.0, 0.0), (0.0, 0.0)))
     >>> blocks_from_choices(inst, [1, 0])
     (Block(island=1, option=1, first_layer=0, layers=2), Block(island=0, option=0, first_layer=2, layers=1))
@@ -62,8 +62,11 @@ def build_solution(instance: PipelineInstance, blocks: Sequence[Block], *, simul
             )
         )
     links = tuple(instance.link_s[a.island][b.island] for a, b in zip(blocks, blocks[1:]))
-    simulated, idle = float("nan"), ()
-    if simulate and ev.feasible:
+    simulated, idle, note = float("nan"), (), ""
+    if simulate and ev.feasible and simulation_size(S, M) > MAX_SIMULATED_OPERATIONS:
+        note = (f"1F1B simulation skipped: {S} stages x {M} micro-batches need {simulation_size(S, M):,} operations, "
+                f"above its limit of {MAX_SIMULATED_OPERATIONS:,}")
+    elif simulate and ev.feasible:
         after = [0.0] * S
         for s in range(S - 1):
             if plan[s][0] != plan[s + 1][0]:
@@ -80,4 +83,5 @@ def build_solution(instance: PipelineInstance, blocks: Sequence[Block], *, simul
         bottleneck_s=ev.details.get("bottleneck", float("nan")),
         simulated_s=simulated,
         idle_s=idle,
+        simulation_note=note,
     )

@@ -15,6 +15,22 @@ from hetopt.pipeline.options import max_stages, usable_options
 from hetopt.pipeline.problem import PipelineInstance
 
 
+#: Most y[p,o] binaries the MILP and CP-SAT models are built with. Memory grows about 6 KB
+#: per binary (PuLP's objects; scale-16x128 has 60,640 and peaks at 380 MB), so this
+#: keeps a model near 1.5 GB, a third of what a 2-core benchmark box can spare. Beyond it
+#: both methods decline up front (dp handles such instances when its table fits).
+MAX_POSITION_BINARIES = 250_000
+
+
+def too_large(data: PositionData) -> str | None:
+    """The reason the position model is declined for its size, or None."""
+    n = sum(len(a) for a in data.at)
+    if n <= MAX_POSITION_BINARIES:
+        return None
+    return (f"the position model would have {n:,} binaries y[p,o] ({data.positions} positions x usable options), "
+            f"above the limit of {MAX_POSITION_BINARIES:,}; use dp")
+
+
 @dataclass(frozen=True)
 class PositionData:
     """P positions; ``at[p]`` the options allowed there; ``limit[o]`` ≤ S_max; link pairs; twins."""

@@ -14,18 +14,115 @@ with stage s holding min(S − s, M) micro-batches of activations (1F1B).
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from hetopt.errors import InputError
 from hetopt.result import Evaluation
 from hetopt.units import GIB  # noqa: F401  (re-exported: instances are built in GiB)
 
 #: Relative slack of the memory check: a stage that needs exactly its capacity fits, and
-#: so does one that exceeds it by a rounding error of the GiB -> bytes conversion.
+#: so does one that exceeds it by a rounding error of the GiB -> bytes conversion. The
+#: one memory rule of a stage is :func:`stage_fits`; the planner's parallelizers use it too.
 MEMORY_RTOL = 1e-9
+
+# -- accepted ranges (checked by PipelineInstance, so files and the API get the same errors) --
+#: Most layers: GPT-3 175B has 96, the deepest published LLMs a few hundred.
+MAX_LAYERS = 4_096
+#: Most micro-batches per iteration (a 10^6 would be an input error).
+MAX_MICROBATCHES = 65_536
+#: Most islands: the DP is exponential in the number of distinct islands.
+MAX_ISLANDS = 64
+#: Most options in one instance.
+MAX_OPTIONS = 200_000
+#: Most stages in one option.
+MAX_STAGES = 1_024
+#: Most GPUs per island.
+MAX_GPUS = 100_000
+#: Largest forward, backward or link time, seconds (11.6 days per micro-batch). HiGHS treats
+#: constraint coefficients >= 1e15 as infinite (``large_matrix_value``; the MILP's bottleneck
+#: rows z >= τ_o·y carry stage times) and costs >= 1e20 as infinite; CBC proves a feasible
+#: model infeasible at 1e25. With this bound an option's Σt is <= 1024 · 2e6 s and any plan's
+#: T <= (S + M) · 2e6 s < 3e11 s, far inside both and exact to 3e-5 s in a double.
+MAX_TIME_S = 1e6
+#: Smallest positive forward, backward or link time, seconds (0 means free).
+#: HiGHS drops coefficients <= 1e-9 (``small_matrix_value``) and CP-SAT's time quantum is
+#: 1 ns, so a time must be well above both to be represented: 1 µs is 1000 quanta, and
+#: below the launch time of a GPU kernel.
+MIN_TIME_S = 1e-6
+#: Largest ratio of the largest positive time to the smallest (stage times and links of
+#: the whole instance). The MILP backends resolve a coefficient only above their primal
+#: feasibility / integrality tolerances (1e-6 to 1e-9 relative to the row's largest): a
+#: model whose times span more than 1e6 is not solved exactly. The shipped instances span
+#: at most 8e3.
+MAX_TIME_RATIO = 1e6
+#: Largest memory per GPU (island memory, static and activation bytes): 1 PiB, a thousand
+#: times today's largest GPU memory; keeps static + activation · M finite and exact.
+MAX_MEMORY_BYTES = 2.0**50
 
 #: Role names, as written in instance files. ``any`` fits every position.
 ROLES = ("any", "first", "middle", "last", "whole")
+
+
+def stage_fits(static_bytes: float, activation_bytes: float, flight: int, capacity_bytes: float) -> bool:
+    """The 1F1B memory rule of one stage: static + activation · in-flight ≤ capacity (+ ``MEMORY_RTOL``).
+
+    The one definition of the rule: ``PipelineInstance.fits`` and the planner's
+    parallelizers call it.
+
+    Examples
+    --------
+    >>> stage_fits(4.0, 2.0, 2, 8.0), stage_fits(4.0, 2.0, 3, 8.0), stage_fits(8.0 + 1e-12, 0.0, 1, 8.0)
+    (True, False, True)
+    """
+    return static_bytes + activation_bytes * flight <= capacity_bytes * (1.0 + MEMORY_RTOL)
+
+
+def most_in_flight(static_bytes: float, activation_bytes: float, capacity_bytes: float, microbatches: int) -> int:
+    """The most micro-batches (0..M) a stage may hold under :func:`stage_fits`; -1 if not even 0.
+
+    Exact at the boundary: the float quotient is corrected by stepping with the predicate.
+
+    Examples
+    --------
+    >>> most_in_flight(4.0, 2.0, 9.0, 8), most_in_flight(4.0, 2.0, 40.0, 8), most_in_flight(4.0, 2.0, 3.0, 8)
+    (2, 8, -1)
+    """
+    M = microbatches
+    if stage_fits(static_bytes, activation_bytes, M, capacity_bytes):
+        return M
+    if not stage_fits(static_bytes, activation_bytes, 0, capacity_bytes):
+        return -1
+    room = capacity_bytes * (1.0 + MEMORY_RTOL) - static_bytes
+    quotient = room / activation_bytes  # activation > 0 here, else M would fit
+    f = M if quotient >= M else max(0, math.floor(quotient))
+    # the float division may land one off; the predicate itself decides
+    while f < M and stage_fits(static_bytes, activation_bytes, f + 1, capacity_bytes):
+        f += 1
+    while f >= 0 and not stage_fits(static_bytes, activation_bytes, f, capacity_bytes):
+        f -= 1
+    return f
+
+
+def time_problem(seconds: float) -> str | None:
+    """What is wrong with a forward, backward or link time, or None when it is accepted.
+
+    Examples
+    --------
+    >>> time_problem(0.01), time_problem(0.0)
+    (None, None)
+    >>> time_problem(1e308)
+    'must be between 0 and 1e+06 s (got 1e+308)'
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, numbers.Real):
+        return f"must be a number of seconds (got {seconds!r})"
+    value = float(seconds)
+    if not 0.0 <= value <= MAX_TIME_S:  # also rejects NaN
+        return f"must be between 0 and {MAX_TIME_S:g} s (got {value:g})"
+    if 0.0 < value < MIN_TIME_S:
+        return f"must be 0 or at least {MIN_TIME_S:g} s (got {value:g}); a time below that is not represented by the solvers"
+    return None
 
 
 def allowed_roles(position: int, count: int) -> tuple[str, str]:
@@ -129,10 +226,12 @@ class PipelineInstance:
         """φ · memory per GPU of ``island``, bytes."""
         return self.memory_fraction * self.islands[island].memory_bytes
 
+    def __post_init__(self) -> None:
+        _validate(self)
+
     def fits(self, island: int, stage: StagePlan, flight: int) -> bool:
-        """static + activation · in-flight ≤ φ · memory (with ``MEMORY_RTOL`` slack)."""
-        need = stage.static_bytes + stage.activation_bytes * flight
-        return need <= self.capacity(island) * (1.0 + MEMORY_RTOL)
+        """static + activation · in-flight ≤ φ · memory (:func:`stage_fits`)."""
+        return stage_fits(stage.static_bytes, stage.activation_bytes, flight, self.capacity(island))
 
     def behind_limit(self, o: int) -> int | None:
         """The most stages that may follow option ``o``'s block (its 1F1B memory limit).
@@ -151,19 +250,7 @@ class PipelineInstance:
         >>> inst.max_in_flight(0, StagePlan(1, 1.0, 1.0, 4 * GIB, 2 * GIB))
         3
         """
-        M = self.microbatches
-        if self.fits(island, stage, M):
-            return M
-        if not self.fits(island, stage, 0):
-            return -1
-        room = self.capacity(island) * (1.0 + MEMORY_RTOL) - stage.static_bytes
-        f = min(M, max(0, math.floor(room / stage.activation_bytes)))
-        # the float division may land one off; the predicate itself decides
-        while f < M and self.fits(island, stage, f + 1):
-            f += 1
-        while f >= 0 and not self.fits(island, stage, f):
-            f -= 1
-        return f
+        return most_in_flight(stage.static_bytes, stage.activation_bytes, self.capacity(island), self.microbatches)
 
     @cached_property
     def behind_limits(self) -> tuple[int | None, ...]:
@@ -182,6 +269,123 @@ class PipelineInstance:
                 limit = b if limit is None else min(limit, b)
             out.append(None if limit is None else max(limit, -1))
         return tuple(out)
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(float(value))
+
+
+def _whole(key: str, value, low: int, high: int) -> None:
+    if not _is_int(value):
+        raise InputError(f"{key}: must be a whole number (got {value!r})")
+    if not low <= value <= high:
+        raise InputError(f"{key}: must be between {low} and {high} (got {value}); larger values are outside what hetopt plans")
+
+
+def _gib(key: str, value, *, positive: bool) -> None:
+    """Memory in bytes, reported under the file's GiB key."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise InputError(f"{key}: must be a number of GiB (got {value!r})")
+    low_ok = value > 0 if positive else value >= 0
+    if not low_ok or value > MAX_MEMORY_BYTES:
+        low = "> 0" if positive else ">= 0"
+        raise InputError(f"{key}: must be {low} and at most {MAX_MEMORY_BYTES / GIB:g} GiB (got {value / GIB:g})")
+
+
+def _validate(inst: PipelineInstance) -> None:
+    """Check every field against the accepted ranges; raise InputError("key.path: problem (fix)").
+
+    Key paths are the instance file's keys (GiB where the file has GiB), so a file and an
+    instance built in code get the same message. The ranges are the module's constants.
+    """
+    if not isinstance(inst.name, str):
+        raise InputError(f"name: must be a string (got {inst.name!r})")
+    _whole("layers", inst.layers, 1, MAX_LAYERS)
+    _whole("microbatches", inst.microbatches, 1, MAX_MICROBATCHES)
+    phi = inst.memory_fraction
+    if not _is_real(phi) or not 0.0 < phi <= 1.0:
+        raise InputError(f"memory_fraction: must be in (0, 1] (got {phi!r})")
+    if not 1 <= len(inst.islands) <= MAX_ISLANDS:
+        raise InputError(f"island: give between 1 and {MAX_ISLANDS} islands (got {len(inst.islands)})")
+    names: dict[str, int] = {}
+    for i, isl in enumerate(inst.islands):
+        if not isinstance(isl, Island):
+            raise InputError(f"island[{i}]: must be an Island (got {type(isl).__name__})")
+        if not isinstance(isl.name, str) or not isl.name:
+            raise InputError(f"island[{i}].name: must be a non-empty string (got {isl.name!r})")
+        if isl.name in names:
+            raise InputError(f"island[{i}].name: island {isl.name!r} is defined twice (island[{names[isl.name]}] has the same name)")
+        names[isl.name] = i
+        _whole(f"island[{i}].gpus", isl.gpus, 1, MAX_GPUS)
+        _gib(f"island[{i}].memory_gib", isl.memory_bytes, positive=True)
+    n = len(inst.islands)
+    link = inst.link_s
+    if len(link) != n or any(len(row) != n for row in link):
+        raise InputError(f"link_s: must be a {n} x {n} matrix, one row and column per island")
+    for a in range(n):
+        for b in range(n):
+            where = f"link {inst.islands[a].name}-{inst.islands[b].name}: time_s"
+            problem = time_problem(link[a][b])
+            if problem is not None:
+                raise InputError(f"{where}: {problem}")
+            if a == b and link[a][b] != 0:
+                raise InputError(f"{where}: an island's link to itself must be 0 (got {link[a][b]:g})")
+            if link[a][b] != link[b][a]:
+                raise InputError(f"{where}: links are symmetric (round trip), but c(a, b) = {link[a][b]:g} and c(b, a) = {link[b][a]:g}")
+    if len(inst.options) > MAX_OPTIONS:
+        raise InputError(f"option: has {len(inst.options)} entries, more than the limit of {MAX_OPTIONS}")
+    positive: list[tuple[float, str]] = [(link[a][b], f"link {inst.islands[a].name}-{inst.islands[b].name}")
+                                         for a in range(n) for b in range(a + 1, n) if link[a][b] > 0]
+    for o, opt in enumerate(inst.options):
+        key = f"option[{o}]"
+        if not isinstance(opt, PipelineOption):
+            raise InputError(f"{key}: must be a PipelineOption (got {type(opt).__name__})")
+        if not _is_int(opt.island) or not 0 <= opt.island < n:
+            raise InputError(f"{key}.island: must name one of the {n} islands (got {opt.island!r})")
+        _whole(f"{key}.layers", opt.layers, 1, MAX_LAYERS)
+        if opt.layers > inst.layers:
+            raise InputError(f"{key}.layers: {opt.layers} is more than the model's {inst.layers} layers")
+        if opt.role not in ROLES:
+            raise InputError(f"{key}.role: unknown value {opt.role!r} (known: {', '.join(ROLES)})")
+        if not 1 <= len(opt.stages) <= MAX_STAGES:
+            raise InputError(f"{key}.stage: give between 1 and {MAX_STAGES} stages (got {len(opt.stages)})")
+        for q, st in enumerate(opt.stages):
+            sk = f"{key}.stage[{q}]"
+            if not isinstance(st, StagePlan):
+                raise InputError(f"{sk}: must be a StagePlan (got {type(st).__name__})")
+            _whole(f"{sk}.layers", st.layers, 1, MAX_LAYERS)
+            _whole(f"{sk}.gpus", st.gpus, 1, MAX_GPUS)
+            for attr in ("forward_s", "backward_s"):
+                problem = time_problem(getattr(st, attr))
+                if problem is not None:
+                    raise InputError(f"{sk}.{attr}: {problem}")
+            t = st.forward_s + st.backward_s  # 0 or >= MIN_TIME_S, as both parts are
+            if t > 0:
+                positive.append((t, sk))
+            _gib(f"{sk}.static_gib", st.static_bytes, positive=False)
+            _gib(f"{sk}.activation_gib", st.activation_bytes, positive=False)
+        total = sum(st.layers for st in opt.stages)
+        if total != opt.layers:
+            raise InputError(f"{key}.stage: the stages' layers add up to {total}, the option's layers = {opt.layers}; make them equal")
+        gpus = sum(st.gpus for st in opt.stages)
+        isl = inst.islands[opt.island]
+        if gpus > isl.gpus:
+            raise InputError(
+                f"{key}.stage: the stages use {gpus} GPUs, island {isl.name!r} has {isl.gpus} "
+                "(an option's stages use disjoint GPUs of its island)"
+            )
+    if positive:
+        small, large = min(positive), max(positive)
+        if large[0] > MAX_TIME_RATIO * small[0]:
+            raise InputError(
+                f"{small[1]}: its time {small[0]:g} s is {large[0] / small[0]:.3g} times below the largest time "
+                f"({large[1]}, {large[0]:g} s); the solvers resolve times spanning at most a factor {MAX_TIME_RATIO:g} "
+                "(raise the small time or drop the slow option)"
+            )
 
 
 @dataclass(frozen=True)
@@ -229,14 +433,16 @@ class PipelineSolution:
     bottleneck_s: float = math.nan
     simulated_s: float = math.nan
     idle_s: tuple[float, ...] = field(default=())
+    simulation_note: str = ""  # why simulated_s is NaN for a feasible plan (too large to simulate)
 
     def to_dict(self) -> dict:
         """Plain data for JSON (``solution`` in ``hetopt solve --json``)."""
         return {
             "iteration_time_s": self.iteration_time_s,
             "bottleneck_s": self.bottleneck_s,
-            "simulated_s": self.simulated_s,
-            "simulated_minus_analytic_s": self.simulated_s - self.iteration_time_s,
+            "simulated_s": None if math.isnan(self.simulated_s) else self.simulated_s,
+            "simulated_minus_analytic_s": None if math.isnan(self.simulated_s) else self.simulated_s - self.iteration_time_s,
+            "simulation_note": self.simulation_note or None,
             "blocks": [
                 {
                     "island": self.island_names[b.island] if self.island_names else b.island,
@@ -293,10 +499,14 @@ class PipelineSolution:
         )
         diff = self.simulated_s - self.iteration_time_s
         rel = diff / self.iteration_time_s if self.iteration_time_s > 0 else 0.0
+        simulated = (
+            self.simulation_note or "1F1B simulation not run" if math.isnan(self.simulated_s)
+            else f"1F1B simulation {self.simulated_s:.6g} s; simulated - analytic = {diff:+.6g} s ({100 * rel:+.3f}%)"
+        )
         return [
             f"pipeline {order}; links {', '.join(f'{c:.4g}' for c in self.link_s) or 'none'} s",
             f"iteration time {self.iteration_time_s:.6g} s (analytic), bottleneck {self.bottleneck_s:.6g} s",
-            f"1F1B simulation {self.simulated_s:.6g} s; simulated - analytic = {diff:+.6g} s ({100 * rel:+.3f}%)",
+            simulated,
         ]
 
 

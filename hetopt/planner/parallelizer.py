@@ -14,20 +14,16 @@ slices with the same layers get the same signature wherever they are built.
 from __future__ import annotations
 
 import hashlib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 from hetopt.hardware import GpuType
-from hetopt.pipeline.problem import PipelineOption, StagePlan
+from hetopt.pipeline.problem import MEMORY_RTOL, PipelineOption, StagePlan, most_in_flight
 from hetopt.pipeline.problem import Island as PipelineIsland
 from hetopt.workload import ModelConfig
 
-#: Relative slack of the memory check, equal to the pipeline family's ``MEMORY_RTOL``
-#: so that what a parallelizer keeps is exactly what the composition accepts.
-MEMORY_RTOL = 1e-9
 #: Hex digits of the SHA-256 kept as a signature: 64 bits, no collision among the few
 #: thousand distinct slices of any model.
 SIGNATURE_HEX_DIGITS = 16
@@ -259,18 +255,9 @@ def in_flight_fit(stage: StageCost, capacity_bytes: float, microbatches: int) ->
     >>> in_flight_fit(st, 9.0, 8), in_flight_fit(st, 40.0, 8), in_flight_fit(st, 3.0, 8)
     (2, None, -1)
     """
-    M = microbatches
-    room = capacity_bytes * (1.0 + MEMORY_RTOL)
-    if stage.static_bytes + stage.activation_bytes * M <= room:
-        return None
-    if stage.static_bytes > room:
-        return -1
-    f = min(M, max(0, math.floor((room - stage.static_bytes) / stage.activation_bytes)))
-    while f < M and stage.static_bytes + stage.activation_bytes * (f + 1) <= room:
-        f += 1
-    while f >= 0 and stage.static_bytes + stage.activation_bytes * f > room:
-        f -= 1
-    return f
+    # the pipeline family's one memory rule, so a parallelizer keeps exactly what the composition accepts
+    f = most_in_flight(stage.static_bytes, stage.activation_bytes, capacity_bytes, microbatches)
+    return None if f >= microbatches else f
 
 
 def limit_from_fits(fits: Sequence[int | None]) -> int | None:

@@ -2,27 +2,30 @@
 
 Files use GiB and seconds; the instance uses bytes and seconds (converted here, once).
 Islands are referred to by name in ``[[option]]`` and ``[[link]]``; every reference is
-checked, and so is each option's consistency (stage layers sum to the option's layers,
-GPUs within the island's count, times and memory not negative).
+checked here. The ranges and each option's consistency (stage layers sum to the option's
+layers, GPUs within the island's count, times and memory in range) are checked by
+:class:`PipelineInstance` itself, built inside ``located(source)`` so its messages name
+the file: one rule in one place for files and the API.
 """
 
 from __future__ import annotations
 
-from hetopt.pipeline.problem import GIB, ROLES, Island, PipelineInstance, PipelineOption, StagePlan
-from hetopt.readers.fields import Fields
-
-#: Most layers accepted: GPT-3 175B has 96, the deepest published LLMs a few hundred.
-MAX_LAYERS = 4_096
-#: Most micro-batches per iteration (a 10^6 would be an input error, and the simulator is O(S·M)).
-MAX_MICROBATCHES = 65_536
-#: Most islands: the DP is exponential in the number of distinct islands.
-MAX_ISLANDS = 64
-#: Most options in one file.
-MAX_OPTIONS = 200_000
-#: Most stages in one option.
-MAX_STAGES = 1_024
-#: Most GPUs per island.
-MAX_GPUS = 100_000
+from hetopt.pipeline.problem import (  # noqa: F401  (the limits are re-exported for callers of this module)
+    GIB,
+    MAX_GPUS,
+    MAX_ISLANDS,
+    MAX_LAYERS,
+    MAX_MICROBATCHES,
+    MAX_OPTIONS,
+    MAX_STAGES,
+    ROLES,  # noqa: F401
+    Island,
+    PipelineInstance,
+    PipelineOption,
+    StagePlan,
+    time_problem,
+)
+from hetopt.readers.fields import Fields, located
 
 TOP_KEYS = (
     "problem", "name", "description", "source", "layers", "microbatches", "memory_fraction", "default_link_s",
@@ -39,10 +42,10 @@ def _islands(top: Fields) -> tuple[tuple[Island, ...], dict[str, int]]:
     for f in top.tables("island", required=True, max_len=MAX_ISLANDS):
         f.reject_unknown(ISLAND_KEYS)
         name = f.string("name")
-        if name in index:
+        if name in index:  # names resolve the references below, so this is checked before the instance
             raise f.error("name", f"island {name!r} is defined twice (island[{index[name]}] has the same name)")
         index[name] = len(islands)
-        islands.append(Island(name, f.integer("gpus", minimum=1, maximum=MAX_GPUS), f.number("memory_gib", positive=True) * GIB))
+        islands.append(Island(name, f.integer("gpus"), f.number("memory_gib") * GIB))
     return tuple(islands), index
 
 
@@ -54,7 +57,7 @@ def _island_ref(f: Fields, key: str, index: dict[str, int]) -> int:
 
 
 def _links(top: Fields, islands: tuple[Island, ...], index: dict[str, int]) -> tuple[tuple[float, ...], ...]:
-    default = top.number("default_link_s", 0.0, minimum=0.0)
+    default = _time(top, "default_link_s", 0.0)
     n = len(islands)
     link = [[0.0 if a == b else default for b in range(n)] for a in range(n)]
     given: dict[tuple[int, int], str] = {}
@@ -67,39 +70,36 @@ def _links(top: Fields, islands: tuple[Island, ...], index: dict[str, int]) -> t
         if pair in given:
             raise f.error(None, f"the link {islands[a].name}-{islands[b].name} is given twice (also at {given[pair]})")
         given[pair] = f.path
-        link[a][b] = link[b][a] = f.number("time_s", minimum=0.0)
+        link[a][b] = link[b][a] = _time(f, "time_s")
     return tuple(tuple(row) for row in link)
 
 
-def _option(f: Fields, islands: tuple[Island, ...], index: dict[str, int], model_layers: int) -> PipelineOption:
+def _time(f: Fields, key: str, default=None) -> float:
+    """A link time, under its own key path (the instance sees only the matrix)."""
+    value = f.number(key) if default is None else f.number(key, default)
+    problem = time_problem(value)
+    if problem is not None:
+        raise f.error(key, problem)
+    return value
+
+
+def _option(f: Fields, index: dict[str, int]) -> PipelineOption:
     f.reject_unknown(OPTION_KEYS)
     island = _island_ref(f, "island", index)
-    layers = f.integer("layers", minimum=1, maximum=MAX_LAYERS)
-    if layers > model_layers:
-        raise f.error("layers", f"{layers} is more than the model's {model_layers} layers")
-    role = f.string("role", "any", choices=ROLES)
+    layers = f.integer("layers")
+    role = f.string("role", "any")
     stages = []
     for s in f.tables("stage", required=True, max_len=MAX_STAGES):
         s.reject_unknown(STAGE_KEYS)
         stages.append(
             StagePlan(
-                layers=s.integer("layers", minimum=1, maximum=MAX_LAYERS),
-                forward_s=s.number("forward_s", minimum=0.0),
-                backward_s=s.number("backward_s", minimum=0.0),
-                static_bytes=s.number("static_gib", minimum=0.0) * GIB,
-                activation_bytes=s.number("activation_gib", minimum=0.0) * GIB,
-                gpus=s.integer("gpus", 1, minimum=1, maximum=MAX_GPUS),
+                layers=s.integer("layers"),
+                forward_s=s.number("forward_s"),
+                backward_s=s.number("backward_s"),
+                static_bytes=s.number("static_gib") * GIB,
+                activation_bytes=s.number("activation_gib") * GIB,
+                gpus=s.integer("gpus", 1),
             )
-        )
-    total = sum(st.layers for st in stages)
-    if total != layers:
-        raise f.error("stage", f"the stages' layers add up to {total}, the option's layers = {layers}; make them equal")
-    gpus = sum(st.gpus for st in stages)
-    if gpus > islands[island].gpus:
-        raise f.error(
-            "stage",
-            f"the stages use {gpus} GPUs, island {islands[island].name!r} has {islands[island].gpus} "
-            "(an option's stages use disjoint GPUs of its island)",
         )
     return PipelineOption(island, layers, tuple(stages), role)
 
@@ -114,21 +114,23 @@ def read_pipeline(data: dict, source: str) -> PipelineInstance:
     """
     top = Fields(data, source)
     top.reject_unknown(TOP_KEYS)
-    layers = top.integer("layers", minimum=1, maximum=MAX_LAYERS)
-    microbatches = top.integer("microbatches", minimum=1, maximum=MAX_MICROBATCHES)
-    phi = top.number("memory_fraction", 1.0, positive=True, maximum=1.0)
+    layers = top.integer("layers")
+    microbatches = top.integer("microbatches")
+    phi = top.number("memory_fraction", 1.0)
     islands, index = _islands(top)
     link = _links(top, islands, index)
     options = []
     for f in top.tables("option", required=True, max_len=MAX_OPTIONS):
-        options.append(_option(f, islands, index, layers))
-    return PipelineInstance(
-        name=top.string("name", source),
-        layers=layers,
-        microbatches=microbatches,
-        islands=islands,
-        options=tuple(options),
-        link_s=link,
-        memory_fraction=phi,
-        description=str(data.get("description", "")),
-    )
+        options.append(_option(f, index))
+    name = top.string("name", source)
+    with located(source):  # the instance checks the ranges; its errors get the file name
+        return PipelineInstance(
+            name=name,
+            layers=layers,
+            microbatches=microbatches,
+            islands=islands,
+            options=tuple(options),
+            link_s=link,
+            memory_fraction=phi,
+            description=str(data.get("description", "")),
+        )

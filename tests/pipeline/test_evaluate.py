@@ -77,7 +77,8 @@ def test_rejects_a_broken_role():
     ev = evaluate(inst, plan((2, 4, 0, 1), (0, 0, 1, 2), (1, 3, 3, 1)))
     assert not ev.feasible and sum("role" in v for v in ev.violations) == 2
     # 'middle' option alone is no whole pipeline; 'whole' in a longer pipeline neither
-    one = instance(layers=1)
+    # (a one-layer model admits no 2-layer option: those become 1-layer ones, indices kept)
+    one = instance(layers=1, options=tuple(o if o.layers == 1 else PipelineOption(0, 1, (_stage(),)) for o in instance().options))
     assert not evaluate(one, plan((1, 6, 0, 1))).feasible
     assert evaluate(one, plan((2, 7, 0, 1))).feasible
     assert not evaluate(instance(layers=2), plan((1, 1, 0, 1), (2, 7, 1, 1))).feasible
@@ -119,3 +120,24 @@ def test_rejects_an_empty_plan_and_bad_indices():
     assert not evaluate(instance(), plan()).feasible
     assert not evaluate(instance(), plan((7, 0, 0, 4))).feasible
     assert not evaluate(instance(), plan((0, 99, 0, 4))).feasible
+
+
+def test_the_planner_uses_the_pipeline_memory_rule():
+    """One rule in one place: the parallelizers' in-flight fit is the family's, tolerance included."""
+    import numpy as np
+
+    from hetopt.pipeline.problem import MEMORY_RTOL, most_in_flight, stage_fits
+    from hetopt.planner.parallelizer import StageCost, in_flight_fit
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        static, act, M = float(rng.uniform(0, 8)), float(rng.uniform(0.01, 2)), int(rng.integers(1, 40))
+        f = int(rng.integers(0, M + 1))
+        # capacities exactly at, just inside and just outside the rule's boundary for f in flight
+        edge = (static + act * f) / (1.0 + MEMORY_RTOL)
+        for cap in (edge, edge * (1 + 1e-12), edge * (1 - 1e-12), float(rng.uniform(0.5, 60))):
+            st = StageCost(1, 0.1, 0.2, static_bytes=static, activation_bytes=act, gpus=1)
+            family = most_in_flight(static, act, cap, M)
+            planner = in_flight_fit(st, cap, M)
+            assert (M if planner is None else planner) == family
+            assert family == -1 or stage_fits(static, act, family, cap)

@@ -77,3 +77,78 @@ def test_unbalanced_stages_move_the_formula_both_ways():
     # a stage with a short forward and a long backward behind a slower-forward stage: under
     f, b = [0.5, 1.0, 0.1, 0.2], [0.5, 0.5, 2.0, 0.1]
     assert simulate_1f1b(f, b, [0.0] * 4, 6).makespan_s > _analytic(f, b, [], 6) + 0.5
+
+
+def _reference_simulation(forward_s, backward_s, link_after_s, M):
+    """The former O(S·M)-memory event sweep, kept as an oracle for the queue-based one."""
+    S = len(forward_s)
+    orders = [one_f_one_b_order(s, S, M) for s in range(S)]
+    f_end = [[-1.0] * M for _ in range(S)]
+    b_end = [[-1.0] * M for _ in range(S)]
+    f_arrive = [[-1.0] * M for _ in range(S)]
+    b_arrive = [[-1.0] * M for _ in range(S)]
+    free, fch, bch = [0.0] * S, [0.0] * S, [0.0] * S
+    nxt, nf, nb = [0] * S, [0] * S, [0] * S
+    remaining = 2 * S * M + 2 * (S - 1) * M
+    while remaining:
+        for s in range(S):
+            while nxt[s] < len(orders[s]):
+                kind, m = orders[s][nxt[s]]
+                if kind == "F":
+                    ready = 0.0 if s == 0 else f_arrive[s - 1][m]
+                    if ready < 0:
+                        break
+                    f_end[s][m] = free[s] = max(ready, free[s]) + forward_s[s]
+                else:
+                    ready = f_end[s][m] if s == S - 1 else b_arrive[s][m]
+                    if ready < 0:
+                        break
+                    b_end[s][m] = free[s] = max(ready, free[s]) + backward_s[s]
+                nxt[s] += 1
+                remaining -= 1
+            if s == S - 1:
+                continue
+            half = link_after_s[s] / 2.0
+            while nf[s] < M and f_end[s][nf[s]] >= 0:
+                f_arrive[s][nf[s]] = fch[s] = max(f_end[s][nf[s]], fch[s]) + half
+                nf[s] += 1
+                remaining -= 1
+            while nb[s] < M and b_end[s + 1][nb[s]] >= 0:
+                b_arrive[s][nb[s]] = bch[s] = max(b_end[s + 1][nb[s]], bch[s]) + half
+                nb[s] += 1
+                remaining -= 1
+    return max(max(row) for row in b_end)
+
+
+def test_queue_based_simulation_equals_the_full_event_table():
+    rng = np.random.default_rng(1)
+    for _ in range(60):
+        S, M = int(rng.integers(1, 9)), int(rng.integers(1, 20))
+        f, b = rng.uniform(0.05, 1.0, S).tolist(), rng.uniform(0.05, 2.0, S).tolist()
+        links = rng.choice([0.0, 0.1, 0.7], S).tolist()
+        assert simulate_1f1b(f, b, links, M).makespan_s == _reference_simulation(f, b, links, M)
+
+
+def test_a_simulation_too_large_declines_with_its_limit():
+    from hetopt.errors import InputError
+    from hetopt.pipeline.simulate import MAX_SIMULATED_OPERATIONS
+
+    with pytest.raises(InputError, match=f"{MAX_SIMULATED_OPERATIONS:,}"):
+        simulate_1f1b([0.1] * 1024, [0.2] * 1024, [0.0] * 1024, 65_536)
+
+
+def test_1024_stages_and_65536_microbatches_solve_without_memory_error():
+    """Issue 9: the simulator raised MemoryError on this pipeline, which the reader accepts and dp solves."""
+    import hetopt
+    from hetopt.pipeline.problem import GIB, Island, PipelineInstance, PipelineOption, StagePlan
+    from hetopt.result import Status
+
+    stage = StagePlan(1, 0.001, 0.002, 0.0, 0.0)
+    inst = PipelineInstance("deep", 1024, 65_536, (Island("a", 1024, 80 * GIB),),
+                            (PipelineOption(0, 1024, (stage,) * 1024),), ((0.0,),))
+    r = hetopt.solve(inst, "dp")
+    assert r.status is Status.OPTIMAL
+    assert r.objective == pytest.approx((1024 + 65_536 - 1) * 0.003, rel=1e-9)
+    assert "simulation skipped" in r.solution.simulation_note and "250,000" in r.solution.simulation_note
+    assert "simulation skipped" in r.solution.summary()[-1]
+    assert r.solution.to_dict()["simulated_s"] is None
