@@ -61,6 +61,12 @@ class Latency:
     slope: float | None = None
     intercept: float | None = None
 
+    def __post_init__(self) -> None:
+        # a list or an array from code becomes the tuple a frozen, hashable value needs; the
+        # ranges are checked by the instance (limits.validate_instance), which knows u_g
+        if isinstance(self.table, (list, np.ndarray)):
+            object.__setattr__(self, "table", tuple(float(x) for x in self.table))
+
     def line(self) -> tuple[float, float]:
         """The (slope, intercept) used beyond the table."""
         if self.slope is not None and self.intercept is not None:
@@ -131,7 +137,9 @@ class GpuGroup:
 class AllocationInstance:
     """One Cephalo allocation instance (SI units: bytes, seconds).
 
-    Build it with ``hetopt.load`` from a TOML file, or directly; ``hetopt.io`` validates.
+    Build it with ``hetopt.load`` from a TOML file, or directly: the constructor checks
+    every field against the accepted ranges (``hetopt.allocation.limits``) and raises
+    ``InputError("key.path: problem")`` naming the file's key, e.g. ``gpu[0].memory_gib``.
     """
 
     name: str
@@ -148,6 +156,11 @@ class AllocationInstance:
     layers: int | None = None
 
     problem = "allocation"
+
+    def __post_init__(self) -> None:
+        from hetopt.allocation.limits import validate_instance  # limits reads this class's properties
+
+        validate_instance(self)
 
     @cached_property
     def num_gpus(self) -> int:
@@ -196,10 +209,16 @@ class AllocationInstance:
 
     @cached_property
     def microbatch_budget(self) -> int:
-        """K*: the largest Σ m_i allowed by (III): Σ(β_i + a·m_i) + S ≤ φ·Σ C_i."""
+        """K*: the largest Σ m_i allowed by (III): Σ(β_i + a·m_i) + S ≤ φ·Σ C_i.
+
+        Capped at Σ_i u_i, which (II) imposes anyway, so the value stays an integer every
+        solver can hold (CP-SAT's int64) however small the activation per sample.
+        """
         capacity = sum(g.count * self.memory_fraction * g.memory_bytes for g in self.groups)
         base = sum(g.count * g.memory_base_bytes for g in self.groups)
-        return floor_ratio(capacity - base - self.state_bytes, self.activation_bytes_per_sample)
+        budget = floor_ratio(capacity - base - self.state_bytes, self.activation_bytes_per_sample)
+        cap = sum(g.count * max(u, 0) for g, u in zip(self.groups, self.max_microbatch_per_group))
+        return min(budget, cap)
 
     def times(self, g: int, microbatches: np.ndarray, microbatch_size: np.ndarray) -> np.ndarray:
         """T_i(ℓ, m) for a GPU of group ``g``, vectorized over arrays ℓ and m.

@@ -60,6 +60,11 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     n = used.size
     if state == 0:  # nothing to place: any split is optimal; an even one reads best
         return np.full(n, 1.0 / n), float(np.max(used / capacity))
+    # bytes in units of the largest capacity: HiGHS takes matrix entries of 1e15 and more
+    # for infinite, and memory up to 2^50 bytes per GPU is accepted (limits.MAX_MEMORY_GIB);
+    # utilization and shares are ratios, unchanged by the unit
+    unit = float(np.max(capacity))
+    used, capacity, usable, state = used / unit, capacity / unit, usable / unit, state / unit
     # variables r_0..r_{n-1}, U; minimize U
     # rows: r_i·S − U·C_i ≤ −used_i (i < n), and Σ r_i = 1; column-wise sparse matrix
     start = np.r_[np.arange(0, 2 * n, 2), 2 * n, 3 * n].astype(np.int32)
