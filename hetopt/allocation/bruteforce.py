@@ -7,6 +7,7 @@ import itertools
 from hetopt.allocation.options import enumerate_options, why_infeasible
 from hetopt.allocation.plan import build_solution
 from hetopt.allocation.problem import AllocationInstance, evaluate
+from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.result import Result, Status
 
@@ -65,7 +66,7 @@ def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None =
             problem="allocation", method="bruteforce", status=Status.TIME_LIMIT, deadline=deadline, reason="time limit reached"
         )
     if best_choice is None:
-        raise AssertionError("bruteforce found no plan where the presolve proved one exists")
+        raise SolverBug("allocation/bruteforce found no plan where the presolve proved one exists")
     return conclude(
         problem="allocation",
         method="bruteforce",

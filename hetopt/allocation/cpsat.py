@@ -17,13 +17,18 @@ from hetopt.allocation.options import enumerate_options, pareto_options, time_lo
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
 from hetopt.backends import solve_cpsat
-from hetopt.family import Deadline, conclude, no_solution
+from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.result import Result, Status
 
 #: Seconds per integer time unit in the CP-SAT model (1 ns). Iteration times here are
 #: milliseconds to minutes, so the scaled values stay far below 2^62, and the error
 #: bound q is at most 1e-9 relative for any iteration time of a second or more.
 TIME_QUANTUM_S = 1e-9
+
+
+#: Largest |coefficient × bound| sum CP-SAT accepts in one linear row (it rejects a model
+#: whose rows could overflow int64); the optional mean row is left out beyond it.
+INT64_ROOM = 2**62
 
 
 def scaled(seconds: float) -> int:
@@ -64,6 +69,7 @@ def solve_cpsat_model(
     levels = sorted({scaled(float(t)) for o in options for t in o.time if t >= lower})
     z = model.new_int_var_from_domain(cp_model.Domain.from_values(levels), "z")
     x, y = {}, {}
+    mean_rows_dropped = 0
     for g, grp in enumerate(instance.groups):
         opts = options[g]
         for o in range(len(opts)):
@@ -76,8 +82,12 @@ def solve_cpsat_model(
             model.add(z >= scaled(float(opts.time[o]))).only_enforce_if(y[g, o])
         # every GPU of the group runs one option
         model.add(sum(x[g, o] for o in range(len(opts))) == grp.count)
-        # the slowest GPU is no faster than the group's mean (valid; strengthens the LP relaxation)
-        model.add(grp.count * z >= sum(scaled(float(opts.time[o])) * x[g, o] for o in range(len(opts))))
+        # the slowest GPU is no faster than the group's mean (valid; strengthens the LP
+        # relaxation), when its terms fit int64 (always on realistic instances)
+        if grp.count * (levels[-1] + sum(scaled(float(t)) for t in opts.time)) < INT64_ROOM:
+            model.add(grp.count * z >= sum(scaled(float(opts.time[o])) * x[g, o] for o in range(len(opts))))
+        else:
+            mean_rows_dropped += 1
     # (I) the local batches make the global batch
     model.add(sum(int(options[g].batch[o]) * x[g, o] for (g, o) in x) == instance.global_batch)
     # (III) activations plus the training state fit the cluster
@@ -108,28 +118,19 @@ def solve_cpsat_model(
     solver, outcome = solve_cpsat(
         model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed
     )
-    stats = dict(outcome.stats, options=len(x), hinted=hinted)
+    stats = dict(outcome.stats, options=len(x), hinted=hinted, mean_rows_dropped=mean_rows_dropped)
     bound = lower if outcome.bound is None else max(lower, outcome.bound * TIME_QUANTUM_S)
-    if not outcome.status.has_solution:
-        if outcome.status is Status.INFEASIBLE:
-            raise AssertionError("the allocation CP-SAT model reports infeasible where the presolve proved a plan exists")
-        return no_solution(
-            problem="allocation", method="cpsat", status=outcome.status, deadline=deadline, bound=bound,
-            reason="time limit reached before CP-SAT found a plan", stats=stats,
-        )
-    per_group = [[] for _ in instance.groups]
-    for (g, o), var in x.items():
-        count = solver.value(var)
-        if count:
-            per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
-    return conclude(
-        problem="allocation",
-        method="cpsat",
-        instance=instance,
-        solution=build_solution(instance, expand_counts(instance, per_group)),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=outcome.status is Status.OPTIMAL,
-        bound=bound,
-        stats=stats,
+
+    def decode():
+        per_group = [[] for _ in instance.groups]
+        for (g, o), var in x.items():
+            count = solver.value(var)
+            if count:
+                per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
+        return build_solution(instance, expand_counts(instance, per_group))
+
+    # the presolve (why_infeasible) proved a plan exists: an infeasible outcome is a bug
+    return conclude_model(
+        problem="allocation", method="cpsat", instance=instance, outcome=outcome, decode=decode,
+        evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="CP-SAT",
     )

@@ -28,6 +28,7 @@ from hetopt.allocation.options import (
 from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.plan import build_solution
 from hetopt.allocation.problem import AllocationInstance, evaluate
+from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.result import Result, Status
 
@@ -328,9 +329,9 @@ def solve_dp_faithful(instance: AllocationInstance, *, time_limit: float | None 
         chosen.append(pick)
         table = new
     budget = min(instance.microbatch_budget, k_max)
-    k = int(np.argmin(table[big_b, : budget + 1]))
-    if not np.isfinite(table[big_b, k]):  # the presolve says a plan exists; this is a bug
-        raise AssertionError("dp-faithful found no plan where the presolve proved one exists")
+    k = int(np.argmin(table[big_b, : budget + 1])) if budget >= 0 else 0
+    if budget < 0 or not np.isfinite(table[big_b, k]):  # the presolve says a plan exists; this is a bug
+        raise SolverBug("allocation/dp-faithful found no plan where the presolve proved one exists")
     choices: list[tuple[int, int]] = []
     j = big_b
     for i in range(instance.num_gpus - 1, -1, -1):

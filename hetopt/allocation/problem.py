@@ -325,25 +325,43 @@ class AllocationSolution:
         }
 
     def rows(self) -> list[dict]:
-        """One row per GPU for the human-readable table."""
-        return [
-            {
-                "gpu": i,
-                "type": p.type,
-                "batch": p.batch,
-                "mb_size": p.microbatch_size,
-                "mb_count": p.microbatches,
-                "state %": 100.0 * p.state_share,
-                "greedy state %": None if p.state_share_greedy is None else 100.0 * p.state_share_greedy,
-                "time_s": p.time_s,
-                "memory_gib": p.memory_bytes / GIB,
-            }
-            for i, p in enumerate(self.gpus)
-        ]
+        """The human-readable table: one row per set of identical GPUs.
+
+        GPUs are identical when they share the group (so the type), the micro-batch size and
+        count, and the state shares (exact and greedy); ``gpus`` lists their indices in file
+        order, ``count`` how many. ``to_dict()`` keeps one entry per GPU.
+        """
+        rows: dict[tuple, dict] = {}
+        members: dict[tuple, list[int]] = {}
+        for i, p in enumerate(self.gpus):
+            key = (p.group, p.microbatch_size, p.microbatches, p.state_share, p.state_share_greedy)
+            members.setdefault(key, []).append(i)
+            rows.setdefault(
+                key,
+                {
+                    "gpus": "",
+                    "count": 0,
+                    "type": p.type,
+                    "batch": p.batch,
+                    "mb_size": p.microbatch_size,
+                    "mb_count": p.microbatches,
+                    "state %": 100.0 * p.state_share,
+                    "greedy state %": None if p.state_share_greedy is None else 100.0 * p.state_share_greedy,
+                    "time_s": p.time_s,
+                    "memory_gib": p.memory_bytes / GIB,
+                },
+            )
+        for key, row in rows.items():
+            row["gpus"] = _index_ranges(members[key])
+            row["count"] = len(members[key])
+        return list(rows.values())
 
     def summary(self) -> list[str]:
         """A few lines under the table."""
-        lines = [f"iteration time {self.iteration_time_s:.6g} s, throughput {self.throughput_samples_s:.6g} samples/s"]
+        lines = [
+            f"iteration time {self.iteration_time_s:.6g} s, throughput {self.throughput_samples_s:.6g} samples/s; "
+            f"{len(self.gpus)} GPUs, global batch {sum(p.batch for p in self.gpus)} (identical GPUs share a row)"
+        ]
         if self.state is not None:
             s = self.state
             greedy = "no fit" if s.greedy_max_utilization is None else f"{s.greedy_max_utilization:.4f}"
@@ -353,6 +371,26 @@ class AllocationSolution:
                 f"greedy in {s.greedy_units} units {greedy}{gap}"
             )
         return lines
+
+
+def _index_ranges(indices: list[int]) -> str:
+    """Sorted GPU indices as compact ranges.
+
+    Examples
+    --------
+    >>> _index_ranges([0, 1, 2, 5, 7, 8])
+    '0-2,5,7-8'
+    """
+    parts: list[str] = []
+    start = prev = indices[0]
+    for i in indices[1:] + [None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ",".join(parts)
 
 
 def evaluate(instance: AllocationInstance, solution: AllocationSolution) -> Evaluation:
