@@ -16,7 +16,7 @@ INFEASIBLE = ROOT / "instances" / "allocation" / "tiny-infeasible.toml"
 TINY = ROOT / "instances" / "allocation" / "tiny-2gpu.toml"
 
 
-@pytest.mark.parametrize(("module", "method"), [("bruteforce", "bruteforce"), ("dp", "dp-faithful")])
+@pytest.mark.parametrize(("module", "method"), [("bruteforce", "bruteforce"), ("dp_faithful", "dp-faithful")])
 def test_no_plan_after_a_presolve_that_says_one_exists_is_a_solver_bug(monkeypatch, module, method):
     import importlib
 
