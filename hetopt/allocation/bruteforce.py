@@ -16,10 +16,17 @@ MAX_PLANS = 2_000_000
 
 
 def plan_count(instance: AllocationInstance) -> int:
-    """Number of per-GPU option combinations bruteforce would try (before the Σ b filter)."""
+    """Number of per-GPU option combinations bruteforce would try (before the Σ b filter).
+
+    Counted from the option ranges, without enumerating the options.
+    """
+    bmax = instance.global_batch - (instance.num_gpus - 1)
     total = 1
-    for g, grp in enumerate(instance.groups):
-        total *= max(1, len(enumerate_options(instance, g))) ** grp.count
+    for grp, u in zip(instance.groups, instance.max_microbatch_per_group):
+        per_gpu = sum(bmax // m for m in range(1, u + 1)) if bmax >= 1 and u >= 1 else 0
+        total *= max(1, per_gpu) ** grp.count
+        if total > MAX_PLANS:  # enough to decline; the exact figure could have 10^6 digits
+            return total
     return total
 
 
@@ -40,7 +47,7 @@ def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None =
             method="bruteforce",
             status=Status.DECLINED,
             deadline=deadline,
-            reason=f"{count} combinations exceed bruteforce's limit of {MAX_PLANS}",
+            reason=f"more than {MAX_PLANS} combinations of options, bruteforce's limit",
         )
     per_gpu = []
     for g in instance.group_of_gpu:

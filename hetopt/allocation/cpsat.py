@@ -13,7 +13,13 @@ import math
 from ortools.sat.python import cp_model
 
 from hetopt.allocation.heuristic import greedy_choices
-from hetopt.allocation.options import enumerate_options, pareto_options, time_lower_bound, why_infeasible
+from hetopt.allocation.options import (
+    enumerate_options,
+    pareto_options,
+    time_lower_bound,
+    too_many_options,
+    why_infeasible,
+)
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
 from hetopt.backends import solve_cpsat
@@ -29,6 +35,13 @@ TIME_QUANTUM_S = 1e-9
 #: Largest |coefficient × bound| sum CP-SAT accepts in one linear row (it rejects a model
 #: whose rows could overflow int64); the optional mean row is left out beyond it.
 INT64_ROOM = 2**62
+
+
+#: Most options (after pruning) the CP-SAT model takes: about 2·10^5 variables, which
+#: CP-SAT loads and presolves in seconds. Above it the model declines.
+MAX_CPSAT_OPTIONS = 50_000
+#: Options added to the model between two looks at the clock.
+CLOCK_EVERY = 256
 
 
 def scaled(seconds: float) -> int:
@@ -56,12 +69,27 @@ def solve_cpsat_model(
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="allocation", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    declined = too_many_options(instance, "cpsat")
+    if declined is not None:
+        return no_solution(problem="allocation", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
     options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
     lower = time_lower_bound(instance, options)
-    greedy = greedy_choices(instance, options)
+    greedy = greedy_choices(instance, options, deadline)
     if greedy is not None:  # no option slower than the greedy plan can be in a better plan
         upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
         options = [o.take(o.time <= upper) for o in options]
+    count = sum(len(o) for o in options)
+    if count > MAX_CPSAT_OPTIONS:
+        return no_solution(
+            problem="allocation", method="cpsat", status=Status.DECLINED, deadline=deadline,
+            reason=f"{count} options after pruning exceed the CP-SAT model's limit of {MAX_CPSAT_OPTIONS}; use dp",
+        )
+
+    def out_of_time() -> Result:
+        return no_solution(
+            problem="allocation", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline, bound=lower,
+            reason="time limit reached while building the CP-SAT model",
+        )
 
     model = cp_model.CpModel()
     # z takes only the values an option can give it: a sparse domain lets CP-SAT rule whole
@@ -73,6 +101,8 @@ def solve_cpsat_model(
     for g, grp in enumerate(instance.groups):
         opts = options[g]
         for o in range(len(opts)):
+            if o % CLOCK_EVERY == 0 and deadline.expired():
+                return out_of_time()
             x[g, o] = model.new_int_var(0, grp.count, f"x_{g}_{o}")
             y[g, o] = model.new_bool_var(f"y_{g}_{o}")
             # x counts GPUs only on a used option
@@ -115,6 +145,8 @@ def solve_cpsat_model(
                 model.add_hint(y[key], key in used)
             model.add_hint(z, max(scaled(float(options[g].time[o])) for (g, o) in used))
 
+    if deadline.expired():
+        return out_of_time()
     solver, outcome = solve_cpsat(
         model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed
     )

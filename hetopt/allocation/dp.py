@@ -170,7 +170,9 @@ class _Node:
     split: np.ndarray | None = None
 
 
-def _minplus(a: _Node, b: _Node, length: int, keep: bool) -> tuple[np.ndarray, int, int, np.ndarray | None]:
+def _minplus(
+    a: _Node, b: _Node, length: int, keep: bool, deadline: Deadline | None = None
+) -> tuple[np.ndarray, int, int, np.ndarray | None]:
     """z[v] = min_i a.h[i] + b.h[v − i] over the finite ranges, in blocks of JOIN_BLOCK cells."""
     z = np.full(length, INF)
     split = np.full(length, -1, dtype=np.int32) if keep else None
@@ -185,6 +187,8 @@ def _minplus(a: _Node, b: _Node, length: int, keep: bool) -> tuple[np.ndarray, i
     windows = sliding_window_view(padded, width)
     rows = max(1, JOIN_BLOCK // width)
     for first in range(0, count, rows):
+        if deadline is not None and deadline.expired():
+            raise _Expired
         last = min(count, first + rows)
         # row t holds ys[t], ys[t-1], ..., ys[t-width+1], aligned with xs[0], xs[1], ...
         table = xs[None, :] + windows[first:last, ::-1]
@@ -214,7 +218,7 @@ class _Decision:
         if self.deadline.expired():
             raise _Expired
         self.joins += 1
-        h, lo, hi, split = _minplus(a, b, length, keep)
+        h, lo, hi, split = _minplus(a, b, length, keep, self.deadline)
         return _Node(h, lo, hi, left=a, right=b, split=split)
 
     def _join_at(self, a: _Node, b: _Node, target: int) -> _Node:
@@ -408,6 +412,7 @@ def solve_dp(
     big_b = instance.global_batch
     decision = _Decision(ranges, deadline, MAX_SPLIT_CELLS)
     tried = 0
+    wide: _TooWide | None = None
     best: tuple[np.ndarray, _Node, int] | None = None
 
     def decide(counts: np.ndarray) -> bool:
@@ -451,14 +456,28 @@ def solve_dp(
     try:
         if bracket:  # the capacity bound: cheap, no DP (a plan needs Σ n_g·(largest batch) ≥ B)
             low, _, _ = bisect(capacity, low, high, ranges.last_time(high))
-        # upward from the least τ not ruled out, in growing steps (the window grows with τ)
+        # upward from the least τ not ruled out, in growing steps: the window grows with τ,
+        # so the first feasible τ found should be near T*. A τ whose window is too wide
+        # becomes a ceiling (every larger τ is too wide as well), searched below by pivots.
         step = FIRST_STEP
+        ceiling: np.ndarray | None = None
         while best is None:
             if deadline.expired():
                 raise _Expired
             first = ranges.next_time(low)
-            counts = ranges.counts(first * (1.0 + step), low, high)
-            if decide(counts):
+            if ceiling is None:
+                counts = ranges.counts(first * (1.0 + step), low, high)
+            else:
+                top = ranges.last_time(ceiling)
+                if first >= top:  # even the next option time needs too wide a window
+                    raise wide
+                counts = ranges.counts(ranges.pivot(low, ceiling, first, top), low, ceiling)
+            try:
+                found = decide(counts)
+            except _TooWide as exc:
+                ceiling, wide = counts, exc
+                continue
+            if found:
                 high = counts
             else:
                 low = counts

@@ -17,6 +17,17 @@ from hetopt.result import Result, Status
 
 INF = np.inf
 
+#: Most bytes of tables dp-faithful may hold: the (B+1)·(K+1) table twice (float64) and one
+#: int32 argmin table per GPU for the backtracking. Above it, it declines up front.
+MAX_TABLE_BYTES = 1 << 30
+
+
+def table_bytes(instance: AllocationInstance) -> int:
+    """Bytes of the tables dp-faithful holds: (B+1)·(K+1)·(2·8 + 4·N)."""
+    u = instance.max_microbatch_per_group
+    k_max = min(instance.global_batch, sum(max(u[g], 0) * grp.count for g, grp in enumerate(instance.groups)))
+    return (instance.global_batch + 1) * (k_max + 1) * (16 + 4 * instance.num_gpus)
+
 # ------------------------------------------------------------------------ faithful DP
 
 
@@ -49,6 +60,13 @@ def solve_dp_faithful(instance: AllocationInstance, *, time_limit: float | None 
         return no_solution(
             problem="allocation", method="dp-faithful", status=Status.INFEASIBLE, deadline=deadline, reason=reason
         )
+    need = table_bytes(instance)
+    if need > MAX_TABLE_BYTES:
+        return no_solution(
+            problem="allocation", method="dp-faithful", status=Status.DECLINED, deadline=deadline,
+            reason=f"its tables need {need / 2**30:.3g} GiB ((B+1)(K+1) cells per GPU), above its limit of "
+            f"{MAX_TABLE_BYTES / 2**30:.3g} GiB; use dp",
+        )
     big_b = instance.global_batch
     u = instance.max_microbatch_per_group
     k_max = min(big_b, sum(u[g] * grp.count for g, grp in enumerate(instance.groups)))
@@ -71,7 +89,7 @@ def solve_dp_faithful(instance: AllocationInstance, *, time_limit: float | None 
             target[better] = candidate[better]
             pick[b:, m:][better] = o
             updates += 1
-            if updates % 256 == 0 and deadline.expired():
+            if deadline.expired():  # one update is one pass over the table: look after each
                 break
         if deadline.expired():
             return no_solution(
