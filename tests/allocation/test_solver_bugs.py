@@ -38,3 +38,14 @@ def test_cpsat_proving_infeasible_where_a_plan_exists_is_a_solver_bug(monkeypatc
     monkeypatch.setattr(cpsat, "solve_cpsat", infeasible)
     with pytest.raises(SolverBug, match="CP-SAT reports infeasible"):
         hetopt.solve(hetopt.load(TINY), "cpsat")
+
+
+def test_cbc_stopped_by_its_limit_is_a_time_limit_not_infeasible(monkeypatch):
+    # PuLP reads CBC stopped before any solution as "infeasible"; a plan exists here
+    from hetopt.allocation import milp
+
+    monkeypatch.setattr(milp, "solve_pulp", lambda prob, **kw: Outcome(Status.INFEASIBLE, None, None, {"backend": "cbc"}))
+    r = hetopt.solve(hetopt.load(TINY), "milp-cbc", time_limit=30)
+    assert r.status is Status.TIME_LIMIT and r.solution is None
+    with pytest.raises(SolverBug, match="the MILP reports infeasible"):
+        hetopt.solve(hetopt.load(TINY), "milp-cbc")  # without a limit it contradicts the presolve
