@@ -27,7 +27,7 @@ from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.result import Result, Status
 
-__all__ = ["solve_dp", "solve_dp_faithful", "faithful_work", "MAX_WINDOW"]
+__all__ = ["MAX_WINDOW", "faithful_work", "solve_dp", "solve_dp_faithful"]
 
 INF = np.inf
 
@@ -436,7 +436,7 @@ def solve_dp(
     least = max(float(fastest[ranges.group == g].min()) for g in range(len(instance.groups)))
     low = ranges.counts(float(np.nextafter(least, -INF)))
     high = ranges.lmax.copy()  # every option: feasible by the presolve
-    stats = lambda: {"thresholds": tried, "joins": decision.joins, "window": decision.widest}  # noqa: E731
+    stats = lambda: {"thresholds": tried, "joins": decision.joins, "window": decision.widest}
 
     def bisect(pred, low: np.ndarray, high: np.ndarray, last: float) -> tuple[np.ndarray, np.ndarray, float]:
         # invariant: pred(low) false, pred(high) true, last = the largest option time in high

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import pulp
 
+from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.options import (
     enumerate_options,
     pareto_options,
@@ -27,7 +28,6 @@ from hetopt.allocation.options import (
     too_many_options,
     why_infeasible,
 )
-from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
 from hetopt.backends import DEFAULT_MILP_BACKEND, Outcome, solve_pulp

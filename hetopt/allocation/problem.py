@@ -158,7 +158,9 @@ class AllocationInstance:
     problem = "allocation"
 
     def __post_init__(self) -> None:
-        from hetopt.allocation.limits import validate_instance  # limits reads this class's properties
+        from hetopt.allocation.limits import (
+            validate_instance,  # limits reads this class's properties
+        )
 
         validate_instance(self)
 
@@ -359,8 +361,10 @@ class AllocationSolution:
     def summary(self) -> list[str]:
         """A few lines under the table."""
         lines = [
-            f"iteration time {self.iteration_time_s:.6g} s, throughput {self.throughput_samples_s:.6g} samples/s; "
-            f"{len(self.gpus)} GPUs, global batch {sum(p.batch for p in self.gpus)} (identical GPUs share a row)"
+            (
+                f"iteration time {self.iteration_time_s:.6g} s, throughput {self.throughput_samples_s:.6g} samples/s; "
+                f"{len(self.gpus)} GPUs, global batch {sum(p.batch for p in self.gpus)} (identical GPUs share a row)"
+            )
         ]
         if self.state is not None:
             s = self.state

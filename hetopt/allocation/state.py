@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import heapq
 
-import numpy as np
 import highspy
+import numpy as np
 from scipy.optimize import brentq
 
 from hetopt.backends import silence_highs_banner

@@ -82,19 +82,19 @@ def read_allocation(data: dict, source: str) -> AllocationInstance:
                 even_shard_max_microbatch=f.integer("even_shard_max_microbatch", None),
             )
         )
-    fields = dict(
-        name=top.string("name", source),
-        global_batch=global_batch,
-        groups=tuple(groups),
-        activation_bytes_per_sample=activation,
-        state_bytes=state,
-        memory_fraction=phi,
-        accumulation_overhead_s=top.number("accumulation_overhead_s", 0.0),
-        allgather_s=top.number("allgather_s", 0.0),
-        reducescatter_s=top.number("reducescatter_s", 0.0),
-        uneven_shard_overhead=top.number("uneven_shard_overhead", 0.25),
-        max_microbatch=top.integer("max_microbatch", None),
-        layers=top.integer("layers", None),
-    )
+    fields = {
+        "name": top.string("name", source),
+        "global_batch": global_batch,
+        "groups": tuple(groups),
+        "activation_bytes_per_sample": activation,
+        "state_bytes": state,
+        "memory_fraction": phi,
+        "accumulation_overhead_s": top.number("accumulation_overhead_s", 0.0),
+        "allgather_s": top.number("allgather_s", 0.0),
+        "reducescatter_s": top.number("reducescatter_s", 0.0),
+        "uneven_shard_overhead": top.number("uneven_shard_overhead", 0.25),
+        "max_microbatch": top.integer("max_microbatch", None),
+        "layers": top.integer("layers", None),
+    }
     with located(source), _warnings_named(source):
         return AllocationInstance(**fields)

@@ -109,7 +109,12 @@ def test_exact_methods_agree_beyond_bruteforce(seed):
 
 def test_the_bounds_bracket_the_optimum():
     # both bounds the solvers rely on must hold on every instance, or an exact method is wrong
-    from hetopt.allocation.options import capacity_lower_bound, enumerate_options, pareto_options, time_lower_bound
+    from hetopt.allocation.options import (
+        capacity_lower_bound,
+        enumerate_options,
+        pareto_options,
+        time_lower_bound,
+    )
 
     tight = 0
     for s in SEEDS:

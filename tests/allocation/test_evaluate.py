@@ -7,7 +7,15 @@ import dataclasses
 import pytest
 
 import hetopt
-from hetopt.allocation.problem import GIB, AllocationInstance, AllocationSolution, GpuGroup, GpuPlan, Latency, evaluate
+from hetopt.allocation.problem import (
+    GIB,
+    AllocationInstance,
+    AllocationSolution,
+    GpuGroup,
+    GpuPlan,
+    Latency,
+    evaluate,
+)
 
 F = Latency((0.01, 0.018, 0.026))
 
