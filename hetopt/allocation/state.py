@@ -98,6 +98,19 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     if room.sum() <= 0.0:  # only when U* is set by GPUs with no room at all: take the LP's split
         room = np.clip(np.asarray(solver.getSolution().col_value[:n]), 0.0, None)
     shares = room / room.sum()
+    # HiGHS meets the rows within ~1e-7 of the largest capacity, which is far from exact on
+    # a GPU 10^6 times smaller: clip every share to its hard limit φ·C_i − used_i and hand
+    # what was clipped to the GPUs with room left, in proportion to that room (Σ of the
+    # limits ≥ 1 by (III), so it fits)
+    limit = np.maximum(0.0, usable - used) / state
+    clipped = np.minimum(shares, limit)
+    missing = 1.0 - clipped.sum()
+    if missing > 0:
+        slack = limit - clipped
+        clipped = clipped + missing * slack / slack.sum()
+        shares = np.minimum(clipped, limit)
+    else:
+        shares = clipped
     return shares, float(np.max((used + shares * state) / capacity))
 
 
