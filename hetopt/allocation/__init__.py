@@ -11,7 +11,8 @@ from functools import partial
 
 from hetopt.allocation.bruteforce import plan_count, solve_bruteforce
 from hetopt.allocation.cpsat import TIME_QUANTUM_S, solve_cpsat_model
-from hetopt.allocation.dp import faithful_work, solve_dp, solve_dp_faithful
+from hetopt.allocation.dp import solve_dp
+from hetopt.allocation.dp_faithful import faithful_work, solve_dp_faithful
 from hetopt.allocation.milp import solve_milp
 from hetopt.allocation.problem import (
     AllocationInstance,

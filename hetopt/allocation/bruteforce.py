@@ -7,18 +7,28 @@ import itertools
 from hetopt.allocation.options import enumerate_options, why_infeasible
 from hetopt.allocation.plan import build_solution
 from hetopt.allocation.problem import AllocationInstance, evaluate
+from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.result import Result, Status
 
 #: Largest number of complete plans bruteforce will enumerate; beyond it, it declines.
 MAX_PLANS = 2_000_000
+#: Combinations tried between two looks at the clock (about 10 ms of work).
+CLOCK_EVERY = 8192
 
 
 def plan_count(instance: AllocationInstance) -> int:
-    """Number of per-GPU option combinations bruteforce would try (before the Σ b filter)."""
+    """Number of per-GPU option combinations bruteforce would try (before the Σ b filter).
+
+    Counted from the option ranges, without enumerating the options.
+    """
+    bmax = instance.global_batch - (instance.num_gpus - 1)
     total = 1
-    for g, grp in enumerate(instance.groups):
-        total *= max(1, len(enumerate_options(instance, g))) ** grp.count
+    for grp, u in zip(instance.groups, instance.max_microbatch_per_group):
+        per_gpu = sum(bmax // m for m in range(1, u + 1)) if bmax >= 1 and u >= 1 else 0
+        total *= max(1, per_gpu) ** grp.count
+        if total > MAX_PLANS:  # enough to decline; the exact figure could have 10^6 digits
+            return total
     return total
 
 
@@ -39,7 +49,7 @@ def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None =
             method="bruteforce",
             status=Status.DECLINED,
             deadline=deadline,
-            reason=f"{count} combinations exceed bruteforce's limit of {MAX_PLANS}",
+            reason=f"more than {MAX_PLANS} combinations of options, bruteforce's limit",
         )
     per_gpu = []
     for g in instance.group_of_gpu:
@@ -49,6 +59,9 @@ def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None =
     timed_out = True  # unless the loop runs to its end
     for combo in itertools.product(*per_gpu):
         tried += 1
+        # look at the clock before the filters below skip the rest of the loop body
+        if tried % CLOCK_EVERY == 0 and deadline.expired():
+            break
         if sum(m * ell for m, ell, _ in combo) != instance.global_batch:
             continue
         if sum(m for m, _, _ in combo) > instance.microbatch_budget:
@@ -56,8 +69,6 @@ def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None =
         worst = max(t for _, _, t in combo)
         if worst < best:
             best, best_choice = worst, [(m, ell) for m, ell, _ in combo]
-        if tried % 65536 == 0 and deadline.expired():
-            break
     else:
         timed_out = False
     if best_choice is None and timed_out:
@@ -65,7 +76,7 @@ def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None =
             problem="allocation", method="bruteforce", status=Status.TIME_LIMIT, deadline=deadline, reason="time limit reached"
         )
     if best_choice is None:
-        raise AssertionError("bruteforce found no plan where the presolve proved one exists")
+        raise SolverBug("allocation/bruteforce found no plan where the presolve proved one exists")
     return conclude(
         problem="allocation",
         method="bruteforce",

@@ -13,17 +13,40 @@ import math
 from ortools.sat.python import cp_model
 
 from hetopt.allocation.heuristic import greedy_choices
-from hetopt.allocation.options import enumerate_options, pareto_options, time_lower_bound, why_infeasible
+from hetopt.allocation.options import (
+    enumerate_options,
+    pareto_options,
+    time_lower_bound,
+    too_many_options,
+    why_infeasible,
+)
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
 from hetopt.backends import solve_cpsat
-from hetopt.family import Deadline, conclude, no_solution
+from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.result import Result, Status
 
 #: Seconds per integer time unit in the CP-SAT model (1 ns). Iteration times here are
 #: milliseconds to minutes, so the scaled values stay far below 2^62, and the error
 #: bound q is at most 1e-9 relative for any iteration time of a second or more.
 TIME_QUANTUM_S = 1e-9
+
+
+#: Largest |coefficient × bound| sum CP-SAT accepts in one linear row (it rejects a model
+#: whose rows could overflow int64); the optional mean row is left out beyond it.
+INT64_ROOM = 2**62
+
+
+#: Most options (after pruning) the CP-SAT model takes: about 2·10^5 variables, which
+#: CP-SAT loads and presolves in seconds. Above it the model declines.
+MAX_CPSAT_OPTIONS = 50_000
+#: Options added to the model between two looks at the clock.
+CLOCK_EVERY = 256
+#: Seconds per option kept back from CP-SAT's time limit: copying the model into the
+#: solver and its first presolve steps run before CP-SAT looks at its clock (about
+#: 2·10^-5 s per option measured, doubled for a loaded machine), plus a fixed part.
+LOAD_S_PER_OPTION = 5e-5
+LOAD_S = 0.1
 
 
 def scaled(seconds: float) -> int:
@@ -51,12 +74,27 @@ def solve_cpsat_model(
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="allocation", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    declined = too_many_options(instance, "cpsat")
+    if declined is not None:
+        return no_solution(problem="allocation", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
     options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
     lower = time_lower_bound(instance, options)
-    greedy = greedy_choices(instance, options)
+    greedy = greedy_choices(instance, options, deadline)
     if greedy is not None:  # no option slower than the greedy plan can be in a better plan
         upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
         options = [o.take(o.time <= upper) for o in options]
+    count = sum(len(o) for o in options)
+    if count > MAX_CPSAT_OPTIONS:
+        return no_solution(
+            problem="allocation", method="cpsat", status=Status.DECLINED, deadline=deadline,
+            reason=f"{count} options after pruning exceed the CP-SAT model's limit of {MAX_CPSAT_OPTIONS}; use dp",
+        )
+
+    def out_of_time() -> Result:
+        return no_solution(
+            problem="allocation", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline, bound=lower,
+            reason="time limit reached while building the CP-SAT model",
+        )
 
     model = cp_model.CpModel()
     # z takes only the values an option can give it: a sparse domain lets CP-SAT rule whole
@@ -64,9 +102,12 @@ def solve_cpsat_model(
     levels = sorted({scaled(float(t)) for o in options for t in o.time if t >= lower})
     z = model.new_int_var_from_domain(cp_model.Domain.from_values(levels), "z")
     x, y = {}, {}
+    mean_rows_dropped = 0
     for g, grp in enumerate(instance.groups):
         opts = options[g]
         for o in range(len(opts)):
+            if o % CLOCK_EVERY == 0 and deadline.expired():
+                return out_of_time()
             x[g, o] = model.new_int_var(0, grp.count, f"x_{g}_{o}")
             y[g, o] = model.new_bool_var(f"y_{g}_{o}")
             # x counts GPUs only on a used option
@@ -76,8 +117,12 @@ def solve_cpsat_model(
             model.add(z >= scaled(float(opts.time[o]))).only_enforce_if(y[g, o])
         # every GPU of the group runs one option
         model.add(sum(x[g, o] for o in range(len(opts))) == grp.count)
-        # the slowest GPU is no faster than the group's mean (valid; strengthens the LP relaxation)
-        model.add(grp.count * z >= sum(scaled(float(opts.time[o])) * x[g, o] for o in range(len(opts))))
+        # the slowest GPU is no faster than the group's mean (valid; strengthens the LP
+        # relaxation), when its terms fit int64 (always on realistic instances)
+        if grp.count * (levels[-1] + sum(scaled(float(t)) for t in opts.time)) < INT64_ROOM:
+            model.add(grp.count * z >= sum(scaled(float(opts.time[o])) * x[g, o] for o in range(len(opts))))
+        else:
+            mean_rows_dropped += 1
     # (I) the local batches make the global batch
     model.add(sum(int(options[g].batch[o]) * x[g, o] for (g, o) in x) == instance.global_batch)
     # (III) activations plus the training state fit the cluster
@@ -100,36 +145,32 @@ def solve_cpsat_model(
                 break
             used[g, o] = used.get((g, o), 0) + 1
         if hinted:
-            for key in x:
+            for k, key in enumerate(x):
+                if k % CLOCK_EVERY == 0 and deadline.expired():
+                    return out_of_time()
                 model.add_hint(x[key], used.get(key, 0))
                 model.add_hint(y[key], key in used)
             model.add_hint(z, max(scaled(float(options[g].time[o])) for (g, o) in used))
 
-    solver, outcome = solve_cpsat(
-        model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed
-    )
-    stats = dict(outcome.stats, options=len(x), hinted=hinted)
+    backend_limit = None
+    if time_limit is not None:
+        backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
+        if backend_limit <= 0:
+            return out_of_time()
+    solver, outcome = solve_cpsat(model, time_limit=backend_limit, workers=workers, seed=seed)
+    stats = dict(outcome.stats, options=len(x), hinted=hinted, mean_rows_dropped=mean_rows_dropped)
     bound = lower if outcome.bound is None else max(lower, outcome.bound * TIME_QUANTUM_S)
-    if not outcome.status.has_solution:
-        if outcome.status is Status.INFEASIBLE:
-            raise AssertionError("the allocation CP-SAT model reports infeasible where the presolve proved a plan exists")
-        return no_solution(
-            problem="allocation", method="cpsat", status=outcome.status, deadline=deadline, bound=bound,
-            reason="time limit reached before CP-SAT found a plan", stats=stats,
-        )
-    per_group = [[] for _ in instance.groups]
-    for (g, o), var in x.items():
-        count = solver.value(var)
-        if count:
-            per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
-    return conclude(
-        problem="allocation",
-        method="cpsat",
-        instance=instance,
-        solution=build_solution(instance, expand_counts(instance, per_group)),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=outcome.status is Status.OPTIMAL,
-        bound=bound,
-        stats=stats,
+
+    def decode():
+        per_group = [[] for _ in instance.groups]
+        for (g, o), var in x.items():
+            count = solver.value(var)
+            if count:
+                per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
+        return build_solution(instance, expand_counts(instance, per_group))
+
+    # the presolve (why_infeasible) proved a plan exists: an infeasible outcome is a bug
+    return conclude_model(
+        problem="allocation", method="cpsat", instance=instance, outcome=outcome, decode=decode,
+        evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="CP-SAT",
     )

@@ -1,13 +1,15 @@
-"""Exact dynamic programs for the allocation problem.
+"""The fast exact DP for the allocation problem (``dp``); ``dp-faithful`` is in ``dp_faithful.py``.
 
-* :func:`solve_dp_faithful`: Cephalo's recurrence D(i, j, k), GPU by GPU, vectorized over
-  the (j, k) table with numpy. O(N·B·K·B·log B) work; the reference.
-* :func:`solve_dp`: the same optimum, fast. The objective is a bottleneck, so "is there a
-  plan with every T_i ≤ τ" is monotone in τ; it is decided by a min-plus DP h_τ(j) = least
-  Σ m_i over plans of total batch j, built per group by repeated squaring (GPUs of a group
-  are interchangeable), and τ is binary-searched over the sorted distinct option times.
+The objective is a bottleneck, so "is there a plan with every T_i ≤ τ" is monotone in τ and
+the optimum T* is the least option time at which it holds. For a fixed τ a GPU's options
+are ranges, not tables: for each micro-batch size m, the counts ℓ = 1..L_m(τ) (T grows with
+ℓ), found by a vectorized bisection. The decision is a min-plus DP h(v) = least Σ m over
+plans of total batch offset v, built per group by repeated squaring (GPUs of a group are
+interchangeable), over a *window*: either the batch above every GPU's smallest admissible
+batch (forward) or the deficit below every GPU's largest (backward), whichever is shorter.
+Near T* the deficit is small whatever B is, so the work does not grow with B.
 
-See ``formulations/allocation.md`` for the recurrences and the proof that both are exact.
+See ``formulations/allocation.md`` ("The fast DP") for the proof that it is exact.
 """
 
 from __future__ import annotations
@@ -17,59 +19,163 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from hetopt.allocation.options import (
-    Options,
-    capacity_lower_bound,
-    enumerate_options,
-    first_of_each_batch,
-    pareto_options,
-    why_infeasible,
-)
-from hetopt.allocation.heuristic import greedy_choices
+from hetopt.allocation.dp_faithful import faithful_work, solve_dp_faithful
+from hetopt.allocation.options import why_infeasible
 from hetopt.allocation.plan import build_solution
 from hetopt.allocation.problem import AllocationInstance, evaluate
+from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.result import Result, Status
 
+__all__ = ["MAX_WINDOW", "faithful_work", "solve_dp", "solve_dp_faithful"]
+
 INF = np.inf
 
+#: Longest DP window, samples: one min-plus join costs up to MAX_WINDOW² additions (2.7e8,
+#: about a second), and a decision a few dozen joins. Every instance with B ≤ MAX_WINDOW
+#: fits (the window is at most B); larger ones fit when the deficit near T* does.
+MAX_WINDOW = 1 << 14
+#: Elements of one block of a min-plus join (32 MiB of float64): bounds its memory.
+JOIN_BLOCK = 1 << 22
+#: Split cells (int32) one decision may keep to rebuild the plan: 1 GiB.
+MAX_SPLIT_CELLS = 1 << 28
+#: When at most this many option times lie in the search interval, the next τ to decide is
+#: their exact median (enumerated); above it, a median of range midpoints (still inside).
+EXACT_PIVOT_OPTIONS = 1 << 20
+#: The first step of the upward search from the least τ not ruled out, relative to τ:
+#: the window grows with the step, so start tiny and multiply by ``STEP_GROWTH``.
+FIRST_STEP = 2.0**-20
+STEP_GROWTH = 4.0
 
-# ----------------------------------------------------------------------------- fast DP
+
+class _Expired(Exception):
+    """The deadline passed inside a decision."""
+
+
+class _TooWide(Exception):
+    """A decision needs a window longer than MAX_WINDOW (or more split cells than allowed)."""
+
+    def __init__(self, window: int, limit: int, what: str) -> None:
+        super().__init__(f"{what} {window} exceeds dp's limit of {limit}")
+        self.window, self.limit, self.what = window, limit, what
+
+
+# --------------------------------------------------------------------- options as ranges
+
+
+class _Ranges:
+    """Every (group, m) of the instance, flat: the options are ℓ = 1..lmax (times grow with ℓ).
+
+    ``times`` repeats ``AllocationInstance.times`` operation by operation, so the option
+    times compared with τ here are the floats ``evaluate`` recomputes.
+    """
+
+    def __init__(self, instance: AllocationInstance) -> None:
+        self.instance = instance
+        u = [max(0, x) for x in instance.max_microbatch_per_group]
+        bmax = instance.global_batch - (instance.num_gpus - 1)
+        self.starts = np.cumsum([0] + u[:-1]).astype(np.int64)
+        self.sizes = np.asarray(u, dtype=np.int64)
+        self.group = np.repeat(np.arange(len(u)), u)
+        self.m = np.concatenate([np.arange(1, x + 1) for x in u]).astype(np.int64)
+        self.f = np.concatenate([grp.forward(np.arange(1, x + 1)) for grp, x in zip(instance.groups, u)])
+        self.g = np.concatenate([grp.backward(np.arange(1, x + 1)) for grp, x in zip(instance.groups, u)])
+        even = np.repeat(np.asarray(instance.even_shard_max_microbatch_per_group), u)
+        penalty = np.where(self.m > even, 1.0 + instance.uneven_shard_overhead, 1.0)
+        self.ag = instance.allgather_s * penalty
+        self.rs = instance.reducescatter_s * penalty
+        self.lmax = bmax // self.m
+        self.counts_per_group = np.asarray([grp.count for grp in instance.groups], dtype=np.int64)
+
+    def times(self, ell: np.ndarray, sel: slice | np.ndarray = slice(None)) -> np.ndarray:
+        """T(ℓ, m) for the selected (group, m) entries."""
+        ell = np.asarray(ell, dtype=float)
+        fwd = ell * self.f[sel]
+        bwd = ell * self.g[sel] + (ell - 1.0) * self.instance.accumulation_overhead_s
+        ag, rs = self.ag[sel], self.rs[sel]
+        return np.maximum(ag, fwd) + np.maximum(ag + rs, fwd + bwd)
+
+    def counts(self, tau: float, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
+        """L_m(τ): the largest ℓ ≤ lmax with T(ℓ, m) ≤ τ (0 when none), knowing lo ≤ L ≤ hi."""
+        lo = np.zeros_like(self.lmax) if lo is None else lo.copy()
+        hi = self.lmax.copy() if hi is None else hi.copy()
+        open_ = np.flatnonzero(lo < hi)
+        while open_.size:
+            mid = (lo[open_] + hi[open_] + 1) // 2
+            ok = self.times(mid, open_) <= tau
+            lo[open_] = np.where(ok, mid, lo[open_])
+            hi[open_] = np.where(ok, hi[open_], mid - 1)
+            open_ = open_[lo[open_] < hi[open_]]
+        return lo
+
+    def next_time(self, counts: np.ndarray) -> float:
+        """The least option time above the set ``counts`` (inf when every option is in it)."""
+        sel = np.flatnonzero(counts < self.lmax)
+        return float(self.times(counts[sel] + 1, sel).min()) if sel.size else INF
+
+    def last_time(self, counts: np.ndarray) -> float:
+        """The largest option time in the set ``counts``."""
+        sel = np.flatnonzero(counts > 0)
+        return float(self.times(counts[sel], sel).max()) if sel.size else -INF
+
+    def pivot(self, low: np.ndarray, high: np.ndarray, first: float, last: float) -> float:
+        """An option time in [first, last) between the sets ``low`` ⊂ ``high``, near their median."""
+        gap = high - low
+        total = int(gap.sum())
+        sel = np.flatnonzero(gap > 0)
+        if total <= EXACT_PIVOT_OPTIONS:
+            starts = np.repeat(np.cumsum(gap[sel]) - gap[sel], gap[sel])
+            ell = np.repeat(low[sel], gap[sel]) + (np.arange(total) - starts) + 1
+            times = self.times(ell, np.repeat(sel, gap[sel]))
+            pick = float(np.partition(times, (total - 1) // 2)[(total - 1) // 2])
+        else:
+            times = self.times((low[sel] + high[sel] + 1) // 2, sel)
+            pick = float(np.median(times))
+            pick = self.last_time(self.counts(pick, low, high))  # snap to an option time
+        return pick if first <= pick < last else first
+
+    def segment(self, g: int) -> slice:
+        """The entries of group g."""
+        start = int(self.starts[g])
+        return slice(start, start + int(self.sizes[g]))
+
+    def per_group_max(self, values: np.ndarray) -> np.ndarray:
+        """Max of ``values`` within each group's segment (groups with u = 0 get 0)."""
+        out = np.zeros(len(self.starts), dtype=np.int64)
+        nonempty = self.sizes > 0
+        if self.m.size:
+            out[nonempty] = np.maximum.reduceat(values, self.starts[nonempty])
+        return out
+
+
+# --------------------------------------------------------------------------- the DP
 
 
 @dataclass
-class _Pool:
-    """Some GPUs taken together: h[j] = least Σ m over their plans of total batch j.
+class _Node:
+    """Some GPUs taken together: h[v] = least Σ m over their plans of window offset v.
 
-    ``lo..hi`` is the range where h is finite (empty when lo > hi). A leaf is one GPU of
-    ``group``; an inner node joins ``left`` and ``right`` and, when kept, ``split[j]`` is the
-    batch the optimum gives ``left``.
+    ``lo..hi`` is the finite range of h. A leaf is one GPU of ``group`` (its batch at offset
+    v is ``base + sign·v``); an inner node joins ``left`` and ``right`` and ``split[v]`` is
+    the offset the optimum gives ``left``. ``h`` is dropped once no join needs it.
     """
 
-    h: np.ndarray
+    h: np.ndarray | None
     lo: int
     hi: int
     group: int = -1
-    left: _Pool | None = None
-    right: _Pool | None = None
+    base: int = 0
+    left: _Node | None = None
+    right: _Node | None = None
     split: np.ndarray | None = None
 
 
-def _leaf(w: np.ndarray, group: int) -> _Pool:
-    finite = np.flatnonzero(np.isfinite(w))
-    lo, hi = (int(finite[0]), int(finite[-1])) if finite.size else (1, 0)
-    return _Pool(w, lo, hi, group=group)
-
-
-def _minplus(a: _Pool, b: _Pool, keep_split: bool) -> tuple[np.ndarray, int, int, np.ndarray | None]:
-    """z[j] = min_i a.h[i] + b.h[j − i] over the finite ranges only, and the argmin i.
-
-    Work is (length of z's range) × (shorter input range): when τ is tight the ranges are
-    short, which is what makes the search cheap near the optimum.
-    """
-    length = a.h.size
+def _minplus(
+    a: _Node, b: _Node, length: int, keep: bool, deadline: Deadline | None = None
+) -> tuple[np.ndarray, int, int, np.ndarray | None]:
+    """z[v] = min_i a.h[i] + b.h[v − i] over the finite ranges, in blocks of JOIN_BLOCK cells."""
     z = np.full(length, INF)
-    split = np.full(length, -1, dtype=np.int64) if keep_split else None
+    split = np.full(length, -1, dtype=np.int32) if keep else None
     lo, hi = a.lo + b.lo, min(a.hi + b.hi, length - 1)
     if a.lo > a.hi or b.lo > b.hi or lo > hi:
         return z, 1, 0, split
@@ -78,106 +184,194 @@ def _minplus(a: _Pool, b: _Pool, keep_split: bool) -> tuple[np.ndarray, int, int
     ys = long_.h[long_.lo : long_.hi + 1]
     width, count = xs.size, hi - lo + 1
     padded = np.concatenate([np.full(width - 1, INF), ys, np.full(max(0, count - ys.size), INF)])
-    # row t holds ys[t], ys[t-1], ..., ys[t-width+1], aligned with xs[0], xs[1], ...
-    table = xs[None, :] + sliding_window_view(padded, width)[:count, ::-1]
-    best = table.argmin(axis=1)
-    z[lo : hi + 1] = table[np.arange(count), best]
+    windows = sliding_window_view(padded, width)
+    rows = max(1, JOIN_BLOCK // width)
+    for first in range(0, count, rows):
+        if deadline is not None and deadline.expired():
+            raise _Expired
+        last = min(count, first + rows)
+        # row t holds ys[t], ys[t-1], ..., ys[t-width+1], aligned with xs[0], xs[1], ...
+        table = xs[None, :] + windows[first:last, ::-1]
+        best = table.argmin(axis=1)
+        z[lo + first : lo + last] = table[np.arange(last - first), best]
+        if keep:
+            to_short = best + short.lo
+            at = np.arange(lo + first, lo + last)
+            split[lo + first : lo + last] = at - to_short if swapped else to_short
     finite = np.flatnonzero(np.isfinite(z))
-    if keep_split:
-        to_short = best + short.lo
-        split[lo : hi + 1] = np.arange(lo, hi + 1) - to_short if swapped else to_short
     if finite.size == 0:
         return z, 1, 0, split
     return z, int(finite[0]), int(finite[-1]), split
 
 
-def _join(a: _Pool, b: _Pool, keep_split: bool, counter: list[int]) -> _Pool:
-    counter[0] += 1
-    h, lo, hi, split = _minplus(a, b, keep_split)
-    return _Pool(h, lo, hi, left=a, right=b, split=split)
+class _Decision:
+    """One decision P(τ): the DP over the window, with its tree when ``keep``."""
+
+    def __init__(self, ranges: _Ranges, deadline: Deadline, keep_limit: int) -> None:
+        self.ranges = ranges
+        self.deadline = deadline
+        self.keep_limit = keep_limit
+        self.joins = 0
+        self.widest = 0
+
+    def _join(self, a: _Node, b: _Node, length: int, keep: bool) -> _Node:
+        if self.deadline.expired():
+            raise _Expired
+        self.joins += 1
+        h, lo, hi, split = _minplus(a, b, length, keep, self.deadline)
+        return _Node(h, lo, hi, left=a, right=b, split=split)
+
+    def _join_at(self, a: _Node, b: _Node, target: int) -> _Node:
+        """The root: only h[target] and its split are needed, O(range) work."""
+        self.joins += 1
+        h = np.full(target + 1, INF)
+        split = np.full(target + 1, -1, dtype=np.int32)
+        first, last = max(a.lo, target - b.hi), min(a.hi, target - b.lo)
+        if first <= last:
+            i = np.arange(first, last + 1)
+            values = a.h[i] + b.h[target - i]
+            k = int(values.argmin())
+            h[target], split[target] = values[k], first + k
+        return _Node(h, target, target, left=a, right=b, split=split)
+
+    def _power(self, leaf: _Node, count: int, length: int, keep: bool) -> _Node:
+        """``count`` copies of one GPU by repeated squaring: O(log count) joins."""
+        result: _Node | None = None
+        base = leaf
+        while count:
+            if count & 1:
+                result = base if result is None else self._join(result, base, length, keep)
+            count >>= 1
+            if count:
+                base = self._join(base, base, length, keep)
+        if result is None:
+            raise SolverBug("allocation/dp: a group with no GPU reached the DP")
+        return result
+
+    def run(self, counts: np.ndarray, budget: int, big_b: int, orientation: str | None) -> tuple[_Node, int] | None:
+        """The DP's root and target offset at the option set ``counts`` when a plan with
+        Σ b = B and Σ m ≤ budget exists, else None."""
+        r = self.ranges
+        usable = counts > 0
+        groups = len(r.starts)
+        has = np.zeros(groups, dtype=bool)
+        np.logical_or.at(has, r.group[usable], True)
+        if not has.all():
+            return None  # a group has no option: its GPUs cannot run
+        batches = np.where(usable, r.m * counts, 0)
+        top = r.per_group_max(batches)  # the largest batch of each group
+        bottom = r.per_group_max(np.where(usable, -r.m, -(1 << 62)))
+        bottom = -bottom  # the smallest batch (the least admissible m, ℓ = 1)
+        n = r.counts_per_group
+        deficit, surplus = int((n * top).sum()) - big_b, big_b - int((n * bottom).sum())
+        if deficit < 0 or surplus < 0:
+            return None
+        backward = deficit <= surplus if orientation is None else orientation == "deficit"
+        target = deficit if backward else surplus
+        self.widest = max(self.widest, target)
+        if target > MAX_WINDOW:
+            raise _TooWide(target, MAX_WINDOW, "the DP window (samples)")
+        length = target + 1
+        joins_bound = int(sum(2 * int(c).bit_length() for c in n)) + groups
+        keep = joins_bound * length <= self.keep_limit
+        if not keep:
+            raise _TooWide(joins_bound * length, self.keep_limit, "the plan's split table (cells)")
+        pool: _Node | None = None
+        for g in range(groups):
+            leaf = self._leaf(g, counts, int(bottom[g]), int(top[g]), backward, target)
+            power = self._power(leaf, int(n[g]), length, keep)
+            if pool is None:
+                pool = power
+            elif g == groups - 1:
+                pool = self._join_at(pool, power, target)
+            else:
+                pool = self._join(pool, power, length, keep)
+            _release(pool.left)
+            _release(pool.right)
+        if pool is None:
+            raise SolverBug("allocation/dp: an instance without groups reached the DP")
+        value = pool.h[target] if pool.lo <= target <= pool.hi else INF
+        return (pool, target) if value <= budget else None
+
+    def _leaf(self, g: int, counts: np.ndarray, bottom: int, top: int, backward: bool, target: int) -> _Node:
+        """w[v] = least m over the options of group g with batch at offset v (inf if none)."""
+        r = self.ranges
+        seg = r.segment(g)
+        m, ell_max = r.m[seg], counts[seg]
+        lo_b, hi_b = (max(bottom, top - target), top) if backward else (bottom, min(top, bottom + target))
+        k0 = np.maximum(1, -(-lo_b // m))
+        k1 = np.minimum(ell_max, hi_b // m)
+        many = np.maximum(0, k1 - k0 + 1)
+        total = int(many.sum())
+        mm = np.repeat(m, many)
+        k = np.repeat(k0, many) + (np.arange(total) - np.repeat(np.cumsum(many) - many, many))
+        b = k * mm
+        v = top - b if backward else b - bottom
+        w = np.full(target + 1, INF)
+        # entries run by increasing m, so the first occurrence of each offset has the least m
+        offsets, first = np.unique(v, return_index=True)
+        w[offsets] = mm[first]
+        finite = offsets
+        lo, hi = (int(finite[0]), int(finite[-1])) if finite.size else (1, 0)
+        base = top if backward else bottom
+        return _Node(w, lo, hi, group=g, base=base if not backward else -base)
 
 
-def _join_at(a: _Pool, b: _Pool, total: int, counter: list[int]) -> _Pool:
-    """The root join: only h[total] and its split are needed, O(range) work."""
-    counter[0] += 1
-    h = np.full(a.h.size, INF)
-    split = np.full(a.h.size, -1, dtype=np.int64)
-    first, last = max(a.lo, total - b.hi), min(a.hi, total - b.lo)
-    if first <= last:
-        i = np.arange(first, last + 1)
-        values = a.h[i] + b.h[total - i]
-        k = int(values.argmin())
-        h[total], split[total] = values[k], first + k
-    return _Pool(h, total, total, left=a, right=b, split=split)
+def _release(node: _Node | None) -> None:
+    """Drop the h arrays below a node once it has been joined (the splits stay)."""
+    stack = [node]
+    while stack:
+        x = stack.pop()
+        if x is None or x.h is None:
+            continue
+        x.h = None
+        stack.extend((x.left, x.right))
 
 
-def _power(leaf: _Pool, count: int, keep_split: bool, counter: list[int]) -> _Pool:
-    """``count`` copies of one GPU, by repeated squaring: O(log count) joins."""
-    result: _Pool | None = None
-    base = leaf
-    while count:
-        if count & 1:
-            result = base if result is None else _join(result, base, keep_split, counter)
-        count >>= 1
-        if count:
-            base = _join(base, base, keep_split, counter)
-    assert result is not None
-    return result
+def _batches(node: _Node, total: int, out: list[tuple[int, int]]) -> None:
+    """Walk the splits down to the leaves: (group, batch) per GPU."""
+    stack = [(node, total)]
+    while stack:
+        x, v = stack.pop()
+        if x.left is None:
+            # base > 0: forward window, batch = base + v; base ≤ 0: deficit window, batch = −base − v
+            out.append((x.group, x.base + v if x.base > 0 else -x.base - v))
+            continue
+        if x.split is None or x.right is None or x.split[v] < 0:
+            raise SolverBug("allocation/dp: the plan's splits do not reach a leaf")
+        first = int(x.split[v])
+        stack.append((x.right, v - first))
+        stack.append((x.left, first))
 
 
-def _least_microbatch(options: Options, tau: float, length: int) -> tuple[np.ndarray, np.ndarray]:
-    """w[b] = least m over options of batch b with T ≤ τ (inf if none), and that option's index."""
-    w = np.full(length, INF)
-    index = np.full(length, -1, dtype=np.int64)
-    ok = np.flatnonzero(options.time <= tau)
-    # options are sorted by (b, m): the first admissible option of each batch has the least m
-    b = options.batch[ok]
-    first = first_of_each_batch(b)
-    w[b[first]] = options.microbatch_size[ok][first]
-    index[b[first]] = ok[first]
-    return w, index
-
-
-def _cluster(instance: AllocationInstance, options: list[Options], tau: float, keep_split: bool, counter: list[int]):
-    """The pool of all GPUs at threshold τ; its h is valid at index B only."""
-    length = instance.global_batch + 1
-    pools, picks = [], []
-    for g, grp in enumerate(instance.groups):
-        w, index = _least_microbatch(options[g], tau, length)
-        picks.append(index)
-        pools.append(_power(_leaf(w, g), grp.count, keep_split, counter))
-    pool = pools[0]
-    for k, nxt in enumerate(pools[1:], start=2):
-        last = k == len(pools)
-        pool = _join_at(pool, nxt, instance.global_batch, counter) if last else _join(pool, nxt, keep_split, counter)
-    return pool, picks
-
-
-def _batches(pool: _Pool, total: int, out: list[tuple[int, int]]) -> None:
-    """Walk the kept splits down to the leaves: (group, batch) per GPU, groups in order."""
-    if pool.left is None:
-        out.append((pool.group, total))
-        return
-    assert pool.split is not None and pool.right is not None
-    first = int(pool.split[total])
-    _batches(pool.left, first, out)
-    _batches(pool.right, total - first, out)
-
-
-def _choices_at(instance: AllocationInstance, options: list[Options], tau: float, counter: list[int]) -> list[tuple[int, int]]:
-    pool, picks = _cluster(instance, options, tau, True, counter)
+def _choices(ranges: _Ranges, counts: np.ndarray, root: _Node, target: int) -> list[tuple[int, int]]:
+    """Per-GPU (m, ℓ) in file order: each GPU's batch, then its least admissible m."""
     leaves: list[tuple[int, int]] = []
-    _batches(pool, instance.global_batch, leaves)
-    leaves.sort(key=lambda gb: gb[0])  # stable: file order of groups
+    _batches(root, target, leaves)
+    leaves.sort(key=lambda gb: gb[0])  # stable: groups in file order
     choices = []
     for g, b in leaves:
-        o = picks[g][b]
-        choices.append((int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
+        seg = ranges.segment(g)
+        m, ell_max = ranges.m[seg], counts[seg]
+        ok = np.flatnonzero((b % m == 0) & (b // m <= ell_max) & (ell_max > 0))
+        if ok.size == 0:
+            raise SolverBug(f"allocation/dp: batch {b} of group {g} has no admissible option")
+        mi = int(m[ok[0]])
+        choices.append((mi, b // mi))
     return choices
 
 
-def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None, bracket: bool = True) -> Result:
-    """Exact: binary search on the bottleneck τ, each step a grouped min-plus DP.
+# ------------------------------------------------------------------------- the search
+
+
+def solve_dp(
+    instance: AllocationInstance,
+    *,
+    time_limit: float | None = None,
+    bracket: bool = True,
+    orientation: str | None = None,
+) -> Result:
+    """Exact: the least option time τ at which a plan with every T_i ≤ τ exists.
 
     Parameters
     ----------
@@ -185,17 +379,20 @@ def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None, b
         The allocation instance.
     time_limit
         Seconds. When reached, the best plan found so far is returned as FEASIBLE with the
-        proven bound (the smallest τ not yet ruled out).
+        proven bound (the least option time not yet ruled out), or TIME_LIMIT without one.
     bracket
-        Start the search between the capacity lower bound and the greedy plan's time
-        (default). False searches all option times: slower, used by the tests to exercise
-        the threshold decisions on instances where the bounds already meet.
+        Rule out the thresholds below the capacity bound without a DP (default). False
+        decides them by the DP too: slower, used by the tests to exercise the decisions.
+    orientation
+        "forward" or "deficit" forces the DP's window (tests); None takes the shorter.
 
     Returns
     -------
     Result
-        ``stats``: ``thresholds`` (τ values decided), ``candidates`` (distinct option
-        times), ``options`` (after Pareto pruning), ``joins`` (min-plus convolutions).
+        DECLINED when a decision would need a window longer than ``MAX_WINDOW`` before any
+        plan was found (the reason gives the window and the limit). ``stats``:
+        ``thresholds`` (DP decisions), ``joins`` (min-plus joins), ``window`` (the longest
+        window used, samples).
 
     Examples
     --------
@@ -210,44 +407,99 @@ def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None, b
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="allocation", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
-    candidates = np.unique(np.concatenate([o.time for o in options]))
-    counter = [0]
+    ranges = _Ranges(instance)
     budget = instance.microbatch_budget
     big_b = instance.global_batch
-
-    def feasible(tau: float) -> bool:
-        pool, _ = _cluster(instance, options, tau, False, counter)
-        return bool(pool.h[big_b] <= budget)
-
-    # invariant: candidates[hi] is feasible (all options allowed, or the greedy plan's time:
-    # some plan exists by the presolve); every candidate below lo is infeasible
-    lo, hi = 0, candidates.size - 1
-    greedy = greedy_choices(instance, options) if bracket else None
-    if bracket:
-        lo = int(np.searchsorted(candidates, capacity_lower_bound(instance, options, candidates)))
-    if greedy is not None:  # a plan of time U exists: T* ≤ U, so start the search there
-        upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
-        hi = min(hi, max(lo, int(np.searchsorted(candidates, upper, side="right")) - 1))
+    decision = _Decision(ranges, deadline, MAX_SPLIT_CELLS)
     tried = 0
-    timed_out = False
-    while lo < hi:
-        if deadline.expired():
-            timed_out = True
-            break
-        mid = (lo + hi) // 2
+    wide: _TooWide | None = None
+    best: tuple[np.ndarray, _Node, int] | None = None
+
+    def decide(counts: np.ndarray) -> bool:
+        nonlocal tried, best
         tried += 1
-        if feasible(float(candidates[mid])):
-            hi = mid
-        else:
-            lo = mid + 1
-    choices = _choices_at(instance, options, float(candidates[hi]), counter)
-    stats = {
-        "thresholds": tried,
-        "candidates": int(candidates.size),
-        "options": int(sum(len(o) for o in options)),
-        "joins": counter[0],
-    }
+        found = decision.run(counts, budget, big_b, orientation)
+        if found is None:
+            return False
+        best = (counts, *found)
+        return True
+
+    def capacity(counts: np.ndarray) -> bool:
+        usable = counts > 0
+        if not np.all(np.bincount(ranges.group[usable], minlength=len(ranges.starts)) > 0):
+            return False
+        top = ranges.per_group_max(np.where(usable, ranges.m * counts, 0))
+        return int((ranges.counts_per_group * top).sum()) >= big_b
+
+    # every option time up to `low` is ruled out (some group has none faster than its fastest)
+    fastest = ranges.times(np.ones_like(ranges.lmax))
+    least = max(float(fastest[ranges.group == g].min()) for g in range(len(instance.groups)))
+    low = ranges.counts(float(np.nextafter(least, -INF)))
+    high = ranges.lmax.copy()  # every option: feasible by the presolve
+    stats = lambda: {"thresholds": tried, "joins": decision.joins, "window": decision.widest}
+
+    def bisect(pred, low: np.ndarray, high: np.ndarray, last: float) -> tuple[np.ndarray, np.ndarray, float]:
+        # invariant: pred(low) false, pred(high) true, last = the largest option time in high
+        while True:
+            first = ranges.next_time(low)
+            if first >= last:
+                return low, high, last
+            if deadline.expired():
+                raise _Expired
+            tau = ranges.pivot(low, high, first, last)
+            counts = ranges.counts(tau, low, high)
+            if pred(counts):
+                high, last = counts, ranges.last_time(counts)
+            else:
+                low = counts
+
+    try:
+        if bracket:  # the capacity bound: cheap, no DP (a plan needs Σ n_g·(largest batch) ≥ B)
+            low, _, _ = bisect(capacity, low, high, ranges.last_time(high))
+        # upward from the least τ not ruled out, in growing steps: the window grows with τ,
+        # so the first feasible τ found should be near T*. A τ whose window is too wide
+        # becomes a ceiling (every larger τ is too wide as well), searched below by pivots.
+        step = FIRST_STEP
+        ceiling: np.ndarray | None = None
+        while best is None:
+            if deadline.expired():
+                raise _Expired
+            first = ranges.next_time(low)
+            if ceiling is None:
+                counts = ranges.counts(first * (1.0 + step), low, high)
+            else:
+                top = ranges.last_time(ceiling)
+                if first >= top:  # even the next option time needs too wide a window
+                    raise wide
+                counts = ranges.counts(ranges.pivot(low, ceiling, first, top), low, ceiling)
+            try:
+                found = decide(counts)
+            except _TooWide as exc:
+                ceiling, wide = counts, exc
+                continue
+            if found:
+                high = counts
+            else:
+                low = counts
+                step *= STEP_GROWTH
+        low, high, _ = bisect(decide, low, high, ranges.last_time(high))
+        timed_out = False
+    except _Expired:
+        timed_out = True
+    except _TooWide as wide:
+        if best is None:
+            return no_solution(
+                problem="allocation", method="dp", status=Status.DECLINED, deadline=deadline,
+                reason=f"{wide}: the plans near the optimum leave too much slack to decide exactly "
+                f"(global batch {big_b}); no plan found", stats=stats(),
+            )
+        timed_out = True  # a plan is known, its optimality is not
+    bound = ranges.next_time(low)
+    if best is None:
+        return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+                           bound=bound, reason="time limit reached before dp found a plan", stats=stats())
+    counts, root, target = best
+    choices = _choices(ranges, counts, root, target)
     return conclude(
         problem="allocation",
         method="dp",
@@ -256,98 +508,6 @@ def solve_dp(instance: AllocationInstance, *, time_limit: float | None = None, b
         evaluate=evaluate,
         deadline=deadline,
         proven_optimal=not timed_out,
-        bound=float(candidates[lo]),
-        stats=stats,
-    )
-
-
-# ------------------------------------------------------------------------ faithful DP
-
-
-def faithful_work(instance: AllocationInstance) -> int:
-    """Cells × options the faithful DP touches: (B+1)·(K+1)·Σ_i |options_i|, for thresholds."""
-    u = instance.max_microbatch_per_group
-    k_max = min(instance.global_batch, sum(u[g] * grp.count for g, grp in enumerate(instance.groups)))
-    bmax = instance.global_batch - (instance.num_gpus - 1)
-    options = sum(grp.count * sum(bmax // m for m in range(1, max(u[g], 0) + 1)) for g, grp in enumerate(instance.groups))
-    return (instance.global_batch + 1) * (k_max + 1) * options
-
-
-def solve_dp_faithful(instance: AllocationInstance, *, time_limit: float | None = None) -> Result:
-    """Cephalo's recurrence, as published: D(i, j, k) over GPUs, total batch j, Σ m = k.
-
-    D(i, j, k) = min over (ℓ, m) of max(D(i−1, j − ℓ·m, k − m), T_i(ℓ, m)), D(0, 0, 0) = 0;
-    the optimum is min over k ≤ K* of D(N, B, k), the plan found by backtracking. Every
-    option of every GPU is tried (no pruning); each option updates the whole (j, k) table
-    at once with numpy.
-
-    Returns
-    -------
-    Result
-        TIME_LIMIT (no solution) when the time limit is reached; ``stats["cells"]`` is the
-        table size, ``stats["updates"]`` the options applied.
-    """
-    deadline = Deadline(time_limit)
-    reason = why_infeasible(instance)
-    if reason is not None:
-        return no_solution(
-            problem="allocation", method="dp-faithful", status=Status.INFEASIBLE, deadline=deadline, reason=reason
-        )
-    big_b = instance.global_batch
-    u = instance.max_microbatch_per_group
-    k_max = min(big_b, sum(u[g] * grp.count for g, grp in enumerate(instance.groups)))
-    options = [enumerate_options(instance, g) for g in range(len(instance.groups))]
-    table = np.full((big_b + 1, k_max + 1), INF)
-    table[0, 0] = 0.0
-    chosen: list[np.ndarray] = []
-    updates = 0
-    for g in instance.group_of_gpu:
-        opts = options[g]
-        new = np.full_like(table, INF)
-        pick = np.full(table.shape, -1, dtype=np.int32)
-        for o in range(len(opts)):
-            b, m, t = int(opts.batch[o]), int(opts.microbatch_size[o]), float(opts.time[o])
-            if m > k_max:
-                continue
-            candidate = np.maximum(table[: big_b + 1 - b, : k_max + 1 - m], t)
-            target = new[b:, m:]
-            better = candidate < target
-            target[better] = candidate[better]
-            pick[b:, m:][better] = o
-            updates += 1
-            if updates % 256 == 0 and deadline.expired():
-                break
-        if deadline.expired():
-            return no_solution(
-                problem="allocation",
-                method="dp-faithful",
-                status=Status.TIME_LIMIT,
-                deadline=deadline,
-                reason=f"time limit reached after {len(chosen) + 1} of {instance.num_gpus} GPUs",
-            )
-        chosen.append(pick)
-        table = new
-    budget = min(instance.microbatch_budget, k_max)
-    k = int(np.argmin(table[big_b, : budget + 1]))
-    if not np.isfinite(table[big_b, k]):  # the presolve says a plan exists; this is a bug
-        raise AssertionError("dp-faithful found no plan where the presolve proved one exists")
-    choices: list[tuple[int, int]] = []
-    j = big_b
-    for i in range(instance.num_gpus - 1, -1, -1):
-        opts = options[instance.group_of_gpu[i]]
-        o = int(chosen[i][j, k])
-        m, ell = int(opts.microbatch_size[o]), int(opts.microbatches[o])
-        choices.append((m, ell))
-        j -= m * ell
-        k -= m
-    choices.reverse()
-    return conclude(
-        problem="allocation",
-        method="dp-faithful",
-        instance=instance,
-        solution=build_solution(instance, choices),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=True,
-        stats={"cells": int(table.size), "updates": updates},
+        bound=bound,
+        stats=stats(),
     )

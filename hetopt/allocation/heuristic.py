@@ -29,8 +29,14 @@ def _fastest_per_batch(options: Options, length: int) -> tuple[np.ndarray, np.nd
     return best_time, best_index
 
 
-def greedy_choices(instance: AllocationInstance, options: list[Options]) -> list[tuple[int, int]] | None:
+#: Samples the greedy hands out between two looks at the clock.
+CLOCK_EVERY = 4096
+
+
+def greedy_choices(instance: AllocationInstance, options: list[Options], deadline=None) -> list[tuple[int, int]] | None:
     """Per-GPU (microbatch_size, microbatches) in file order, or None if it finds no plan.
+
+    ``deadline`` (a ``hetopt.family.Deadline``): give up (None) once it expires.
 
     Examples
     --------
@@ -49,7 +55,9 @@ def greedy_choices(instance: AllocationInstance, options: list[Options]) -> list
         return None
     heap = [(tables[g][0][2] if length > 2 else np.inf, i) for i, g in enumerate(groups)]
     heapq.heapify(heap)
-    for _ in range(instance.global_batch - len(groups)):
+    for given in range(instance.global_batch - len(groups)):
+        if deadline is not None and given % CLOCK_EVERY == 0 and deadline.expired():
+            return None
         if not heap:
             return None
         t, i = heapq.heappop(heap)

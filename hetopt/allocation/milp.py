@@ -20,13 +20,33 @@ from __future__ import annotations
 
 import pulp
 
-from hetopt.allocation.options import enumerate_options, pareto_options, time_lower_bound, why_infeasible
 from hetopt.allocation.heuristic import greedy_choices
+from hetopt.allocation.options import (
+    enumerate_options,
+    pareto_options,
+    time_lower_bound,
+    too_many_options,
+    why_infeasible,
+)
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp
+from hetopt.backends import DEFAULT_MILP_BACKEND, Outcome, solve_pulp
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.result import Result, Status
+
+#: Most options (after pruning) the MILP takes: PuLP builds about 10^4 options a second,
+#: and HiGHS's presolve of the 2·10^5-variable model that 10^5 options give already runs
+#: for tens of seconds without looking at its time limit. Above it the MILP declines.
+MAX_MILP_OPTIONS = 50_000
+#: Options added to the model between two looks at the clock.
+CLOCK_EVERY = 256
+#: Seconds per option kept back from the backend's time limit: loading the model into
+#: HiGHS (or writing it for CBC and starting CBC) and reading the solution back are not
+#: covered by the backend's own limit; about 2·10^-5 s per option measured, doubled for a
+#: loaded machine.
+LOAD_S_PER_OPTION = 5e-5
+#: Seconds kept back whatever the size (process start of CBC, HiGHS's setup).
+LOAD_S = 0.1
 
 
 def solve_milp(
@@ -60,12 +80,27 @@ def solve_milp(
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="allocation", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    declined = too_many_options(instance, method)
+    if declined is not None:
+        return no_solution(problem="allocation", method=method, status=Status.DECLINED, deadline=deadline, reason=declined)
     options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
     lower = time_lower_bound(instance, options)
-    greedy = greedy_choices(instance, options)
+    greedy = greedy_choices(instance, options, deadline)
     if greedy is not None:
         upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
         options = [o.take(o.time <= upper) for o in options]
+    count = sum(len(o) for o in options)
+    if count > MAX_MILP_OPTIONS:
+        return no_solution(
+            problem="allocation", method=method, status=Status.DECLINED, deadline=deadline,
+            reason=f"{count} options after pruning exceed the MILP's limit of {MAX_MILP_OPTIONS}; use dp",
+        )
+
+    def out_of_time() -> Result:
+        return no_solution(
+            problem="allocation", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=lower,
+            reason="time limit reached while building the MILP",
+        )
 
     prob = pulp.LpProblem("allocation", pulp.LpMinimize)
     z = prob.add_variable("z", lowBound=lower)
@@ -74,6 +109,8 @@ def solve_milp(
     for g, grp in enumerate(instance.groups):
         opts = options[g]
         for o in range(len(opts)):
+            if o % CLOCK_EVERY == 0 and deadline.expired():
+                return out_of_time()
             x[g, o] = prob.add_variable(f"x_{g}_{o}", lowBound=0, upBound=grp.count, cat=pulp.LpInteger)
             y[g, o] = prob.add_variable(f"y_{g}_{o}", lowBound=0, upBound=1, cat=pulp.LpInteger)
             prob += x[g, o] <= grp.count * y[g, o], f"use_{g}_{o}"
@@ -86,8 +123,19 @@ def solve_milp(
     prob += pulp.lpSum(int(options[g].batch[o]) * x[g, o] for (g, o) in x) == instance.global_batch, "global_batch"
     # (III) activations plus the training state fit the cluster
     prob += pulp.lpSum(int(options[g].microbatch_size[o]) * x[g, o] for (g, o) in x) <= instance.microbatch_budget, "cluster_memory"
+    if deadline.expired():
+        return out_of_time()
 
-    outcome = solve_pulp(prob, backend=backend, time_limit=None if time_limit is None else deadline.remaining(), threads=threads)
+    backend_limit = None
+    if time_limit is not None:
+        backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
+        if backend_limit <= 0:
+            return out_of_time()
+    outcome = solve_pulp(prob, backend=backend, time_limit=backend_limit, threads=threads)
+    if outcome.status is Status.INFEASIBLE and backend == "cbc" and time_limit is not None:
+        # CBC stopped by its time limit before it has a solution is read by PuLP as
+        # "infeasible"; a plan exists here (the presolve), so that outcome means the limit
+        outcome = Outcome(Status.TIME_LIMIT, None, None, outcome.stats)
     stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x))
     bound = lower if outcome.bound is None else max(lower, outcome.bound)
 

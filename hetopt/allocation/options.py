@@ -43,6 +43,45 @@ def first_of_each_batch(batch: np.ndarray) -> np.ndarray:
     return first
 
 
+#: Most options (ℓ, m) the table-based methods (milp, cpsat, bruteforce, the greedy) will
+#: enumerate, summed over groups: four int64/float64 arrays of this length plus their sort
+#: take about 200 MB. Above it they decline; ``dp`` works from ranges and has no such limit.
+MAX_ENUMERATED_OPTIONS = 2_000_000
+
+
+def option_count(instance: AllocationInstance) -> int:
+    """Σ_g Σ_{m ≤ u_g} ⌊(B − N + 1)/m⌋: the options of all groups, before any pruning.
+
+    Computed without enumerating them (O(Σ_g u_g)), so methods can decline up front.
+
+    Examples
+    --------
+    >>> from hetopt.allocation.problem import GpuGroup, Latency
+    >>> f = Latency((0.01, 0.018, 0.026))
+    >>> option_count(AllocationInstance("x", 4, (GpuGroup("A", 1, 48 * GIB, 2 * GIB, f, f),), GIB, 10 * GIB))
+    8
+    """
+    bmax = instance.global_batch - (instance.num_gpus - 1)
+    if bmax < 1:
+        return 0
+    total = 0
+    for u in instance.max_microbatch_per_group:
+        if u >= 1:
+            total += int((bmax // np.arange(1, u + 1)).sum())
+    return total
+
+
+def too_many_options(instance: AllocationInstance, method: str, limit: int = MAX_ENUMERATED_OPTIONS) -> str | None:
+    """The reason ``method`` declines because the option list is too long, or None."""
+    count = option_count(instance)
+    if count <= limit:
+        return None
+    return (
+        f"{count} options (ℓ, m) to enumerate (global batch {instance.global_batch}) exceed {method}'s limit of "
+        f"{limit}; use dp, which works from ranges"
+    )
+
+
 def enumerate_options(instance: AllocationInstance, g: int) -> Options:
     """Every option (ℓ, m) of group ``g``, with its time.
 

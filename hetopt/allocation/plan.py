@@ -6,7 +6,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from hetopt.allocation.problem import AllocationInstance, AllocationSolution, GpuPlan, StatePartition
+from hetopt.allocation.problem import (
+    AllocationInstance,
+    AllocationSolution,
+    GpuPlan,
+    StatePartition,
+)
 from hetopt.allocation.state import DEFAULT_GREEDY_UNITS, greedy_partition, lp_partition
 
 

@@ -60,6 +60,12 @@ class Latency:
     slope: float | None = None
     intercept: float | None = None
 
+    def __post_init__(self) -> None:
+        # a list or an array from code becomes the tuple a frozen, hashable value needs; the
+        # ranges are checked by the instance (limits.validate_instance), which knows u_g
+        if isinstance(self.table, (list, np.ndarray)):
+            object.__setattr__(self, "table", tuple(float(x) for x in self.table))
+
     def line(self) -> tuple[float, float]:
         """The (slope, intercept) used beyond the table."""
         if self.slope is not None and self.intercept is not None:
@@ -130,7 +136,9 @@ class GpuGroup:
 class AllocationInstance:
     """One Cephalo allocation instance (SI units: bytes, seconds).
 
-    Build it with ``hetopt.load`` from a TOML file, or directly; ``hetopt.io`` validates.
+    Build it with ``hetopt.load`` from a TOML file, or directly: the constructor checks
+    every field against the accepted ranges (``hetopt.allocation.limits``) and raises
+    ``InputError("key.path: problem")`` naming the file's key, e.g. ``gpu[0].memory_gib``.
     """
 
     name: str
@@ -147,6 +155,13 @@ class AllocationInstance:
     layers: int | None = None
 
     problem = "allocation"
+
+    def __post_init__(self) -> None:
+        from hetopt.allocation.limits import (
+            validate_instance,  # limits reads this class's properties
+        )
+
+        validate_instance(self)
 
     @cached_property
     def num_gpus(self) -> int:
@@ -195,10 +210,16 @@ class AllocationInstance:
 
     @cached_property
     def microbatch_budget(self) -> int:
-        """K*: the largest Σ m_i allowed by (III): Σ(β_i + a·m_i) + S ≤ φ·Σ C_i."""
+        """K*: the largest Σ m_i allowed by (III): Σ(β_i + a·m_i) + S ≤ φ·Σ C_i.
+
+        Capped at Σ_i u_i, which (II) imposes anyway, so the value stays an integer every
+        solver can hold (CP-SAT's int64) however small the activation per sample.
+        """
         capacity = sum(g.count * self.memory_fraction * g.memory_bytes for g in self.groups)
         base = sum(g.count * g.memory_base_bytes for g in self.groups)
-        return floor_ratio(capacity - base - self.state_bytes, self.activation_bytes_per_sample)
+        budget = floor_ratio(capacity - base - self.state_bytes, self.activation_bytes_per_sample)
+        cap = sum(g.count * max(u, 0) for g, u in zip(self.groups, self.max_microbatch_per_group))
+        return min(budget, cap)
 
     def times(self, g: int, microbatches: np.ndarray, microbatch_size: np.ndarray) -> np.ndarray:
         """T_i(ℓ, m) for a GPU of group ``g``, vectorized over arrays ℓ and m.
@@ -305,25 +326,45 @@ class AllocationSolution:
         }
 
     def rows(self) -> list[dict]:
-        """One row per GPU for the human-readable table."""
-        return [
-            {
-                "gpu": i,
-                "type": p.type,
-                "batch": p.batch,
-                "mb_size": p.microbatch_size,
-                "mb_count": p.microbatches,
-                "state %": 100.0 * p.state_share,
-                "greedy state %": None if p.state_share_greedy is None else 100.0 * p.state_share_greedy,
-                "time_s": p.time_s,
-                "memory_gib": p.memory_bytes / GIB,
-            }
-            for i, p in enumerate(self.gpus)
-        ]
+        """The human-readable table: one row per set of identical GPUs.
+
+        GPUs are identical when they share the group (so the type), the micro-batch size and
+        count, and the state shares (exact and greedy); ``gpus`` lists their indices in file
+        order, ``count`` how many. ``to_dict()`` keeps one entry per GPU.
+        """
+        rows: dict[tuple, dict] = {}
+        members: dict[tuple, list[int]] = {}
+        for i, p in enumerate(self.gpus):
+            key = (p.group, p.microbatch_size, p.microbatches, p.state_share, p.state_share_greedy)
+            members.setdefault(key, []).append(i)
+            rows.setdefault(
+                key,
+                {
+                    "gpus": "",
+                    "count": 0,
+                    "type": p.type,
+                    "batch": p.batch,
+                    "mb_size": p.microbatch_size,
+                    "mb_count": p.microbatches,
+                    "state %": 100.0 * p.state_share,
+                    "greedy state %": None if p.state_share_greedy is None else 100.0 * p.state_share_greedy,
+                    "time_s": p.time_s,
+                    "memory_gib": p.memory_bytes / GIB,
+                },
+            )
+        for key, row in rows.items():
+            row["gpus"] = _index_ranges(members[key])
+            row["count"] = len(members[key])
+        return list(rows.values())
 
     def summary(self) -> list[str]:
         """A few lines under the table."""
-        lines = [f"iteration time {self.iteration_time_s:.6g} s, throughput {self.throughput_samples_s:.6g} samples/s"]
+        lines = [
+            (
+                f"iteration time {self.iteration_time_s:.6g} s, throughput {self.throughput_samples_s:.6g} samples/s; "
+                f"{len(self.gpus)} GPUs, global batch {sum(p.batch for p in self.gpus)} (identical GPUs share a row)"
+            )
+        ]
         if self.state is not None:
             s = self.state
             greedy = "no fit" if s.greedy_max_utilization is None else f"{s.greedy_max_utilization:.4f}"
@@ -333,6 +374,26 @@ class AllocationSolution:
                 f"greedy in {s.greedy_units} units {greedy}{gap}"
             )
         return lines
+
+
+def _index_ranges(indices: list[int]) -> str:
+    """Sorted GPU indices as compact ranges.
+
+    Examples
+    --------
+    >>> _index_ranges([0, 1, 2, 5, 7, 8])
+    '0-2,5,7-8'
+    """
+    parts: list[str] = []
+    start = prev = indices[0]
+    for i in indices[1:] + [None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ",".join(parts)
 
 
 def evaluate(instance: AllocationInstance, solution: AllocationSolution) -> Evaluation:

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import heapq
 
-import numpy as np
 import highspy
+import numpy as np
 from scipy.optimize import brentq
 
 from hetopt.backends import silence_highs_banner
@@ -60,6 +60,11 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     n = used.size
     if state == 0:  # nothing to place: any split is optimal; an even one reads best
         return np.full(n, 1.0 / n), float(np.max(used / capacity))
+    # bytes in units of the largest capacity: HiGHS takes matrix entries of 1e15 and more
+    # for infinite, and memory up to 2^50 bytes per GPU is accepted (limits.MAX_MEMORY_GIB);
+    # utilization and shares are ratios, unchanged by the unit
+    unit = float(np.max(capacity))
+    used, capacity, usable, state = used / unit, capacity / unit, usable / unit, state / unit
     # variables r_0..r_{n-1}, U; minimize U
     # rows: r_i·S − U·C_i ≤ −used_i (i < n), and Σ r_i = 1; column-wise sparse matrix
     start = np.r_[np.arange(0, 2 * n, 2), 2 * n, 3 * n].astype(np.int32)
@@ -93,6 +98,19 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     if room.sum() <= 0.0:  # only when U* is set by GPUs with no room at all: take the LP's split
         room = np.clip(np.asarray(solver.getSolution().col_value[:n]), 0.0, None)
     shares = room / room.sum()
+    # HiGHS meets the rows within ~1e-7 of the largest capacity, which is far from exact on
+    # a GPU 10^6 times smaller: clip every share to its hard limit φ·C_i − used_i and hand
+    # what was clipped to the GPUs with room left, in proportion to that room (Σ of the
+    # limits ≥ 1 by (III), so it fits)
+    limit = np.maximum(0.0, usable - used) / state
+    clipped = np.minimum(shares, limit)
+    missing = 1.0 - clipped.sum()
+    if missing > 0:
+        slack = limit - clipped
+        clipped = clipped + missing * slack / slack.sum()
+        shares = np.minimum(clipped, limit)
+    else:
+        shares = clipped
     return shares, float(np.max((used + shares * state) / capacity))
 
 

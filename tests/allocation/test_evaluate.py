@@ -7,7 +7,15 @@ import dataclasses
 import pytest
 
 import hetopt
-from hetopt.allocation.problem import GIB, AllocationInstance, AllocationSolution, GpuGroup, GpuPlan, Latency, evaluate
+from hetopt.allocation.problem import (
+    GIB,
+    AllocationInstance,
+    AllocationSolution,
+    GpuGroup,
+    GpuPlan,
+    Latency,
+    evaluate,
+)
 
 F = Latency((0.01, 0.018, 0.026))
 
@@ -72,7 +80,7 @@ def test_solver_answers_are_rechecked(monkeypatch, instance):
     # a solver that returns a wrong plan raises SolverBug instead of answering
     from hetopt.allocation import dp
 
-    monkeypatch.setattr(dp, "_choices_at", lambda *a, **k: [(4, 1), (3, 1)])
+    monkeypatch.setattr(dp, "_choices", lambda *a, **k: [(4, 1), (3, 1)])
     with pytest.raises(hetopt.SolverBug):
         hetopt.solve(instance, "dp")
 

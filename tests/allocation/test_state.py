@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hetopt.allocation.state import greedy_partition, lp_partition, waterfill_utilization
+from hetopt.allocation.state import (
+    greedy_partition,
+    lp_partition,
+    waterfill_utilization,
+)
 
 
 @pytest.mark.parametrize("seed", range(30))
