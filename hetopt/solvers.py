@@ -91,7 +91,7 @@ def known_options(fam: Family) -> list[str]:
     Examples
     --------
     >>> known_options(family("allocation"))
-    ['backend', 'bracket', 'seed', 'threads', 'time_limit']
+    ['backend', 'bracket', 'orientation', 'seed', 'threads', 'time_limit']
     """
     names = set(COMMON_OPTIONS)
     for func in fam.methods.values():

@@ -29,13 +29,13 @@ from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
 from hetopt.errors import InputError
+from hetopt.units import GIB
 
 if TYPE_CHECKING:  # pragma: no cover
     from hetopt.allocation.problem import AllocationInstance, Latency
 
 LOG = logging.getLogger("hetopt.allocation")
 
-GIB = 2.0**30
 
 #: Largest global batch B (samples): the planner's documented maximum, 2^20. The ``dp``
 #: solves it in seconds; the methods whose tables grow with B decline above their limits.
