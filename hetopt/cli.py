@@ -1,7 +1,8 @@
 """The ``hetopt`` command line: parse, call the library, print. No logic of its own.
 
 Exit codes: 0 a solution (or crosscheck agreed); 1 proven infeasible or a disagreement;
-2 bad input or usage (one line on stderr); 3 time limit without a solution; 4 internal
+2 bad input or usage (one line on stderr), or a method that declines or fails (DECLINED,
+ERROR); 3 time limit without a solution; 4 internal
 error (a bug: one line on stderr, the traceback with ``--debug`` or ``HETOPT_DEBUG=1``).
 """
 
@@ -34,7 +35,8 @@ DEBUG_ENV = "HETOPT_DEBUG"
 EXIT_CODES_HELP = """exit codes:
   0  a solution was found (crosscheck: the answers agree, or too few to compare and one has a plan)
   1  proven infeasible, or a crosscheck/bench disagreement
-  2  bad input or usage (one line on stderr, naming the file, the key and the fix)
+  2  bad input or usage (one line on stderr, naming the file, the key and the fix), or a
+     method that declines or fails on the instance (DECLINED, ERROR: its reason is printed)
   3  time limit reached without a solution
   4  internal error: a bug in hetopt (one line; the traceback with --debug or HETOPT_DEBUG=1)"""
 
@@ -61,14 +63,16 @@ def _table(rows: list[dict], title: str | None = None) -> Table:
     return table
 
 
+#: The exit code of every status, for ``solve``, ``crosscheck`` and ``plan`` alike: a method
+#: that declines or fails (ERROR, with its reason) is not a proof of infeasibility.
+_STATUS_EXIT = {
+    Status.OPTIMAL: EXIT_OK, Status.FEASIBLE: EXIT_OK, Status.INFEASIBLE: EXIT_INFEASIBLE,
+    Status.TIME_LIMIT: EXIT_TIME_LIMIT, Status.DECLINED: EXIT_USAGE, Status.ERROR: EXIT_USAGE,
+}
+
+
 def _exit_code(result: Result) -> int:
-    if result.status.has_solution:
-        return EXIT_OK
-    if result.status is Status.INFEASIBLE:
-        return EXIT_INFEASIBLE
-    if result.status is Status.TIME_LIMIT:
-        return EXIT_TIME_LIMIT
-    return EXIT_USAGE if result.status is Status.DECLINED else EXIT_INFEASIBLE
+    return _STATUS_EXIT[result.status]
 
 
 #: Command-line flag of each solver-layer option, for messages.
@@ -359,11 +363,7 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
         print(json.dumps(plain(result), indent=2))
     else:
         report.print_plan(result, out)
-    if result.status.has_solution:
-        return EXIT_OK
-    if result.status is Status.TIME_LIMIT:
-        return EXIT_TIME_LIMIT
-    return EXIT_USAGE if result.status in (Status.DECLINED, Status.ERROR) else EXIT_INFEASIBLE
+    return _STATUS_EXIT[result.status]
 
 
 #: ``hetopt generate NAME``: the module whose ``write(folder, ...)`` rewrites the shipped files,
