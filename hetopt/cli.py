@@ -372,7 +372,7 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
 GENERATORS = {
     "allocation": ("hetopt.generate.allocation", "allocation"),
     "pipeline": ("hetopt.generate.pipeline", "pipeline"),
-    "pipeline-synthetic": ("hetopt.pipeline.generate", "pipeline"),
+    "pipeline-synthetic": ("hetopt.pipeline.synthetic", "pipeline"),
     "clusters": ("hetopt.generate.clusters", "clusters"),
 }
 

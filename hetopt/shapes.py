@@ -3,7 +3,7 @@
 A node shape is a machine: which GPU (an entry of ``instances/gpus.toml``), how many, and
 its network card. The per-GPU figures are *read* from the GPU catalog, never typed here, so
 the islands instances, the planner's cluster files (``hetopt generate clusters``) and the
-pipeline generator (:mod:`hetopt.pipeline.generate`) describe the same hardware:
+pipeline generator (:mod:`hetopt.pipeline.synthetic`) describe the same hardware:
 
 * ``tflops``: the catalog's ``training_tflops`` (dense FP16/BF16 tensor rate; for the P40,
   which has no fast FP16, its FP32 rate, the useful one);

@@ -36,7 +36,7 @@ CEPHALO_CAPACITY_GIB = {"a6000": 47.99, "l4": 22.5, "p40": 22.5, "t4": 15.0, "v1
 
 
 @dataclass(frozen=True)
-class Cluster:
+class CephaloCluster:
     """GPU groups (catalog name, Cephalo profile key, count) and the inter-machine network."""
 
     key: str
@@ -47,14 +47,14 @@ class Cluster:
 
 
 CLUSTERS = {
-    "a": Cluster(
+    "a": CephaloCluster(
         "a",
         (("L4", "l4", 2), ("A6000", "a6000", 1), ("P40", "p40", 3), ("P100-PCIe-12GB", "p100", 2)),
         50.0,
         "paper",
         "Cephalo Cluster A: machine 1 = 2xL4, 1xA6000, 1xP40; machine 2 = 2xP40, 2xP100; 50 Gb/s between them",
     ),
-    "b": Cluster(
+    "b": CephaloCluster(
         "b",
         (("V100-SXM2-16GB", "v100x16", 16), ("A10G", "a10g", 16), ("T4", "t4", 32)),
         100.0,
@@ -89,7 +89,7 @@ def group_data(group: GpuGroup) -> dict:
     }
 
 
-def analytic_instance(cluster: Cluster, cfg: ModelConfig, shape: str, batch: int, seq: int, gpus: dict) -> dict:
+def analytic_instance(cluster: CephaloCluster, cfg: ModelConfig, shape: str, batch: int, seq: int, gpus: dict) -> dict:
     """The TOML data of one analytic instance."""
     name = f"cephalo-{cluster.key}-{shape}-b{batch}-analytic"
     inst = analytic_allocation(name, [(gpus[g], count) for g, _, count in cluster.groups], cfg, batch, seq, cluster.network_gbps)
@@ -129,7 +129,7 @@ def _largest(points: list[float], limit_gib: float, upper: int = 1 << 16) -> int
     return m
 
 
-def measured_instance(cluster: Cluster, profiled: str, cfg: ModelConfig, shape: str, batch: int, seq: int, folder: Path) -> dict:
+def measured_instance(cluster: CephaloCluster, profiled: str, cfg: ModelConfig, shape: str, batch: int, seq: int, folder: Path) -> dict:
     """The TOML data of one instance built from Cephalo's measurements."""
     latencies, memory = load_latencies(folder), load_memory(folder)
     keys = [key for _, key, _ in cluster.groups]

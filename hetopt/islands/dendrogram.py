@@ -28,7 +28,7 @@ def _tick(deadline: Deadline | None) -> None:
 
 
 @dataclass(frozen=True)
-class Cluster:
+class DendrogramCluster:
     """One dendrogram node.
 
     ``members`` are node indices (sorted); ``children`` are cluster ids (empty for a leaf);
@@ -44,7 +44,7 @@ class Cluster:
 class Dendrogram:
     """Clusters with children before parents; ``root`` is the last id; leaf i is cluster i."""
 
-    clusters: tuple[Cluster, ...]
+    clusters: tuple[DendrogramCluster, ...]
 
     @property
     def root(self) -> int:
@@ -96,7 +96,7 @@ def build(e: np.ndarray, deadline: Deadline | None = None) -> Dendrogram:
     [((0, 1), 4.0), ((0, 1, 2), 1.0)]
     """
     n = e.shape[0]
-    clusters = [Cluster((i,), (), np.inf) for i in range(n)]
+    clusters = [DendrogramCluster((i,), (), np.inf) for i in range(n)]
     if n == 1:
         return Dendrogram(tuple(clusters))
     edges = sorted(_widest_spanning_tree(e, deadline), key=lambda ij: -e[ij[0], ij[1]])
@@ -124,7 +124,7 @@ def build(e: np.ndarray, deadline: Deadline | None = None) -> Dendrogram:
             merged[ra] = ids
         for root, ids in merged.items():
             members = tuple(sorted(m for c in ids for m in clusters[c].members))
-            clusters.append(Cluster(members, tuple(sorted(ids)), float(level)))
+            clusters.append(DendrogramCluster(members, tuple(sorted(ids)), float(level)))
             cluster_of[find(root)] = len(clusters) - 1
         start = stop
     return Dendrogram(tuple(clusters))

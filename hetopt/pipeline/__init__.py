@@ -19,7 +19,7 @@ from hetopt.pipeline.milp import solve_milp
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.problem import (
     Block,
-    Island,
+    PipelineIsland,
     PipelineInstance,
     PipelineOption,
     PipelineSolution,
@@ -71,7 +71,7 @@ __all__ = [
     "MAX_PLANS",
     "METHODS",
     "Block",
-    "Island",
+    "PipelineIsland",
     "PipelineInstance",
     "PipelineOption",
     "PipelineSolution",

@@ -13,9 +13,9 @@ def blocks_from_choices(instance: PipelineInstance, options: Sequence[int]) -> t
 
     Examples
     --------
-    >>> from hetopt.pipeline.problem import GIB, Island, PipelineOption, StagePlan
+    >>> from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineOption, StagePlan
     >>> st = StagePlan(1, 0.1, 0.2, GIB, GIB)
-    >>> inst = PipelineInstance("x", 3, 2, (Island("a", 1, 8 * GIB), Island("b", 2, 8 * GIB)),
+    >>> inst = PipelineInstance("x", 3, 2, (PipelineIsland("a", 1, 8 * GIB), PipelineIsland("b", 2, 8 * GIB)),
     ...     (PipelineOption(0, 1, (st,)), PipelineOption(1, 2, (st, st))), ((0.0, 0.0), (0.0, 0.0)))
     >>> blocks_from_choices(inst, [1, 0])
     (Block(island=1, option=1, first_layer=0, layers=2), Block(island=0, option=0, first_layer=2, layers=1))

@@ -195,7 +195,7 @@ class PipelineOption:
 
 
 @dataclass(frozen=True)
-class Island:
+class PipelineIsland:
     """Homogeneous GPUs: ``gpus`` of them with ``memory_bytes`` each."""
 
     name: str
@@ -214,7 +214,7 @@ class PipelineInstance:
     name: str
     layers: int
     microbatches: int
-    islands: tuple[Island, ...]
+    islands: tuple[PipelineIsland, ...]
     options: tuple[PipelineOption, ...]
     link_s: tuple[tuple[float, ...], ...]
     memory_fraction: float = 1.0
@@ -246,7 +246,7 @@ class PipelineInstance:
 
         Examples
         --------
-        >>> inst = PipelineInstance("x", 1, 8, (Island("a", 1, 10 * GIB),), (), ((0.0,),))
+        >>> inst = PipelineInstance("x", 1, 8, (PipelineIsland("a", 1, 10 * GIB),), (), ((0.0,),))
         >>> inst.max_in_flight(0, StagePlan(1, 1.0, 1.0, 4 * GIB, 2 * GIB))
         3
         """
@@ -313,8 +313,8 @@ def _validate(inst: PipelineInstance) -> None:
         raise InputError(f"island: give between 1 and {MAX_ISLANDS} islands (got {len(inst.islands)})")
     names: dict[str, int] = {}
     for i, isl in enumerate(inst.islands):
-        if not isinstance(isl, Island):
-            raise InputError(f"island[{i}]: must be an Island (got {type(isl).__name__})")
+        if not isinstance(isl, PipelineIsland):
+            raise InputError(f"island[{i}]: must be an PipelineIsland (got {type(isl).__name__})")
         if not isinstance(isl.name, str) or not isl.name:
             raise InputError(f"island[{i}].name: must be a non-empty string (got {isl.name!r})")
         if isl.name in names:
@@ -559,7 +559,7 @@ def evaluate(instance: PipelineInstance, solution: PipelineSolution) -> Evaluati
     Examples
     --------
     >>> st = StagePlan(2, 0.01, 0.02, GIB, GIB, 1)
-    >>> inst = PipelineInstance("x", 2, 4, (Island("a", 1, 8 * GIB),), (PipelineOption(0, 2, (st,)),), ((0.0,),))
+    >>> inst = PipelineInstance("x", 2, 4, (PipelineIsland("a", 1, 8 * GIB),), (PipelineOption(0, 2, (st,)),), ((0.0,),))
     >>> ev = evaluate(inst, PipelineSolution((Block(0, 0, 0, 2),)))
     >>> ev.feasible, round(ev.objective, 6)
     (True, 0.12)

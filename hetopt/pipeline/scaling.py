@@ -13,7 +13,7 @@ import argparse
 from dataclasses import replace
 
 from hetopt.pipeline.dp import solve_dp
-from hetopt.pipeline.generate import MICROBATCH_SIZE, Model, Workload, build_instance, synthetic_islands
+from hetopt.pipeline.synthetic import MICROBATCH_SIZE, Model, Workload, build_instance, synthetic_islands
 from hetopt.pipeline.problem import PipelineInstance
 
 #: Island counts and layer counts of the README table.

@@ -21,7 +21,7 @@ from typing import Protocol, runtime_checkable
 
 from hetopt.hardware import GpuType
 from hetopt.pipeline.problem import MEMORY_RTOL, PipelineOption, StagePlan, most_in_flight
-from hetopt.pipeline.problem import Island as PipelineIsland
+from hetopt.pipeline.problem import PipelineIsland
 from hetopt.workload import ModelConfig
 
 #: Hex digits of the SHA-256 kept as a signature: 64 bits, no collision among the few

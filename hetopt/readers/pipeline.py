@@ -19,7 +19,7 @@ from hetopt.pipeline.problem import (  # noqa: F401  (the limits are re-exported
     MAX_OPTIONS,
     MAX_STAGES,
     ROLES,  # noqa: F401
-    Island,
+    PipelineIsland,
     PipelineInstance,
     PipelineOption,
     StagePlan,
@@ -37,7 +37,7 @@ OPTION_KEYS = ("island", "layers", "role", "stage", "layout", "note")
 STAGE_KEYS = ("layers", "forward_s", "backward_s", "static_gib", "activation_gib", "gpus", "layout")
 
 
-def _islands(top: Fields) -> tuple[tuple[Island, ...], dict[str, int]]:
+def _islands(top: Fields) -> tuple[tuple[PipelineIsland, ...], dict[str, int]]:
     islands, index = [], {}
     for f in top.tables("island", required=True, max_len=MAX_ISLANDS):
         f.reject_unknown(ISLAND_KEYS)
@@ -45,7 +45,7 @@ def _islands(top: Fields) -> tuple[tuple[Island, ...], dict[str, int]]:
         if name in index:  # names resolve the references below, so this is checked before the instance
             raise f.error("name", f"island {name!r} is defined twice (island[{index[name]}] has the same name)")
         index[name] = len(islands)
-        islands.append(Island(name, f.integer("gpus"), f.number("memory_gib") * GIB))
+        islands.append(PipelineIsland(name, f.integer("gpus"), f.number("memory_gib") * GIB))
     return tuple(islands), index
 
 
@@ -56,7 +56,7 @@ def _island_ref(f: Fields, key: str, index: dict[str, int]) -> int:
     return index[name]
 
 
-def _links(top: Fields, islands: tuple[Island, ...], index: dict[str, int]) -> tuple[tuple[float, ...], ...]:
+def _links(top: Fields, islands: tuple[PipelineIsland, ...], index: dict[str, int]) -> tuple[tuple[float, ...], ...]:
     default = _time(top, "default_link_s", 0.0)
     n = len(islands)
     link = [[0.0 if a == b else default for b in range(n)] for a in range(n)]

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from hetopt import catalog
-from hetopt.pipeline.problem import GIB, Island, PipelineInstance, PipelineOption, StagePlan
+from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineInstance, PipelineOption, StagePlan
 
 INSTANCES = catalog.instances_dir() / "pipeline"
 
@@ -27,10 +27,10 @@ def random_instance(seed: int, *, max_islands: int = 4, max_layers: int = 6) -> 
     islands, specs = [], []
     for i in range(n):
         if i > 0 and rng.random() < 0.3:  # a copy of the previous island: exercises the kind reduction
-            islands.append(Island(f"i{i}", islands[-1].gpus, islands[-1].memory_bytes))
+            islands.append(PipelineIsland(f"i{i}", islands[-1].gpus, islands[-1].memory_bytes))
             specs.append(specs[-1])
             continue
-        islands.append(Island(f"i{i}", int(rng.integers(1, 5)), float(rng.uniform(4, 12)) * GIB))
+        islands.append(PipelineIsland(f"i{i}", int(rng.integers(1, 5)), float(rng.uniform(4, 12)) * GIB))
         specs.append((float(rng.uniform(0.5, 2.0)), float(rng.uniform(0.5, 2.0)) * GIB, float(rng.uniform(0.2, 1.5)) * GIB))
     options = []
     for i, (speed, static, act) in enumerate(specs):

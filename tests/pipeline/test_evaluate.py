@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from hetopt.pipeline.problem import GIB, Block, Island, PipelineInstance, PipelineOption, PipelineSolution, StagePlan, evaluate
+from hetopt.pipeline.problem import GIB, Block, PipelineIsland, PipelineInstance, PipelineOption, PipelineSolution, StagePlan, evaluate
 
 
 def _stage(ell=1, t=0.01, static=1.0, act=1.0):
@@ -14,7 +14,7 @@ def _stage(ell=1, t=0.01, static=1.0, act=1.0):
 def instance(**kw) -> PipelineInstance:
     """Three islands; options: 0 a(2 layers, any), 1 b(1, any), 2 c(1, any), 3 b(1, first),
     4 c(1, last), 5 a(2 layers, 2 stages, any, memory-hungry), 6 b(1, middle), 7 c(1, whole)."""
-    islands = (Island("a", 2, 10 * GIB), Island("b", 1, 10 * GIB), Island("c", 1, 10 * GIB))
+    islands = (PipelineIsland("a", 2, 10 * GIB), PipelineIsland("b", 1, 10 * GIB), PipelineIsland("c", 1, 10 * GIB))
     options = (
         PipelineOption(0, 2, (_stage(2),)),
         PipelineOption(1, 1, (_stage(),)),

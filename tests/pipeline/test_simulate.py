@@ -140,11 +140,11 @@ def test_a_simulation_too_large_declines_with_its_limit():
 def test_1024_stages_and_65536_microbatches_solve_without_memory_error():
     """Issue 9: the simulator raised MemoryError on this pipeline, which the reader accepts and dp solves."""
     import hetopt
-    from hetopt.pipeline.problem import GIB, Island, PipelineInstance, PipelineOption, StagePlan
+    from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineInstance, PipelineOption, StagePlan
     from hetopt.result import Status
 
     stage = StagePlan(1, 0.001, 0.002, 0.0, 0.0)
-    inst = PipelineInstance("deep", 1024, 65_536, (Island("a", 1024, 80 * GIB),),
+    inst = PipelineInstance("deep", 1024, 65_536, (PipelineIsland("a", 1024, 80 * GIB),),
                             (PipelineOption(0, 1024, (stage,) * 1024),), ((0.0,),))
     r = hetopt.solve(inst, "dp")
     assert r.status is Status.OPTIMAL

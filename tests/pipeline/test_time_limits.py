@@ -72,10 +72,10 @@ def test_infeasible_instance_wall_time_is_the_call(method):
 
 def test_dp_declines_64_distinct_islands_at_once():
     """2^64 usage states: dp used to list them all before its size check (it never returned)."""
-    from hetopt.pipeline.problem import GIB, Island, PipelineInstance, PipelineOption, StagePlan
+    from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineInstance, PipelineOption, StagePlan
 
     n = 64
-    islands = tuple(Island(f"i{k}", 1, (8 + k) * GIB) for k in range(n))
+    islands = tuple(PipelineIsland(f"i{k}", 1, (8 + k) * GIB) for k in range(n))
     options = tuple(PipelineOption(k, 1, (StagePlan(1, 0.01 * (1 + k), 0.02, GIB, 0.1 * GIB),)) for k in range(n))
     inst = PipelineInstance("wide", n, 8, islands, options, tuple(tuple(0.0 for _ in range(n)) for _ in range(n)))
     start = time.perf_counter()

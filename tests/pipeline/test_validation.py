@@ -22,7 +22,7 @@ from hetopt.pipeline.problem import (
     MAX_TIME_RATIO,
     MAX_TIME_S,
     MIN_TIME_S,
-    Island,
+    PipelineIsland,
     PipelineInstance,
     PipelineOption,
     StagePlan,
@@ -151,7 +151,7 @@ def test_the_largest_accepted_times_solve_or_decline(method):
     big = StagePlan(1, MAX_TIME_S / 2, MAX_TIME_S / 2, GIB, 0.0)
     small = StagePlan(1, MAX_TIME_S / 4, MAX_TIME_S / 4, GIB, 0.0)
     inst = PipelineInstance(
-        "huge", 2, 65_536, (Island("a", 1, 8 * GIB), Island("b", 1, 8 * GIB)),
+        "huge", 2, 65_536, (PipelineIsland("a", 1, 8 * GIB), PipelineIsland("b", 1, 8 * GIB)),
         (PipelineOption(0, 1, (big,)), PipelineOption(1, 1, (small,)), PipelineOption(1, 2, (dataclasses.replace(small, layers=2),))),
         ((0.0, MAX_TIME_S), (MAX_TIME_S, 0.0)),
     )

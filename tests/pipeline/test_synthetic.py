@@ -12,8 +12,8 @@ from hetopt.cli import main
 from hetopt.hardware import load_gpus
 from hetopt import shapes as machines
 from hetopt.shapes import Shape
-from hetopt.pipeline.generate import (
-    ELEMENT_BYTES, TINY, IslandSpec, Workload, build_instance, island_options, shipped_instances, synthetic_islands, to_toml,
+from hetopt.pipeline.synthetic import (
+    ELEMENT_BYTES, TINY, NodeIsland, Workload, build_instance, island_options, shipped_instances, synthetic_islands, to_toml,
 )
 from hetopt.pipeline.problem import GIB
 
@@ -40,7 +40,7 @@ def test_compute_time_is_peak_times_the_catalogs_efficiency(efficiency):
     P and e the catalog's (changed here to show the generator reads them, not a table of its own)."""
     gpus = load_gpus()
     t4 = gpus["T4"] if efficiency is None else dataclasses.replace(gpus["T4"], efficiency=efficiency)
-    one = IslandSpec("t4-1", Shape.from_catalog("T4", "T4", 1, 32.0, "test", catalog=gpus), 1)
+    one = NodeIsland("t4-1", Shape.from_catalog("T4", "T4", 1, 32.0, "test", catalog=gpus), 1)
     work = Workload(TINY, microbatch_size=4, microbatches=8)
     options = island_options(one, 0, work, roles=False, gpu=t4)
     assert {o.layers for o in options} == set(range(1, TINY.layers + 1))
@@ -74,4 +74,4 @@ def test_links_cross_the_slower_nic_of_the_catalog_shapes():
 def test_an_island_needs_a_shape_read_from_the_catalog():
     by_hand = Shape("X", 4, 1.0, 1.0, 1.0, 1.0, "typed by hand")
     with pytest.raises(ValueError, match="names no GPU catalog entry"):
-        IslandSpec("x", by_hand, 1)
+        NodeIsland("x", by_hand, 1)

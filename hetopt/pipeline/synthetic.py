@@ -1,6 +1,6 @@
 """A documented synthetic generator of pipeline options, and the shipped instances it writes.
 
-``hetopt generate pipeline-synthetic`` (or ``python -m hetopt.pipeline.generate [FOLDER]``)
+``hetopt generate pipeline-synthetic`` (or ``python -m hetopt.pipeline.synthetic [FOLDER]``)
 rewrites the generated instances of ``instances/pipeline/`` (``tangram-*``, ``scale-*``,
 ``tiny-t4-v100``, ``infeasible-*``; not the planner's ``planner-*`` files).
 
@@ -57,7 +57,7 @@ from hetopt.hardware import GpuType, gpu, load_gpus
 # importing it does not couple the families' solvers: the pipeline solvers never see it.
 from hetopt import shapes as machines
 from hetopt.shapes import Shape
-from hetopt.pipeline.problem import GIB, Island, PipelineInstance, PipelineOption, StagePlan
+from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineInstance, PipelineOption, StagePlan
 
 #: Bytes of training state per parameter: mixed-precision Adam (2 weights + 2 gradients +
 #: 12 fp32 master/momentum/variance; ZeRO paper), no optimizer sharding.
@@ -75,7 +75,7 @@ ROLE_VARIANTS = ("first", "middle", "last")
 
 
 @dataclass(frozen=True)
-class IslandSpec:
+class NodeIsland:
     """An island: ``nodes`` nodes of one node shape of :mod:`hetopt.shapes`.
 
     The shape must name its GPU catalog entry (``Shape.catalog_gpu``): the GPU's peak,
@@ -145,24 +145,24 @@ class Model:
 
 
 # Islands of Tangram's clusters (Azure VMs; shapes and sources in hetopt/shapes.py).
-def t4_nodes(nodes: int) -> IslandSpec:
+def t4_nodes(nodes: int) -> NodeIsland:
     """NC64as_T4_v3 nodes: 4×T4, PCIe 3.0, 32 Gb/s Ethernet."""
-    return IslandSpec("t4", machines.NC64AS_T4_V3, nodes)
+    return NodeIsland("t4", machines.NC64AS_T4_V3, nodes)
 
 
-def v100_16_nodes(nodes: int) -> IslandSpec:
+def v100_16_nodes(nodes: int) -> NodeIsland:
     """NC24s_v3 nodes: 4×V100-16GB PCIe, PCIe 3.0, ⚠ 24 Gb/s Ethernet (an assumption, see the catalog)."""
-    return IslandSpec("v100-16", machines.NC24S_V3, nodes)
+    return NodeIsland("v100-16", machines.NC24S_V3, nodes)
 
 
-def v100_32_node() -> IslandSpec:
+def v100_32_node() -> NodeIsland:
     """One ND40rs_v2: 8×V100-32GB SXM2, NVLink2, 100 Gb/s EDR InfiniBand."""
-    return IslandSpec("v100-32", machines.ND40RS_V2, 1)
+    return NodeIsland("v100-32", machines.ND40RS_V2, 1)
 
 
-def a100_80_node() -> IslandSpec:
+def a100_80_node() -> NodeIsland:
     """One NC96ads_A100_v4: 4×A100-80GB PCIe, PCIe 4.0, 80 Gb/s Ethernet."""
-    return IslandSpec("a100-80", machines.NC96ADS_A100_V4, 1)
+    return NodeIsland("a100-80", machines.NC96ADS_A100_V4, 1)
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ def _split(k: int, p: int) -> list[int]:
     return [k // p + (1 if q >= p - k % p else 0) for q in range(p)]
 
 
-def _stage(spec: IslandSpec, gpu: GpuType, work: Workload, ell: int, tp: int, dp: int, recompute: bool, head: bool,
+def _stage(spec: NodeIsland, gpu: GpuType, work: Workload, ell: int, tp: int, dp: int, recompute: bool, head: bool,
            embed: bool) -> StagePlan:
     mdl = work.model
     rate = gpu.training_flops * gpu.efficiency  # FLOP/s one GPU sustains on a whole layer (P·e)
@@ -205,7 +205,7 @@ def _stage(spec: IslandSpec, gpu: GpuType, work: Workload, ell: int, tp: int, dp
     return StagePlan(ell, forward, backward, static, activation, tp * dp)
 
 
-def _layouts(spec: IslandSpec, work: Workload, k: int):
+def _layouts(spec: NodeIsland, work: Workload, k: int):
     """(p, t, d, recompute) layouts: d the widest data parallelism that divides the micro-batch
     and fits the island (an option may leave GPUs of its island idle, e.g. 8 of 12)."""
     for p in INNER_STAGES:
@@ -219,7 +219,7 @@ def _layouts(spec: IslandSpec, work: Workload, k: int):
                 yield p, tp, dp, recompute
 
 
-def island_options(spec: IslandSpec, island: int, work: Workload, *, roles: bool, gpu: GpuType) -> list[PipelineOption]:
+def island_options(spec: NodeIsland, island: int, work: Workload, *, roles: bool, gpu: GpuType) -> list[PipelineOption]:
     """The options of one island: every slice length, role and layout no other layout beats.
 
     A layout is dropped when another with the same slice, role and number of inner stages
@@ -228,7 +228,7 @@ def island_options(spec: IslandSpec, island: int, work: Workload, *, roles: bool
 
     Parameters
     ----------
-    spec : IslandSpec
+    spec : NodeIsland
         The island's node shape and node count.
     island : int
         The island's index in the instance (the options' ``island``).
@@ -253,7 +253,7 @@ def island_options(spec: IslandSpec, island: int, work: Workload, *, roles: bool
     True
     """
     L, M = work.model.layers, work.microbatches
-    probe = PipelineInstance("probe", L, M, (Island(spec.name, spec.gpus, gpu.memory_bytes),), (), ((0.0,),))
+    probe = PipelineInstance("probe", L, M, (PipelineIsland(spec.name, spec.gpus, gpu.memory_bytes),), (), ((0.0,),))
     kept: list[PipelineOption] = []
     for k in range(1, L + 1):
         variants = (("whole",) if k == L else ()) + (ROLE_VARIANTS if roles else ())
@@ -287,7 +287,7 @@ def island_options(spec: IslandSpec, island: int, work: Workload, *, roles: bool
     return kept
 
 
-def synthetic_islands() -> list[IslandSpec]:
+def synthetic_islands() -> list[NodeIsland]:
     """One node of each of 8 GPU types, as node shapes of :mod:`hetopt.shapes`.
 
     The 4×L4 and 4×A6000 nodes are assumed shapes (⚠ see the catalog: PCIe 4.0, 50 Gb/s).
@@ -302,15 +302,15 @@ def synthetic_islands() -> list[IslandSpec]:
         v100_16_nodes(1),
         v100_32_node(),
         a100_80_node(),
-        IslandSpec("a100-40", machines.A100_40_NODE, 1),  # ND96asr_v4-like: NVLink3, 8×200 Gb/s HDR
-        IslandSpec("h100", machines.H100_NODE, 1),  # ND96isr_H100_v5-like: NVLink4, 8×400 Gb/s NDR
-        IslandSpec("l4", machines.L4_QUAD, 1),
-        IslandSpec("a6000", machines.A6000_QUAD, 1),
+        NodeIsland("a100-40", machines.A100_40_NODE, 1),  # ND96asr_v4-like: NVLink3, 8×200 Gb/s HDR
+        NodeIsland("h100", machines.H100_NODE, 1),  # ND96isr_H100_v5-like: NVLink4, 8×400 Gb/s NDR
+        NodeIsland("l4", machines.L4_QUAD, 1),
+        NodeIsland("a6000", machines.A6000_QUAD, 1),
     ]
 
 
 def build_instance(
-    name: str, work: Workload, specs: list[IslandSpec], *, roles: bool = True, description: str = "",
+    name: str, work: Workload, specs: list[NodeIsland], *, roles: bool = True, description: str = "",
     catalog: Mapping[str, GpuType] | None = None,
 ) -> PipelineInstance:
     """An instance from island specs: options from :func:`island_options`, links from the networks.
@@ -321,7 +321,7 @@ def build_instance(
         The instance's name and one-line description.
     work : Workload
         Model, micro-batch size m and micro-batches M.
-    specs : list[IslandSpec]
+    specs : list[NodeIsland]
         The islands, in file order.
     roles : bool
         Whether options carry first/middle/last/whole roles (embedding and head placed).
@@ -348,7 +348,7 @@ def build_instance(
     catalog = load_gpus() if catalog is None else catalog
     mdl = work.model
     gpus = [gpu(catalog, sp.gpu, where=f"island {sp.name!r}") for sp in specs]
-    islands = tuple(Island(sp.name, sp.gpus, g.memory_bytes) for sp, g in zip(specs, gpus))
+    islands = tuple(PipelineIsland(sp.name, sp.gpus, g.memory_bytes) for sp, g in zip(specs, gpus))
     options = []
     for i, (sp, g) in enumerate(zip(specs, gpus)):
         options += island_options(sp, i, work, roles=roles, gpu=g)
@@ -434,7 +434,7 @@ def _num(x: float) -> str:
 def to_toml(instance: PipelineInstance) -> str:
     """The instance as a pipeline TOML file (GiB and seconds; floats round-trip exactly)."""
     lines = [
-        "# Written by `hetopt generate pipeline-synthetic` (hetopt/pipeline/generate.py: the model; GPUs from",
+        "# Written by `hetopt generate pipeline-synthetic` (hetopt/pipeline/synthetic.py: the model; GPUs from",
         "# instances/gpus.toml, node shapes from hetopt/shapes.py); do not edit by hand.",
         'problem = "pipeline"',
         f'name = "{instance.name}"',
@@ -490,8 +490,8 @@ def write(folder: str | Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m hetopt.pipeline.generate [FOLDER]``: regenerate the shipped instances (as ``hetopt generate pipeline-synthetic``)."""
-    parser = argparse.ArgumentParser(prog="python -m hetopt.pipeline.generate", description=__doc__.splitlines()[0])
+    """``python -m hetopt.pipeline.synthetic [FOLDER]``: regenerate the shipped instances (as ``hetopt generate pipeline-synthetic``)."""
+    parser = argparse.ArgumentParser(prog="python -m hetopt.pipeline.synthetic", description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default="instances/pipeline")
     args = parser.parse_args(argv)
     for path in write(args.folder):
