@@ -96,3 +96,12 @@ def test_a_window_beyond_the_limit_is_declined_with_the_limit():
         assert f"exceeds dp's limit of {MAX_WINDOW}" in r.reason
     else:  # the search found a plan below the too-wide windows: it must be the optimum
         assert r.objective == solve_dp(instance).objective
+
+
+def test_crosscheck_leaves_out_the_models_at_huge_batches():
+    from hetopt.allocation import crosscheck_methods
+
+    small = hetopt.load(CLUSTER_B)
+    assert crosscheck_methods(small)[:3] == ["dp", "milp", "cpsat"]
+    huge = dataclasses.replace(small, global_batch=65536)
+    assert crosscheck_methods(huge) == ["dp"]
