@@ -395,7 +395,7 @@ def solve_dp(
         DECLINED when a decision would need a window longer than ``MAX_WINDOW`` before any
         plan was found (the reason gives the window and the limit). ``stats``:
         ``thresholds`` (DP decisions), ``joins`` (min-plus joins), ``window`` (the longest
-        window used, samples).
+        window a decision needed, samples, including one found too wide).
 
     Examples
     --------
