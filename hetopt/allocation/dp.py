@@ -35,6 +35,10 @@ INF = np.inf
 #: about a second), and a decision a few dozen joins. Every instance with B ≤ MAX_WINDOW
 #: fits (the window is at most B); larger ones fit when the deficit near T* does.
 MAX_WINDOW = 1 << 14
+#: Most (group, micro-batch size) pairs, Σ_g u_g, dp keeps as ranges: about ten float64 and
+#: int64 arrays of this length (~700 MB). Reached only with tiny activations per sample
+#: (u_g near B) on many groups; above it dp declines.
+MAX_RANGE_ENTRIES = 1 << 23
 #: Elements of one block of a min-plus join (32 MiB of float64): bounds its memory.
 JOIN_BLOCK = 1 << 22
 #: Split cells (int32) one decision may keep to rebuild the plan: 1 GiB.
@@ -155,8 +159,8 @@ class _Ranges:
 class _Node:
     """Some GPUs taken together: h[v] = least Σ m over their plans of window offset v.
 
-    ``lo..hi`` is the finite range of h. A leaf is one GPU of ``group`` (its batch at offset
-    v is ``base + sign·v``); an inner node joins ``left`` and ``right`` and ``split[v]`` is
+    ``lo..hi`` is the finite range of h. A leaf is one GPU of ``group``: its batch at offset
+    v is ``base − v`` on the deficit window (``backward``), else ``base + v``; an inner node joins ``left`` and ``right`` and ``split[v]`` is
     the offset the optimum gives ``left``. ``h`` is dropped once no join needs it.
     """
 
@@ -165,6 +169,7 @@ class _Node:
     hi: int
     group: int = -1
     base: int = 0
+    backward: bool = False
     left: _Node | None = None
     right: _Node | None = None
     split: np.ndarray | None = None
@@ -273,9 +278,9 @@ class _Decision:
             raise _TooWide(target, MAX_WINDOW, "the DP window (samples)")
         length = target + 1
         joins_bound = int(sum(2 * int(c).bit_length() for c in n)) + groups
-        keep = joins_bound * length <= self.keep_limit
-        if not keep:
+        if joins_bound * length > self.keep_limit:
             raise _TooWide(joins_bound * length, self.keep_limit, "the plan's split table (cells)")
+        keep = True  # the splits of every decision are kept: the feasible one is the plan
         pool: _Node | None = None
         for g in range(groups):
             leaf = self._leaf(g, counts, int(bottom[g]), int(top[g]), backward, target)
@@ -313,8 +318,7 @@ class _Decision:
         w[offsets] = mm[first]
         finite = offsets
         lo, hi = (int(finite[0]), int(finite[-1])) if finite.size else (1, 0)
-        base = top if backward else bottom
-        return _Node(w, lo, hi, group=g, base=base if not backward else -base)
+        return _Node(w, lo, hi, group=g, base=top if backward else bottom, backward=backward)
 
 
 def _release(node: _Node | None) -> None:
@@ -334,8 +338,7 @@ def _batches(node: _Node, total: int, out: list[tuple[int, int]]) -> None:
     while stack:
         x, v = stack.pop()
         if x.left is None:
-            # base > 0: forward window, batch = base + v; base ≤ 0: deficit window, batch = −base − v
-            out.append((x.group, x.base + v if x.base > 0 else -x.base - v))
+            out.append((x.group, x.base - v if x.backward else x.base + v))
             continue
         if x.split is None or x.right is None or x.split[v] < 0:
             raise SolverBug("allocation/dp: the plan's splits do not reach a leaf")
@@ -392,7 +395,7 @@ def solve_dp(
         DECLINED when a decision would need a window longer than ``MAX_WINDOW`` before any
         plan was found (the reason gives the window and the limit). ``stats``:
         ``thresholds`` (DP decisions), ``joins`` (min-plus joins), ``window`` (the longest
-        window used, samples).
+        window a decision needed, samples, including one found too wide).
 
     Examples
     --------
@@ -407,6 +410,13 @@ def solve_dp(
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="allocation", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    entries = sum(max(0, u) for u in instance.max_microbatch_per_group)
+    if entries > MAX_RANGE_ENTRIES:
+        return no_solution(
+            problem="allocation", method="dp", status=Status.DECLINED, deadline=deadline,
+            reason=f"{entries} (group, micro-batch size) pairs exceed dp's limit of {MAX_RANGE_ENTRIES} "
+            f"(tiny activations per sample let micro-batches reach the global batch {instance.global_batch})",
+        )
     ranges = _Ranges(instance)
     budget = instance.microbatch_budget
     big_b = instance.global_batch

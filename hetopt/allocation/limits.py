@@ -178,8 +178,15 @@ def validate_instance(instance: AllocationInstance) -> None:
     if not isinstance(instance.groups, tuple) or not instance.groups:
         raise _fail("gpu", "missing: give at least one [[gpu]] table (a tuple of GpuGroup in code)")
     total = 0
+    from hetopt.allocation.problem import GpuGroup, Latency
+
     for g, grp in enumerate(instance.groups):
         key = f"gpu[{g}]"
+        if not isinstance(grp, GpuGroup):
+            raise _fail(key, f"must be a GpuGroup (got {type(grp).__name__})")
+        for which in ("forward", "backward"):
+            if not isinstance(getattr(grp, which), Latency):
+                raise _fail(f"{key}.{which}_s", f"must be a Latency (got {type(getattr(grp, which)).__name__})")
         if not isinstance(grp.type, str) or not grp.type:
             raise _fail(f"{key}.type", f"must be a non-empty string (got {grp.type!r})")
         total += _integer(f"{key}.count", grp.count, 1, MAX_GPUS)

@@ -157,9 +157,11 @@ class AllocationInstance:
     problem = "allocation"
 
     def __post_init__(self) -> None:
-        from hetopt.allocation.limits import (
-            validate_instance,  # limits reads this class's properties
-        )
+        # imported here: limits reads this class's properties
+        from hetopt.allocation.limits import validate_instance
+
+        if isinstance(self.groups, list):  # a list from code becomes the tuple a frozen value needs
+            object.__setattr__(self, "groups", tuple(self.groups))
 
         validate_instance(self)
 

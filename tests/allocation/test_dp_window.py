@@ -96,3 +96,25 @@ def test_a_window_beyond_the_limit_is_declined_with_the_limit():
         assert f"exceeds dp's limit of {MAX_WINDOW}" in r.reason
     else:  # the search found a plan below the too-wide windows: it must be the optimum
         assert r.objective == solve_dp(instance).objective
+
+
+def test_crosscheck_leaves_out_the_models_at_huge_batches():
+    from hetopt.allocation import crosscheck_methods
+
+    small = hetopt.load(CLUSTER_B)
+    assert crosscheck_methods(small)[:3] == ["dp", "milp", "cpsat"]
+    huge = dataclasses.replace(small, global_batch=65536)
+    assert crosscheck_methods(huge) == ["dp"]
+
+
+def test_dp_declines_too_many_microbatch_sizes_with_its_limit():
+    from hetopt.allocation.dp import MAX_RANGE_ENTRIES
+    from hetopt.allocation.problem import AllocationInstance, GpuGroup, Latency
+
+    # one byte of activation per sample: every group may run micro-batches up to B − N + 1
+    f = Latency((), 1e-3, 1e-3)
+    groups = tuple(GpuGroup(f"G{g}", 1, 16 * GIB, GIB, f, f) for g in range(10))
+    instance = AllocationInstance("tiny-activations", 1 << 20, groups, 1.0, GIB)
+    assert sum(instance.max_microbatch_per_group) > MAX_RANGE_ENTRIES
+    r = hetopt.solve(instance, "dp")
+    assert r.status is Status.DECLINED and f"exceed dp's limit of {MAX_RANGE_ENTRIES}" in r.reason

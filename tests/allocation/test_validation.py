@@ -64,6 +64,8 @@ def build(**changes):
         ({"uneven_shard_overhead": 11.0}, "uneven_shard_overhead: must be in [0, 10]"),
         ({"state_bytes": -GIB}, "state_gib: must be in [0,"),
         ({"groups": ()}, "gpu: missing"),
+        ({"groups": ("A100",)}, "gpu[0]: must be a GpuGroup (got str)"),
+        ({"group": {"forward": [0.01, 0.02]}}, "gpu[0].forward_s: must be a Latency (got list)"),
         ({"layers": 0}, "layers: must be between 1 and 100000"),
         ({"max_microbatch": 0}, "max_microbatch: must be >= 1"),
     ],
@@ -76,9 +78,10 @@ def test_the_constructor_rejects_out_of_range_fields(changes, message):
     assert text.startswith(message.split(":")[0] + ":")
 
 
-def test_a_list_table_from_code_is_accepted():
+def test_lists_from_code_are_accepted():
     inst = build(group={"forward": Latency([0.01, 0.018, 0.026])})
     assert inst.groups[0].forward.table == (0.01, 0.018, 0.026)
+    assert isinstance(build(groups=[build().groups[0]]).groups, tuple)
 
 
 @pytest.mark.parametrize(
