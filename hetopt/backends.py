@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,6 +24,10 @@ from hetopt.result import Status
 #: MILP backends by name; "highs" is the default (may change).
 MILP_BACKENDS = ("highs", "cbc")
 DEFAULT_MILP_BACKEND = "highs"
+
+#: Share of its time limit after which a CBC run that reports "infeasible" is taken to have
+#: been stopped by the limit (PuLP cannot tell the two apart): never a false INFEASIBLE.
+CBC_STOPPED_SHARE = 0.9
 
 #: CP-SAT search workers when the caller gives none: one, so that a run is repeatable. With
 #: several workers CP-SAT races a portfolio of searches in threads, and which of several
@@ -141,8 +146,14 @@ def solve_pulp(
     with warnings.catch_warnings():  # PuLP 3.x announces the bundled CBC's removal in 4.0; we pin <4
         warnings.simplefilter("ignore", DeprecationWarning)
         solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=threads, gapRel=0.0, gapAbs=0.0)
+    started = time.perf_counter()
     prob.solve(solver)
-    return _cbc_outcome(prob)
+    outcome = _cbc_outcome(prob)
+    if outcome.status is Status.INFEASIBLE and limit is not None and time.perf_counter() - started >= CBC_STOPPED_SHARE * limit:
+        # CBC stopped by its time limit before any solution reads through PuLP as
+        # "infeasible": an answer that took the whole limit proves nothing
+        return Outcome(Status.TIME_LIMIT, None, None, outcome.stats)
+    return outcome
 
 
 def _highs_outcome(prob: pulp.LpProblem) -> Outcome:
