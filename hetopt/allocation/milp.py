@@ -30,7 +30,7 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import DEFAULT_MILP_BACKEND, Outcome, solve_pulp
+from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.result import Result, Status
 
@@ -132,10 +132,6 @@ def solve_milp(
         if backend_limit <= 0:
             return out_of_time()
     outcome = solve_pulp(prob, backend=backend, time_limit=backend_limit, threads=threads)
-    if outcome.status is Status.INFEASIBLE and backend == "cbc" and time_limit is not None:
-        # CBC stopped by its time limit before it has a solution is read by PuLP as
-        # "infeasible"; a plan exists here (the presolve), so that outcome means the limit
-        outcome = Outcome(Status.TIME_LIMIT, None, None, outcome.stats)
     stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x))
     bound = lower if outcome.bound is None else max(lower, outcome.bound)
 

@@ -41,11 +41,21 @@ def test_cpsat_proving_infeasible_where_a_plan_exists_is_a_solver_bug(monkeypatc
 
 
 def test_cbc_stopped_by_its_limit_is_a_time_limit_not_infeasible(monkeypatch):
-    # PuLP reads CBC stopped before any solution as "infeasible"; a plan exists here
-    from hetopt.allocation import milp
+    # PuLP reads CBC stopped before any solution as "infeasible": backends.solve_pulp turns
+    # an "infeasible" that used the whole limit into TIME_LIMIT, for every family's MILP
+    import time
 
-    monkeypatch.setattr(milp, "solve_pulp", lambda prob, **kw: Outcome(Status.INFEASIBLE, None, None, {"backend": "cbc"}))
-    r = hetopt.solve(hetopt.load(TINY), "milp-cbc", time_limit=30)
+    import pulp
+
+    from hetopt import backends
+
+    def stopped(prob, solver=None, **kw):
+        time.sleep(solver.timeLimit or 0.0)  # as if CBC ran until its limit
+        return pulp.LpStatusInfeasible
+
+    monkeypatch.setattr(pulp.LpProblem, "solve", stopped)
+    monkeypatch.setattr(backends, "_cbc_outcome", lambda prob: Outcome(Status.INFEASIBLE, None, None, {"backend": "cbc"}))
+    r = hetopt.solve(hetopt.load(TINY), "milp-cbc", time_limit=1.5)
     assert r.status is Status.TIME_LIMIT and r.solution is None
     with pytest.raises(SolverBug, match="the MILP reports infeasible"):
         hetopt.solve(hetopt.load(TINY), "milp-cbc")  # without a limit it contradicts the presolve
