@@ -155,7 +155,20 @@ def load_model(path: str | Path) -> ModelConfig:
     InputError
         With the file, the key and the fix.
     """
-    f = Fields(read_toml(path), str(path))
+    return model_from_fields(Fields(read_toml(path), str(path)))
+
+
+def model_from_fields(f: Fields) -> ModelConfig:
+    """A model shape from a table with the keys of ``instances/models/*.toml``.
+
+    The model files and the tables of other files (e.g. ``[models.KEY]`` of a published
+    measurement set) go through this one reader.
+
+    Raises
+    ------
+    InputError
+        With the file, the key path and the fix.
+    """
     f.reject_unknown(
         ("name", "architecture", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "expert_ffn",
          "vocab", "sequence", "experts", "top_k", "moe_every", "tied_embeddings", "source")
@@ -206,6 +219,7 @@ __all__ = [
     "layer_forward_flops",
     "layer_parameters",
     "load_model",
+    "model_from_fields",
     "math",
     "parameters",
     "state_bytes",

@@ -184,7 +184,7 @@ def stage_nodes(island: IslandSpec, tp: int, dp: int, pp: int) -> tuple[tuple[in
 
 
 @dataclass(frozen=True)
-class _Layout:
+class Layout:
     tp: int
     pp: int
     dp: int
@@ -194,7 +194,7 @@ class _Layout:
 
 
 def _stage(
-    sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, q: int, nodes: tuple[tuple[int, int], ...],
+    sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float,
 ) -> StageCost:
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage")."""
@@ -390,7 +390,7 @@ class BuiltinParallelizer:
             memory_bytes=island.memory_bytes,
         )
 
-    def layouts(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int) -> list[_Layout]:
+    def layouts(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int) -> list[Layout]:
         """Every layout enumerated for the slice (before pricing and pruning)."""
         sl = as_slice(slice)
         cfg, k, G = sl.model, sl.layers, island.gpus
@@ -416,11 +416,11 @@ class BuiltinParallelizer:
                     for split in splits:
                         for rc in self.recompute:
                             for z in self.zero_stages if dp > 1 else self.zero_stages[:1]:
-                                out.append(_Layout(tp, pp, dp, split, rc, z))
+                                out.append(Layout(tp, pp, dp, split, rc, z))
         return out
 
     def plan(
-        self, slice: Atom | Slice, island: IslandSpec, layout: _Layout, *, microbatch_size: int, microbatches: int, memory_fraction: float = 1.0
+        self, slice: Atom | Slice, island: IslandSpec, layout: Layout, *, microbatch_size: int, microbatches: int, memory_fraction: float = 1.0
     ) -> PartialPlan:
         """Price one layout (no pruning): its stages' times and memory."""
         sl = as_slice(slice)
@@ -431,7 +431,7 @@ class BuiltinParallelizer:
         return self._cache("prices").setdefault((sl.model, sl.seq, island, m, M, phi), {})
 
     def _price_layout(
-        self, sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, m: int, M: int,
+        self, sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, m: int, M: int,
         prices: dict[tuple, tuple[StageCost, int | None, float]], capacity: float,
     ) -> tuple[tuple[StageCost, ...], list[float], int | None]:
         """The layout's stages (memoized prices), their times and its stages-behind limit."""
@@ -464,7 +464,7 @@ class BuiltinParallelizer:
         return tuple(stages), times, limit_from_fits(fits)
 
     def _partial_plan(
-        self, sl: Slice, island: IslandSpec, lay: _Layout, m: int, M: int, capacity: float,
+        self, sl: Slice, island: IslandSpec, lay: Layout, m: int, M: int, capacity: float,
         stages: tuple[StageCost, ...], limit: int | None,
     ) -> PartialPlan:
         return PartialPlan(
@@ -474,7 +474,7 @@ class BuiltinParallelizer:
             capacity_bytes=capacity, behind=limit,
         )
 
-    def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: _Layout, m: int, M: int, phi: float) -> PartialPlan:
+    def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, m: int, M: int, phi: float) -> PartialPlan:
         capacity = phi * island.memory_bytes
         stages, _, limit = self._price_layout(sl, island, tab, lay, m, M, self._prices(sl, island, m, M, phi), capacity)
         return self._partial_plan(sl, island, lay, m, M, capacity, stages, limit)

@@ -1,0 +1,285 @@
+"""Predicted against published training throughput: ``python -m hetopt.planner.validate``.
+
+A published measurement set (``instances/published/*.toml``; the format is documented at the
+top of ``megatron-sc21.toml`` and in ``docs/formats.md``) names models, homogeneous clusters
+and measured runs, each with the layout its authors ran. For every run this prices the
+published layout with the cost model (``formulations/costmodel.md``) and prints predicted /
+published throughput, per row, per group and overall, with the median and the worst row.
+A ratio above 1 means the model is optimistic.
+
+Nothing here is fitted to the rows: the command only measures how far the cost model is
+from reality.
+
+Examples
+--------
+>>> rows = validate(load_published(), only=["mlm-t1-18.4b"])
+>>> rows[0].measurement.layout.tp, rows[0].priced is not None
+(8, True)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hetopt.catalog import instances_dir
+from hetopt.errors import InputError
+from hetopt.hardware import GIGA, GpuType, load_gpus
+from hetopt.io import read_toml
+from hetopt.planner.builtin import BuiltinParallelizer, Layout, even_split
+from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Slice
+from hetopt.readers.fields import Fields
+from hetopt.workload import ModelConfig, model_from_fields
+
+#: The throughput metrics a measurement may state, and how a predicted iteration time
+#: becomes each (all "higher is better", so predicted / published > 1 is optimistic).
+METRICS = ("tflops_per_gpu", "samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "iteration_time_s")
+#: FLOP-count conventions of ``tflops_per_gpu``: Megatron's eq. 3 (Narayanan et al. SC'21),
+#: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration, which counts the recomputed forward.
+FLOP_CONVENTIONS = ("megatron-eq3",)
+#: Micro-batch sizes (samples per replica) tried when the publication does not state it:
+#: the layout is then priced at its best micro-batch size under the model.
+UNSTATED_MICROBATCHES = (1, 2, 4, 8)
+#: Bits per byte (networks are given in Gb/s, the cost model works in bytes/s).
+BITS_PER_BYTE = 8
+
+
+@dataclass(frozen=True)
+class PublishedLayout:
+    """The layout a publication ran: TP t, PP p, DP d, micro-batch b per replica (0: not stated)."""
+
+    tp: int
+    pp: int
+    dp: int
+    microbatch: int
+    recompute: str
+    zero: int
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One published, measured training run."""
+
+    id: str
+    group: str
+    source: str
+    model: ModelConfig
+    island: IslandSpec
+    global_batch: int
+    seq: int
+    metric: str
+    value: float
+    flops: str
+    best: bool
+    layout: PublishedLayout
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the run's cluster."""
+        return self.island.gpus
+
+
+@dataclass(frozen=True)
+class Row:
+    """A measurement and what the cost model predicts for its published layout."""
+
+    measurement: Measurement
+    priced: PartialPlan | None
+    predicted: float | None  # in the measurement's metric
+    reason: str = ""
+
+    @property
+    def ratio(self) -> float | None:
+        """Predicted / published throughput (> 1: the model is optimistic)."""
+        if self.predicted is None:
+            return None
+        return self.predicted / self.measurement.value
+
+
+def default_published() -> Path:
+    """The Megatron-LM SC'21 calibration set shipped in ``instances/published``."""
+    return instances_dir() / "published" / "megatron-sc21.toml"
+
+
+def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] | None = None) -> tuple[Measurement, ...]:
+    """Read a published measurement set.
+
+    Raises
+    ------
+    InputError
+        With the file, the key path and the fix.
+    """
+    path = Path(path) if path is not None else default_published()
+    source = str(path)
+    top = Fields(read_toml(path), source)
+    top.reject_unknown(("models", "clusters", "measurement"))
+    catalog = load_gpus() if catalog is None else catalog
+    models: dict[str, ModelConfig] = {}
+    for key, table in top.table("models", required=True).data.items():
+        f = top.table("models").table(key, required=True)
+        if "catalog" in table:
+            raise f.error("catalog", "not supported here: give the model's shape keys")
+        models[key] = model_from_fields(f)
+    islands: dict[str, IslandSpec] = {}
+    clusters = top.table("clusters", required=True)
+    for key in clusters.data:
+        c = clusters.table(key, required=True)
+        c.reject_unknown(("gpu", "nodes", "gpus_per_node", "inter_gbps", "note"))
+        gpu_name = c.string("gpu")
+        if gpu_name not in catalog:
+            raise c.error("gpu", f"unknown GPU type {gpu_name!r} (known: {', '.join(sorted(catalog))})")
+        islands[key] = IslandSpec(
+            key, catalog[gpu_name], nodes=c.integer("nodes", minimum=1, maximum=100_000),
+            gpus_per_node=c.integer("gpus_per_node", minimum=1, maximum=64),
+            inter_bandwidth=c.number("inter_gbps", positive=True) * GIGA / BITS_PER_BYTE,
+        )
+    out = []
+    for m in top.tables("measurement", required=True):
+        m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best", "layout"))
+        model, cluster = m.string("model"), m.string("cluster")
+        if model not in models:
+            raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
+        if cluster not in islands:
+            raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
+        lay = m.table("layout", required=True)
+        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero"))
+        layout = PublishedLayout(
+            tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
+            microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
+            zero=lay.integer("zero", 0, minimum=0, maximum=3),
+        )
+        isl = islands[cluster]
+        if layout.tp * layout.pp * layout.dp != isl.gpus:
+            raise lay.error(None, f"tp·pp·dp = {layout.tp * layout.pp * layout.dp} but cluster {cluster!r} has {isl.gpus} GPUs")
+        metric = m.string("metric", choices=METRICS)
+        out.append(Measurement(
+            id=m.string("id"), group=m.string("group", "ungrouped"), source=m.string("source", ""),
+            model=models[model], island=isl, global_batch=m.integer("global_batch", minimum=1),
+            seq=m.integer("seq", models[model].sequence, minimum=1), metric=metric, value=m.number("value", positive=True),
+            flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=bool(m.data.get("best", True)),
+            layout=layout,
+        ))
+    return tuple(out)
+
+
+def publisher_flops(m: Measurement) -> float:
+    """FLOPs of one iteration as the publication counts them (``m.flops``).
+
+    Examples
+    --------
+    >>> m = validate(load_published(), only=["mlm-t1-1.7b"])[0].measurement
+    >>> round(publisher_flops(m) / 1e15)
+    10802
+    """
+    cfg, B, s = m.model, m.global_batch, m.seq
+    l, h, V = cfg.layers, cfg.hidden, cfg.vocab
+    return 96.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+
+
+def throughput(m: Measurement, iteration_time_s: float) -> float:
+    """The measurement's metric for a run of ``iteration_time_s`` per iteration."""
+    B, s, G, T = m.global_batch, m.seq, m.gpus, iteration_time_s
+    return {
+        "tflops_per_gpu": publisher_flops(m) / T / G / 1e12,
+        "samples_per_s": B / T,
+        "tokens_per_s": B * s / T,
+        "tokens_per_s_per_gpu": B * s / T / G,
+        "iteration_time_s": T,
+    }[m.metric]
+
+
+def price_published(m: Measurement, parallelizer: BuiltinParallelizer | None = None) -> tuple[PartialPlan | None, str]:
+    """The published layout priced by the cost model (its best micro-batch when unstated).
+
+    Layers are split evenly over the stages, as Megatron does. Returns (None, reason) when
+    the layout does not fit in memory under the model at any micro-batch size tried.
+    """
+    par = parallelizer or BuiltinParallelizer()
+    lay = m.layout
+    whole = Slice(par.slice_model(m.model, seq=m.seq))
+    best, why = None, "no micro-batch size divides the global batch"
+    for b in (lay.microbatch,) if lay.microbatch else UNSTATED_MICROBATCHES:
+        m_size = b * lay.dp
+        if m.global_batch % m_size:
+            continue
+        layout = Layout(lay.tp, lay.pp, lay.dp, even_split(m.model.layers, lay.pp), lay.recompute, lay.zero)
+        plan = par.plan(whole, m.island, layout, microbatch_size=m_size, microbatches=m.global_batch // m_size)
+        if plan.behind is not None and plan.behind < 0:
+            why = f"does not fit in memory under the model at b = {b}"
+            continue
+        if best is None or plan.iteration_time_s < best.iteration_time_s:
+            best = plan
+    return best, ("" if best else why)
+
+
+def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = None) -> list[Row]:
+    """Price every measurement's published layout (``only``: these ids)."""
+    rows = []
+    for m in measurements:
+        if only and m.id not in only:
+            continue
+        plan, why = price_published(m)
+        rows.append(Row(m, plan, None if plan is None else throughput(m, plan.iteration_time_s), why))
+    return rows
+
+
+def summarize(rows: list[Row]) -> dict[str, dict]:
+    """Per group and overall: rows, median and worst ratio (worst = farthest from 1 in log)."""
+    import math
+
+    groups: dict[str, list[float]] = {}
+    for r in rows:
+        if r.ratio is not None:
+            groups.setdefault(r.measurement.group, []).append(r.ratio)
+            groups.setdefault("all", []).append(r.ratio)
+    return {
+        g: {"rows": len(v), "median": statistics.median(v), "worst": max(v, key=lambda x: abs(math.log(x))),
+            "min": min(v), "max": max(v)}
+        for g, v in groups.items()
+    }
+
+
+def _layout_text(lay: PublishedLayout) -> str:
+    b = lay.microbatch or "?"
+    return f"tp{lay.tp} pp{lay.pp} dp{lay.dp} b{b} {lay.recompute} zero{lay.zero}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hetopt.planner.validate", description=__doc__.split("\n")[0])
+    parser.add_argument("--file", type=Path, default=None, help="a published measurement set (default: Megatron-LM SC'21)")
+    parser.add_argument("--only", default=None, help="comma-separated measurement ids")
+    parser.add_argument("--json", action="store_true", help="one JSON document")
+    args = parser.parse_args(argv)
+    try:
+        rows = validate(load_published(args.file), only=args.only.split(",") if args.only else None)
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary = summarize(rows)
+    if args.json:
+        print(json.dumps({
+            "rows": [{"id": r.measurement.id, "group": r.measurement.group, "gpus": r.measurement.gpus,
+                      "metric": r.measurement.metric, "published": r.measurement.value, "predicted": r.predicted,
+                      "ratio": r.ratio, "layout": _layout_text(r.measurement.layout),
+                      "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
+                      "reason": r.reason} for r in rows],
+            "summary": summary,
+        }, indent=2))
+        return 0
+    print(f"{'id':28} {'GPUs':>5} {'published layout':32} {'metric':>15} {'published':>9} {'predicted':>9} {'ratio':>6}")
+    for r in rows:
+        m = r.measurement
+        pred = "-" if r.predicted is None else f"{r.predicted:.1f}"
+        ratio = r.reason if r.ratio is None else f"{r.ratio:.2f}"
+        print(f"{m.id:28} {m.gpus:5d} {_layout_text(m.layout):32} {m.metric:>15} {m.value:9.1f} {pred:>9} {ratio:>6}")
+    for g, s in summary.items():
+        print(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
