@@ -172,8 +172,8 @@ def publisher_flops(m: Measurement) -> float:
     Examples
     --------
     >>> m = validate(load_published(), only=["mlm-t1-1.7b"])[0].measurement
-    >>> round(publisher_flops(m) / 1e15)
-    10802
+    >>> round(publisher_flops(m) / 1e15, 2)  # PFLOP per iteration: 137 TFLOP/s per GPU on 32 GPUs is 3.5 s
+    15.47
     """
     cfg, B, s = m.model, m.global_batch, m.seq
     l, h, V = cfg.layers, cfg.hidden, cfg.vocab
