@@ -1,0 +1,67 @@
+"""The validation command: reading published measurements, pricing their layouts, the ratios."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hetopt.errors import InputError
+from hetopt.planner import validate as v
+
+
+def test_every_shipped_measurement_is_read_and_its_layout_fills_its_cluster():
+    rows = v.load_published()
+    assert len(rows) >= 20
+    for m in rows:
+        assert m.layout.tp * m.layout.pp * m.layout.dp == m.gpus
+
+
+def test_eq3_flops_by_hand():
+    # 18.4B: B = 1024, s = 2048, l = 40, h = 6144, V = 51200
+    m = next(m for m in v.load_published() if m.id == "mlm-t1-18.4b")
+    B, s, l, h, V = 1024, 2048, 40, 6144, 51200
+    assert v.publisher_flops(m) == pytest.approx(96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)), rel=1e-12)
+
+
+def test_ratio_is_predicted_over_published_and_throughput_falls_with_time():
+    m = next(m for m in v.load_published() if m.id == "mlm-t2-175b-384-ptd")
+    assert v.throughput(m, 2.0) == pytest.approx(v.throughput(m, 1.0) / 2)
+    row = v.validate((m,))[0]
+    assert row.priced is not None and row.priced.tp == 8 and row.priced.pp == 12 and row.priced.dp == 4
+    assert row.priced.microbatch_size == 4  # b = 1 per replica, as published
+    assert row.ratio == pytest.approx(row.predicted / 153.0)
+
+
+def test_unstated_microbatch_takes_the_best_under_the_model():
+    m = next(m for m in v.load_published() if m.id == "mlm-t1-3.6b")
+    row = v.validate((m,))[0]
+    times = []
+    for b in v.UNSTATED_MICROBATCHES:
+        lay = v.PublishedLayout(m.layout.tp, m.layout.pp, m.layout.dp, b, m.layout.recompute, m.layout.zero)
+        plan, _ = v.price_published(v.Measurement(**{**m.__dict__, "layout": lay}))
+        if plan is not None:
+            times.append(plan.iteration_time_s)
+    assert row.priced.iteration_time_s == pytest.approx(min(times))
+
+
+def test_layout_that_does_not_fill_the_cluster_is_rejected(tmp_path):
+    text = (v.default_published()).read_text().replace("layout = { tp = 1, pp = 1, dp = 32,", "layout = { tp = 1, pp = 1, dp = 16,", 1)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    with pytest.raises(InputError, match=r"bad.toml: measurement\[0\].layout: tp·pp·dp = 16 but cluster 'selene-4' has 32 GPUs"):
+        v.load_published(bad)
+
+
+def test_unknown_model_is_named(tmp_path):
+    text = v.default_published().read_text().replace('model = "mlm-1.7b"', 'model = "mlm-1.8b"', 1)
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text)
+    assert v.main(["--file", str(bad)]) == 2
+
+
+def test_json_output(capsys):
+    assert v.main(["--only", "mlm-t1-18.4b", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["id"] for r in doc["rows"]] == ["mlm-t1-18.4b"]
+    assert doc["summary"]["all"]["rows"] == 1
