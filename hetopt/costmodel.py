@@ -153,6 +153,24 @@ def head_parameters(cfg: ModelConfig, *, with_embedding: bool = False) -> int:
     return cfg.vocab * cfg.hidden
 
 
+def parameter_tensors(cfg: ModelConfig, index: int = 0) -> int:
+    """Separate parameter tensors of layer ``index``: what a per-tensor ZeRO-3 gathers one by one.
+
+    The fused QKV and the output projection, the FFN matrices (every expert's, plus the
+    router, in an MoE layer) and the two norms; each with its bias in GPT and ViT layers.
+
+    Examples
+    --------
+    >>> parameter_tensors(ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024))
+    12
+    """
+    per = 2 if cfg.architecture != "llama" else 1  # weight (+ bias)
+    ffn = _ffn_matrices(cfg) * per
+    if cfg.is_moe_layer(index):
+        ffn = cfg.experts * ffn + 1
+    return 2 * per + ffn + NORMS_PER_LAYER * per
+
+
 # ------------------------------------------------------------------------ activations
 
 
@@ -301,8 +319,143 @@ def compute_time_s(flops: float, gpu: GpuType, tokens: float) -> float:
     return flops / (gpu.training_flops * efficiency(gpu, tokens))
 
 
-def ring_allreduce_s(nbytes: float, gpus: int, bandwidth: float) -> float:
-    """Ring all-reduce of ``nbytes`` over ``gpus`` GPUs: 2·(p − 1)/p · n / w (0 for one GPU).
+def gemm_efficiency(gpu: GpuType, tokens: float) -> float:
+    """The catalog's GEMM efficiency e_g·τ/(τ + τ½) for GEMMs of ``tokens`` rows.
+
+    τ is the token (row) dimension of the layer's matrix multiplications on one GPU: the
+    b·s tokens of its replica's micro-batch. Tensor parallelism splits the weights (the
+    columns or the inner dimension), not the tokens, so it does not shrink τ.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> a100 = load_gpus()["A100-SXM4-80GB"]
+    >>> round(gemm_efficiency(a100, a100.gemm_half_tokens) / a100.gemm_efficiency, 3)
+    0.5
+    """
+    if tokens <= 0:
+        raise ValueError(f"tokens per GEMM must be > 0 (got {tokens})")
+    return gpu.gemm_efficiency * tokens / (tokens + gpu.gemm_half_tokens)
+
+
+def gemm_time_s(flops: float, gpu: GpuType, tokens: float) -> float:
+    """Seconds of matrix multiplication: FLOPs / (peak · e_g(τ)), τ the GEMMs' token rows."""
+    return flops / (gpu.training_flops * gemm_efficiency(gpu, tokens))
+
+
+# ------------------------------------------------------- memory-bound (elementwise) kernels
+
+#: Bytes a LayerNorm or RMSNorm moves per element: reads the 16-bit input, writes the output.
+NORM_BYTES = 4
+#: Normalizations per layer (before attention and before the FFN).
+NORMS_PER_LAYER = 2
+#: Bytes a residual addition moves per element: reads both 16-bit operands, writes the sum.
+RESIDUAL_BYTES = 6
+#: Residual additions per layer (after attention and after the FFN).
+RESIDUALS_PER_LAYER = 2
+#: The 1-byte dropout mask written per element by each fused bias-dropout-add (GPT, ViT).
+DROPOUT_MASK_BYTES = 1
+#: Bytes per element of the FFN width the FFN's activation kernel moves: GELU (fused with
+#: its bias) reads and writes one 16-bit tensor (2 + 2); SwiGLU reads gate and up and
+#: writes their product (2 + 2 + 2).
+FFN_ACTIVATION_BYTES = {2: 4, 3: 6}
+#: Bytes moved per attention-score element without FlashAttention: the Q·Kᵀ batched GEMM
+#: writes the scores (2), the fused scale-mask-softmax reads and writes them (2 + 2), and
+#: the probabilities·V batched GEMM reads them (2).
+SCORE_BYTES = 8
+#: Dropout on the attention probabilities (GPT, ViT): read 2, write 2, mask 1 byte.
+SCORE_DROPOUT_BYTES = 5
+#: Architectures whose layers apply dropout (Llama-style layers have none).
+DROPOUT_ARCHITECTURES = ("gpt", "vit")
+
+
+def score_elementwise_widths(cfg: ModelConfig, seq: int) -> float:
+    """Bytes per token the attention-score kernels move in forward: a·s·(8 + 5 with dropout).
+
+    This part is what selective recomputation runs again.
+    """
+    dropout = cfg.architecture in DROPOUT_ARCHITECTURES
+    return cfg.heads * seq * (SCORE_BYTES + (SCORE_DROPOUT_BYTES if dropout else 0))
+
+
+def elementwise_widths(cfg: ModelConfig, seq: int, index: int = 0) -> tuple[float, float]:
+    """Bytes per token the memory-bound kernels of layer ``index`` move in forward: (h-wide, TP-sharded).
+
+    h-wide: norms 2·4h and residual additions 2·6h (+ 2·1h of dropout masks for GPT/ViT);
+    sequence parallelism splits them over t, plain TP replicates them. TP-sharded: the FFN
+    activation, 4f (GELU) or 6f (SwiGLU), times top-k in an MoE layer, and the attention
+    scores (``score_elementwise_widths``).
+    """
+    h = cfg.hidden
+    dropout = cfg.architecture in DROPOUT_ARCHITECTURES
+    wide = NORMS_PER_LAYER * NORM_BYTES * h + RESIDUALS_PER_LAYER * (RESIDUAL_BYTES + (DROPOUT_MASK_BYTES if dropout else 0)) * h
+    ffn = cfg.top_k * (cfg.expert_ffn or cfg.ffn) if cfg.is_moe_layer(index) else cfg.ffn
+    return float(wide), float(FFN_ACTIVATION_BYTES[_ffn_matrices(cfg)] * ffn + score_elementwise_widths(cfg, seq))
+
+
+def elementwise_bytes(
+    cfg: ModelConfig, seq: int, samples: float = 1.0, *, tp: int = 1, sequence_parallel: bool = False, index: int = 0
+) -> float:
+    """Bytes the memory-bound kernels of one layer's forward move on one GPU.
+
+    ``elementwise_widths`` per token, the h-wide part split over t only with sequence
+    parallelism. The matrix multiplications are priced by FLOPs instead (``gemm_time_s``).
+    The backward moves ``BACKWARD_PER_FORWARD`` times as much (each kernel reads its saved
+    input and the incoming gradient and writes the outgoing one): an assumption, not a
+    measurement.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
+    >>> per_token = 8 * 1024 + 12 * 1024 + 2 * 1024 + 4 * 4096 + 16 * 1024 * (8 + 5)
+    >>> elementwise_bytes(gpt, 1024) == 1024 * per_token
+    True
+    """
+    wide, sharded = elementwise_widths(cfg, seq, index)
+    per_token = (wide / tp if sequence_parallel else wide) + sharded / tp
+    return seq * samples * per_token
+
+
+def memory_time_s(nbytes: float, gpu: GpuType) -> float:
+    """Seconds to move ``nbytes`` through the GPU's memory at its datasheet bandwidth."""
+    return nbytes / gpu.memory_bandwidth
+
+
+# ----------------------------------------------------------------------- collectives
+
+#: NCCL's own latency model for the ring algorithm with its Simple protocol (NVIDIA/nccl,
+#: src/graph/tuning.cc, ``baseLat`` and ``hwLat``): a fixed launch latency per collective
+#: plus a latency per ring step, by the link the step crosses. Seconds.
+RING_BASE_LATENCY_S = 8.4e-6
+HOP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "network": 9.6e-6}
+
+
+def intra_hop_latency_s(gpu: GpuType) -> float:
+    """Per-step ring latency inside a node: NVLink-class links or PCIe (the catalog's ``intra_link``)."""
+    link = gpu.intra_link.lower()
+    return HOP_LATENCY_S["nvlink"] if ("nvlink" in link or "xgmi" in link) else HOP_LATENCY_S["pcie"]
+
+
+def ring_latency_s(steps: int, hop_latency_s: float) -> float:
+    """α of a ring collective of ``steps`` steps: the launch latency plus one hop latency a step.
+
+    0 when ``hop_latency_s`` is 0 (the bandwidth-only model).
+
+    Examples
+    --------
+    >>> round(ring_latency_s(7, HOP_LATENCY_S["network"]) * 1e6, 1)
+    75.6
+    """
+    if steps <= 0 or hop_latency_s <= 0:
+        return 0.0
+    return RING_BASE_LATENCY_S + steps * hop_latency_s
+
+
+def ring_allreduce_s(nbytes: float, gpus: int, bandwidth: float, hop_latency_s: float = 0.0) -> float:
+    """Ring all-reduce of ``nbytes`` over ``gpus`` GPUs: 2·(p − 1)/p · n / w + α (0 for one GPU).
+
+    α = ``ring_latency_s(2·(p − 1), hop_latency_s)``: a reduce-scatter and an all-gather of
+    p − 1 steps each.
 
     Examples
     --------
@@ -311,14 +464,14 @@ def ring_allreduce_s(nbytes: float, gpus: int, bandwidth: float) -> float:
     """
     if gpus <= 1:
         return 0.0
-    return 2.0 * (gpus - 1) / gpus * nbytes / bandwidth
+    return 2.0 * (gpus - 1) / gpus * nbytes / bandwidth + ring_latency_s(2 * (gpus - 1), hop_latency_s)
 
 
-def ring_allgather_s(nbytes: float, gpus: int, bandwidth: float) -> float:
-    """Ring all-gather (or reduce-scatter) of ``nbytes`` in total: (p − 1)/p · n / w."""
+def ring_allgather_s(nbytes: float, gpus: int, bandwidth: float, hop_latency_s: float = 0.0) -> float:
+    """Ring all-gather (or reduce-scatter) of ``nbytes`` in total: (p − 1)/p · n / w + α(p − 1 steps)."""
     if gpus <= 1:
         return 0.0
-    return (gpus - 1) / gpus * nbytes / bandwidth
+    return (gpus - 1) / gpus * nbytes / bandwidth + ring_latency_s(gpus - 1, hop_latency_s)
 
 
 ring_reduce_scatter_s = ring_allgather_s
@@ -329,10 +482,10 @@ def boundary_bytes(cfg: ModelConfig, seq: int, samples: float) -> float:
     return ACTIVATION_BYTES * seq * samples * cfg.hidden
 
 
-def tp_layer_comm_s(cfg: ModelConfig, seq: int, samples: float, tp: int, bandwidth: float) -> float:
+def tp_layer_comm_s(cfg: ModelConfig, seq: int, samples: float, tp: int, bandwidth: float, hop_latency_s: float = 0.0) -> float:
     """Seconds of Megatron TP communication per layer per pass (forward, or backward).
 
-    Two ring all-reduces of 2·s·b·h bytes over t GPUs of a node.
+    Two ring all-reduces of 2·s·b·h bytes over t GPUs of a node (each with its latency α).
 
     Examples
     --------
@@ -340,7 +493,7 @@ def tp_layer_comm_s(cfg: ModelConfig, seq: int, samples: float, tp: int, bandwid
     >>> tp_layer_comm_s(gpt, 1024, 1, 2, 1e9) == 2 * (2 * 1 / 2 * 2 * 1024 * 1024 / 1e9)
     True
     """
-    return TP_ALLREDUCES_PER_PASS * ring_allreduce_s(boundary_bytes(cfg, seq, samples), tp, bandwidth)
+    return TP_ALLREDUCES_PER_PASS * ring_allreduce_s(boundary_bytes(cfg, seq, samples), tp, bandwidth, hop_latency_s)
 
 
 def p2p_transfer_s(cfg: ModelConfig, seq: int, samples: float, bandwidth: float) -> float:
@@ -375,14 +528,19 @@ class DataParallelComm:
     per_iteration_s: float
 
 
-def data_parallel_comm(parameters: float, dp: int, bandwidth: float, *, zero_stage: int, microbatches: int) -> DataParallelComm:
+def data_parallel_comm(
+    parameters: float, dp: int, bandwidth: float, *, zero_stage: int, microbatches: int,
+    hop_latency_s: float = 0.0, collectives: int = 1, recompute_gather: bool = False,
+) -> DataParallelComm:
     """Data-parallel (and ZeRO) traffic of a stage holding ``parameters`` per ring.
 
     ZeRO 0 and 1: one gradient all-reduce per iteration (stage 1 as reduce-scatter +
     all-gather, same volume), amortized over the M micro-batches. ZeRO 2: a gradient
     reduce-scatter every micro-batch (sharded gradients cannot accumulate locally) and a
     weight all-gather per iteration. ZeRO 3: weights all-gathered in forward and again in
-    backward, gradients reduce-scattered, every micro-batch.
+    backward (and once more before a full recomputation, ``recompute_gather``), gradients
+    reduce-scattered, every micro-batch, as ``collectives`` separate collectives each (one
+    per parameter tensor: each pays the ring latency α).
 
     Examples
     --------
@@ -394,18 +552,24 @@ def data_parallel_comm(parameters: float, dp: int, bandwidth: float, *, zero_sta
         raise ValueError(f"unknown ZeRO stage {zero_stage!r} (valid: 0, 1, 2, 3)")
     if microbatches < 1:
         raise ValueError(f"micro-batches must be >= 1 (got {microbatches})")
+    if collectives < 1:
+        raise ValueError(f"collectives must be >= 1 (got {collectives})")
     grads = GRADIENT_BYTES * parameters
     weights = WEIGHT_BYTES * parameters
     if dp <= 1:
         return DataParallelComm(0.0, 0.0, 0.0)
     if zero_stage <= 1:
-        once = ring_allreduce_s(grads, dp, bandwidth)
+        once = ring_allreduce_s(grads, dp, bandwidth, hop_latency_s)
         return DataParallelComm(0.0, once / microbatches, once)
     if zero_stage == 2:
-        once = ring_allgather_s(weights, dp, bandwidth)
-        return DataParallelComm(0.0, ring_reduce_scatter_s(grads, dp, bandwidth) + once / microbatches, once)
-    gather = ring_allgather_s(weights, dp, bandwidth)
-    return DataParallelComm(gather, gather + ring_reduce_scatter_s(grads, dp, bandwidth), 0.0)
+        once = ring_allgather_s(weights, dp, bandwidth, hop_latency_s)
+        return DataParallelComm(0.0, ring_reduce_scatter_s(grads, dp, bandwidth, hop_latency_s) + once / microbatches, once)
+    # ZeRO-3: the traffic is cut into `collectives` pieces, each paying its own latency
+    latency = collectives * ring_latency_s(dp - 1, hop_latency_s)
+    gather = ring_allgather_s(weights, dp, bandwidth) + latency
+    scatter = ring_reduce_scatter_s(grads, dp, bandwidth) + latency
+    backward = gather + scatter + (gather if recompute_gather else 0.0)
+    return DataParallelComm(gather, backward, 0.0)
 
 
 __all__ = [
@@ -426,7 +590,27 @@ __all__ = [
     "TP_ALLREDUCES_PER_PASS",
     "WEIGHT_BYTES",
     "ZERO_STAGES",
+    "DROPOUT_ARCHITECTURES",
+    "DROPOUT_MASK_BYTES",
+    "FFN_ACTIVATION_BYTES",
+    "HOP_LATENCY_S",
+    "NORMS_PER_LAYER",
+    "NORM_BYTES",
+    "RESIDUALS_PER_LAYER",
+    "RESIDUAL_BYTES",
+    "RING_BASE_LATENCY_S",
+    "SCORE_BYTES",
+    "SCORE_DROPOUT_BYTES",
     "attention_score_flops",
+    "elementwise_bytes",
+    "elementwise_widths",
+    "score_elementwise_widths",
+    "gemm_efficiency",
+    "gemm_time_s",
+    "intra_hop_latency_s",
+    "memory_time_s",
+    "parameter_tensors",
+    "ring_latency_s",
     "boundary_bytes",
     "compute_time_s",
     "data_parallel_comm",

@@ -25,13 +25,24 @@ DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 
 GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
-    "intra_gbs", "profile", "efficiency", "half_efficiency_tokens",
+    "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency", "gemm_half_tokens",
+    "calibration",
 )
 
 
 @dataclass(frozen=True)
 class GpuType:
-    """One GPU model's datasheet figures and its latency-model calibration."""
+    """One GPU model's datasheet figures and its two calibrations.
+
+    ``efficiency`` and ``half_efficiency_tokens`` describe a whole transformer layer (GEMMs and
+    memory-bound kernels together, e·t/(t + t½)): the allocation instances' analytic latency
+    model. ``gemm_efficiency`` and ``gemm_half_tokens`` describe the matrix multiplications
+    alone, with the layer's memory-bound traffic taken out (``hetopt.costmodel``,
+    ``elementwise_bytes``): the planner's cost model, which prices that traffic at the
+    memory bandwidth. Both are fitted to the same measured profiles by
+    ``python -m hetopt.generate.calibrate``; ``calibration`` says where a GPU's figures come
+    from when it has no profile of its own.
+    """
 
     name: str
     memory_bytes: float
@@ -45,6 +56,9 @@ class GpuType:
     efficiency: float
     half_efficiency_tokens: float
     calibrated: bool
+    gemm_efficiency: float = DEFAULT_EFFICIENCY
+    gemm_half_tokens: float = DEFAULT_HALF_EFFICIENCY_TOKENS
+    calibration: str = ""
 
     @property
     def uses_fp32(self) -> bool:
@@ -81,6 +95,8 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
         f.reject_unknown(GPU_KEYS)
         efficiency = f.number("efficiency", None, positive=True, maximum=1.0)
         half = f.number("half_efficiency_tokens", None, minimum=0.0)
+        gemm = f.number("gemm_efficiency", None, positive=True, maximum=1.0)
+        gemm_half = f.number("gemm_half_tokens", None, minimum=0.0)
         catalog[name] = GpuType(
             name=name,
             memory_bytes=f.number("memory_gib", positive=True) * GIB,
@@ -94,6 +110,10 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             efficiency=DEFAULT_EFFICIENCY if efficiency is None else efficiency,
             half_efficiency_tokens=DEFAULT_HALF_EFFICIENCY_TOKENS if half is None else half,
             calibrated=efficiency is not None,
+            # the planner's GEMM calibration; a GPU without one falls back to the whole-layer figures
+            gemm_efficiency=(DEFAULT_EFFICIENCY if efficiency is None else efficiency) if gemm is None else gemm,
+            gemm_half_tokens=(DEFAULT_HALF_EFFICIENCY_TOKENS if half is None else half) if gemm_half is None else gemm_half,
+            calibration=f.string("calibration", ""),
         )
     return catalog
 

@@ -20,7 +20,11 @@ from pathlib import Path
 from hetopt.catalog import instances_dir
 from hetopt.generate.profiles import default_profiles_dir, layer_profile, load_latencies
 from hetopt.hardware import load_gpus
+from hetopt.costmodel import elementwise_bytes, memory_time_s
 from hetopt.workload import layer_forward_flops, load_model
+
+#: fp32 elements take twice the bytes of the 16-bit ones the cost model's traffic counts.
+FP32_BYTES_RATIO = 2
 
 #: Cephalo's profiled layers and the published shapes they have (models/ file names).
 REFERENCE_LAYERS = {
@@ -46,7 +50,12 @@ PROFILE_OWNER = {
 
 
 def calibrate(profiles: Path | None = None, catalog: Path | None = None) -> dict[str, dict]:
-    """Per profile key: efficiency, half_efficiency_tokens and the measurements used.
+    """Per profile key: the whole-layer and the GEMM-only calibration, and the measurements used.
+
+    ``efficiency`` and ``half_efficiency_tokens`` fit the measured forward line of whole layers;
+    ``gemm_efficiency`` and ``gemm_half_tokens`` fit the same line after the layer's
+    memory-bound traffic (``hetopt.costmodel.elementwise_bytes`` at the datasheet memory
+    bandwidth) is taken off its slope.
 
     Examples
     --------
@@ -61,7 +70,7 @@ def calibrate(profiles: Path | None = None, catalog: Path | None = None) -> dict
     for key, owner in PROFILE_OWNER.items():
         gpu = gpus[owner]
         dtype = "float32" if gpu.uses_fp32 else "float16"
-        effs, halves, used = [], [], []
+        effs, halves, used, gemm_effs, gemm_halves = [], [], [], [], []
         for profiled, shape in REFERENCE_LAYERS.items():
             cfg = load_model(models_dir / f"{shape}.toml")
             for seq in sorted(int(s) for s in latencies.get(profiled, {}).get(key, {})):
@@ -69,8 +78,16 @@ def calibrate(profiles: Path | None = None, catalog: Path | None = None) -> dict
                 if prof is None:
                     continue
                 slope, intercept = prof.forward_line
-                effs.append(layer_forward_flops(cfg, seq) / (gpu.training_flops * slope))
+                flops = layer_forward_flops(cfg, seq)
+                effs.append(flops / (gpu.training_flops * slope))
                 halves.append(max(0.0, seq * intercept / slope))
+                # the GEMMs alone: the memory-bound kernels' time per sample comes off the slope
+                # (fp32 profiles move 4-byte elements, twice the 16-bit bytes)
+                memory = memory_time_s(elementwise_bytes(cfg, seq) * (FP32_BYTES_RATIO if gpu.uses_fp32 else 1), gpu)
+                gemm_slope = slope - memory
+                if gemm_slope > 0:
+                    gemm_effs.append(flops / (gpu.training_flops * gemm_slope))
+                    gemm_halves.append(max(0.0, seq * intercept / gemm_slope))
                 used.append(f"{profiled}@{seq}")
         if effs:
             out[key] = {
@@ -80,6 +97,8 @@ def calibrate(profiles: Path | None = None, catalog: Path | None = None) -> dict
                 "half_efficiency_tokens": round(statistics.median(halves)),
                 "measurements": used,
                 "efficiency_range": (round(min(effs), 4), round(max(effs), 4)),
+                "gemm_efficiency": round(min(1.0, statistics.median(gemm_effs)), 4),
+                "gemm_half_tokens": round(statistics.median(gemm_halves)),
             }
     return out
 
@@ -92,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"# {key} -> {c['owner']} ({c['dtype']}; {len(c['measurements'])} layers; "
             f"efficiency range {c['efficiency_range'][0]}..{c['efficiency_range'][1]})\n"
-            f"efficiency = {c['efficiency']}\nhalf_efficiency_tokens = {c['half_efficiency_tokens']}"
+            f"efficiency = {c['efficiency']}\nhalf_efficiency_tokens = {c['half_efficiency_tokens']}\n"
+            f"gemm_efficiency = {c['gemm_efficiency']}\ngemm_half_tokens = {c['gemm_half_tokens']}"
         )
     return 0
 

@@ -77,6 +77,9 @@ class _Table:
     params: tuple[float, ...]
     sharded: tuple[float, ...]  # TP-sharded activation bytes per token
     sharded_each: tuple[float, ...]  # the same, per layer (for the recomputed layer's peak)
+    ew_wide: tuple[float, ...]  # memory-bound forward bytes per token, h-wide kernels
+    ew_sharded: tuple[float, ...]  # memory-bound forward bytes per token, TP-sharded kernels
+    tensors: tuple[int, ...]  # parameter tensors (ZeRO-3 collectives per pass)
     kinds: tuple[int, ...]  # per layer, an id of everything its price depends on (memo key)
     run_end: tuple[int, ...]  # run_end[j]: where the run of layers of kind kinds[j] from j ends
 
@@ -89,6 +92,7 @@ def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None) -> _Table:
     forward = [cm.layer_forward_flops(cfg, s, i) for i in idx]
     params = [float(cm.layer_parameters(cfg, i)) for i in idx]
     sharded = [cm.sharded_activation_widths(cfg, i) for i in idx]
+    ew = [cm.elementwise_widths(cfg, s, i) for i in idx]
 
     def pre(xs):
         return tuple(accumulate(xs, initial=0.0))
@@ -106,6 +110,9 @@ def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None) -> _Table:
         params=pre(params),
         sharded=pre(sharded),
         sharded_each=tuple(sharded),
+        ew_wide=pre(w for w, _ in ew),
+        ew_sharded=pre(x for _, x in ew),
+        tensors=tuple(accumulate((cm.parameter_tensors(cfg, i) for i in idx), initial=0)),
         # a layer's price depends on its index only through these (experts or not)
         kinds=kinds,
         run_end=tuple(run_end),
@@ -207,19 +214,25 @@ def _stage(
     embed = sl.embedding and q == 0
     head = sl.head and q == lay.pp - 1
     samples = microbatch_size / dp  # b: samples per replica per micro-batch
-    tokens = samples * s / tp  # the GPU's share of its replica's tokens (efficiency argument)
+    tokens = samples * s  # the GEMMs' token rows on every GPU of the replica (TP splits the weights)
     intra, inter = island.intra_bandwidth, island.inter_bandwidth
+    intra_hop, inter_hop = cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"]
 
-    # compute
+    # compute: the matrix multiplications at the GEMM efficiency, the memory-bound kernels
+    # at the memory bandwidth (formulations/costmodel.md, "Time")
     layer_fwd = (tab.forward[b] - tab.forward[a]) * samples / tp
     head_fwd = cm.head_forward_flops(cfg, s) * samples / tp if head else 0.0
     extra = {"none": 0.0, "selective": (tab.scores[b] - tab.scores[a]) * samples / tp, "full": layer_fwd}[rc]
-    forward = cm.compute_time_s(layer_fwd + head_fwd, gpu, tokens)
-    backward = cm.compute_time_s(cm.BACKWARD_PER_FORWARD * (layer_fwd + head_fwd) + extra, gpu, tokens)
+    wide = tab.ew_wide[b] - tab.ew_wide[a]
+    ew_fwd = s * samples * ((wide / tp if sp else wide) + (tab.ew_sharded[b] - tab.ew_sharded[a]) / tp)
+    ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s) / tp, "full": ew_fwd}[rc]
+    forward = cm.gemm_time_s(layer_fwd + head_fwd, gpu, tokens) + cm.memory_time_s(ew_fwd, gpu)
+    backward = cm.gemm_time_s(cm.BACKWARD_PER_FORWARD * (layer_fwd + head_fwd) + extra, gpu, tokens)
+    backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra, gpu)
 
     # tensor parallelism (inside a node)
-    allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, samples), tp, intra)
-    tp_pass = ell * cm.tp_layer_comm_s(cfg, s, samples, tp, intra)
+    allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, samples), tp, intra, intra_hop)
+    tp_pass = ell * cm.tp_layer_comm_s(cfg, s, samples, tp, intra, intra_hop)
     forward += tp_pass + (cm.EMBEDDING_TP_ALLREDUCES * allreduce if embed else 0.0)
     backward += tp_pass + (tp_pass if rc == "full" else 0.0) + (cm.HEAD_TP_ALLREDUCES * allreduce if head else 0.0)
 
@@ -240,7 +253,11 @@ def _stage(
     params += cm.input_embedding_parameters(cfg) if embed else 0
     params += cm.head_parameters(cfg, with_embedding=embed) if head else 0
     one_node = nodes[q][0] == nodes[q][1]
-    comm = cm.data_parallel_comm(params / tp if one_node else params, dp, intra if one_node else inter, zero_stage=z, microbatches=microbatches)
+    comm = cm.data_parallel_comm(
+        params / tp if one_node else params, dp, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
+        hop_latency_s=intra_hop if one_node else inter_hop, collectives=max(1, tab.tensors[b] - tab.tensors[a]),
+        recompute_gather=rc == "full",
+    )
     forward += comm.forward_s
     backward += comm.backward_s
 
