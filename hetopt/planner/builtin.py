@@ -392,7 +392,7 @@ class BuiltinParallelizer:
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
         training = cm.TRAINING_PER_FORWARD * forward
         state = float(cm.state_bytes_per_parameter() * params)
-        island_flops = island.gpus * island.gpu.training_flops * island.gpu.efficiency
+        island_flops = island.gpus * island.gpu.training_flops * island.gpu.gemm_efficiency
         return SliceProfile(
             signature=sl.signature,
             island=island.name,

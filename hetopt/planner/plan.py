@@ -119,7 +119,7 @@ def model_training_flops(cfg: ModelConfig, seq: int) -> float:
 def ideal_time(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int) -> float:
     """The iteration's training FLOPs spread over every GPU at its modeled speed
     (peak × calibrated efficiency), no communication: this cost model's physical limit."""
-    speed = sum(node.gpus * gpu.training_flops * gpu.efficiency for node, gpu in zip(cluster.islands.nodes, cluster.gpu_types))
+    speed = sum(node.gpus * gpu.training_flops * gpu.gemm_efficiency for node, gpu in zip(cluster.islands.nodes, cluster.gpu_types))
     return global_batch * model_training_flops(cfg, seq) / speed
 
 
@@ -177,7 +177,7 @@ def _choose_islands(cluster: Cluster, found: Result, max_islands: int | None, co
     limit = max_islands or (LARGE_CLUSTER_ISLANDS if large else len(specs))
     if len(specs) <= limit:
         return ChosenIslands(specs, members, names, [], "")
-    speed = [s.gpus * s.gpu.training_flops * s.gpu.efficiency for s in specs]
+    speed = [s.gpus * s.gpu.training_flops * s.gpu.gemm_efficiency for s in specs]
     keep = sorted(sorted(range(len(specs)), key=lambda i: -speed[i])[:limit])
     how = "--max-islands" if max_islands else f"the default for clusters of more than {MAX_COMPOSE_ISLANDS} islands"
     return ChosenIslands(
