@@ -118,7 +118,8 @@ def model_training_flops(cfg: ModelConfig, seq: int) -> float:
 
 def ideal_time(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int) -> float:
     """The iteration's training FLOPs spread over every GPU at its modeled speed
-    (peak × calibrated efficiency), no communication: this cost model's physical limit."""
+    (peak × the GEMM efficiency's asymptote), no memory traffic, no communication: this cost
+    model's physical limit, a lower bound on every plan's iteration time."""
     speed = sum(node.gpus * gpu.training_flops * gpu.gemm_efficiency for node, gpu in zip(cluster.islands.nodes, cluster.gpu_types))
     return global_batch * model_training_flops(cfg, seq) / speed
 
