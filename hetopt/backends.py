@@ -7,11 +7,14 @@ whether a solution exists, whether it is optimal, and the best proven bound.
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
+import signal
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 from dataclasses import dataclass
 from functools import cache
 
@@ -19,7 +22,14 @@ import pulp
 from ortools.sat.python import cp_model
 
 from hetopt.errors import SolverBug
+from hetopt.family import TIME_LIMIT_SLACK_S, Deadline
 from hetopt.result import Status
+
+T = TypeVar("T")
+
+#: Seconds a forked backend may run past the deadline before it is killed; the rest of
+#: ``TIME_LIMIT_SLACK_S`` is for reading the plan back, decoding it and ``evaluate``.
+BACKEND_GRACE_S = 0.25 * TIME_LIMIT_SLACK_S
 
 #: MILP backends by name; "highs" is the default (may change).
 MILP_BACKENDS = ("highs", "cbc")
@@ -154,6 +164,89 @@ def solve_pulp(
         # "infeasible": an answer that took the whole limit proves nothing
         return Outcome(Status.TIME_LIMIT, None, None, outcome.stats)
     return outcome
+
+
+def solve_pulp_by(
+    prob: pulp.LpProblem,
+    deadline: Deadline | None,
+    read: Callable[[], T],
+    *,
+    backend: str = DEFAULT_MILP_BACKEND,
+    time_limit: float | None = None,
+    threads: int | None = None,
+) -> tuple[Outcome, T | None] | None:
+    """Solve ``prob`` and read its values, stopped for sure by ``deadline``.
+
+    HiGHS checks its clock only between steps: its presolve probing and MIP set-up ran 5 to
+    14 s past a 2 s limit. With a deadline the backend therefore runs in a forked child,
+    killed ``BACKEND_GRACE_S`` after the deadline; the child is a fork, so the model is not
+    copied, and only the outcome and ``read()`` come back through a pipe. Without a
+    deadline, or where a child cannot be started (a daemonic Dask worker, no fork), it
+    solves here.
+
+    Parameters
+    ----------
+    deadline
+        When the call must be over (None: no limit).
+    read
+        ``read() -> values``, called after a solve that found a solution (in the child).
+    time_limit
+        The backend's own limit (default: what is left of ``deadline``).
+
+    Returns
+    -------
+    (Outcome, values or None), or None when the child had to be stopped at the deadline.
+
+    Raises
+    ------
+    RuntimeError
+        When the child fails or ends without an answer.
+    """
+    limit = time_limit if time_limit is not None else (None if deadline is None else deadline.remaining())
+
+    def run() -> tuple[Outcome, T | None]:
+        outcome = solve_pulp(prob, backend=backend, time_limit=limit, threads=threads)
+        return outcome, (read() if outcome.status.has_solution else None)
+
+    if deadline is None or multiprocessing.current_process().daemon or "fork" not in multiprocessing.get_all_start_methods():
+        return run()
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+
+    def child() -> None:
+        os.setpgrp()  # its own process group: a CBC subprocess it starts is stopped with it
+        try:
+            if backend == "highs":
+                # HiGHS's worker threads are not copied by fork: drop the parent's scheduler
+                # (if it ran HiGHS before) without waiting for them, or the solve waits forever
+                import highspy
+
+                highspy.Highs.resetGlobalScheduler(False)
+            send.send(("ok", run()))
+        except BaseException as exc:  # noqa: BLE001  (the parent re-raises it)
+            send.send(("error", repr(exc)))
+
+    proc = ctx.Process(target=child, daemon=True)
+    for stream in (sys.stdout, sys.stderr):  # or the child could write the parent's buffered text again
+        stream.flush()
+    proc.start()
+    send.close()
+    try:
+        if receive.poll(deadline.remaining() + BACKEND_GRACE_S):
+            try:
+                kind, answer = receive.recv()
+            except EOFError:  # the child died without a word
+                raise RuntimeError(f"the {backend} child process ended without an answer (exit code {proc.exitcode})") from None
+            if kind == "error":
+                raise RuntimeError(f"{backend} failed in its child process: {answer}")
+            return answer
+        return None
+    finally:
+        if proc.is_alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        proc.join()
+        receive.close()
 
 
 def _highs_outcome(prob: pulp.LpProblem) -> Outcome:

@@ -30,7 +30,7 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp
+from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.result import Result, Status
 
@@ -96,10 +96,9 @@ def solve_milp(
             reason=f"{count} options after pruning exceed the MILP's limit of {MAX_MILP_OPTIONS}; use dp",
         )
 
-    def out_of_time() -> Result:
+    def out_of_time(reason: str = "time limit reached while building the MILP") -> Result:
         return no_solution(
-            problem="allocation", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=lower,
-            reason="time limit reached while building the MILP",
+            problem="allocation", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=lower, reason=reason,
         )
 
     prob = pulp.LpProblem("allocation", pulp.LpMinimize)
@@ -131,14 +130,19 @@ def solve_milp(
         backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
         if backend_limit <= 0:
             return out_of_time()
-    outcome = solve_pulp(prob, backend=backend, time_limit=backend_limit, threads=threads)
+    # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
+    ran = solve_pulp_by(prob, None if time_limit is None else deadline,
+                        lambda: {key: round(var.value() or 0.0) for key, var in x.items()},
+                        backend=backend, time_limit=backend_limit, threads=threads)
+    if ran is None:
+        return out_of_time(f"time limit reached before {backend} returned (stopped)")
+    outcome, counts = ran
     stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x))
     bound = lower if outcome.bound is None else max(lower, outcome.bound)
 
     def decode():
         per_group = [[] for _ in instance.groups]
-        for (g, o), var in x.items():
-            count = round(var.value() or 0.0)
+        for (g, o), count in counts.items():
             if count:
                 per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
         return build_solution(instance, expand_counts(instance, per_group))

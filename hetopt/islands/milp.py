@@ -19,7 +19,7 @@ import math
 
 import pulp
 
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp
+from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, model_data
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
@@ -87,14 +87,19 @@ def solve_milp(
 
     # Warm start is not passed: PuLP's HiGHS interface ignores it; the greedy's count is
     # already in the model as the number of slots.
-    outcome = solve_pulp(prob, backend=backend, time_limit=None if time_limit is None else deadline.remaining(), threads=threads)
+    # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
+    ran = solve_pulp_by(prob, None if time_limit is None else deadline,
+                        lambda: {key for key, var in x.items() if (var.value() or 0.0) > 0.5}, backend=backend, threads=threads)
+    if ran is None:
+        return greedy_answer(instance, data, method, deadline, stats, f"time limit reached before {backend} returned (stopped)")
+    outcome, chosen = ran
     stats.update(outcome.stats)
     bound = None if outcome.bound is None else float(math.ceil(outcome.bound - INTEGRALITY_SLACK))
     if outcome.status is Status.TIME_LIMIT:  # no solution from the solver: the greedy's islands are one
         return greedy_answer(instance, data, method, deadline, stats, "time limit reached before the MILP found islands", bound)
 
     def decode():
-        islands = [[v for v in range(instance.num_nodes) if (v, k) in x and (x[v, k].value() or 0.0) > 0.5] for k in range(data.slots)]
+        islands = [[v for v in range(instance.num_nodes) if (v, k) in chosen] for k in range(data.slots)]
         return build_solution(instance, [i for i in islands if i])
 
     # infeasible_reason=None: the greedy's islands are a solution of the model

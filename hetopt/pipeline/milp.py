@@ -20,81 +20,15 @@ rule exact for every in-flight count min(S − s, M). See ``formulations/pipelin
 
 from __future__ import annotations
 
-import contextlib
-import multiprocessing
-import os
-import signal
-import sys
-
 import pulp
 
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp
-from hetopt.family import TIME_LIMIT_SLACK_S, Deadline, conclude_model, no_solution
+from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
+from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.positions import position_data, too_large
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
-
-
-#: Seconds the backend may run past the deadline before it is stopped: HiGHS checks its
-#: clock only between steps (its presolve probing and MIP set-up ran 5 to 14 s past a 2 s
-#: limit on scale-16x128), so the solve runs in a forked child that is killed at
-#: the deadline plus this grace; the rest of ``TIME_LIMIT_SLACK_S`` is for decoding the
-#: plan, its 1F1B simulation and ``evaluate``.
-BACKEND_GRACE_S = 0.25 * TIME_LIMIT_SLACK_S
-
-
-def _solve_before(deadline: Deadline, prob: pulp.LpProblem, y: dict, *, backend: str, threads: int | None):
-    """Solve ``prob`` in a forked child given ``deadline.remaining()``; None if it had to be stopped.
-
-    Returns (Outcome, the keys of ``y`` set to 1). The child is a fork, so the model is not
-    copied or pickled; only the outcome and the chosen keys come back through a pipe. The
-    child leads its own process group, so a CBC subprocess it started is stopped with it.
-    """
-    if multiprocessing.current_process().daemon or "fork" not in multiprocessing.get_all_start_methods():
-        # a daemonic process (a Dask worker) may not start children: solve here, best effort
-        outcome = solve_pulp(prob, backend=backend, time_limit=deadline.remaining(), threads=threads)
-        return outcome, [key for key, v in y.items() if (v.value() or 0.0) > 0.5] if outcome.status.has_solution else []
-    ctx = multiprocessing.get_context("fork")
-    receive, send = ctx.Pipe(duplex=False)
-
-    def child() -> None:
-        os.setpgrp()
-        try:
-            if backend == "highs":
-                # HiGHS's worker threads are not copied by fork: drop the parent's scheduler
-                # (if it ran HiGHS before) without waiting for them, or the solve waits forever
-                import highspy
-
-                highspy.Highs.resetGlobalScheduler(False)
-            outcome = solve_pulp(prob, backend=backend, time_limit=deadline.remaining(), threads=threads)
-            chosen = [key for key, v in y.items() if (v.value() or 0.0) > 0.5] if outcome.status.has_solution else []
-            send.send(("ok", outcome, chosen))
-        except BaseException as exc:  # noqa: BLE001  (the parent re-raises it)
-            send.send(("error", repr(exc), None))
-
-    proc = ctx.Process(target=child, daemon=True)
-    for stream in (sys.stdout, sys.stderr):  # or the child could write the parent's buffered text again
-        stream.flush()
-    proc.start()
-    send.close()
-    try:
-        if receive.poll(deadline.remaining() + BACKEND_GRACE_S):
-            try:
-                kind, first, second = receive.recv()
-            except EOFError:  # the child died without a word
-                raise RuntimeError(f"the {backend} child process ended without an answer (exit code {proc.exitcode})") from None
-            if kind == "error":
-                raise RuntimeError(f"{backend} failed in its child process: {first}")
-            return first, second
-        return None
-    finally:
-        if proc.is_alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        proc.join()
-        receive.close()
 
 
 def solve_milp(
@@ -202,19 +136,17 @@ def solve_milp(
     if deadline.expired():
         return out_of_time()
 
-    if time_limit is None:
-        outcome = solve_pulp(prob, backend=backend, threads=threads)
-        chosen = [key for key, v in y.items() if (v.value() or 0.0) > 0.5] if outcome.status.has_solution else []
-    else:
-        ran = _solve_before(deadline, prob, y, backend=backend, threads=threads)
-        if ran is None:
-            return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline,
-                               reason=f"time limit reached before {backend} returned (stopped)", stats={"positions": P})
-        outcome, chosen = ran
+    # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
+    ran = solve_pulp_by(prob, None if time_limit is None else deadline,
+                        lambda: [key for key, v in y.items() if (v.value() or 0.0) > 0.5], backend=backend, threads=threads)
+    if ran is None:
+        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline,
+                           reason=f"time limit reached before {backend} returned (stopped)", stats={"positions": P})
+    outcome, chosen = ran
     stats = dict(outcome.stats, variables=len(y) + len(w) + len(on) + 2 * P + 1, constraints=prob.numConstraints(), positions=P)
 
     def decode() -> PipelineSolution:
-        plan = [o for p, o in sorted(chosen)]
+        plan = [o for p, o in sorted(chosen or ())]
         return build_solution(instance, blocks_from_choices(instance, plan))
 
     return conclude_model(

@@ -147,6 +147,6 @@ def test_a_model_contradicting_the_greedy_is_a_solver_bug(monkeypatch, method):
     if method == "cpsat":
         monkeypatch.setattr(cpsat, "solve_cpsat", lambda *_a, **_k: (None, infeasible))
     else:
-        monkeypatch.setattr(milp, "solve_pulp", lambda *_a, **_k: infeasible)
+        monkeypatch.setattr(milp, "solve_pulp_by", lambda *_a, **_k: (infeasible, None))
     with pytest.raises(SolverBug, match="reports infeasible where a solution is known to exist"):
         solve(load(INSTANCES / "tiny.toml"), method)
