@@ -320,6 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "a slow external parallelizer on a large Dask cluster wants one query per task)")
     p.add_argument("--layers-per-atom", type=int, default=None, metavar="K",
                    help="slice the model in atoms of K layers (default 1; at most 24 atoms on clusters of more than 16 islands): fewer slices for deep models")
+    p.add_argument("--layout", default=None, metavar="LAYOUT",
+                   help='price your layout beside the plan, e.g. "tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1" '
+                   "(a cluster that forms one island; mbs left out: its best under the model)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds for the whole plan (islands, enumeration, composition, alternatives); stopped early: "
                    "FEASIBLE with bound and gap, or TIME_LIMIT (exit 3)")

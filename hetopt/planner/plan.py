@@ -31,6 +31,7 @@ from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster, load_cluster, resolve
 from hetopt.planner.compose import (MAX_AUTO_MICROBATCH, island_specs, link_matrix, microbatch_candidates,
                                     pipeline_instance)
+from hetopt.planner.layout import GivenLayout, PricedLayout, parse_layout, price_layout
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, all_slices, enumerate_plans
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
@@ -108,6 +109,7 @@ class HeteroPlan:
     left_out: list[str] = field(default_factory=list)  # islands not composed (--max-islands)
     enumeration: dict = field(default_factory=dict)
     composition: dict = field(default_factory=dict)
+    given_layout: dict | None = None  # --layout priced by the same cost model, with the plan's speed-up over it
 
 
 def model_training_flops(cfg: ModelConfig, seq: int) -> float:
@@ -249,6 +251,7 @@ def plan(
     on_progress: Callable[[str, int, int], None] | None = None,
     max_islands: int | None = None,
     tasks: int = DEFAULT_TASKS,
+    layout: GivenLayout | str | None = None,
 ) -> HeteroPlan:
     """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
 
@@ -288,11 +291,17 @@ def plan(
         ``MAX_COMPOSE_ISLANDS`` (and then, if no ``parallelizer`` was given, the built-in
         one cuts the model into at most ``LARGE_CLUSTER_ATOMS`` atoms).
 
+    layout
+        A layout to price beside the plan (``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"``
+        or a :class:`~hetopt.planner.layout.GivenLayout`), on a cluster that forms one
+        island; ``given_layout`` then holds its iteration time and the plan's speed-up.
+
     Raises
     ------
     InputError
         For a micro-batch size that does not divide the global batch, a bad batch or time
-        limit, an unknown cluster or model name.
+        limit, an unknown cluster or model name, a layout the cluster or model cannot hold
+        or given for a cluster of several islands.
     hetopt.planner.workers.WorkersLost
         When the executor's workers are gone (a pool that keeps dying, a Dask cluster
         without workers).
@@ -304,6 +313,8 @@ def plan(
     if global_batch < 1:
         raise InputError(f"--global-batch {global_batch}: must be >= 1")
     cluster, cfg = as_cluster(cluster), as_model(cfg)
+    if isinstance(layout, str):
+        layout = parse_layout(layout)
     seq = seq or cfg.sequence
     candidates = microbatch_candidates(global_batch, microbatch_size)
     composing = Deadline(None if time_limit is None else deadline.limit * (1 - ALTERNATIVES_SHARE) if alternatives
@@ -325,6 +336,7 @@ def plan(
     chosen = _choose_islands(cluster, islands, max_islands, coarsened)
     out.islands = [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
                    for s, names in zip(chosen.specs, chosen.names)]
+    given = None if layout is None else _price_given(layout, chosen, cluster, cfg, global_batch, seq)
     out.left_out = chosen.left_out
     atoms = par.slice_model(cfg, seq=seq)
     ctx = _Context(cluster, cfg, seq, global_batch, chosen, par, all_slices(par, atoms), policies, imbalance, executor,
@@ -342,6 +354,10 @@ def plan(
     best = conclude_plan(out, islands, chosen, attempts, len(candidates))
     if best is not None:
         _fill(out, best, chosen.specs, cluster, cfg, seq)
+    if given is not None:
+        out.given_layout = given.to_dict()
+        if given.plan is not None and out.iteration_time_s:
+            out.given_layout["plan_speedup"] = given.iteration_time_s / out.iteration_time_s
     if alternatives:
         t1 = time.perf_counter()
         setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, atoms, global_batch, seq, microbatch_size)
@@ -349,6 +365,15 @@ def plan(
         timing["alternatives_s"] = time.perf_counter() - t1
         _rank(out)
     return out
+
+
+def _price_given(layout: GivenLayout, chosen: ChosenIslands, cluster: Cluster, cfg: ModelConfig, global_batch: int,
+                 seq: int) -> PricedLayout:
+    """``--layout`` priced on the cluster's one island (several islands: per-island layouts are not offered)."""
+    if len(chosen.specs) + len(chosen.left_out) != 1:
+        raise InputError(f"--layout: {cluster.name} forms {len(chosen.specs) + len(chosen.left_out)} islands; a given layout "
+                         "is priced on a cluster that forms one (per-island layouts are not supported yet)")
+    return price_layout(layout, chosen.specs[0], cfg, global_batch=global_batch, seq=seq)
 
 
 def _fill(out: HeteroPlan, best: Attempt, specs: list[IslandSpec], cluster: Cluster, cfg: ModelConfig, seq: int) -> None:

@@ -65,6 +65,14 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         out.print(_table("alternatives (same cost model)", ["plan", "status", "iteration_s", "composed speed-up", "detail"], rows))
         if p.best:
             out.print(f"best: {p.best}", highlight=False)
+    if p.given_layout is not None:
+        g = p.given_layout
+        if g["fits"]:
+            speed = f"; the plan is {g['plan_speedup']:.2f}× faster" if "plan_speedup" in g else ""
+            out.print(f"your layout {g['layout']} (mbs={g['microbatch']}): {_f(g['iteration_time_s'])} s per iteration, "
+                      f"{_f(g['peak_memory_gib'], '.1f')} GiB per GPU{speed}", highlight=False)
+        else:
+            out.print(f"your layout {g['layout']}: {g['reason']}", highlight=False)
     t = p.timing_s
     if not t:
         return

@@ -11,6 +11,7 @@ from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import load_cluster
 from hetopt.planner.enumerate import DEFAULT_TASKS, POLICIES
+from hetopt.planner.layout import parse_layout
 from hetopt.planner.plan import HeteroPlan, as_model, check_time_limit, plan
 from hetopt.planner.workers import ProcessPool, dask_executor
 #: Largest global batch ``hetopt plan`` accepts (samples per iteration).
@@ -90,6 +91,7 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             on_progress=on_progress,
             max_islands=args.max_islands,
             tasks=args.tasks or DEFAULT_TASKS,
+            layout=parse_layout(args.layout) if getattr(args, "layout", None) else None,
             # unset: plan() picks the atoms (coarser on clusters of very many islands)
             parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom) if args.layers_per_atom else None,
         )

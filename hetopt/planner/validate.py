@@ -30,8 +30,9 @@ from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.io import read_toml
-from hetopt.planner.builtin import BuiltinParallelizer, Layout, even_split
-from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Slice
+from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.layout import GivenLayout, price_layout
+from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.readers.fields import Fields
 from hetopt.workload import ModelConfig, model_from_fields
 
@@ -49,18 +50,6 @@ BITS_PER_BYTE = 8
 
 
 @dataclass(frozen=True)
-class PublishedLayout:
-    """The layout a publication ran: TP t, PP p, DP d, micro-batch b per replica (0: not stated)."""
-
-    tp: int
-    pp: int
-    dp: int
-    microbatch: int
-    recompute: str
-    zero: int
-
-
-@dataclass(frozen=True)
 class Measurement:
     """One published, measured training run."""
 
@@ -75,7 +64,7 @@ class Measurement:
     value: float
     flops: str
     best: bool
-    layout: PublishedLayout
+    layout: GivenLayout
 
     @property
     def gpus(self) -> int:
@@ -147,7 +136,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         lay = m.table("layout", required=True)
         lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero"))
-        layout = PublishedLayout(
+        layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
             zero=lay.integer("zero", 0, minimum=0, maximum=3),
@@ -195,25 +184,13 @@ def throughput(m: Measurement, iteration_time_s: float) -> float:
 def price_published(m: Measurement, parallelizer: BuiltinParallelizer | None = None) -> tuple[PartialPlan | None, str]:
     """The published layout priced by the cost model (its best micro-batch when unstated).
 
-    Layers are split evenly over the stages, as Megatron does. Returns (None, reason) when
-    the layout does not fit in memory under the model at any micro-batch size tried.
+    :func:`hetopt.planner.layout.price_layout`, as ``hetopt plan --layout`` prices a given
+    layout. Returns (None, reason) when the layout does not fit in memory under the model at
+    any micro-batch size tried.
     """
-    par = parallelizer or BuiltinParallelizer()
-    lay = m.layout
-    whole = Slice(par.slice_model(m.model, seq=m.seq))
-    best, why = None, "no micro-batch size divides the global batch"
-    for b in (lay.microbatch,) if lay.microbatch else UNSTATED_MICROBATCHES:
-        m_size = b * lay.dp
-        if m.global_batch % m_size:
-            continue
-        layout = Layout(lay.tp, lay.pp, lay.dp, even_split(m.model.layers, lay.pp), lay.recompute, lay.zero)
-        plan = par.plan(whole, m.island, layout, microbatch_size=m_size, microbatches=m.global_batch // m_size)
-        if plan.behind is not None and plan.behind < 0:
-            why = f"does not fit in memory under the model at b = {b}"
-            continue
-        if best is None or plan.iteration_time_s < best.iteration_time_s:
-            best = plan
-    return best, ("" if best else why)
+    priced = price_layout(m.layout, m.island, m.model, global_batch=m.global_batch, seq=m.seq,
+                          microbatches_tried=UNSTATED_MICROBATCHES, parallelizer=parallelizer)
+    return priced.plan, priced.reason
 
 
 def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = None) -> list[Row]:
@@ -243,7 +220,7 @@ def summarize(rows: list[Row]) -> dict[str, dict]:
     }
 
 
-def _layout_text(lay: PublishedLayout) -> str:
+def _layout_text(lay: GivenLayout) -> str:
     b = lay.microbatch or "?"
     return f"tp{lay.tp} pp{lay.pp} dp{lay.dp} b{b} {lay.recompute} zero{lay.zero}"
 

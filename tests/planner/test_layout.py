@@ -1,0 +1,95 @@
+"""`--layout`: a given layout priced by the same cost model, beside the plan."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hetopt import cli
+from hetopt.errors import InputError
+from hetopt.planner.cluster import load_cluster
+from hetopt.planner.layout import GivenLayout, parse_layout
+from hetopt.planner.plan import plan
+
+#: One DGX-like node of 8 A100-SXM4-80GB: a cluster that forms one island.
+ONE_NODE = """name = "dgx-a100"
+[[node]]
+name = "n0"
+gpu = "A100-SXM4-80GB"
+gpus = 8
+[network]
+default_gbps = 1600.0
+"""
+
+
+@pytest.fixture
+def dgx(tmp_path):
+    path = tmp_path / "dgx.toml"
+    path.write_text(ONE_NODE)
+    return path
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("tp=8 pp=1", "give dp"),
+    ("tp=8 pp=1 dp=1 vpp=2", "interleaved schedule is not modelled"),
+    ("tp=8 pp=1 dp=1 zero=4", "zero=4: must be one of"),
+    ("tp=8 pp=1 dp=1 recompute=some", "recompute=some: must be one of"),
+    ("tp=8 pp=1 dp=1 cp=2", "unknown key 'cp'"),
+    ("tp=eight pp=1 dp=1", "must be a whole number"),
+    ("tp=0 pp=1 dp=1", "tp=0: must be >= 1"),
+    ("tp8", "expected key=value"),
+])
+def test_bad_layouts_are_named(text, message):
+    with pytest.raises(InputError, match=message):
+        parse_layout(text)
+
+
+def test_a_layout_parses_in_any_order():
+    assert parse_layout("zero=1 mbs=2 dp=4 pp=2 tp=1 recompute=selective") == GivenLayout(1, 2, 4, 2, "selective", 1)
+
+
+def test_the_plan_never_loses_to_a_layout_in_its_search_space(dgx):
+    # every layout below has mbs·dp a power of two ≤ 16 and an even split: the built-in
+    # parallelizer enumerates it, so the exact composition can only match or beat it
+    for text in ("tp=8 pp=1 dp=1 mbs=1", "tp=4 pp=2 dp=1 mbs=2 recompute=full", "tp=2 pp=2 dp=2 mbs=1 zero=1",
+                 "tp=1 pp=1 dp=8 mbs=1 zero=3 recompute=selective"):
+        p = plan(dgx, "gpt3-1.3b", global_batch=64, alternatives=False, layout=text)
+        g = p.given_layout
+        assert g["fits"], (text, g["reason"])
+        assert g["plan_speedup"] >= 1 - 1e-9, (text, g)
+
+
+def test_cli_prints_and_carries_the_layout(dgx, capsys):
+    assert cli.main(["plan", "--cluster", str(dgx), "--model", "gpt3-1.3b", "--global-batch", "64", "--no-alternatives",
+                     "--workers", "1", "--layout", "tp=8 pp=1 dp=1 mbs=1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["given_layout"]["layout"] == "tp=8 pp=1 dp=1 mbs=1 recompute=none zero=0"
+    assert doc["given_layout"]["plan_speedup"] >= 1 - 1e-9
+    assert cli.main(["plan", "--cluster", str(dgx), "--model", "gpt3-1.3b", "--global-batch", "64", "--no-alternatives",
+                     "--workers", "1", "--layout", "tp=8 pp=1 dp=1 mbs=1"]) == 0
+    assert "your layout tp=8 pp=1 dp=1 mbs=1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("tp=16 pp=1 dp=1", "tp=16: exceeds the 8 GPUs of a node"),
+    ("tp=8 pp=2 dp=1", "more GPUs than the 8"),
+    ("tp=8 pp=1 dp=1 mbs=3", "must divide the global batch 64"),
+    ("tp=3 pp=1 dp=1", "must divide the 8 GPUs of a node"),
+])
+def test_cli_refuses_a_layout_the_cluster_cannot_hold(dgx, capsys, text, message):
+    code = cli.main(["plan", "--cluster", str(dgx), "--model", "gpt3-1.3b", "--global-batch", "64", "--no-alternatives",
+                     "--workers", "1", "--layout", text])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_cluster_of_several_islands_is_refused():
+    with pytest.raises(InputError, match="forms 2 islands"):
+        plan(load_cluster("tangram-c2"), "gpt3-1.3b", global_batch=32, alternatives=False, layout="tp=1 pp=1 dp=1")
+
+
+def test_a_layout_that_does_not_fit_says_why(dgx):
+    # GPT-3 13B on one GPU of 80 GB: 16 bytes per parameter of training state alone is 200 GB
+    p = plan(dgx, "gpt3-13b", global_batch=8, alternatives=False, layout="tp=1 pp=1 dp=1 mbs=1")
+    assert not p.given_layout["fits"] and "does not fit in memory at mbs=1" in p.given_layout["reason"]
