@@ -70,6 +70,11 @@ def _not_proven(islands: Result, chosen: ChosenIslands | None, attempts: list[At
             why.append(f"micro-batch {a.microbatch_size}: time limit during the enumeration")
         elif a.result is None:
             why.append(f"micro-batch {a.microbatch_size}: time limit before the composition")
+        elif a.result.status is Status.INFEASIBLE and a.stats.pruned.get("imbalance", 0):
+            # the planner re-runs such a size without the heuristic; one left like this (no time
+            # for the re-run) proves nothing
+            why.append(f"micro-batch {a.microbatch_size}: imbalance pruning (a heuristic) removed "
+                       f"{a.stats.pruned['imbalance']} pairs before the composition found none")
         elif a.result.status not in (Status.OPTIMAL, Status.INFEASIBLE):
             why.append(f"micro-batch {a.microbatch_size}: composition {a.result.status.value}"
                        + (f" ({a.result.reason})" if a.result.reason else ""))

@@ -347,7 +347,14 @@ def plan(
             break
         # in turn, each with what is left: one micro-batch size composed completely is worth
         # more than five enumerated in part
-        attempts.append(_attempt(ctx, m, composing))
+        attempt = _attempt(ctx, m, composing)
+        if _imbalance_hid_plans(attempt) and not composing.expired():
+            # imbalance pruning is Tangram's heuristic: an infeasibility it may have caused is
+            # no proof, so this size is enumerated again without it
+            timing["enumeration_s"] += attempt.enumerate_s
+            timing["composition_s"] += attempt.compose_s
+            attempt = _attempt(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, composing)
+        attempts.append(attempt)
         timing["enumeration_s"] += attempts[-1].enumerate_s
         timing["composition_s"] += attempts[-1].compose_s
     out.enumeration = {a.microbatch_size: a.stats.to_dict() for a in attempts}
@@ -365,6 +372,12 @@ def plan(
         timing["alternatives_s"] = time.perf_counter() - t1
         _rank(out)
     return out
+
+
+def _imbalance_hid_plans(attempt: Attempt) -> bool:
+    """The composition proved no pipeline fits, but only over pairs left after imbalance pruning."""
+    return (attempt.result is not None and attempt.result.status is Status.INFEASIBLE
+            and attempt.stats.pruned.get("imbalance", 0) > 0)
 
 
 def _price_given(layout: GivenLayout, chosen: ChosenIslands, cluster: Cluster, cfg: ModelConfig, global_batch: int,

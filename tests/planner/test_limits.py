@@ -333,3 +333,17 @@ def test_a_dask_cluster_without_workers_fails_with_one_line(one_worker_dask, mon
     with executor_for(None, one_worker_dask) as executor, pytest.raises(workers.WorkersLost, match="no worker"):
         plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False,
              executor=executor, parallelizer=ClosesItsWorker())
+
+
+def test_imbalance_pruning_never_makes_a_false_infeasible(tmp_path):
+    # one H100 next to eight P40s: Tangram's imbalance rule prunes every slice the lone H100
+    # could take, and the composition over what is left finds no pipeline; that is no proof,
+    # so the planner enumerates such a size again without the heuristic (found in review)
+    path = tmp_path / "h100-p40.toml"
+    path.write_text('name = "h100-p40"\n[[node]]\nname = "h0"\ngpu = "H100-SXM5"\ngpus = 1\n'
+                    '[[node]]\nname = "p0"\ngpu = "P40"\ngpus = 8\n[network]\ndefault_gbps = 100.0\n')
+    with_rule = plan(str(path), "gpt3-13b", global_batch=16, alternatives=False)
+    without = plan(str(path), "gpt3-13b", global_batch=16, alternatives=False,
+                   policies=("redundancy", "infeasibility"))
+    assert with_rule.status is Status.OPTIMAL, with_rule.reason
+    assert with_rule.iteration_time_s == pytest.approx(without.iteration_time_s, rel=1e-9)
