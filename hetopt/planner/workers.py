@@ -77,6 +77,20 @@ class ProcessPool(Executor):
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 
+    def abandon(self) -> None:
+        """Stop the work in progress now: terminate the workers and start a fresh pool.
+
+        At a deadline the running batches are no longer wanted, and the executor's own
+        shutdown would wait for them (minutes, with a slow parallelizer or few large batches).
+        """
+        old = self._pool
+        workers = list(getattr(old, "_processes", {}).values())  # CPython's ProcessPoolExecutor keeps them here
+        old.shutdown(wait=False, cancel_futures=True)
+        for proc in workers:
+            if proc.is_alive():
+                proc.terminate()
+        self._pool = ProcessPoolExecutor(max_workers=self.max_workers)
+
 
 def parse_scheduler(address: str) -> tuple[str, str, int]:
     """``(scheme, host, port)`` of ``tcp://HOST:PORT``.
@@ -256,6 +270,8 @@ def gather(
             if deadline.expired():
                 for f in pending:
                     f.cancel()
+                if any(not f.done() for f in pending) and hasattr(executor, "abandon"):
+                    executor.abandon()  # a running batch is not waited for
                 return results
             done, _ = cf.wait(pending, timeout=min(POLL_S, deadline.remaining()), return_when=cf.FIRST_COMPLETED)
         for f in done:
