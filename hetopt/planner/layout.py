@@ -99,6 +99,8 @@ def parse_layout(text: str) -> GivenLayout:
             raise InputError(f"--layout {part}: expected key=value (keys: {', '.join(LAYOUT_KEYS)})")
         if key not in LAYOUT_KEYS:
             raise InputError(f"--layout {part}: unknown key {key!r} (keys: {', '.join(LAYOUT_KEYS)})")
+        if key in values:
+            raise InputError(f"--layout {part}: {key} is given twice (in {text!r})")
         values[key] = value
     missing = [k for k in ("tp", "pp", "dp") if k not in values]
     if missing:

@@ -91,7 +91,7 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             on_progress=on_progress,
             max_islands=args.max_islands,
             tasks=args.tasks or DEFAULT_TASKS,
-            layout=parse_layout(args.layout) if getattr(args, "layout", None) else None,
+            layout=None if getattr(args, "layout", None) is None else parse_layout(args.layout),
             # unset: plan() picks the atoms (coarser on clusters of very many islands)
             parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom) if args.layers_per_atom else None,
         )

@@ -31,14 +31,23 @@ from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.io import read_toml
 from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import GivenLayout, price_layout
+from hetopt.planner.layout import GivenLayout, check_layout, price_layout
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.readers.fields import Fields
 from hetopt.workload import ModelConfig, model_from_fields
 
-#: The throughput metrics a measurement may state, and how a predicted iteration time
-#: becomes each (all "higher is better", so predicted / published > 1 is optimistic).
+#: The metrics a measurement may state, and how a predicted iteration time becomes each.
 METRICS = ("tflops_per_gpu", "samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "iteration_time_s")
+#: Of those, the ones where less is better: their ratio is published / predicted, so that a
+#: ratio above 1 always means the model is optimistic.
+LOWER_IS_BETTER = ("iteration_time_s",)
+#: Accepted ranges, so every ratio is finite and positive: a published value in its metric's
+#: units, a cluster's network in Gb/s (the cluster files' floor), batch and sequence as
+#: ``hetopt plan`` takes them.
+VALUE_RANGE = (1e-6, 1e15)
+MIN_INTER_GBPS = 1e-6
+MAX_GLOBAL_BATCH = 1 << 20
+MAX_SEQ = 1 << 20
 #: FLOP-count conventions of ``tflops_per_gpu``: Megatron's eq. 3 (Narayanan et al. SC'21),
 #: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration, which counts the recomputed forward.
 FLOP_CONVENTIONS = ("megatron-eq3",)
@@ -83,9 +92,11 @@ class Row:
 
     @property
     def ratio(self) -> float | None:
-        """Predicted / published throughput (> 1: the model is optimistic)."""
+        """Predicted / published throughput, published / predicted time (> 1: the model is optimistic)."""
         if self.predicted is None:
             return None
+        if self.measurement.metric in LOWER_IS_BETTER:
+            return self.measurement.value / self.predicted
         return self.predicted / self.measurement.value
 
 
@@ -124,7 +135,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         islands[key] = IslandSpec(
             key, catalog[gpu_name], nodes=c.integer("nodes", minimum=1, maximum=100_000),
             gpus_per_node=c.integer("gpus_per_node", minimum=1, maximum=64),
-            inter_bandwidth=c.number("inter_gbps", positive=True) * GIGA / BITS_PER_BYTE,
+            inter_bandwidth=c.number("inter_gbps", minimum=MIN_INTER_GBPS) * GIGA / BITS_PER_BYTE,
         )
     out = []
     for m in top.tables("measurement", required=True):
@@ -144,11 +155,17 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         isl = islands[cluster]
         if layout.tp * layout.pp * layout.dp != isl.gpus:
             raise lay.error(None, f"tp·pp·dp = {layout.tp * layout.pp * layout.dp} but cluster {cluster!r} has {isl.gpus} GPUs")
+        global_batch = m.integer("global_batch", minimum=1, maximum=MAX_GLOBAL_BATCH)
+        try:
+            check_layout(layout, isl, models[model], global_batch)
+        except InputError as exc:  # the same rule as --layout, named by the file's key
+            raise lay.error(None, str(exc).removeprefix("--layout ")) from None
         metric = m.string("metric", choices=METRICS)
         out.append(Measurement(
             id=m.string("id"), group=m.string("group", "ungrouped"), source=m.string("source", ""),
-            model=models[model], island=isl, global_batch=m.integer("global_batch", minimum=1),
-            seq=m.integer("seq", models[model].sequence, minimum=1), metric=metric, value=m.number("value", positive=True),
+            model=models[model], island=isl, global_batch=global_batch,
+            seq=m.integer("seq", models[model].sequence, minimum=1, maximum=MAX_SEQ), metric=metric,
+            value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
             flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=bool(m.data.get("best", True)),
             layout=layout,
         ))
@@ -234,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         rows = validate(load_published(args.file), only=args.only.split(",") if args.only else None)
     except InputError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"hetopt: {exc}", file=sys.stderr)
         return 2
     summary = summarize(rows)
     if args.json:
@@ -245,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
                       "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
                       "reason": r.reason} for r in rows],
             "summary": summary,
-        }, indent=2))
+        }, indent=2, allow_nan=False))
         return 0
     print(f"{'id':28} {'GPUs':>5} {'published layout':32} {'metric':>15} {'published':>9} {'predicted':>9} {'ratio':>6}")
     for r in rows:

@@ -39,6 +39,8 @@ def dgx(tmp_path):
     ("tp=eight pp=1 dp=1", "must be a whole number"),
     ("tp=0 pp=1 dp=1", "tp=0: must be >= 1"),
     ("tp8", "expected key=value"),
+    ("tp=1 pp=1 dp=1 tp=2", "tp is given twice"),
+    ("", "give tp, pp, dp"),
 ])
 def test_bad_layouts_are_named(text, message):
     with pytest.raises(InputError, match=message):

@@ -66,3 +66,29 @@ def test_json_output(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in doc["rows"]] == ["mlm-t1-18.4b"]
     assert doc["summary"]["all"]["rows"] == 1
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("inter_gbps = 1600.0", "inter_gbps = 1e-310", r"clusters\.selene-4\.inter_gbps: must be >= 1e-06"),
+    ("value = 137", "value = 5e-324", r"measurement\[0\]\.value: must be >= 1e-06"),
+    ("layout = { tp = 1, pp = 1, dp = 32, b = 0", "layout = { tp = 1, pp = 1, dp = 32, b = 3",
+     r"measurement\[0\]\.layout: mbs=3 dp=32: a micro-batch of 96 samples must divide the global batch 512"),
+])
+def test_extreme_or_impossible_rows_are_refused_with_file_and_key(tmp_path, capsys, old, new, message):
+    # found in review: a tiny bandwidth crashed the summary (log of 0), a tiny value printed
+    # Infinity into the JSON, and a layout error named --layout instead of the file's key
+    bad = tmp_path / "bad.toml"
+    bad.write_text(v.default_published().read_text().replace(old, new, 1))
+    assert v.main(["--file", str(bad), "--json"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("hetopt: ")
+    with pytest.raises(InputError, match=message):
+        v.load_published(bad)
+
+
+def test_a_time_metric_is_compared_the_other_way_round():
+    m = next(m for m in v.load_published() if m.id == "mlm-t1-1.7b")
+    row = v.validate((m,))[0]
+    t = row.priced.iteration_time_s
+    timed = v.Row(v.Measurement(**{**m.__dict__, "metric": "iteration_time_s", "value": 2 * t}), row.priced, t)
+    assert timed.ratio == pytest.approx(2.0)  # published twice as slow as predicted: optimistic
