@@ -99,12 +99,20 @@ class _Ranges:
         ag, rs = self.ag[sel], self.rs[sel]
         return np.maximum(ag, fwd) + np.maximum(ag + rs, fwd + bwd)
 
-    def counts(self, tau: float, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
-        """L_m(τ): the largest ℓ ≤ lmax with T(ℓ, m) ≤ τ (0 when none), knowing lo ≤ L ≤ hi."""
+    def counts(
+        self, tau: float, lo: np.ndarray | None = None, hi: np.ndarray | None = None, deadline: Deadline | None = None,
+    ) -> np.ndarray:
+        """L_m(τ): the largest ℓ ≤ lmax with T(ℓ, m) ≤ τ (0 when none), knowing lo ≤ L ≤ hi.
+
+        With a ``deadline``, raises ``_Expired`` between bisection rounds once it has passed
+        (a round over millions of (group, m) entries takes a noticeable time).
+        """
         lo = np.zeros_like(self.lmax) if lo is None else lo.copy()
         hi = self.lmax.copy() if hi is None else hi.copy()
         open_ = np.flatnonzero(lo < hi)
         while open_.size:
+            if deadline is not None and deadline.expired():
+                raise _Expired
             mid = (lo[open_] + hi[open_] + 1) // 2
             ok = self.times(mid, open_) <= tau
             lo[open_] = np.where(ok, mid, lo[open_])
@@ -418,6 +426,9 @@ def solve_dp(
             f"(tiny activations per sample let micro-batches reach the global batch {instance.global_batch})",
         )
     ranges = _Ranges(instance)
+    if deadline.expired():
+        return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+                           reason="time limit reached while dp listed the options")
     budget = instance.microbatch_budget
     big_b = instance.global_batch
     decision = _Decision(ranges, deadline, MAX_SPLIT_CELLS)
@@ -444,7 +455,11 @@ def solve_dp(
     # every option time up to `low` is ruled out (some group has none faster than its fastest)
     fastest = ranges.times(np.ones_like(ranges.lmax))
     least = max(float(fastest[ranges.group == g].min()) for g in range(len(instance.groups)))
-    low = ranges.counts(float(np.nextafter(least, -INF)))
+    try:
+        low = ranges.counts(float(np.nextafter(least, -INF)), deadline=deadline)
+    except _Expired:
+        return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline, bound=least,
+                           reason="time limit reached before dp found a plan")
     high = ranges.lmax.copy()  # every option: feasible by the presolve
     stats = lambda: {"thresholds": tried, "joins": decision.joins, "window": decision.widest}
 
@@ -457,7 +472,7 @@ def solve_dp(
             if deadline.expired():
                 raise _Expired
             tau = ranges.pivot(low, high, first, last)
-            counts = ranges.counts(tau, low, high)
+            counts = ranges.counts(tau, low, high, deadline)
             if pred(counts):
                 high, last = counts, ranges.last_time(counts)
             else:
@@ -476,12 +491,12 @@ def solve_dp(
                 raise _Expired
             first = ranges.next_time(low)
             if ceiling is None:
-                counts = ranges.counts(first * (1.0 + step), low, high)
+                counts = ranges.counts(first * (1.0 + step), low, high, deadline)
             else:
                 top = ranges.last_time(ceiling)
                 if first >= top:  # even the next option time needs too wide a window
                     raise wide
-                counts = ranges.counts(ranges.pivot(low, ceiling, first, top), low, ceiling)
+                counts = ranges.counts(ranges.pivot(low, ceiling, first, top), low, ceiling, deadline)
             try:
                 found = decide(counts)
             except _TooWide as exc:

@@ -86,3 +86,34 @@ def test_a_feasible_answer_under_a_limit_brackets_the_optimum():
             assert r.bound <= optimum * (1 + 1e-9) + 1e-9
         if r.status.has_solution:
             assert r.objective >= optimum * (1 - 1e-9)
+
+
+def test_dp_keeps_the_limit_while_it_lists_millions_of_options(tmp_path):
+    # found in review: 7 groups, B = 2^20 and 1e-9 GiB of activations per sample give ~7
+    # million (group, micro-batch size) pairs; listing them and the first bisection ran
+    # 3.6 s under a 1 s limit before any look at the clock (5 groups here: ~5 million pairs)
+    import time
+
+    import hetopt
+    from hetopt.family import TIME_LIMIT_SLACK_S
+    from hetopt.result import Status
+
+    head = ('problem = "allocation"\nname = "big"\nglobal_batch = 1048576\nmemory_fraction = 0.8\n'
+            "activation_gib_per_sample = 1e-9\nstate_gib = 1.0\naccumulation_overhead_s = 0.001\n"
+            "allgather_s = 0.5\nreducescatter_s = 0.5\nuneven_shard_overhead = 0.25\nlayers = 32\n")
+    groups = "".join(
+        f'[[gpu]]\ntype = "G{g}"\ncount = {3 + g}\nmemory_gib = 80.0\nmemory_base_gib = 2.0\n'
+        f"forward_s = [{0.001 * (1 + 0.3 * g)}, {0.0019 * (1 + 0.3 * g)}]\n"
+        f"backward_s = [{0.002 * (1 + 0.3 * g)}, {0.0038 * (1 + 0.3 * g)}]\n"
+        for g in range(5)
+    )
+    path = tmp_path / "big.toml"
+    path.write_text(head + groups)
+    inst = hetopt.load(path)
+    start = time.perf_counter()
+    r = hetopt.solve(inst, "dp", time_limit=1.0)
+    wall = time.perf_counter() - start
+    assert wall <= 1.0 + TIME_LIMIT_SLACK_S, wall
+    assert r.status in (Status.TIME_LIMIT, Status.FEASIBLE, Status.OPTIMAL, Status.DECLINED), r.status
+    if r.status is Status.OPTIMAL:  # only if it really finished in time
+        assert hetopt.solve(inst, "dp").objective == r.objective
