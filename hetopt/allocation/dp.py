@@ -426,8 +426,11 @@ def solve_dp(
             f"(tiny activations per sample let micro-batches reach the global batch {instance.global_batch})",
         )
     ranges = _Ranges(instance)
+    # every option time up to `least` is ruled out (some group has none faster than its fastest)
+    fastest = ranges.times(np.ones_like(ranges.lmax))
+    least = max(float(fastest[ranges.group == g].min()) for g in range(len(instance.groups)))
     if deadline.expired():
-        return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+        return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline, bound=least,
                            reason="time limit reached while dp listed the options")
     budget = instance.microbatch_budget
     big_b = instance.global_batch
@@ -452,9 +455,6 @@ def solve_dp(
         top = ranges.per_group_max(np.where(usable, ranges.m * counts, 0))
         return int((ranges.counts_per_group * top).sum()) >= big_b
 
-    # every option time up to `low` is ruled out (some group has none faster than its fastest)
-    fastest = ranges.times(np.ones_like(ranges.lmax))
-    least = max(float(fastest[ranges.group == g].min()) for g in range(len(instance.groups)))
     try:
         low = ranges.counts(float(np.nextafter(least, -INF)), deadline=deadline)
     except _Expired:
