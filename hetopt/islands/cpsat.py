@@ -21,7 +21,7 @@ from ortools.sat.python import cp_model
 
 from hetopt.backends import solve_cpsat
 from hetopt.family import Deadline, conclude_model, no_solution
-from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, hint_values, model_data
+from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, hint_values, model_data, ticker
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
 from hetopt.islands.subsets import OutOfTime
 from hetopt.result import Result, Status
@@ -94,11 +94,7 @@ def _build(model: cp_model.CpModel, data: ModelData, n: int, deadline: Deadline)
     OutOfTime
         When the deadline passes (checked once per slot, ball and node).
     """
-
-    def tick() -> None:
-        if deadline.expired():
-            raise OutOfTime
-
+    tick = ticker(deadline)
     slots = data.slots
     # Variables
     x = {(v, k): model.new_bool_var(f"x_{v}_{k}") for v in range(n) for k in data.allowed(v)}

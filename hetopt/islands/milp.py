@@ -21,7 +21,7 @@ import pulp
 
 from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
 from hetopt.family import Deadline, conclude_model, no_solution
-from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, model_data
+from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, model_data, ticker
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
 from hetopt.islands.subsets import OutOfTime
 from hetopt.result import Result, Status
@@ -117,11 +117,7 @@ def _build(data: ModelData, n: int, deadline: Deadline) -> tuple[pulp.LpProblem,
     OutOfTime
         When the deadline passes (checked once per slot, ball and node).
     """
-
-    def tick() -> None:
-        if deadline.expired():
-            raise OutOfTime
-
+    tick = ticker(deadline)
     slots = data.slots
     prob = pulp.LpProblem("islands", pulp.LpMinimize)
     binary = pulp.LpInteger  # with bounds [0, 1]

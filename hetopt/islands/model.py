@@ -17,6 +17,7 @@ same for all its members, so the model has one "full" and one "spill" literal pe
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,17 @@ MODEL_MAX_TERMS = 500_000
 
 class ModelTooLarge(Exception):
     """The model would exceed ``MODEL_MAX_TERMS``; the message gives the count and the limit."""
+
+
+def ticker(deadline: Deadline) -> Callable[[], None]:
+    """``tick()`` raising OutOfTime once ``deadline`` has passed: the models' builders call it
+    once per slot, ball and node."""
+
+    def tick() -> None:
+        if deadline.expired():
+            raise OutOfTime
+
+    return tick
 
 
 def model_terms(slots: int, nodes: int, balls: int, conflicts: int, node_balls: int) -> int:

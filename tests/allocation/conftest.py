@@ -63,3 +63,19 @@ def tiny_path():
     from hetopt.catalog import instances_dir
 
     return instances_dir() / "allocation" / "tiny-2gpu.toml"
+
+
+def synthetic_toml(*, global_batch: int, activation_gib: float, state_gib: float, collective_s: float,
+                   groups: list[tuple[int, float]], forward_s: float = 0.001, slowdown: float = 0.3) -> str:
+    """An allocation file of ``groups`` = [(count, memory_gib)]: group g's forward of one sample
+    takes ``forward_s``·(1 + ``slowdown``·g), backward twice that (two-point latency tables),
+    for the tests of very large instances."""
+    head = (f'problem = "allocation"\nname = "synthetic"\nglobal_batch = {global_batch}\nmemory_fraction = 0.8\n'
+            f"activation_gib_per_sample = {activation_gib}\nstate_gib = {state_gib}\naccumulation_overhead_s = 0.001\n"
+            f"allgather_s = {collective_s}\nreducescatter_s = {collective_s}\nuneven_shard_overhead = 0.25\nlayers = 32\n")
+    return head + "".join(
+        f'[[gpu]]\ntype = "G{g}"\ncount = {count}\nmemory_gib = {memory}\nmemory_base_gib = 2.0\n'
+        f"forward_s = [{forward_s * (1 + slowdown * g)}, {1.9 * forward_s * (1 + slowdown * g)}]\n"
+        f"backward_s = [{2 * forward_s * (1 + slowdown * g)}, {3.8 * forward_s * (1 + slowdown * g)}]\n"
+        for g, (count, memory) in enumerate(groups)
+    )

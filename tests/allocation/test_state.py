@@ -81,17 +81,12 @@ def test_the_state_split_of_100000_gpus_keeps_the_time_limit(tmp_path):
     import hetopt
     from hetopt.family import TIME_LIMIT_SLACK_S
 
-    head = ('problem = "allocation"\nname = "many"\nglobal_batch = 300000\nmemory_fraction = 0.8\n'
-            "activation_gib_per_sample = 0.5\nstate_gib = 100000.0\naccumulation_overhead_s = 0.001\n"
-            "allgather_s = 0.05\nreducescatter_s = 0.05\nuneven_shard_overhead = 0.25\nlayers = 32\n")
-    groups = "".join(
-        f'[[gpu]]\ntype = "G{g}"\ncount = 25000\nmemory_gib = {16.0 + 8 * g}\nmemory_base_gib = 2.0\n'
-        f"forward_s = [{0.01 * (1 + 0.37 * g)}, {0.019 * (1 + 0.37 * g)}]\n"
-        f"backward_s = [{0.02 * (1 + 0.37 * g)}, {0.038 * (1 + 0.37 * g)}]\n"
-        for g in range(4)
-    )
+    from .conftest import synthetic_toml
+
+    text = synthetic_toml(global_batch=300000, activation_gib=0.5, state_gib=100000.0, collective_s=0.05,
+                          groups=[(25000, 16.0 + 8 * g) for g in range(4)], forward_s=0.01, slowdown=0.37)
     path = tmp_path / "many.toml"
-    path.write_text(head + groups)
+    path.write_text(text)
     inst = hetopt.load(path)
     start = time.perf_counter()
     r = hetopt.solve(inst, "dp", time_limit=2.0)

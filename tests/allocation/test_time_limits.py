@@ -98,17 +98,12 @@ def test_dp_keeps_the_limit_while_it_lists_millions_of_options(tmp_path):
     from hetopt.family import TIME_LIMIT_SLACK_S
     from hetopt.result import Status
 
-    head = ('problem = "allocation"\nname = "big"\nglobal_batch = 1048576\nmemory_fraction = 0.8\n'
-            "activation_gib_per_sample = 1e-9\nstate_gib = 1.0\naccumulation_overhead_s = 0.001\n"
-            "allgather_s = 0.5\nreducescatter_s = 0.5\nuneven_shard_overhead = 0.25\nlayers = 32\n")
-    groups = "".join(
-        f'[[gpu]]\ntype = "G{g}"\ncount = {3 + g}\nmemory_gib = 80.0\nmemory_base_gib = 2.0\n'
-        f"forward_s = [{0.001 * (1 + 0.3 * g)}, {0.0019 * (1 + 0.3 * g)}]\n"
-        f"backward_s = [{0.002 * (1 + 0.3 * g)}, {0.0038 * (1 + 0.3 * g)}]\n"
-        for g in range(5)
-    )
+    from .conftest import synthetic_toml
+
+    text = synthetic_toml(global_batch=1 << 20, activation_gib=1e-9, state_gib=1.0, collective_s=0.5,
+                          groups=[(3 + g, 80.0) for g in range(5)])
     path = tmp_path / "big.toml"
-    path.write_text(head + groups)
+    path.write_text(text)
     inst = hetopt.load(path)
     start = time.perf_counter()
     r = hetopt.solve(inst, "dp", time_limit=1.0)
