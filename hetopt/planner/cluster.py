@@ -25,6 +25,7 @@ import numpy as np
 from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, TERA, GpuType, load_gpus
+from hetopt.hardware import gpu as find_gpu
 from hetopt.units import GIB
 from hetopt.io import READERS, read_toml
 from hetopt.islands.problem import IslandsInstance
@@ -86,6 +87,10 @@ def resolve(name_or_path: str, folder: Path, kind: str) -> Path:
     candidate = folder / f"{name_or_path}.toml"
     if candidate.exists():
         return candidate
+    # the same name spelled in another case ("GPT3-175B" for gpt3-175b)
+    same = [p for p in folder.glob("*.toml") if p.stem.lower() == str(name_or_path).lower()]
+    if len(same) == 1:
+        return same[0]
     known = ", ".join(sorted(p.stem for p in folder.glob("*.toml")))
     raise InputError(f"{name_or_path}: unknown {kind} (give a file, or one of: {known})")
 
@@ -117,9 +122,9 @@ def load_cluster(name_or_path: str | Path, catalog: dict[str, GpuType] | None = 
         if not isinstance(node, dict):
             raise InputError(f"{path}: node[{i}]: must be a table")
         name = node.get("gpu")
-        if name not in catalog:
-            raise InputError(f"{path}: node[{i}].gpu: unknown GPU type {name!r} (known: {', '.join(sorted(catalog))})")
-        gpu = catalog[name]
+        if not isinstance(name, str):
+            raise InputError(f"{path}: node[{i}].gpu: missing or not text: give a GPU type of instances/gpus.toml")
+        gpu = find_gpu(catalog, name, where=f"{path}: node[{i}].gpu")
         types.append(gpu)
         node.setdefault("tflops", gpu.training_flops / TERA)
         node.setdefault("memory_gib", gpu.memory_bytes / GIB)

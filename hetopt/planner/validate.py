@@ -29,12 +29,14 @@ from pathlib import Path
 from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
+from hetopt.hardware import gpu as find_gpu
 from hetopt.io import read_toml
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.layout import GivenLayout, check_layout, price_layout
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.readers.fields import Fields
-from hetopt.workload import ModelConfig, model_from_fields
+from hetopt.workload import ModelConfig, load_model, model_from_fields
+from hetopt.planner.cluster import resolve
 
 #: The metrics a measurement may state, and how a predicted iteration time becomes each.
 METRICS = ("tflops_per_gpu", "samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "iteration_time_s")
@@ -121,19 +123,25 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
     models: dict[str, ModelConfig] = {}
     for key, table in top.table("models", required=True).data.items():
         f = top.table("models").table(key, required=True)
-        if "catalog" in table:
-            raise f.error("catalog", "not supported here: give the model's shape keys")
-        models[key] = model_from_fields(f)
+        if "catalog" in table:  # a model of instances/models, by name (nothing else beside it)
+            f.reject_unknown(("catalog", "name", "source", "note"))
+            try:
+                models[key] = load_model(resolve(f.string("catalog"), instances_dir() / "models", "model"))
+            except InputError as exc:
+                raise f.error("catalog", str(exc)) from None
+        else:
+            models[key] = model_from_fields(f)
     islands: dict[str, IslandSpec] = {}
     clusters = top.table("clusters", required=True)
     for key in clusters.data:
         c = clusters.table(key, required=True)
         c.reject_unknown(("gpu", "nodes", "gpus_per_node", "inter_gbps", "note"))
-        gpu_name = c.string("gpu")
-        if gpu_name not in catalog:
-            raise c.error("gpu", f"unknown GPU type {gpu_name!r} (known: {', '.join(sorted(catalog))})")
+        try:
+            gpu_type = find_gpu(catalog, c.string("gpu"))
+        except InputError as exc:
+            raise c.error("gpu", str(exc)) from None
         islands[key] = IslandSpec(
-            key, catalog[gpu_name], nodes=c.integer("nodes", minimum=1, maximum=100_000),
+            key, gpu_type, nodes=c.integer("nodes", minimum=1, maximum=100_000),
             gpus_per_node=c.integer("gpus_per_node", minimum=1, maximum=64),
             inter_bandwidth=c.number("inter_gbps", minimum=MIN_INTER_GBPS) * GIGA / BITS_PER_BYTE,
         )
