@@ -91,7 +91,8 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
                     "(module_fqns_per_model_part uses torchtitan's decoder names tok_embeddings, layers.N, norm, output)")
     no_bf16 = [g for g in gpu_types(plan) if lacks_bf16(g)]
     if no_bf16:
-        gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} has no bf16; "
+        verb = "have" if len(no_bf16) > 1 else "has"
+        gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "
                     "mixed_precision_param is float32 (slower and larger than the fp16 the plan prices)")
     if len(gpu_types(plan)) > 1:
         gaps.append(f"GPU types {', '.join(gpu_types(plan))} in one job: torchtitan assigns pipeline stages by rank; "
