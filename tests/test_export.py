@@ -311,6 +311,14 @@ def test_a_given_model_file_fills_the_dimensions(tmp_path: Path) -> None:
     assert (tmp_path / "out" / GAPS_FILE).read_text().count("is not a shipped model") == 0
 
 
+def test_a_model_file_of_another_depth_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "deep.toml"
+    model.write_text('name = "Deep"\narchitecture = "gpt"\nlayers = 48\nhidden = 1024\nheads = 16\n'
+                     'ffn = 4096\nvocab = 32000\nsequence = 2048\n')
+    code, out, err = _run(["export", str(C2), "--to", "megatron", "--model", str(model)], capsys)
+    assert code == 2 and "Deep has 48 layers but the plan's stages hold 24" in err and len(err.splitlines()) == 1
+
+
 # -- the command line and bad input ---------------------------------------------------------------
 
 

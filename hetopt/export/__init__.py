@@ -92,7 +92,8 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
     ------
     InputError
         An unknown target, a document that is not a hetopt result, a result kind the target
-        cannot take (e.g. an islands result to Megatron-LM), or a result without a solution.
+        cannot take (e.g. an islands result to Megatron-LM), a result without a solution, or
+        a ``model`` whose layer count is not the plan's.
 
     Examples
     --------
@@ -113,6 +114,9 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
         view: Any = fsdp_from_plan(plan_view(doc, source), source)
     elif found == "plan":
         view = plan_view(doc, source)
+        if model is not None and model.layers != view.layers:
+            raise InputError(f"--model: {model.name} has {model.layers} layers but the plan's stages hold {view.layers} "
+                             "(give the model the plan was made for)")
         if model is None:
             model = find_model(view.model)
             if model is None and module.NEEDS_MODEL:
