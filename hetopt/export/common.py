@@ -57,11 +57,6 @@ def safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.+_-]", "_", text)
 
 
-def stage_ranges(plan: PlanView) -> list[tuple[int, int]]:
-    """Each block's pipeline stages as (first, last), 0-based."""
-    return [(b.first_stage, b.first_stage + len(b.stage_layers) - 1) for b in plan.blocks]
-
-
 def plan_line(plan: PlanView) -> str:
     """One line describing the plan, for file headers."""
     return (f"{plan.model} on {plan.cluster}: global batch {plan.global_batch}, {plan.microbatches} micro-batches of "

@@ -17,7 +17,7 @@ under the same names); ``tests/test_export.py`` holds the allow-list.
 
 from __future__ import annotations
 
-from hetopt.export.common import PLANNED_PRECISION, gpu_types, job_value, plan_line, safe_name, split_text, stage_ranges
+from hetopt.export.common import PLANNED_PRECISION, gpu_types, job_value, plan_line, safe_name, split_text
 from hetopt.export.source import Block, PlanView
 from hetopt.workload import ModelConfig
 
@@ -103,7 +103,8 @@ def _island_file(plan: PlanView, block: Block, index: int, first_rank: int, comm
         f"# Plan: {plan_line(plan)}.",
         f"# This island runs pipeline stages {first}-{last} (layers {first_layer}-{first_layer + sum(block.stage_layers) - 1},"
         f" split {split_text(block.stage_layers)}) on global ranks {first_rank}-{first_rank + used - 1}"
-        f" ({per_stage} GPUs per stage: tp{lay.tp} x dp{lay.dp}); start its nodes after the previous island's.",
+        f" ({per_stage} GPUs per stage: tp{lay.tp} x dp{lay.dp}); "
+        + ("its nodes take the first node ranks." if index == 0 else f"its node ranks follow island {index}'s."),
     ]
     if block.island_gpus and used < block.island_gpus:
         lines.append(f"# The plan uses {used} of the island's {block.island_gpus} GPUs; leave the other "
@@ -175,7 +176,7 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
         common += model_arguments(model, plan.seq, gaps)
     files = {}
     rank = 0
-    for i, (block, _) in enumerate(zip(plan.blocks, stage_ranges(plan))):
+    for i, block in enumerate(plan.blocks):
         files[f"megatron-{i + 1}-{safe_name(block.island)}.args"] = _island_file(plan, block, i, rank, common, len(plan.blocks))
         rank += block.layout.tp * block.layout.dp * len(block.stage_layers)
     return files, gaps

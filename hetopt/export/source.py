@@ -297,7 +297,6 @@ def fsdp_from_plan(plan: PlanView, source: str) -> AllocationView:
 
     Examples
     --------
-    >>> from dataclasses import replace
     >>> v = fsdp_from_plan(PlanView("c", "m", 12, 1, 12, 8, "OPTIMAL", (),
     ...                             "FSDP, per-GPU batch V100 1×2, 5×1; A100 5×1 (batch×GPUs, total 12)"), "p.json")
     >>> [(g.type, g.batch) for g in v.gpus]
