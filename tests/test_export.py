@@ -319,6 +319,38 @@ def test_a_model_file_of_another_depth_is_refused(tmp_path: Path, capsys: pytest
     assert code == 2 and "Deep has 48 layers but the plan's stages hold 24" in err and len(err.splitlines()) == 1
 
 
+def test_megatron_model_arguments_of_moe_llama_and_vit_models() -> None:
+    from hetopt.export import find_model
+    from hetopt.export.megatron import model_arguments
+
+    gaps: list[str] = []
+    mixtral = model_arguments(find_model("Mixtral-8x7B"), 4096, gaps)
+    assert {"--num-experts 8", "--moe-router-topk 2", "--swiglu", "--group-query-attention"} <= set(mixtral)
+    gshard = model_arguments(find_model("GShard MoE 2.4B (Alpa)"), 1024, gaps)
+    # hetopt's MoE layers are the 2nd, 4th, ...: Megatron's list form, dense first
+    assert "--moe-layer-freq ([0]*1+[1])*8" in gshard  # 16 layers
+    assert sum(g.startswith("model: the plan prices no expert parallelism") for g in gaps) == 2
+    model_arguments(find_model("ViT-G/14"), 256, gaps)
+    assert gaps[-1].startswith("model: ViT-G/14 is a vision transformer")
+    assert {a.split()[0] for a in mixtral + gshard} <= MEGATRON_ARGUMENTS
+
+
+def test_megatron_virtual_stages() -> None:
+    from hetopt.export.megatron import build
+    from hetopt.export.source import Block, Layout, PlanView
+
+    def plan(split: tuple[int, ...]) -> PlanView:
+        block = Block("a", "A100", Layout(1, len(split), 1, 2, "none", 0, False), 0, split, 4, 1)
+        return PlanView("c", "m", 8, 1, 8, 128, "OPTIMAL", (block,), None)
+
+    files, gaps = build(plan((4, 4)), None)
+    assert ["--num-virtual-stages-per-pipeline-rank", "2"] in _arguments(files["megatron-1-a.args"]) and gaps == []
+    files, gaps = build(plan((3, 5)), None)
+    names = {a[0] for a in _arguments(files["megatron-1-a.args"])}
+    assert not names & {"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers"}
+    assert len(gaps) == 1 and gaps[0].startswith("virtual pipeline stages 2 with an uneven split")
+
+
 # -- the command line and bad input ---------------------------------------------------------------
 
 
