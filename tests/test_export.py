@@ -451,10 +451,16 @@ def test_deepspeed_reads_the_zero_section() -> None:
 
 
 @pytest.mark.runtime
-def test_megatron_parses_the_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("path, world", [(C2, 16), (ONE, 8)], ids=["two-islands", "one-island"])
+def test_megatron_parses_and_validates_the_arguments(path: Path, world: int, monkeypatch: pytest.MonkeyPatch) -> None:
     arguments = pytest.importorskip("megatron.training.arguments")
-    for text in export_file(C2, "megatron").files.values():
-        argv = [w for a in _arguments(text) for w in a]
-        monkeypatch.setattr(sys, "argv", ["pretrain_gpt.py", *argv])
+    doc = _doc(path)
+    # the arguments a run adds to the export: data, tokenizer, optimizer, length
+    extra = ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "50257", "--lr", "1e-4", "--train-iters", "10"]
+    for text in export_file(path, "megatron").files.values():
+        monkeypatch.setattr(sys, "argv", ["pretrain_gpt.py", *(w for a in _arguments(text) for w in a), *extra])
         args = arguments.parse_args(ignore_unknown_args=False)
-        assert args.pipeline_model_parallel_size == 8 and args.num_layers == 24
+        args.rank, args.world_size = 0, world
+        arguments.validate_args(args)
+        assert args.num_layers == sum(s["layers"] for s in doc["stages"])
+        assert args.global_batch_size // (args.micro_batch_size * args.data_parallel_size) == doc["microbatches"]
