@@ -270,6 +270,13 @@ def test_one_island_megatron_export_has_no_gaps() -> None:
     assert export_file(ONE, "megatron").gaps == ()
 
 
+def test_torchtitan_names_a_model_it_ships() -> None:
+    out = export(_doc(C2) | {"model": "Llama-3 8B"}, "torchtitan")
+    assert tomllib.loads(out.files["torchtitan.toml"])["model"] == {"name": "llama3", "flavor": "8B"}
+    assert not any(g.startswith("model:") for g in out.gaps)
+    assert any(g.startswith("model: torchtitan ships no GPT-3 1.3B") for g in export_file(C2, "torchtitan").gaps)
+
+
 def test_torchtitan_gaps_precision_on_gpus_without_bf16() -> None:
     out = export_file(C1, "torchtitan")
     assert any(g.startswith("precision:") and "T4" in g and "V100" in g for g in out.gaps)
