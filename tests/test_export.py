@@ -404,6 +404,7 @@ def _bad(tmp_path: Path, name: str, text: str) -> str:
     (lambda d: _bad(d, "x.json", json.dumps(_doc(C2) | {"stages": [{"island": "a"}]})), "megatron", "stages[0].layers"),
     (lambda d: _bad(d, "x.json", json.dumps(_doc(C2) | {"alternatives": []})), "cephalo", "no solved cephalo-fsdp"),
     (lambda d: str(d / "missing.json"), "megatron", "no such file"),
+    (lambda d: str(d), "megatron", "is a folder"),
 ])
 def test_bad_input_exits_2_with_one_line(make, target, expected, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(["export", make(tmp_path), "--to", target], capsys)

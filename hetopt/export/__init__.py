@@ -135,6 +135,13 @@ def export_file(path: str | Path, target: str, *, model: ModelConfig | None = No
     ------
     InputError
         As :func:`export`, and a file that is missing or not JSON.
+
+    Examples
+    --------
+    >>> export_file("missing.json", "megatron")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: missing.json: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)
     """
     return export(read_document(path), target, source=str(path), model=model)
 
@@ -151,6 +158,13 @@ def write_output(out: ExportOutput, folder: str | Path) -> list[Path]:
     ------
     InputError
         ``folder`` exists and is not a folder, or cannot be created or written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     [p.name for p in write_output(ExportOutput("x", {"a.json": "{}"}, ("one gap",)), folder)]
+    ['a.json', 'GAPS.txt']
     """
     target = Path(folder)
     if target.exists() and not target.is_dir():

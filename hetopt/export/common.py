@@ -64,5 +64,11 @@ def plan_line(plan: PlanView) -> str:
 
 
 def split_text(layers: tuple[int, ...]) -> str:
-    """Layers per stage, e.g. ``4+4+5``."""
+    """Layers per stage joined by ``+``.
+
+    Examples
+    --------
+    >>> split_text((4, 4, 5))
+    '4+4+5'
+    """
     return "+".join(map(str, layers))

@@ -122,6 +122,8 @@ def read_document(path: str | Path) -> dict[str, Any]:
     hetopt.errors.InputError: no-such-file.json: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)
     """
     p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{path}: is a folder (give the JSON file of `hetopt plan --json` or `hetopt solve --json`)")
     if not p.is_file():
         raise InputError(f"{path}: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)")
     try:
@@ -144,6 +146,11 @@ def kind(doc: dict[str, Any], source: str) -> str:
     ------
     InputError
         Neither a plan nor a single solve result (e.g. a crosscheck or bench document).
+
+    Examples
+    --------
+    >>> kind({"problem": "allocation", "status": "OPTIMAL", "solution": {}}, "r.json")
+    'allocation'
     """
     if all(k in doc for k in PLAN_KEYS):
         return "plan"
@@ -326,5 +333,11 @@ def fsdp_from_plan(plan: PlanView, source: str) -> AllocationView:
 
 
 def share_text(share: float) -> str:
-    """A state share as a short decimal for notes and gap lines."""
+    """A state share as a short decimal for notes and gap lines.
+
+    Examples
+    --------
+    >>> share_text(5 / 12)
+    '0.4167'
+    """
     return f"{share:.4g}" if math.isfinite(share) else str(share)
