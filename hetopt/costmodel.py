@@ -423,6 +423,46 @@ def memory_time_s(nbytes: float, gpu: GpuType) -> float:
 
 # ----------------------------------------------------------------------- collectives
 
+#: What NCCL achieves per link, over the link's datasheet figure per direction: its topology
+#: model's bandwidths (NVIDIA/nccl, src/graph/topo.h: ``SMxx_NVLINK_BW`` per NVLink link by
+#: GPU generation, ``PCI_BW`` 12 GB/s for PCIe 3.0 x16, ``NET_BW`` 12 GB/s for 100 Gb/s),
+#: which its tuner uses to pick algorithms, divided by the datasheet per-link figures
+#: (NVLink1 20, NVLink2–4 25, NVLink5 50 GB/s per link per direction; PCIe 3.0 x16 15.75 GB/s;
+#: 100 Gb/s = 12.5 GB/s). Protocol headers, flow control and the copy engines' gaps are why a
+#: link never carries its signalling rate. NCCL's older tuner capped A100 rings at 235 GB/s
+#: of 300 (0.78), the same figure within 2%.
+LINK_EFFICIENCY = {
+    "NVLink1": 18.0 / 20.0,
+    "NVLink2": 20.0 / 25.0,
+    "NVLink3": 20.0 / 25.0,
+    "NVLink4": 20.6 / 25.0,
+    "NVLink5": 40.1 / 50.0,
+    "PCIe": 12.0 / 15.75,
+    "network": 12.0 / 12.5,
+}
+
+
+def link_efficiency(link: str) -> float:
+    """The share of a link's datasheet bandwidth that collectives and transfers achieve.
+
+    ``link`` is a GPU catalog's ``intra_link`` ("NVLink3", "PCIe 4.0 x16", "NVLink bridge",
+    "xGMI") or "network". A link NCCL's model does not name (AMD xGMI, a bridge) keeps its
+    datasheet figure: there is no measurement to take its share from.
+
+    Examples
+    --------
+    >>> link_efficiency("NVLink3"), link_efficiency("PCIe 4.0 x16") == LINK_EFFICIENCY["PCIe"]
+    (0.8, True)
+    >>> link_efficiency("xGMI")
+    1.0
+    """
+    if link in LINK_EFFICIENCY:
+        return LINK_EFFICIENCY[link]
+    if link.lower().startswith("pcie"):
+        return LINK_EFFICIENCY["PCIe"]
+    return 1.0
+
+
 #: NCCL's own latency model for the ring algorithm with its Simple protocol (NVIDIA/nccl,
 #: src/graph/tuning.cc, ``baseLat`` and ``hwLat``): a fixed launch latency per collective
 #: plus a latency per ring step, by the link the step crosses. Seconds.

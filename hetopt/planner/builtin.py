@@ -215,7 +215,7 @@ def _stage(
     head = sl.head and q == lay.pp - 1
     samples = microbatch_size / dp  # b: samples per replica per micro-batch
     tokens = samples * s  # the GEMMs' token rows on every GPU of the replica (TP splits the weights)
-    intra, inter = island.intra_bandwidth, island.inter_bandwidth
+    intra, inter = island.intra_achieved, island.inter_achieved  # what NCCL gets of the datasheet links
     intra_hop, inter_hop = cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"]
 
     # compute: the matrix multiplications at the GEMM efficiency, the memory-bound kernels

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol, runtime_checkable
 
+from hetopt import costmodel as cm
 from hetopt.hardware import GpuType
 from hetopt.pipeline.problem import MEMORY_RTOL, PipelineOption, StagePlan, most_in_flight
 from hetopt.pipeline.problem import PipelineIsland
@@ -193,6 +194,16 @@ class IslandSpec:
     def gpus(self) -> int:
         """All GPUs of the island."""
         return self.nodes * self.gpus_per_node
+
+    @property
+    def intra_achieved(self) -> float:
+        """Bytes/s per GPU per direction that NCCL achieves inside a node (``cm.link_efficiency``)."""
+        return self.intra_bandwidth * cm.link_efficiency(self.gpu.intra_link)
+
+    @property
+    def inter_achieved(self) -> float:
+        """Bytes/s that NCCL achieves over one node's network (``cm.link_efficiency``)."""
+        return self.inter_bandwidth * cm.link_efficiency("network")
 
     @property
     def memory_bytes(self) -> float:
