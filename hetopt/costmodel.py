@@ -568,9 +568,30 @@ class DataParallelComm:
     per_iteration_s: float
 
 
+def exposed_s(comm_s: float, compute_s: float, buckets: int) -> float:
+    """The part of ``comm_s`` of communication that ``compute_s`` of independent compute cannot hide.
+
+    Runtimes cut data-parallel traffic into buckets (Megatron-Core ``--overlap-grad-reduce``
+    and ``--overlap-param-gather``, PyTorch DDP and FSDP, DeepSpeed ZeRO prefetching) and
+    run each on a separate stream while the next layer computes: the traffic hides behind
+    the compute up to its length, except one bucket, the last reduced (or the first
+    gathered), which nothing follows (or precedes). ``buckets`` is the number of such
+    pieces (one per layer of the stage here).
+
+    Examples
+    --------
+    >>> exposed_s(1.0, 0.4, 10), exposed_s(1.0, 5.0, 10), exposed_s(1.0, 5.0, 1)
+    (0.6, 0.1, 1.0)
+    """
+    if comm_s <= 0:
+        return 0.0
+    return max(comm_s - compute_s, comm_s / max(1, buckets))
+
+
 def data_parallel_comm(
     parameters: float, dp: int, bandwidth: float, *, zero_stage: int, microbatches: int,
     hop_latency_s: float = 0.0, collectives: int = 1, recompute_gather: bool = False,
+    overlap: tuple[float, float] | None = None, buckets: int = 1,
 ) -> DataParallelComm:
     """Data-parallel (and ZeRO) traffic of a stage holding ``parameters`` per ring.
 
@@ -582,11 +603,21 @@ def data_parallel_comm(
     reduce-scattered, every micro-batch, as ``collectives`` separate collectives each (one
     per parameter tensor: each pays the ring latency α).
 
+    ``overlap`` = (forward, backward) compute seconds of one micro-batch of the stage: with
+    it, the traffic overlaps compute as a runtime with bucketed, asynchronous collectives
+    runs it (:func:`exposed_s`, ``buckets`` pieces): the once-per-iteration gradient
+    reduction behind the last micro-batch's backward, the once-per-iteration weight gather
+    behind the first micro-batch's forward, ZeRO-3's per-micro-batch gathers and
+    reduce-scatters behind the forward and backward they feed. Without it (None) nothing
+    overlaps (Megatron-LM 2021 reduced gradients after the backward pass).
+
     Examples
     --------
     >>> c = data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8)
     >>> c.per_iteration_s, c.backward_s
     (0.3, 0.0375)
+    >>> data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8, overlap=(0.1, 0.2), buckets=4).backward_s
+    0.0125
     """
     if zero_stage not in ZERO_STAGES:
         raise ValueError(f"unknown ZeRO stage {zero_stage!r} (valid: 0, 1, 2, 3)")
@@ -598,18 +629,25 @@ def data_parallel_comm(
     weights = WEIGHT_BYTES * parameters
     if dp <= 1:
         return DataParallelComm(0.0, 0.0, 0.0)
+    fwd, bwd = overlap if overlap is not None else (0.0, 0.0)
+    buckets = buckets if overlap is not None else 1
+
+    def hidden(comm_s: float, compute_s: float) -> float:
+        return exposed_s(comm_s, compute_s, buckets) if overlap is not None else comm_s
+
     if zero_stage <= 1:
         once = ring_allreduce_s(grads, dp, bandwidth, hop_latency_s)
-        return DataParallelComm(0.0, once / microbatches, once)
+        return DataParallelComm(0.0, hidden(once, bwd) / microbatches, once)
     if zero_stage == 2:
         once = ring_allgather_s(weights, dp, bandwidth, hop_latency_s)
-        return DataParallelComm(0.0, ring_reduce_scatter_s(grads, dp, bandwidth, hop_latency_s) + once / microbatches, once)
+        scatter = ring_reduce_scatter_s(grads, dp, bandwidth, hop_latency_s)
+        return DataParallelComm(0.0, hidden(scatter, bwd) + hidden(once, fwd) / microbatches, once)
     # ZeRO-3: the traffic is cut into `collectives` pieces, each paying its own latency
     latency = collectives * ring_latency_s(dp - 1, hop_latency_s)
     gather = ring_allgather_s(weights, dp, bandwidth) + latency
     scatter = ring_reduce_scatter_s(grads, dp, bandwidth) + latency
     backward = gather + scatter + (gather if recompute_gather else 0.0)
-    return DataParallelComm(gather, backward, 0.0)
+    return DataParallelComm(hidden(gather, fwd), hidden(backward, bwd), 0.0)
 
 
 __all__ = [
@@ -619,6 +657,7 @@ __all__ = [
     "CHECKPOINT_WIDTHS",
     "DISTRIBUTED_OPTIMIZER_BYTES",
     "DataParallelComm",
+    "exposed_s",
     "EMBEDDING_TP_ALLREDUCES",
     "FFN_TENSORS",
     "GRADIENT_BYTES",

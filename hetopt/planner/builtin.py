@@ -202,7 +202,7 @@ class Layout:
 
 def _stage(
     sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
-    *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float,
+    *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
 ) -> StageCost:
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage")."""
     cfg, s, gpu = sl.model, sl.seq, island.gpu
@@ -229,6 +229,7 @@ def _stage(
     forward = cm.gemm_time_s(layer_fwd + head_fwd, gpu, tokens) + cm.memory_time_s(ew_fwd, gpu)
     backward = cm.gemm_time_s(cm.BACKWARD_PER_FORWARD * (layer_fwd + head_fwd) + extra, gpu, tokens)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra, gpu)
+    compute = (forward, backward)  # what data-parallel traffic can hide behind (TP's cannot: it is on the path)
 
     # tensor parallelism (inside a node)
     allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, samples), tp, intra, intra_hop)
@@ -256,7 +257,7 @@ def _stage(
     comm = cm.data_parallel_comm(
         params / tp if one_node else params, dp, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
         hop_latency_s=intra_hop if one_node else inter_hop, collectives=max(1, tab.tensors[b] - tab.tensors[a]),
-        recompute_gather=rc == "full",
+        recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=ell,
     )
     forward += comm.forward_s
     backward += comm.backward_s
@@ -330,6 +331,9 @@ class BuiltinParallelizer:
         Cap on the inner pipeline depth (None: as many stages as layers and GPUs allow).
     layers_per_atom
         Layers per atom in :meth:`slice_model`.
+    overlap_communication
+        Data-parallel and ZeRO traffic overlaps compute, as today's runtimes run it
+        (``cm.exposed_s``); False prices it all on the critical path (Megatron-LM 2021).
 
     Notes
     -----
@@ -347,6 +351,7 @@ class BuiltinParallelizer:
     reserved_bytes: float = RESERVED_BYTES
     max_pp: int | None = None
     layers_per_atom: int = 1
+    overlap_communication: bool = True
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -473,7 +478,8 @@ class BuiltinParallelizer:
             priced = prices.get(key)
             if priced is None:
                 cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
-                              sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes)
+                              sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
+                              overlap=self.overlap_communication)
                 priced = prices[key] = (cost, in_flight_fit(cost, capacity, M), cost.time_s)
             stages.append(priced[0])
             fits.append(priced[1])

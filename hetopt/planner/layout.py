@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True)
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2")
 Traceback (most recent call last):
 ...
@@ -21,7 +21,7 @@ hetopt.errors.InputError: --layout vpp=2: the interleaved schedule is not modell
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
@@ -33,7 +33,9 @@ from hetopt.workload import ModelConfig
 #: The keys of a ``--layout`` string, as Megatron-LM's arguments name the same things:
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp")
+LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap")
+#: Spellings of ``overlap=``: Megatron-Core's --overlap-grad-reduce / --overlap-param-gather on or off.
+OVERLAP_VALUES = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,13 @@ class GivenLayout:
     microbatch: int = 0
     recompute: str = "none"
     zero: int = 0
+    overlap: bool = True  # data-parallel / ZeRO traffic overlaps compute (cm.exposed_s)
 
     def text(self) -> str:
         """The layout in ``--layout`` form."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
-        return f"tp={self.tp} pp={self.pp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}"
+        tail = "" if self.overlap else " overlap=no"
+        return f"tp={self.tp} pp={self.pp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{tail}"
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,10 @@ def parse_layout(text: str) -> GivenLayout:
     recompute = values.get("recompute", "none")
     if recompute not in cm.RECOMPUTE_MODES:
         raise InputError(f"--layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
-    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero)
+    overlap = values.get("overlap", "yes").lower()
+    if overlap not in OVERLAP_VALUES:
+        raise InputError(f"--layout overlap={values['overlap']}: must be yes or no")
+    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, OVERLAP_VALUES[overlap])
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int) -> None:
@@ -168,6 +175,8 @@ def price_layout(
     """
     check_layout(layout, island, cfg, global_batch)
     par = parallelizer or BuiltinParallelizer()
+    if par.overlap_communication != layout.overlap:  # the runtime the layout ran on
+        par = replace(par, overlap_communication=layout.overlap)
     seq = seq or cfg.sequence
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"

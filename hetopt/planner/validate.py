@@ -154,11 +154,12 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         if cluster not in islands:
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         lay = m.table("layout", required=True)
-        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero"))
+        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap"))
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
             zero=lay.integer("zero", 0, minimum=0, maximum=3),
+            overlap=_flag(lay, "overlap", True),
         )
         isl = islands[cluster]
         if layout.tp * layout.pp * layout.dp != isl.gpus:
@@ -178,6 +179,14 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             layout=layout,
         ))
     return tuple(out)
+
+
+def _flag(f: Fields, name: str, default: bool) -> bool:
+    """A true/false key."""
+    value = f.data.get(name, default)
+    if not isinstance(value, bool):
+        raise f.error(name, f"must be true or false (got {value!r})")
+    return value
 
 
 def publisher_flops(m: Measurement) -> float:
