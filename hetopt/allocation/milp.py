@@ -18,7 +18,7 @@ giving every GPU a binary per option:
 
 from __future__ import annotations
 
-import pulp
+import os
 
 from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.options import (
@@ -30,7 +30,7 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
+from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_pulp_by, write_pulp_model
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.result import Result, Status
 
@@ -55,6 +55,7 @@ def solve_milp(
     time_limit: float | None = None,
     backend: str = DEFAULT_MILP_BACKEND,
     threads: int | None = None,
+    write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
     """Solve the counting MILP above.
 
@@ -67,6 +68,11 @@ def solve_milp(
         "highs" (default, may change) or "cbc".
     threads
         Solver threads.
+    write_model
+        Write the model, as built for this solve, to this file before solving it: ``.mps``
+        or ``.lp`` (see ``hetopt.backends.MODEL_SUFFIXES``); ``stats["model_file"]`` names
+        it. Nothing is written when the method stops before the model is built (infeasible
+        by presolve, declined, time limit).
 
     Returns
     -------
@@ -75,6 +81,10 @@ def solve_milp(
         solver with a plan; TIME_LIMIT without one. ``stats``: variables, constraints,
         options, backend, nodes (HiGHS).
     """
+    import pulp  # here, not at the top: ``import hetopt`` must not pay for PuLP
+
+    if write_model is not None:
+        check_model_path(write_model, "milp")
     deadline = Deadline(time_limit)
     method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
     reason = why_infeasible(instance)
@@ -125,6 +135,8 @@ def solve_milp(
     if deadline.expired():
         return out_of_time()
 
+    written = {} if write_model is None else {"model_file": write_pulp_model(prob, write_model)}
+
     backend_limit = None
     if time_limit is not None:
         backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
@@ -137,7 +149,7 @@ def solve_milp(
     if ran is None:
         return out_of_time(f"time limit reached before {backend} returned (stopped)")
     outcome, counts = ran
-    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x))
+    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x), **written)
     bound = lower if outcome.bound is None else max(lower, outcome.bound)
 
     def decode():
