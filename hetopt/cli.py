@@ -1,5 +1,11 @@
 """The ``hetopt`` command line: parse, call the library, print. No logic of its own.
 
+Start-up is kept short: a subcommand's ``cmd_*`` function imports what only it needs (the
+planner, the generators, the catalogs), and the solver registries import a method's module
+(and PuLP, OR-Tools, networkx) only when it runs; ``tests/cli/test_startup.py`` guards that.
+A new subcommand is a ``cmd_NAME(args, out) -> exit code`` function and a
+``sub.add_parser`` block in :func:`build_parser` that sets ``run=cmd_NAME``.
+
 Exit codes: 0 a solution (or crosscheck agreed); 1 proven infeasible or a disagreement;
 2 bad input or usage (one line on stderr), or a method that declines or fails (DECLINED,
 ERROR); 3 time limit without a solution; 4 internal
@@ -25,7 +31,7 @@ from hetopt import bench as benchmod
 from hetopt.errors import InputError, SolverBug
 from hetopt.io import crosscheck_to_dict, load, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
-from hetopt.solvers import FAMILIES, check_options, crosscheck, solve
+from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT, EXIT_INTERNAL = 0, 1, 2, 3, 4
 
@@ -113,8 +119,8 @@ def _result_line(result: Result) -> str:
     return line
 
 
-def _check_out(path: str) -> Path:
-    """The ``--out`` file, checked before solving: a writable file in an existing folder.
+def _check_out(path: str, flag: str = "--out") -> Path:
+    """The ``--out`` (or ``flag``) file, checked before solving: a writable file in an existing folder.
 
     Raises
     ------
@@ -124,20 +130,52 @@ def _check_out(path: str) -> Path:
     """
     target = Path(path)
     if path.endswith(("/", os.sep)) or target.is_dir():
-        raise InputError(f"--out {path}: is a folder; give a file name (e.g. {os.path.join(path, 'result.json')})")
+        example = "result.json" if flag == "--out" else "model.mps"
+        raise InputError(f"{flag} {path}: is a folder; give a file name (e.g. {os.path.join(path, example)})")
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise InputError(f"--out {path}: no folder {folder} (create it first)")
+        raise InputError(f"{flag} {path}: no folder {folder} (create it first)")
     if target.exists() and not os.access(target, os.W_OK) or not target.exists() and not os.access(folder, os.W_OK):
-        raise InputError(f"--out {path}: not writable (permission denied)")
+        raise InputError(f"{flag} {path}: not writable (permission denied)")
     return target
+
+
+def _check_write_model(instance: Any, method: str, path: str) -> None:
+    """``--write-model``: the method must build a model (MILP or CP-SAT), checked before solving.
+
+    The file's ending is checked by the method itself, before it does any work.
+
+    Raises
+    ------
+    InputError
+        For a method that builds no model, naming the methods that do.
+    """
+    if not writes_model(instance, method):
+        fam = family(instance)
+        models = [m for m in fam.methods if writes_model(instance, m)]
+        raise InputError(f"--write-model {path}: method {method} builds no model to write "
+                         f"(for {fam.name}: {', '.join(models)})")
 
 
 def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     options = _options(args)
     target = _check_out(args.out) if args.out else None
+    if args.write_model:
+        _check_out(args.write_model, "--write-model")
     instance = load(args.file)
-    result = solve(instance, args.method, **options)
+    if args.write_model:
+        _check_write_model(instance, args.method, args.write_model)
+        options["write_model"] = args.write_model
+    try:
+        result = solve(instance, args.method, **options)
+    except ValueError as exc:  # the model file's ending, checked by the method before it starts
+        name, _, rest = str(exc).partition(": ")
+        if name != "write_model":
+            raise
+        raise InputError(f"--write-model {rest}") from None
+    if args.write_model and "model_file" not in result.stats:
+        print(f"hetopt: note: --write-model {args.write_model}: nothing written: {result.method} ended "
+              f"{result.status.value} before building its model", file=sys.stderr)
     document = result_to_dict(result)
     if target is not None:
         try:
@@ -267,6 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hetopt", description="Exact, cross-checked solvers for heterogeneous-GPU training planners.",
                      epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help=f"print the traceback of an internal error (or set {DEBUG_ENV}=1)")
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -283,6 +322,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--method", default="auto", help="auto (may change), dp, milp, cpsat, ... (see `hetopt methods`)")
     p.add_argument("--out", default=None, metavar="FILE", help="also write the JSON result to FILE (checked before solving)")
+    p.add_argument("--write-model", default=None, metavar="FILE",
+                   help="write the model the method solves, before solving it: FILE.mps or FILE.lp (milp), "
+                   "FILE.pb.txt or FILE.pb (cpsat)")
     common(p)
     p.set_defaults(run=cmd_solve)
 
@@ -337,6 +379,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
+
+    p = sub.add_parser("list", help="list the shipped GPU types, models or clusters with their key figures")
+    p.add_argument("what", choices=("gpus", "models", "clusters"), help="which catalog")
+    p.add_argument("--json", action="store_true", help="print one JSON document (a list of entries)")
+    p.set_defaults(run=cmd_list)
     for p in sub.choices.values():  # `hetopt solve ... --debug` as well as `hetopt --debug solve ...`
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
@@ -394,6 +441,52 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     for path in module.write(target, *extra):
         out.print(str(path), highlight=False)
     return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.listing import CATALOGS, by_type_text
+
+    rows = CATALOGS[args.what]()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if args.what == "clusters":  # one line per cluster: the node kinds as text
+        rows = [dict(r, by_type=by_type_text(r["by_type"])) for r in rows]
+        for r in rows:
+            r["nodes × GPUs by type"] = r.pop("by_type")
+            r["description"] = r.pop("description")
+    out.print(_table(rows))
+    return EXIT_OK
+
+
+def installed_version() -> str:
+    """The installed distribution's version (package metadata), or the source tree's.
+
+    Examples
+    --------
+    >>> installed_version().split()[0].count(".") >= 1
+    True
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version("hetopt")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        from hetopt import __version__
+
+        return f"{__version__} (not installed)"
+
+
+class _Version(argparse.Action):
+    """``--version``: the version is looked up only when asked for (importlib.metadata is not free)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"hetopt {installed_version()}")
+        parser.exit(EXIT_OK)
 
 
 def _print_methods(out: Console) -> int:

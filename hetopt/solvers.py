@@ -92,7 +92,7 @@ def known_options(fam: Family) -> list[str]:
     Examples
     --------
     >>> known_options(family("allocation"))
-    ['backend', 'bracket', 'orientation', 'seed', 'threads', 'time_limit']
+    ['backend', 'bracket', 'orientation', 'seed', 'threads', 'time_limit', 'write_model']
     """
     names = set(COMMON_OPTIONS)
     for func in fam.methods.values():
@@ -104,6 +104,26 @@ def _keyword_options(func: Any) -> set[str]:
     """The keyword-only option names of one method."""
     return {name for name, param in _parameters(func).items()
             if param.kind is inspect.Parameter.KEYWORD_ONLY and name not in _INTERNAL_PARAMETERS}
+
+
+def writes_model(instance: Any, method: str) -> bool:
+    """Whether a method builds a model it can write to a file (the ``write_model`` option).
+
+    The MILP methods write MPS or LP files, ``cpsat`` its protobuf; the DPs, greedy
+    procedures and brute force build no model.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method name (the message lists the valid ones).
+
+    Examples
+    --------
+    >>> writes_model("allocation", "milp-cbc"), writes_model("allocation", "auto")
+    (True, False)
+    """
+    fam = family(instance)
+    return "write_model" in _keyword_options(_resolve(fam, method)[1])
 
 
 def _is_int(value: Any) -> bool:

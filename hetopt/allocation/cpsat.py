@@ -164,13 +164,12 @@ def solve_cpsat_model(
                 model.add_hint(y[key], key in used)
             model.add_hint(z, max(scaled(float(options[g].time[o])) for (g, o) in used))
 
-    written = {} if write_model is None else {"model_file": write_cpsat_model(model, write_model)}
-
     backend_limit = None
     if time_limit is not None:
         backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
         if backend_limit <= 0:
             return out_of_time()
+    written = {} if write_model is None else {"model_file": write_cpsat_model(model, write_model)}
     solver, outcome = solve_cpsat(model, time_limit=backend_limit, workers=workers, seed=seed)
     stats = dict(outcome.stats, options=len(x), hinted=hinted, mean_rows_dropped=mean_rows_dropped, **written)
     bound = lower if outcome.bound is None else max(lower, outcome.bound * TIME_QUANTUM_S)

@@ -106,9 +106,12 @@ def solve_milp(
             reason=f"{count} options after pruning exceed the MILP's limit of {MAX_MILP_OPTIONS}; use dp",
         )
 
+    written: dict = {}  # {"model_file": path} once the model is written
+
     def out_of_time(reason: str = "time limit reached while building the MILP") -> Result:
         return no_solution(
             problem="allocation", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=lower, reason=reason,
+            stats=written,
         )
 
     prob = pulp.LpProblem("allocation", pulp.LpMinimize)
@@ -135,13 +138,13 @@ def solve_milp(
     if deadline.expired():
         return out_of_time()
 
-    written = {} if write_model is None else {"model_file": write_pulp_model(prob, write_model)}
-
     backend_limit = None
     if time_limit is not None:
         backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
         if backend_limit <= 0:
             return out_of_time()
+    if write_model is not None:
+        written["model_file"] = write_pulp_model(prob, write_model)
     # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
     ran = solve_pulp_by(prob, None if time_limit is None else deadline,
                         lambda: {key: round(var.value() or 0.0) for key, var in x.items()},

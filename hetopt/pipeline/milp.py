@@ -159,7 +159,7 @@ def solve_milp(
                         lambda: [key for key, v in y.items() if (v.value() or 0.0) > 0.5], backend=backend, threads=threads)
     if ran is None:
         return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline,
-                           reason=f"time limit reached before {backend} returned (stopped)", stats={"positions": P})
+                           reason=f"time limit reached before {backend} returned (stopped)", stats={"positions": P, **written})
     outcome, chosen = ran
     stats = dict(outcome.stats, variables=len(y) + len(w) + len(on) + 2 * P + 1, constraints=prob.numConstraints(), positions=P,
                  **written)
