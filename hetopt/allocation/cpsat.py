@@ -78,11 +78,13 @@ def solve_cpsat_model(
         optimum (bound = objective, as for every OPTIMAL); otherwise ``bound`` is q times
         CP-SAT's bound. ``stats``: options, branches, conflicts, hinted.
     """
-    from ortools.sat.python import cp_model  # here, not at the top: ``import hetopt`` must not pay for OR-Tools
-
     if write_model is not None:
         check_model_path(write_model, "cpsat")
     deadline = Deadline(time_limit)
+    # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
+    # not pay for it; after the deadline starts, so that its import counts against the limit
+    from ortools.sat.python import cp_model
+
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="allocation", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)

@@ -63,11 +63,13 @@ def solve_cpsat_model(
         ``MODEL_MAX_TERMS``. ``stats``: slots, balls, profile_conflicts, variables,
         branches, conflicts (``incumbent = "greedy"`` and ``stopped`` when the greedy answered).
     """
-    from ortools.sat.python import cp_model  # here, not at the top: ``import hetopt`` must not pay for OR-Tools
-
     if write_model is not None:
         check_model_path(write_model, "cpsat")
     deadline = Deadline(time_limit)
+    # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
+    # not pay for it; after the deadline starts, so that its import counts against the limit
+    from ortools.sat.python import cp_model
+
     try:
         data = model_data(instance, deadline)
     except ModelTooLarge as exc:

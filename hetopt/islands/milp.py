@@ -130,7 +130,7 @@ def _build(data: ModelData, n: int, deadline: Deadline) -> tuple[pulp.LpProblem,
     OutOfTime
         When the deadline passes (checked once per slot, ball and node).
     """
-    import pulp  # here, not at the top: ``import hetopt`` must not pay for PuLP
+    import pulp  # here, not at the top of the module: ``import hetopt`` must not pay for PuLP
 
     tick = ticker(deadline)
     slots = data.slots

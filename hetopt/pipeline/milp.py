@@ -66,11 +66,13 @@ def solve_milp(
         without one (also when the limit runs out while the model is built).
         ``stats``: variables, constraints, positions, backend, nodes (HiGHS).
     """
-    import pulp  # here, not at the top: ``import hetopt`` must not pay for PuLP
-
     if write_model is not None:
         check_model_path(write_model, "milp")
     deadline = Deadline(time_limit)
+    # PuLP is imported here, not at the top of the module, so that ``import hetopt`` does not
+    # pay for it; after the deadline starts, so that its import counts against the limit
+    import pulp
+
     method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
     reason = why_infeasible(instance)
     if reason is not None:
