@@ -11,7 +11,6 @@ this module, and ``hetopt solve --method dp`` should not pay for either (about 0
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import signal
 import sys
@@ -310,6 +309,8 @@ def solve_pulp_by(
     def run() -> tuple[Outcome, T | None]:
         outcome = solve_pulp(prob, backend=backend, time_limit=limit, threads=threads)
         return outcome, (read() if outcome.status.has_solution else None)
+
+    import multiprocessing  # here: only a MILP with a deadline forks, and ``import hetopt`` should not pay for it
 
     if deadline is None or multiprocessing.current_process().daemon or "fork" not in multiprocessing.get_all_start_methods():
         return run()

@@ -27,7 +27,6 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hetopt import bench as benchmod
 from hetopt.errors import InputError, SolverBug
 from hetopt.io import crosscheck_to_dict, load, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
@@ -259,6 +258,8 @@ BENCH_FIELDS = ("instance", "method", "status", "objective", "bound", "gap", "wa
 
 
 def cmd_bench(args: argparse.Namespace, out: Console) -> int:
+    from hetopt import bench as benchmod
+
     options = {k: v for k, v in _options(args).items() if k != "time_limit"}
     if args.repeat < 1:
         raise InputError(f"--repeat {args.repeat}: must be >= 1 (runs per method)")
