@@ -174,7 +174,7 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
         raise InputError(f"--write-model {rest}") from None
     if args.write_model and "model_file" not in result.stats:
         print(f"hetopt: note: --write-model {args.write_model}: nothing written: {result.method} ended "
-              f"{result.status.value} before building its model", file=sys.stderr)
+              f"{result.status.value} before its model was written (see its reason)", file=sys.stderr)
     document = result_to_dict(result)
     if target is not None:
         try:

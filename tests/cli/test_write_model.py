@@ -122,5 +122,6 @@ def test_nothing_written_when_the_method_stops_before_its_model_is_built(capsys,
     target = tmp_path / "m.mps"
     infeasible = ROOT / "instances" / "allocation" / "tiny-infeasible.toml"
     assert main(["solve", str(infeasible), "--method", "milp", "--write-model", str(target)]) == 1
-    assert "nothing written: milp ended INFEASIBLE before building its model" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"hetopt: note: --write-model {target}: nothing written: milp ended INFEASIBLE before its model was written" in err
     assert not target.exists()
