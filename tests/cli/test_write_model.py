@@ -40,13 +40,18 @@ def _solve_json(capsys, *argv: str) -> tuple[int, dict]:
     return code, json.loads(capsys.readouterr().out)
 
 
-def _highs_optimum(path: Path) -> float:
+def _highs(path: Path) -> highspy.Highs:
+    """HiGHS with the model file read and solved to optimality."""
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     assert h.readModel(str(path)) == highspy.HighsStatus.kOk
     h.run()
     assert h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-    return h.getInfo().objective_function_value
+    return h
+
+
+def _highs_optimum(path: Path) -> float:
+    return _highs(path).getInfo().objective_function_value
 
 
 @pytest.mark.parametrize("problem", sorted(INSTANCES))
@@ -56,7 +61,10 @@ def test_the_written_milp_read_by_highs_has_the_same_optimum(capsys, tmp_path, p
     code, doc = _solve_json(capsys, str(INSTANCES[problem]), "--method", "milp", "--write-model", str(target))
     assert code == 0 and doc["status"] == "OPTIMAL"
     assert doc["stats"]["model_file"] == str(target)
-    assert _highs_optimum(target) == pytest.approx(doc["objective"], rel=MILP_RTOL)
+    h = _highs(target)
+    assert h.getInfo().objective_function_value == pytest.approx(doc["objective"], rel=MILP_RTOL)
+    # the model that was solved: the same columns and rows as the solve reports
+    assert (h.getNumCol(), h.getNumRow()) == (doc["stats"]["variables"], doc["stats"]["constraints"])
 
 
 @pytest.mark.parametrize("problem", sorted(INSTANCES))
