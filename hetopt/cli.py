@@ -33,6 +33,8 @@ from hetopt.result import CrossCheck, Result, Status
 from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT, EXIT_INTERNAL = 0, 1, 2, 3, 4
+#: The reader of stdout went away: the shell's status of a program killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
 
 #: Set (to anything but "" or "0") to print the traceback of an internal error.
 DEBUG_ENV = "HETOPT_DEBUG"
@@ -531,6 +533,15 @@ def _print_methods(out: Console) -> int:
     return EXIT_OK
 
 
+class _Console(Console):
+    """rich's Console, except that a closed stdout is left to :func:`main` (rich would exit 1,
+    which here means "proven infeasible")."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -541,13 +552,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     Every outcome is an exit code and at most one line on stderr: 2 for bad input or usage
     (``InputError``, the library's ``ValueError``s), 4 for an internal error (``SolverBug``,
     any other exception: a bug to report; ``--debug`` or ``HETOPT_DEBUG=1`` adds the
-    traceback), 130 for Ctrl-C.
+    traceback), 130 for Ctrl-C, 141 when the reader of stdout stops reading (``| head``), as
+    for a program stopped by SIGPIPE.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     # off a terminal rich assumes 80 columns; plan tables are wider, and files want whole rows
-    out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     try:
         return args.run(args, out)
     except (InputError, ValueError) as exc:  # bad files, names, sizes and option values
@@ -556,6 +568,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hetopt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `hetopt list models | head`: the reader left; nothing is wrong here
+        # stdout to /dev/null, or flushing it at exit raises the same error once more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except SolverBug as exc:
         if debug:
             traceback.print_exc()

@@ -85,3 +85,13 @@ def test_list_of_an_unknown_catalog_is_exit_2(capsys):
         main(["list", "switches"])
     assert stop.value.code == 2
     assert "invalid choice: 'switches'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"]])  # rich's table and a plain print
+def test_a_reader_that_stops_reading_is_no_internal_error(extra):
+    # `hetopt list models | head -3`: stdout closed before hetopt writes
+    proc = subprocess.Popen([sys.executable, "-m", "hetopt", "list", "models", *extra], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait() == 141 and err == ""
