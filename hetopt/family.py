@@ -11,7 +11,9 @@ the same for all:
   frozen Solution dataclass with ``to_dict()`` (plain data for JSON), ``rows()`` (a list of
   dicts, one table row each, for the human output) and ``summary()`` (a few lines of text);
   ``evaluate(instance, solution) -> Evaluation``.
-* ``__init__.py``: ``FAMILY = Family(...)`` with the method registry.
+* ``__init__.py``: ``FAMILY = Family(...)`` with the method registry, whose entries name
+  the solvers by module path (:class:`MethodRef`), so that importing the family imports
+  none of them.
 * ``hetopt/readers/<family>.py``: ``read_<family>(data, source) -> Instance``, registered in
   ``hetopt.io.READERS``; ``FAMILY`` is registered in ``hetopt.solvers.FAMILIES``.
 """
