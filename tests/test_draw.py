@@ -130,6 +130,18 @@ def test_allocation_without_greedy_or_capacity_draws_what_it_has(tmp_path):
     assert len(matching(groups, r"share-lp-\d+")) == len(doc["solution"]["gpus"])
 
 
+def test_allocation_with_too_many_microbatches_draws_one_bar_per_gpu(tmp_path):
+    from hetopt.draw import allocation as allocation_picture
+
+    doc = fixture("allocation")
+    gpus = doc["solution"]["gpus"]
+    for g in gpus:  # a planner-sized batch in micro-batches of one
+        g["microbatch_size"], g["microbatches"] = 1, allocation_picture.MAX_STACKED // len(gpus) + 1
+    groups = svg_groups(draw(doc, tmp_path / "a.svg").path)
+    assert not matching(groups, r"batch-\d+-\d+")
+    assert {int(m[1]) for m in matching(groups, r"batch-(\d+)")} == set(range(len(gpus)))
+
+
 def test_islands_group_every_node_and_show_bandwidth(tmp_path):
     doc = fixture("islands")
     islands = doc["solution"]["islands"]
@@ -239,6 +251,14 @@ def test_draw_names_a_missing_field(tmp_path, capsys):
     old = tmp_path / "old.json"
     old.write_text(json.dumps(doc), encoding="utf-8")
     _one_line_exit_2(capsys, ["draw", str(old), "-o", str(tmp_path / "x.svg")], f"{old}: solution.microbatches: missing")
+
+
+def test_draw_of_a_pipeline_beyond_the_simulator_limit_names_the_file(tmp_path, capsys):
+    doc = fixture("pipeline")
+    doc["solution"]["microbatches"] = 65_536  # 3 stages: 393,216 operations, above 250,000
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps(doc), encoding="utf-8")
+    _one_line_exit_2(capsys, ["draw", str(big), "-o", str(tmp_path / "x.svg")], f"{big}: the 1F1B simulation of 3 stages")
 
 
 @pytest.mark.parametrize(("target", "words"), [("x.pdf", "written as .svg or .png"), ("no-such-folder/x.svg", "no folder"),

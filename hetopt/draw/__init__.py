@@ -150,6 +150,13 @@ def read_result(path: str) -> Any:
     ------
     InputError
         A missing or unreadable file, or a file that is not JSON.
+
+    Examples
+    --------
+    >>> read_result("no-such-result.json")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: no-such-result.json: no such file
     """
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -207,8 +214,10 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
 
     from hetopt.draw import style
 
+    from hetopt.readers.fields import located
+
     module = importlib.import_module(KINDS[kind])
-    with matplotlib.rc_context(style.RC):
+    with matplotlib.rc_context(style.RC), located(source):  # e.g. the simulator's size limit names the file
         figure = module.render(document, title or source, source)
         width_px, height_px = style.save(figure, target, FORMATS[target.suffix.lower()])
     return Picture(kind, target, width_px, height_px)
@@ -220,7 +229,14 @@ def draw_file(result_path: str, picture_path: str) -> Picture:
     Raises
     ------
     InputError
-        As :func:`draw` and :func:`read_result`.
+        As :func:`draw` and :func:`read_result`; the target is checked first.
+
+    Examples
+    --------
+    >>> draw_file("result.json", "picture.jpg")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: -o picture.jpg: a picture is written as .svg or .png (e.g. picture.svg)
     """
     check_target(picture_path)
     document = read_result(result_path)

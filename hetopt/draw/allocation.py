@@ -20,6 +20,15 @@ PANELS_IN = 7.5
 WIDE_AT = 24
 #: Extra height, inches, for the turned tick labels of many GPUs.
 TURNED_LABELS_IN = 0.8
+#: Most micro-batches drawn as stacked segments (one rectangle each); past it each GPU's batch
+#: is one bar. A planner-sized batch of 2^20 samples in micro-batches of one would be a million
+#: rectangles: minutes to draw and megabytes of SVG for bars a pixel apart.
+MAX_STACKED = 2_000
+#: Most GPUs that get a tick label each (64 labels of 7 pt fill the 1,000 px width); past it
+#: every k-th GPU is labelled.
+MAX_TICKS = 64
+#: The capacity bar behind each GPU's memory bar.
+CAPACITY = "#d9d9d9"
 #: Width of a bar, in GPU slots; the state panel splits it between LP and greedy.
 BAR = 0.8
 
@@ -71,16 +80,22 @@ def render(document: dict, title: str, source: str) -> Figure:
 
     fig = style.figure(PANELS_IN + (0 if wide else TURNED_LABELS_IN))
     batch_ax, share_ax, memory_ax = fig.subplots(3, 1, sharex=True)
+    stacked = sum(count) <= MAX_STACKED
     for i in range(n):
-        for k in range(count[i]):
-            batch_ax.bar(i, size[i], BAR, bottom=k * size[i], color=colour[types[i]], edgecolor="white",
-                         linewidth=0.5 if count[i] < 64 else 0.0, gid=f"batch-{i}-{k}")
+        if stacked:
+            for k in range(count[i]):
+                batch_ax.bar(i, size[i], BAR, bottom=k * size[i], color=colour[types[i]], edgecolor="white",
+                             linewidth=0.5 if n <= MAX_TICKS else 0.0, gid=f"batch-{i}-{k}")
+        else:
+            batch_ax.bar(i, size[i] * count[i], BAR, color=colour[types[i]], gid=f"batch-{i}")
         if wide:
             batch_ax.text(i, size[i] * count[i], f"{size[i]}×{count[i]}", ha="center", va="bottom",
                           fontsize=style.FONT_PT - 1)
     batch_ax.set_ylabel("batch (samples)")
     batch_ax.margins(y=0.15)
-    batch_ax.set_title("batch per GPU: micro-batch size × count" + (" (m×ℓ above each bar)" if wide else ""),
+    batch_ax.set_title("batch per GPU: micro-batch size × count"
+                       + (" (m×ℓ above each bar)" if wide else "")
+                       + ("" if stacked else f" (one bar per GPU: {sum(count):,} micro-batches are too many to stack)"),
                        loc="left", fontsize=style.FONT_PT)
 
     has_greedy = any(g is not None for g in greedy)
@@ -96,13 +111,13 @@ def render(document: dict, title: str, source: str) -> Figure:
 
     for i in range(n):
         if capacity[i] is not None:
-            memory_ax.bar(i, capacity[i], BAR, color="none", edgecolor="black", linewidth=0.8, linestyle="--",
-                          gid=f"capacity-{i}")
+            memory_ax.bar(i, capacity[i], BAR, color=CAPACITY, gid=f"capacity-{i}")
         memory_ax.bar(i, used[i], BAR * 0.8, color=colour[types[i]], gid=f"memory-{i}")
     memory_ax.set_ylabel("memory (GiB)")
-    memory_ax.set_title("memory used (with the LP's state share)" + (" against capacity (dashed)" if any(capacity) else
+    memory_ax.set_title("memory used (with the LP's state share)" + (" against capacity (grey)" if any(capacity) else
                         "; capacity not in this result"), loc="left", fontsize=style.FONT_PT)
-    memory_ax.set_xticks(range(n), [f"{i}\n{t}" if wide else f"{i} {t}" for i, t in enumerate(types)],
+    step = -(-n // MAX_TICKS)  # every GPU up to MAX_TICKS, then every step-th
+    memory_ax.set_xticks(range(0, n, step), [f"{i}\n{types[i]}" if wide else f"{i} {types[i]}" for i in range(0, n, step)],
                          rotation=0 if wide else 90, fontsize=style.FONT_PT if wide else style.FONT_PT - 2)
     memory_ax.set_xlabel("GPU (file order)")
     memory_ax.set_xlim(-0.6, n - 0.4)

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-import matplotlib
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from hetopt.errors import InputError
@@ -58,8 +58,16 @@ def colours(names: list[str]) -> dict[str, str]:
 
 def figure(height_in: float) -> Figure:
     """A figure ``WIDTH_IN`` wide and ``height_in`` tall (capped at ``MAX_HEIGHT_IN``), laid out
-    by matplotlib's constrained layout so that labels are not clipped."""
-    return Figure(figsize=(WIDTH_IN, min(height_in, MAX_HEIGHT_IN)), dpi=DPI, layout="constrained")
+    by matplotlib's constrained layout so that labels are not clipped.
+
+    Examples
+    --------
+    >>> figure(3.0).get_size_inches().tolist()
+    [10.0, 3.0]
+    """
+    fig = Figure(figsize=(WIDTH_IN, min(height_in, MAX_HEIGHT_IN)), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)  # the Agg canvas, never a screen (SVG files switch to the SVG canvas when saved)
+    return fig
 
 
 def save(fig: Figure, path: Path, fmt: str) -> tuple[int, int]:
