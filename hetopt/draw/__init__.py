@@ -131,7 +131,8 @@ def kind_of(document: Any, source: str = "result") -> str:
         problem = document["problem"]
         if problem not in KINDS or problem == "plan":
             known = ", ".join(k for k in KINDS if k != "plan")
-            raise InputError(f"{source}: problem: no picture for {problem!r} (pictures exist for {known}, and hetopt plan results)")
+            raise InputError(f"{source}: problem: no picture for {problem!r} "
+                             f"(pictures exist for {known}, and hetopt plan results)")
         if not isinstance(document.get("solution"), dict):
             raise InputError(f"{source}: solution: none (status {document.get('status', '?')}): there is no plan to draw")
         return problem

@@ -105,7 +105,7 @@ def render(document: dict, title: str, source: str) -> Figure:
                        f"({style.seconds(slowest)}) outlined", loc="left", fontsize=style.FONT_PT)
 
     plan_time = bars[0][1]
-    for r, (name, value, gid) in enumerate(bars):
+    for r, (_, value, gid) in enumerate(bars):
         if value is None:
             alt_ax.text(0.02, r, "no plan", transform=alt_ax.get_yaxis_transform(), va="center",
                         fontsize=style.FONT_PT - 1)
