@@ -113,7 +113,8 @@ def render(document: dict, title: str, source: str) -> Figure:
                          hatch=None if fill else "///", gid=f"{gid}-{k}")
             band_ax.text(value, c + offset, f" {value:g}", va="center", ha="left", fontsize=style.FONT_PT - 2)
         if inside[k] is None:
-            band_ax.text(0.02, c - bar / 2, "one node: no link inside", transform=band_ax.get_yaxis_transform(),
+            alone = "one node: no link inside" if len(nodes[k]) == 1 else "no link inside given"
+            band_ax.text(0.02, c - bar / 2, alone, transform=band_ax.get_yaxis_transform(),
                          va="center", fontsize=style.FONT_PT - 2)
     figures = [v for v in inside + leaving if v is not None]
     if figures and max(figures) > LOG_ABOVE * min(figures):

@@ -78,6 +78,8 @@ def render(document: dict, title: str, source: str) -> Figure:
     after = [links[block_of[s]] if s + 1 < len(stages) and block_of[s + 1] != block_of[s] else 0.0
              for s in range(len(stages))]
     makespan, operations = schedule_1f1b(forward, backward, after, microbatches)
+    if makespan <= 0:
+        raise sol.error("stages", "every stage and link takes 0 s: there is no schedule to draw")
 
     S = len(stages)
     fig = style.figure(FRAME_IN + LANE_IN * S)
@@ -108,7 +110,7 @@ def render(document: dict, title: str, source: str) -> Figure:
 
     islands = [st.text("island") for st in stages]
     gpus = [st.integer("gpus", optional=True) for st in stages]
-    ax.set_yticks(range(S), [f"{s}: {islands[s]}" + (f" ({gpus[s]} GPU)" if gpus[s] else "") for s in range(S)])
+    ax.set_yticks(range(S), [f"{s}: {islands[s]}" + (f" ({gpus[s]} GPU{'s' * (gpus[s] != 1)})" if gpus[s] else "") for s in range(S)])
     for s in bottlenecks:
         ax.get_yticklabels()[s].set(color=style.HIGHLIGHT, fontweight="bold")
     _bracket_blocks(ax, block_of, islands)

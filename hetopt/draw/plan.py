@@ -10,7 +10,6 @@ when given), each with the composed plan's speed-up over it.
 from __future__ import annotations
 
 from matplotlib.figure import Figure
-from matplotlib.patches import Patch
 
 from hetopt.draw import style
 
@@ -27,8 +26,10 @@ PANEL_PX = 420.0
 CHAR_PX = 5.2
 #: A stage is outlined as the slowest when within this relative tolerance of the slowest time.
 SLOWEST_RTOL = 1e-9
-#: The name the picture gives the plan itself among the alternatives.
+#: The name the picture gives the plan itself among the alternatives, and the planner's name
+#: for it in ``best`` (the fastest of them all, starred).
 THIS_PLAN = "composed (this plan)"
+COMPOSED = "tangram-composed"
 
 
 def render(document: dict, title: str, source: str) -> Figure:
@@ -118,24 +119,24 @@ def render(document: dict, title: str, source: str) -> Figure:
     alt_ax.set_ylim(len(bars) - 0.5, -0.5)
     longest = max((v for _, v, _ in bars if v is not None), default=1.0)
     alt_ax.set_xlim(0, longest * 1.6)  # room for the value and the factor after the longest bar
-    alt_ax.set_xlabel("seconds (×: slower than this plan)")
-    alt_ax.set_title("iteration time, same cost model", loc="left", fontsize=style.FONT_PT)
+    alt_ax.set_xlabel("seconds (×: relative to this plan)")
+    alt_ax.set_title("iteration time, same cost model; ★ fastest", loc="left", fontsize=style.FONT_PT - 1)
 
     cluster, model = top.text("cluster", optional=True), top.text("model", optional=True)
     batch = top.integer("global_batch", optional=True)
     what = ", ".join(x for x in (model, cluster, batch and f"batch {batch}") if x)
     fig.suptitle(f"{title}: {what}" if what else title, x=0.01, ha="left")
-    fig.legend(handles=[Patch(color=c, label=n) for n, c in colour.items()], loc="outside lower center",
-               ncols=min(len(colour), 6), frameon=False)
     return fig
 
 
 def _alternatives(top: style.Doc) -> list[tuple[str, float | None, str]]:
     """(label, iteration time or None, gid suffix): the plan itself first, then each alternative."""
-    rows: list[tuple[str, float | None, str]] = [(THIS_PLAN, top.number("iteration_time_s", optional=True), "composed")]
+    best = top.text("best", optional=True)
+    rows: list[tuple[str, float | None, str]] = [
+        (THIS_PLAN + (" ★" if best == COMPOSED else ""), top.number("iteration_time_s", optional=True), "composed")]
     for alt in top.tables("alternatives", required=False):
         name = alt.text("name")
-        rows.append((name, alt.number("iteration_time_s", optional=True), name))
+        rows.append((name + (" ★" if best == name else ""), alt.number("iteration_time_s", optional=True), name))
     given = top.data.get("given_layout")
     if isinstance(given, dict) and given.get("fits"):
         layout = style.Doc(given, top.source, "given_layout")
