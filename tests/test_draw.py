@@ -209,6 +209,16 @@ def test_schedule_is_the_simulation_operation_by_operation(seed):
 # -- the command line -------------------------------------------------------------------------------
 
 
+def test_results_carry_what_the_pictures_need(capsys):
+    # the allocation's capacity per GPU (tiny-2gpu.toml: A6000 48 GiB, T4 16 GiB) and the pipeline's M (tiny.toml: 16)
+    assert main(["solve", str(ROOT / "instances" / "allocation" / "tiny-2gpu.toml"), "--json"]) == 0
+    gpus = json.loads(capsys.readouterr().out)["solution"]["gpus"]
+    assert [(g["type"], g["capacity_gib"]) for g in gpus] == [("A6000", 48.0), ("T4", 16.0)]
+    assert all(g["memory_gib"] <= g["capacity_gib"] for g in gpus)
+    assert main(["solve", str(ROOT / "instances" / "pipeline" / "tiny.toml"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["solution"]["microbatches"] == 16
+
+
 def test_draw_command_writes_the_picture(tmp_path, capsys):
     out = tmp_path / "pipeline.png"
     assert main(["draw", str(FIXTURES / "pipeline.json"), "-o", str(out)]) == 0
