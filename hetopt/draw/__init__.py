@@ -48,7 +48,7 @@ class Picture:
     height_px: int
 
 
-def require_matplotlib(what: str = "hetopt draw") -> None:
+def require_matplotlib(what: str = "draw") -> None:
     """Check that the ``plot`` extra is installed.
 
     Raises
