@@ -113,7 +113,7 @@ def render(document: dict, title: str, source: str) -> Figure:
     ax.set_yticks(range(S), [f"{s}: {islands[s]}" + (f" ({gpus[s]} GPU{'s' * (gpus[s] != 1)})" if gpus[s] else "") for s in range(S)])
     for s in bottlenecks:
         ax.get_yticklabels()[s].set(color=style.HIGHLIGHT, fontweight="bold")
-    _bracket_blocks(ax, block_of, islands)
+    _bracket_blocks(ax, block_of, islands, after)
     ax.set_ylim(S - 0.5, -0.5)
     ax.set_xlim(0, makespan)
     ax.set_xlabel("time (s)")
@@ -152,8 +152,8 @@ def _gaps(intervals: list[tuple[float, float]], end: float) -> list[tuple[float,
     return out
 
 
-def _bracket_blocks(ax, block_of: list[int], islands: list[str]) -> None:
-    """Bracket each block's lanes on the right and name its island; a line between blocks."""
+def _bracket_blocks(ax, block_of: list[int], islands: list[str], after: list[float]) -> None:
+    """Bracket each block's lanes on the right and name its island; a line between blocks, with its link time."""
     colour = style.colours(islands)
     side = ax.get_yaxis_transform()  # x in axes fractions, y in lanes
     first = 0
@@ -167,4 +167,7 @@ def _bracket_blocks(ax, block_of: list[int], islands: list[str]) -> None:
                 fontweight="bold")
         if s < len(block_of):
             ax.axhline(s - 0.5, color="black", linewidth=0.8)
+            if after[s - 1] > 0:
+                ax.text(1.02, s - 0.5, f"link {style.seconds(after[s - 1])}", transform=side, va="center", ha="left",
+                        fontsize=style.FONT_PT - 2, color="dimgrey")
         first = s
