@@ -4,7 +4,8 @@ The schedule is the project's 1F1B simulator (:func:`hetopt.pipeline.simulate.sc
 run again on the result's stage times, links and micro-batch count, so the picture is the
 simulation ``hetopt solve`` reports (``simulated_s``), operation by operation. One lane per
 stage, forward / backward / idle coloured; the stages of one island block are bracketed and
-named on the right; the bottleneck stage (the slowest F + B) is outlined.
+named on the right, with the link time where two blocks meet; the bottleneck stage (the
+slowest F + B) is outlined.
 """
 
 from __future__ import annotations
