@@ -168,6 +168,9 @@ def read_result(path: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
+        if Path(path).suffix.lower() == ".toml":
+            raise InputError(f"{path}: an instance file, not a result: solve it and draw the answer "
+                             f"(hetopt solve {path} --draw PICTURE.svg)") from None
         raise InputError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
                          f"give the output of hetopt solve --json or hetopt plan --json") from None
 
