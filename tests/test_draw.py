@@ -278,9 +278,9 @@ def test_draw_rejects_a_bad_target(tmp_path, capsys, target, words):
                      words)
 
 
-def test_draw_of_an_instance_file_says_to_solve_it_first(capsys):
+def test_draw_of_an_instance_file_says_to_solve_it_first(tmp_path, capsys):
     tiny = ROOT / "instances" / "pipeline" / "tiny.toml"
-    _one_line_exit_2(capsys, ["draw", str(tiny), "-o", "x.svg"], f"hetopt solve {tiny} --draw")
+    _one_line_exit_2(capsys, ["draw", str(tiny), "-o", str(tmp_path / "x.svg")], f"hetopt solve {tiny} --draw")
 
 
 def test_draw_of_a_missing_file(tmp_path, capsys):
