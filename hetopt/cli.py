@@ -158,11 +158,35 @@ def _check_write_model(instance: Any, method: str, path: str) -> None:
                          f"(for {fam.name}: {', '.join(models)})")
 
 
+def _check_draw(args: argparse.Namespace) -> None:
+    """``--draw FILE`` of solve and plan, checked before any work: the file type and the plot extra."""
+    if args.draw is not None:
+        from hetopt.draw import check_target, require_matplotlib
+
+        check_target(args.draw, "--draw")
+        require_matplotlib("--draw")
+
+
+def _draw(args: argparse.Namespace, document: dict, title: str, source: str, has_plan: bool, out: Console) -> None:
+    """Draw ``document`` into ``--draw FILE``; a result without a plan gets a note instead."""
+    if args.draw is None:
+        return
+    if not has_plan:
+        print(f"hetopt: note: --draw {args.draw}: no picture, the result has no plan", file=sys.stderr)
+        return
+    from hetopt.draw import draw
+
+    picture = draw(document, args.draw, title=title, source=source)
+    if not args.json:
+        out.print(f"picture: {picture.path} ({picture.kind})", highlight=False)
+
+
 def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     options = _options(args)
     target = _check_out(args.out) if args.out else None
     if args.write_model:
         _check_out(args.write_model, "--write-model")
+    _check_draw(args)
     instance = load(args.file)
     if args.write_model:
         _check_write_model(instance, args.method, args.write_model)
@@ -178,6 +202,7 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
         print(f"hetopt: note: --write-model {args.write_model}: nothing written: {result.method} ended "
               f"{result.status.value} before its model was written (see its reason)", file=sys.stderr)
     document = result_to_dict(result)
+    name = getattr(instance, "name", None) or Path(args.file).stem
     if target is not None:
         try:
             target.write_text(json.dumps(document, indent=2), encoding="utf-8")
@@ -185,6 +210,7 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
             raise InputError(f"--out {args.out}: cannot write ({exc.strerror})") from None
     if args.json:
         print(json.dumps(document, indent=2))
+        _draw(args, document, name, args.file, result.solution is not None, out)
         return _exit_code(result)
     out.print(f"[bold]{getattr(instance, 'name', args.file)}[/bold]  ({args.file})", highlight=False)
     out.print(_result_line(result), highlight=False)
@@ -192,7 +218,17 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
         out.print(_table(result.solution.rows()))
         for line in result.solution.summary():
             out.print(line, highlight=False)
+    _draw(args, document, name, args.file, result.solution is not None, out)
     return _exit_code(result)
+
+
+def cmd_draw(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.draw import draw_file
+
+    picture = draw_file(args.result, args.out)
+    out.print(f"{picture.path}: {picture.kind} picture, {picture.width_px} x {picture.height_px} "
+              f"{'pt' if picture.path.suffix.lower() == '.svg' else 'px'}", highlight=False)
+    return EXIT_OK
 
 
 def _agreement_line(check: CrossCheck) -> str:
@@ -328,6 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-model", default=None, metavar="FILE",
                    help="write the model the method solves, before solving it: FILE.mps or FILE.lp (milp), "
                    "FILE.pb.txt or FILE.pb (cpsat)")
+    p.add_argument("--draw", default=None, metavar="FILE", help="also draw the result into FILE.svg or FILE.png (needs the plot extra)")
     common(p)
     p.set_defaults(run=cmd_solve)
 
@@ -372,7 +409,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds for the whole plan (islands, enumeration, composition, alternatives); stopped early: "
                    "FEASIBLE with bound and gap, or TIME_LIMIT (exit 3)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--draw", default=None, metavar="FILE", help="also draw the plan into FILE.svg or FILE.png (needs the plot extra)")
     p.set_defaults(run=cmd_plan)
+
+    p = sub.add_parser("draw", help="draw a result (solve --json or plan --json) as an SVG or PNG picture",
+                       description="Draw the JSON of `hetopt solve --json` (pipeline: the 1F1B schedule; allocation: "
+                       "per-GPU batch, state share and memory; islands: nodes by island and bandwidth) or of `hetopt "
+                       "plan --json` (stages over islands beside the alternatives). Needs the plot extra: "
+                       'pip install -e ".[plot]".')
+    p.add_argument("result", metavar="RESULT.json")
+    p.add_argument("-o", "--out", required=True, metavar="FILE", help="the picture to write: .svg or .png")
+    p.set_defaults(run=cmd_draw)
 
     p = sub.add_parser("generate", help="rewrite generated instance files from catalogs and profiles")
     p.add_argument("family", choices=sorted(GENERATORS), help="which instances to write")
@@ -407,6 +454,7 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     from hetopt.planner import report, run
     from hetopt.planner.workers import WorkersLost
 
+    _check_draw(args)
     try:
         if sys.stdout.isatty() and not args.json:
             from rich.progress import Progress
@@ -423,10 +471,12 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     except WorkersLost as exc:  # the pool or the cluster is gone: one line, like bad input
         print(f"hetopt: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    document = plain(result)
     if args.json:
-        print(json.dumps(plain(result), indent=2))
+        print(json.dumps(document, indent=2))
     else:
         report.print_plan(result, out)
+    _draw(args, document, "hetopt plan", "plan", bool(document.get("stages")), out)
     return _STATUS_EXIT[result.status]
 
 
