@@ -154,12 +154,12 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         if cluster not in islands:
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         lay = m.table("layout", required=True)
-        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap"))
+        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp"))
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
             zero=lay.integer("zero", 0, minimum=0, maximum=3),
-            overlap=_flag(lay, "overlap", True),
+            overlap=_flag(lay, "overlap", True), vpp=lay.integer("vpp", 1, minimum=1),
         )
         isl = islands[cluster]
         if layout.tp * layout.pp * layout.dp != isl.gpus:
@@ -256,7 +256,8 @@ def summarize(rows: list[Row]) -> dict[str, dict]:
 
 def _layout_text(lay: GivenLayout) -> str:
     b = lay.microbatch or "?"
-    return f"tp{lay.tp} pp{lay.pp} dp{lay.dp} b{b} {lay.recompute} zero{lay.zero}"
+    vpp = f" vpp{lay.vpp}" if lay.vpp > 1 else ""
+    return f"tp{lay.tp} pp{lay.pp}{vpp} dp{lay.dp} b{b} {lay.recompute} zero{lay.zero}"
 
 
 def main(argv: list[str] | None = None) -> int:
