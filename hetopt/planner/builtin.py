@@ -31,6 +31,7 @@ Examples
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -619,14 +620,31 @@ class BuiltinParallelizer:
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
-        for lay in self.layouts(sl, island, microbatch_size=m, microbatches=M):
+        layouts = self.layouts(sl, island, microbatch_size=m, microbatches=M)
+        whole = sl.embedding and sl.head
+        if whole:
+            # a whole-model plan is a pipeline of one block: only its own 1F1B time matters,
+            # so the fastest that fits is the answer, and a layout whose GPUs cannot beat it
+            # even at full speed (the iteration's FLOPs over its t·p·d GPUs) is never priced
+            layouts.sort(key=lambda x: -x.tp * x.pp * x.dp)
+            work = cm.TRAINING_PER_FORWARD * (tab.forward[-1] + (cm.head_forward_flops(sl.model, sl.seq) if sl.head else 0.0))
+            work *= global_batch / (island.gpu.training_flops * island.gpu.gemm_efficiency)
+            best = math.inf
+        for lay in layouts:
+            if whole and work / (lay.tp * lay.pp * lay.dp) >= best:
+                continue
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
                 rows.append((lay, stages, limit))
                 # the same sums PartialPlan.total_time_s and max_time_s compute
                 keys.append(_key(sum(times), max(times), len(stages), limit))
+                if whole:
+                    best = min(best, sum(times) + (M - 1) * max(times))
         if not rows:
             return ()
+        if whole:
+            fastest = min(range(len(rows)), key=lambda n: (keys[n][0] + (M - 1) * keys[n][1], keys[n]))
+            rows, keys = [rows[fastest]], [keys[fastest]]
         # PartialPlans are built for the survivors only (most layouts are dominated)
         plans = {}
 

@@ -159,11 +159,17 @@ def test_parallelize_returns_feasible_non_dominated_plans_that_cover_every_layou
     m, M = 4, 8
     plans = PAR.parallelize(sl, island, microbatch_size=m, microbatches=M, global_batch=m * M, memory_fraction=0.5)
     _check_plans(sl, island, plans, m, M, 0.5)
-    # exactness of the pruning: every feasible layout is matched or beaten by a returned plan
-    for lay in PAR.layouts(sl, island, microbatch_size=m):
+    # exactness of the pruning: every feasible layout is matched or beaten by a returned plan;
+    # a whole model is one block, so there only its 1F1B time counts and one plan is returned
+    whole = first == 0 and stop == 8
+    assert not whole or len(plans) == 1
+    for lay in PAR.layouts(sl, island, microbatch_size=m, microbatches=M):
         p = PAR.plan(sl, island, lay, microbatch_size=m, microbatches=M, memory_fraction=0.5)
         if p.behind is None or p.behind >= 0:
-            assert any(dominates(q, p) for q in plans)
+            if whole:
+                assert plans[0].iteration_time_s <= p.iteration_time_s * (1 + 1e-12)
+            else:
+                assert any(dominates(q, p) for q in plans)
 
 
 def test_memory_pressure_selects_memory_saving_layouts():
