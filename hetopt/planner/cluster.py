@@ -110,8 +110,21 @@ def load_cluster(name_or_path: str | Path, catalog: dict[str, GpuType] | None = 
         With the file, the key path and the fix (an unknown GPU type lists the known ones).
     """
     path = resolve(str(name_or_path), clusters_dir(), "cluster")
+    return cluster_from_data(read_toml(path), str(path), catalog)
+
+
+def cluster_from_data(data: dict, path: str, catalog: dict[str, GpuType] | None = None) -> Cluster:
+    """A cluster from the tables of a cluster file (``path`` names it in errors).
+
+    Examples
+    --------
+    >>> node = {"gpu": "A100-SXM4-80GB", "gpus": 8, "switch": "ib", "switch_gbps": 1600.0}
+    >>> data = {"name": "two-dgx", "node": [dict(node, name="a"), dict(node, name="b")],
+    ...         "network": {"switch": [{"name": "ib"}]}}
+    >>> cluster_from_data(data, "(built)").gpus
+    16
+    """
     catalog = load_gpus() if catalog is None else catalog
-    data = read_toml(path)
     if "problem" in data:
         raise InputError(f"{path}: problem: a cluster file has no 'problem' key (it is not an instance)")
     nodes = data.get("node")
@@ -129,5 +142,5 @@ def load_cluster(name_or_path: str | Path, catalog: dict[str, GpuType] | None = 
         node.setdefault("tflops", gpu.training_flops / TERA)
         node.setdefault("memory_gib", gpu.memory_bytes / GIB)
         node.setdefault("intra_gbs", gpu.intra_bandwidth / GIGA)
-    islands = READERS["islands"](dict(data, problem="islands"), str(path))
-    return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=str(path))
+    islands = READERS["islands"](dict(data, problem="islands"), path)
+    return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=path)

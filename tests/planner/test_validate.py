@@ -131,3 +131,22 @@ def test_an_unknown_catalog_model_or_an_ambiguous_gpu_is_named(tmp_path, model, 
     path.write_text(CATALOG_ROW.format(model=model, gpu=gpu))
     with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
         v.load_published(path)
+
+
+def _never_loses(ids):
+    rows = v.validate(tuple(m for m in v.load_published() if m.id in ids), with_plan=True)
+    assert len(rows) == len(ids)
+    for r in rows:
+        assert r.planned.status.value == "OPTIMAL", (r.measurement.id, r.planned.reason)
+        # the search contains the published layout, so the exact plan is never slower under the model
+        assert r.planned.iteration_time_s <= r.priced.iteration_time_s * (1 + 1e-9), r.measurement.id
+        assert r.plan_speedup >= 1 - 1e-9
+
+
+def test_the_planner_never_loses_to_a_published_layout_small_rows():
+    _never_loses({"mlm-t1-1.7b", "mlm-t1-3.6b"})
+
+
+@pytest.mark.slow
+def test_the_planner_never_loses_to_any_published_layout():
+    _never_loses({m.id for m in v.load_published()})
