@@ -491,6 +491,27 @@ def ring_latency_s(steps: int, hop_latency_s: float) -> float:
     return RING_BASE_LATENCY_S + steps * hop_latency_s
 
 
+def ring_hop_latency_s(gpus: int, nodes: int, intra_hop_s: float, inter_hop_s: float) -> float:
+    """The mean per-step latency of a ring of ``gpus`` GPUs over ``nodes`` nodes.
+
+    NCCL orders a ring node by node, so of its p − 1 links n − 1 cross the network and the
+    rest stay inside a node; every collective's steps walk those links in turn, a share
+    (n − 1)/(p − 1) of them at the network's latency (NCCL's tuning.cc: ``nInterSteps``
+    steps at ``hwLat[NET]``, the others at the intra-node figure).
+
+    Examples
+    --------
+    >>> ring_hop_latency_s(8, 1, 3.4e-6, 9.6e-6) == 3.4e-6, ring_hop_latency_s(2, 2, 3.4e-6, 9.6e-6) == 9.6e-6
+    (True, True)
+    >>> round(ring_hop_latency_s(16, 2, 3.4e-6, 9.6e-6) * 1e6, 3)
+    3.813
+    """
+    if gpus <= 1:
+        return intra_hop_s
+    inter = min(max(nodes, 1), gpus) - 1
+    return ((gpus - 1 - inter) * intra_hop_s + inter * inter_hop_s) / (gpus - 1)
+
+
 def ring_allreduce_s(nbytes: float, gpus: int, bandwidth: float, hop_latency_s: float = 0.0) -> float:
     """Ring all-reduce of ``nbytes`` over ``gpus`` GPUs: 2·(p − 1)/p · n / w + α (0 for one GPU).
 
@@ -616,7 +637,7 @@ def data_parallel_comm(
     >>> c = data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8)
     >>> c.per_iteration_s, c.backward_s
     (0.3, 0.0375)
-    >>> data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8, overlap=(0.1, 0.2), buckets=4).backward_s
+    >>> round(data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8, overlap=(0.1, 0.2), buckets=4).backward_s, 9)
     0.0125
     """
     if zero_stage not in ZERO_STAGES:
@@ -678,6 +699,7 @@ __all__ = [
     "RESIDUALS_PER_LAYER",
     "RESIDUAL_BYTES",
     "RING_BASE_LATENCY_S",
+    "ring_hop_latency_s",
     "SCORE_BYTES",
     "SCORE_DROPOUT_BYTES",
     "attention_score_flops",

@@ -265,7 +265,8 @@ def _stage(
     one_node = nodes[q][0] == nodes[q][1]
     comm = cm.data_parallel_comm(
         params / tp if one_node else params, dp, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
-        hop_latency_s=intra_hop if one_node else inter_hop, collectives=max(1, tab.tensors[b] - tab.tensors[a]),
+        hop_latency_s=cm.ring_hop_latency_s(dp, nodes[q][1] - nodes[q][0] + 1, intra_hop, inter_hop),
+        collectives=max(1, tab.tensors[b] - tab.tensors[a]),
         recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=ell,
     )
     forward += comm.forward_s
