@@ -28,13 +28,15 @@ def _kind(data: dict) -> str:
         return "model"
     if "node" in data:
         return "cluster"
+    if "measurement" in data:
+        return "published"
     raise AssertionError(f"docs/formats.md: a toml block of no known kind: {sorted(data)}")
 
 
 def test_the_page_has_an_example_of_every_kind():
     kinds = [_kind(tomllib.loads(b)) for b in BLOCKS]
     problems = {tomllib.loads(b)["problem"] for b in BLOCKS if "problem" in tomllib.loads(b)}
-    assert {"instance", "cluster", "catalog", "model"} <= set(kinds)
+    assert {"instance", "cluster", "catalog", "model", "published"} <= set(kinds)
     assert problems == {"allocation", "pipeline", "islands"}
 
 
@@ -52,6 +54,11 @@ def test_every_example_loads(index, tmp_path):
         assert load_cluster(path).gpus > 0
     elif kind == "catalog":
         assert set(load_gpus(path)) == set(tomllib.loads(block)["gpu"])
+    elif kind == "published":
+        from hetopt.planner.validate import load_published, validate
+
+        (row,) = validate(load_published(path))
+        assert row.ratio is not None and row.ratio > 0
     else:
         assert load_model(path).layers > 0
 
