@@ -1,4 +1,4 @@
-"""Tangram's composition, exact: bottleneck enumeration around a memoized DP built from the back.
+"""The table DP of the pipeline composition: D_τ, the least Σ t + Σ c under a bottleneck τ.
 
 For a bottleneck τ, D_τ = least Σ t + Σ c over pipelines whose stages and links all take at
 most τ. The DP adds blocks in front of a suffix of the pipeline; its state after a block is
@@ -12,11 +12,12 @@ memory, options and links) are interchangeable, so ``u`` counts islands used per
 (a bitmask when all islands differ), and ``κ`` keeps only what the link to the next block
 in front depends on. Each state is a numpy array over (r, b); a transition adds one group
 of options of one kind (same slice length, stage count and role; under τ the cheapest one
-for each b) and is a shifted elementwise minimum.
+for each b) and is a shifted elementwise minimum over the rows that hold a finite value.
 
-Then T* = min_τ D_τ + (M − 1)·τ over the sorted distinct candidate values, and the scan
-stops once (M − 1)·τ + D_∞ ≥ the best total (D_∞ ≤ D_τ for every τ). The proof that this
-is exact is in ``formulations/pipeline.md``.
+A run may be given a *budget*: it then drops every state whose cost plus a lower bound on
+the blocks still to be added in front (``remaining[r]``, see ``bound.py``) reaches the
+budget, and answers D_τ exactly when D_τ < budget, INF otherwise. The search over τ that
+calls it is in ``dp.py``; the proofs are in ``formulations/pipeline.md``.
 """
 
 from __future__ import annotations
@@ -28,21 +29,28 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hetopt.errors import SolverBug
-from hetopt.family import Deadline, conclude, no_solution
-from hetopt.pipeline.options import GENERIC_INFEASIBLE, bottleneck_candidates, max_stages, usable_options, why_infeasible
-from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
-from hetopt.result import Result, Status
+from hetopt.family import Deadline
+from hetopt.pipeline.options import max_stages, usable_options
+from hetopt.pipeline.problem import PipelineInstance
 
 INF = np.inf
 
-#: Largest DP table (usage states × link classes × (L + 1) × (B + 1) cells, 8 bytes each)
-#: dp will build: 2e8 cells = 1.6 GB, a third of what a 2-core benchmark box can spare.
+#: Most DP cells (8 bytes each) one run may hold at once: tables are made only for usage
+#: vectors a pipeline reaches and dropped when the budget empties them, and a run stops
+#: (``_TooLarge``) when they would exceed this. 2e8 cells = 1.6 GB, a third of what a
+#: 2-core benchmark box can spare.
 MAX_DP_CELLS = 200_000_000
+#: Most usage vectors Π (n_K + 1) dp lists: beyond it listing them alone would not finish
+#: (64 distinct islands have 2^64). 10^6 vectors of a tuple each are ~100 MB.
+MAX_USAGE_STATES = 1_000_000
 
 
 class _Timeout(Exception):
     """The deadline passed inside one DP run."""
+
+
+class _TooLarge(Exception):
+    """One DP run would hold more than ``MAX_DP_CELLS`` cells."""
 
 
 def _link_classes(instance: PipelineInstance, islands: list[int]) -> list[list[int]]:
@@ -87,6 +95,11 @@ class _Prep:
         """Cells of one (usage, class) table layer per layer row: usage states × classes × (B + 1)."""
         return self.usage_count * len(self.link[0]) * (self.cap + 1)
 
+    @property
+    def listed(self) -> bool:
+        """The usage vectors were listed (their number is within ``MAX_USAGE_STATES``)."""
+        return self.usage_count <= MAX_USAGE_STATES
+
 
 def _prepare(instance: PipelineInstance) -> _Prep:
     usable = usable_options(instance)
@@ -117,7 +130,7 @@ def _prepare(instance: PipelineInstance) -> _Prep:
     radix = [len(m) + 1 for m in kinds]
     count = math.prod(radix)
     # list the usage vectors only when dp will run: 2^64 of them would never finish
-    fits = count * len(classes) * (cap + 1) * (instance.layers + 1) <= MAX_DP_CELLS
+    fits = count <= MAX_USAGE_STATES
     usage = sorted(itertools.product(*(range(r) for r in radix)), key=sum) if fits else []
     return _Prep(kinds, [class_of[m[0]] for m in kinds], link, options, cap, radix, usage, len(instance.options) - len(usable), count)
 
@@ -157,32 +170,67 @@ def _groups(instance: PipelineInstance, prep: _Prep, tau: float) -> list[list[_G
 
 
 def _push(target: np.ndarray, cand: np.ndarray, rows: slice, n: int, cap: int) -> None:
-    """target[r − k, min(b + n, B)] ← min(·, cand[r − k, b]) for the target rows ``rows``."""
+    """target[rows, min(b + n, B)] ← min(·, cand[:, b]); ``cand`` holds exactly the rows ``rows``."""
     direct = cap - n + 1  # b < direct maps to b + n ≤ B
     if direct > 0:
         view = target[rows, n:]
-        np.minimum(view, cand[rows, :direct], out=view)
+        np.minimum(view, cand[:, :direct], out=view)
     if direct <= cap:
-        tail = cand[rows, max(direct, 0) :].min(axis=1)
+        tail = cand[:, max(direct, 0) :].min(axis=1)
         col = target[rows, cap]
         np.minimum(col, tail, out=col)
 
 
-def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline) -> tuple[float, list[int] | None, int]:
-    """One DP at bottleneck τ: (D_τ, the option indices front to back, finite cells)."""
+@dataclass
+class RunResult:
+    """One DP run: D_τ (INF when none below the budget), its plan, and counters."""
+
+    value: float
+    plan: list[int] | None
+    cells: int  # finite cells left in the tables
+    pruned: int  # finite cells the budget dropped
+    tables: int  # usage tables made
+
+
+def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline, *,
+         budget: float = INF, remaining: np.ndarray | None = None) -> RunResult:
+    """One DP at bottleneck τ: D_τ and the option indices front to back.
+
+    With a ``budget``, a state (u, κ, r, b) of cost F is dropped when F + remaining[x, r] ≥
+    budget (``remaining[x, r]`` ≤ the least cost of any blocks covering layers 0..r−1 on the
+    islands ``prep.usage[x]`` leaves free), and
+    the answer is D_τ when D_τ < budget, INF otherwise: a dropped state lies on no pipeline
+    cheaper than the budget, so the states of every such pipeline survive.
+    """
     L, B = instance.layers, prep.cap
     link = np.where(prep.link <= tau, prep.link, INF)
     groups = _groups(instance, prep, tau)
     index = {u: k for k, u in enumerate(prep.usage)}
     tables: dict[int, np.ndarray] = {}
     n_classes = link.shape[1]
+    per_table = n_classes * (L + 1) * (B + 1)
+    limit = max(1, MAX_DP_CELLS // per_table)
+    made, pruned = 0, 0
+    prune = budget < INF and remaining is not None
 
     def table(u: tuple[int, ...]) -> np.ndarray:
+        nonlocal made
         k = index[u]
         if k not in tables:
+            if len(tables) >= limit:
+                raise _TooLarge
             tables[k] = np.full((n_classes, L + 1, B + 1), INF)
+            made += 1
         return tables[k]
 
+    # per kind: the groups' slice lengths, least cost over b, and roles (first-capable, middle-capable)
+    shapes = [
+        (np.array([g.layers for g in gs], dtype=np.int64), np.array([g.best.min() for g in gs]) if gs else np.zeros(0),
+         (np.array([g.role in ("first", "any") for g in gs], dtype=bool), np.array([g.role in ("middle", "any") for g in gs], dtype=bool)))
+        for gs in groups
+    ]
+    if not prune:
+        budget = INF
     zero = tuple(0 for _ in prep.kinds)
     for K, gs in enumerate(groups):  # the last block: no link behind it, b = 0, source row L
         nxt = tuple(c + (j == K) for j, c in enumerate(zero))
@@ -198,24 +246,45 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
         if deadline.expired():
             raise _Timeout
         here = tables[index[u]]
+        if prune:
+            drop = (here + remaining[index[u]][None, :, None]) >= budget
+            drop &= np.isfinite(here)
+            n_drop = int(drop.sum())
+            if n_drop:
+                pruned += n_drop
+                here[drop] = INF
+        live = np.isfinite(here).any(axis=(0, 2))
+        if not live.any():
+            del tables[index[u]]  # nothing of it lies on a pipeline under the budget
+            continue
+        rows = np.flatnonzero(live)
+        rlo, rhi = int(rows[0]), int(rows[-1])
+        if rhi == 0:
+            continue  # complete pipelines only: nothing goes in front of layer 0
+        src = np.arange(rlo, rhi + 1)
         for K, gs in enumerate(groups):
             if u[K] + 1 >= prep.radix[K] or not gs:
                 continue
-            front = (here + link[K][:, None, None]).min(axis=0)  # G[r, b] = min_κ F + c(K, κ)
-            if not np.isfinite(front).any():
+            # G[r, b] = min_κ F[κ, r, b] + c(K, κ), over the live rows rlo..rhi only
+            front = (here[:, rlo : rhi + 1] + link[K][:, None, None]).min(axis=0)
+            nxt = tuple(c + (j == K) for j, c in enumerate(u))
+            ks, least, roles = shapes[K]
+            # which (group, source row) pairs can lead under the budget: a lower bound on the
+            # value they give, min_b G[r, b] + min_b best[b], plus what the target still needs
+            trow = src[None, :] - ks[:, None]
+            ahead = remaining[index[nxt]][np.clip(trow, 0, L)] if prune else 0.0
+            alive = (trow >= 0) & ((front.min(axis=1)[None, :] + least[:, None] + ahead) < budget)
+            alive &= np.where(trow == 0, roles[0][:, None], roles[1][:, None])  # row 0: first; ≥ 1: middle
+            chosen = np.flatnonzero(alive.any(axis=1))
+            if chosen.size == 0:
                 continue
-            target = table(tuple(c + (j == K) for j, c in enumerate(u)))[prep.kind_class[K]]
-            for g in gs:
-                k = g.layers
-                if k > L:
-                    continue
-                first = g.role in ("first", "any")
-                middle = g.role in ("middle", "any")
-                if not (first or middle):
-                    continue
-                cand = front[k:, :] + g.best[None, :]
-                rows = slice(0 if first else 1, L + 1 - k if middle else 1)
-                _push(target, cand, rows, g.stages, B)
+            target = table(nxt)[prep.kind_class[K]]
+            for x in chosen:
+                g, k = gs[x], int(ks[x])
+                hit = np.flatnonzero(alive[x])
+                t_lo, t_hi = int(trow[x, hit[0]]), int(trow[x, hit[-1]])
+                cand = front[t_lo + k - rlo : t_hi + k - rlo + 1] + g.best[None, :]
+                _push(target, cand, slice(t_lo, t_hi + 1), g.stages, B)
     cells = sum(int(np.isfinite(t).sum()) for t in tables.values())
     best, where = INF, None
     for k, t in tables.items():
@@ -224,9 +293,9 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
             best = float(row.min())
             c, b = np.unravel_index(int(row.argmin()), row.shape)
             where = (prep.usage[k], int(c), 0, int(b))
-    if where is None:
-        return INF, None, cells
-    return best, _rebuild(instance, prep, groups, link, tables, index, where), cells
+    if where is None or best >= budget:
+        return RunResult(INF, None, cells, pruned, made)
+    return RunResult(best, _rebuild(instance, prep, groups, link, tables, index, where), cells, pruned, made)
 
 
 def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
@@ -276,84 +345,3 @@ def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
         if c2 is None:
             return chosen
         u, cls, r, b, value = tuple(c - (j == K) for j, c in enumerate(u)), c2, r + g.layers, old, before
-
-
-def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> Result:
-    """Solve by bottleneck enumeration around the DP above.
-
-    Returns
-    -------
-    Result
-        OPTIMAL, INFEASIBLE (with the reason), FEASIBLE with a bound when the time limit
-        stops the scan after a plan was found, TIME_LIMIT before one, DECLINED when the DP
-        table would exceed ``MAX_DP_CELLS``. ``stats``: thresholds_tried, thresholds,
-        states_memoized (finite table cells over all runs), options_skipped (fit no
-        position in memory), kinds, usage_states, link_classes, behind_cap.
-    """
-    deadline = Deadline(time_limit)
-    reason = why_infeasible(instance)
-    if reason is not None:
-        return no_solution(problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    prep = _prepare(instance)
-    cands = bottleneck_candidates(instance)
-    stats = {
-        "thresholds_tried": 0, "thresholds": len(cands), "states_memoized": 0, "options_skipped": prep.skipped,
-        "kinds": len(prep.kinds), "usage_states": prep.usage_count, "link_classes": int(prep.link.shape[1]), "behind_cap": prep.cap,
-    }
-    if prep.cells * (instance.layers + 1) > MAX_DP_CELLS:
-        return no_solution(
-            problem="pipeline", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
-            reason=f"the DP table would hold {prep.cells * (instance.layers + 1):.3g} cells, above {MAX_DP_CELLS:.3g}: "
-            f"{len(prep.kinds)} distinct island kinds are too many for the bitmask DP; use milp or cpsat",
-        )
-    M = instance.microbatches
-    best_t, best_plan, sum_min = math.inf, None, math.inf
-
-    def attempt(tau: float) -> float:
-        nonlocal best_t, best_plan
-        value, plan, cells = _run(instance, prep, tau, deadline)
-        stats["thresholds_tried"] += 1
-        stats["states_memoized"] += cells
-        if plan is not None:
-            t = evaluate(instance, _bare(instance, plan)).objective
-            if t < best_t:
-                best_t, best_plan = t, plan
-        return value
-
-    lo = 0
-    try:
-        sum_min = attempt(math.inf)  # D_∞: a lower bound on Σt + Σc of every pipeline
-        if sum_min == INF:
-            return no_solution(
-                problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
-                reason=GENERIC_INFEASIBLE.format(layers=instance.layers),
-            )
-        # feasibility is monotone in τ: binary-search the smallest feasible threshold
-        hi = len(cands) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if attempt(cands[mid]) < INF:
-                hi = mid
-            else:
-                lo = mid + 1
-        while lo < len(cands) and (M - 1) * cands[lo] + sum_min < best_t:
-            attempt(cands[lo])
-            lo += 1
-    except _Timeout:
-        if best_plan is None:
-            return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline, stats=stats,
-                               reason="time limit reached before the DP found a pipeline")
-        bound = (M - 1) * cands[lo] + sum_min if sum_min < INF else None
-        return _conclude(instance, best_plan, deadline, False, bound, stats)
-    return _conclude(instance, best_plan, deadline, True, None, stats)
-
-
-def _bare(instance: PipelineInstance, plan: list[int]) -> PipelineSolution:
-    return PipelineSolution(blocks_from_choices(instance, plan))
-
-
-def _conclude(instance, plan, deadline, optimal, bound, stats) -> Result:
-    return conclude(
-        problem="pipeline", method="dp", instance=instance, solution=build_solution(instance, blocks_from_choices(instance, plan)),
-        evaluate=evaluate, deadline=deadline, proven_optimal=optimal, bound=bound, stats=stats,
-    )

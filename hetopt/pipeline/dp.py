@@ -1,0 +1,243 @@
+"""Tangram's composition, exact: a branch and bound over bottleneck thresholds around the table DP.
+
+With c_0 < … < c_{m−1} the values the bottleneck β = max(max t, max c) can take and D(i) the
+least Σ t + Σ c of a pipeline with β ≤ c_i (``dp_table._run``), T* = min_i D(i) + (M − 1)·c_i.
+D is non-increasing in i, so an interval of thresholds [a, b] whose D is known to be at least
+d costs at least d + (M − 1)·c_a. The search keeps such intervals, starts from the greedy's
+plan as the incumbent, drops every interval whose bound reaches it, and evaluates D in the
+most promising one:
+
+* a run at c_i that finds a plan with β = c_j ≤ c_i settles [j, i] (D is constant there, and
+  the plan's own T is the best of it) and tells the thresholds below j that D ≥ D(i);
+* a run is given the budget incumbent − (M − 1)·c_a, and one that finds nothing under it
+  settles [a, i] whether or not a plan exists there.
+
+A search stopped by the time limit reports its incumbent with the least interval bound as
+``Result.bound``. The proofs are in ``formulations/pipeline.md``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass
+
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.pipeline import dp_table
+from hetopt.pipeline.bound import cover_bound, unused_cover_bound
+from hetopt.pipeline.dp_table import INF, MAX_USAGE_STATES, _prepare, _run, _Timeout, _TooLarge
+from hetopt.pipeline.heuristic import greedy_plan
+from hetopt.pipeline.options import GENERIC_INFEASIBLE, bottleneck_candidates, why_infeasible
+from hetopt.pipeline.plan import blocks_from_choices, build_solution
+from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
+from hetopt.result import Result, Status
+
+#: Relative slack added to every run's budget: D and T add the same times in different
+#: orders, so a plan at exactly the incumbent's value may round a few ulps either way;
+#: the budget is widened by far more than that (a wider budget only keeps more states).
+BUDGET_RTOL = 1e-9
+
+
+@dataclass
+class _Interval:
+    """Thresholds c_lo..c_hi (indices) not settled yet; D ≥ ``floor`` on all of them."""
+
+    lo: int
+    hi: int
+    floor: float  # a known lower bound on D over the interval (0 when none is known)
+    evaluated_above: bool  # D was computed at hi + 1 (floor is that value)
+
+
+class _Search:
+    """The intervals, the incumbent and the bound; see the module docstring."""
+
+    def __init__(self, instance: PipelineInstance, prep, cands: list[float], deadline: Deadline, stats: dict) -> None:
+        self.instance, self.prep, self.cands, self.deadline, self.stats = instance, prep, cands, deadline, stats
+        self.M = instance.microbatches
+        self.best_t, self.best_plan = math.inf, None
+        self.open: list[_Interval] = []
+        self._relaxed: dict[int, float] = {}
+
+    # -- bounds -------------------------------------------------------------------------
+    def relaxed(self, i: int) -> float:
+        """R_{c_i}(L): a lower bound on D(i) (inf: no choice of options covers L layers)."""
+        if i not in self._relaxed:
+            self._relaxed[i] = float(cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[-1])
+        return self._relaxed[i]
+
+    def lower(self, iv: _Interval) -> float:
+        """A lower bound on D(j) + (M − 1)·c_j for every j in the interval."""
+        return max(iv.floor, self.relaxed(iv.hi)) + (self.M - 1) * self.cands[iv.lo]
+
+    def bound(self) -> float | None:
+        """The proven lower bound on T*: the incumbent or the least open interval's bound."""
+        values = [self.lower(iv) for iv in self.open]
+        if self.best_plan is not None:
+            values.append(self.best_t)
+        return min(values) if values else None
+
+    # -- the incumbent ------------------------------------------------------------------
+    def offer(self, plan: list[int]) -> None:
+        t = evaluate(self.instance, _bare(self.instance, plan)).objective
+        if t < self.best_t:
+            self.best_t, self.best_plan = t, plan
+
+    def bottleneck_index(self, plan: list[int]) -> int:
+        """Index of β(plan) among the candidates (β is one of them by construction)."""
+        inst = self.instance
+        opts = [inst.options[o] for o in plan]
+        beta = max(o.max_time_s for o in opts)
+        for a, b in zip(opts, opts[1:]):
+            beta = max(beta, inst.link_s[a.island][b.island])
+        return bisect.bisect_left(self.cands, beta)
+
+    # -- the search ---------------------------------------------------------------------
+    def start(self) -> None:
+        """The first interval: from the least relaxation-feasible threshold up to where D ≥ R_∞(L) alone
+        makes every candidate at least the incumbent."""
+        m = len(self.cands)
+        if math.isinf(self.relaxed(m - 1)):
+            return  # no choice of options covers the model: infeasible (why_infeasible says so first)
+        lo, hi = 0, m - 1  # least i with R_{c_i}(L) finite: R is non-increasing in i
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if math.isinf(self.relaxed(mid)):
+                lo = mid + 1
+            else:
+                hi = mid
+        top = m - 1
+        if self.best_plan is not None:
+            # D(i) ≥ R_∞(L) for every i, so thresholds with R_∞(L) + (M − 1)·c_i ≥ incumbent are settled
+            slack = self.best_t - self.relaxed(m - 1)
+            top = min(top, bisect.bisect_right(self.cands, slack / (self.M - 1)) if self.M > 1 else top)
+        if lo <= top:
+            self.open.append(_Interval(lo, top, 0.0, False))
+
+    def prune(self) -> None:
+        self.open = [iv for iv in self.open if self.lower(iv) < self.best_t]
+
+    def step(self) -> bool:
+        """Evaluate one threshold; False when every interval is settled."""
+        self.prune()
+        if not self.open:
+            return False
+        iv = min(self.open, key=self.lower)
+        # the top of an interval whose D is only bounded by the relaxation first (its plan
+        # settles a stretch below it and gives the rest a floor), otherwise bisect
+        i = (iv.lo + iv.hi) // 2 if iv.evaluated_above else iv.hi
+        budget = INF
+        if self.best_plan is not None:
+            budget = self.best_t - (self.M - 1) * self.cands[iv.lo]
+            budget += BUDGET_RTOL * abs(self.best_t)
+        remaining = None
+        if budget < INF:
+            remaining = unused_cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
+        run = _run(self.instance, self.prep, self.cands[i], self.deadline, budget=budget, remaining=remaining)
+        self.stats["thresholds_tried"] += 1
+        self.stats["states_memoized"] += run.cells
+        self.stats["states_pruned"] += run.pruned
+        self.stats["usage_tables"] = max(self.stats["usage_tables"], run.tables)
+        self.open.remove(iv)  # only now: a run stopped by the deadline leaves its interval open for the bound
+        if i < iv.hi:
+            self.open.append(_Interval(i + 1, iv.hi, iv.floor, iv.evaluated_above))
+        if run.plan is None:
+            return True  # nothing under the budget at c_i: nothing in [lo, i] beats the incumbent
+        self.offer(run.plan)
+        j = min(self.bottleneck_index(run.plan), i)
+        if iv.lo < j:
+            self.open.append(_Interval(iv.lo, j - 1, max(iv.floor, run.value), True))
+        return True
+
+
+def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> Result:
+    """Solve by a branch and bound over bottleneck thresholds around the table DP.
+
+    Parameters
+    ----------
+    instance
+        The composition instance.
+    time_limit
+        Seconds for the whole call (None: no limit).
+
+    Returns
+    -------
+    Result
+        OPTIMAL, INFEASIBLE (with the reason), FEASIBLE with the bound of the unsettled
+        thresholds when the time limit stops the search after a plan was found (the greedy's
+        plan counts), TIME_LIMIT before one, DECLINED when the usage vectors or one run's
+        tables exceed ``MAX_USAGE_STATES`` / ``MAX_DP_CELLS`` (FEASIBLE with the bound when a
+        plan is known by then). ``stats``: thresholds_tried (DP runs), thresholds,
+        states_memoized (finite cells left over all runs), states_pruned (cells dropped by
+        the budgets), usage_tables (most tables one run made), options_skipped (fit no
+        position in memory), kinds, usage_states (Π (n_K + 1)), island_subsets (2^islands,
+        what a state per subset would need), link_classes, behind_cap.
+
+    Examples
+    --------
+    >>> import hetopt
+    >>> r = hetopt.solve(hetopt.load(hetopt.catalog.instances_dir() / "pipeline" / "tiny.toml"), "dp")
+    >>> r.status.name, r.gap
+    ('OPTIMAL', 0.0)
+    """
+    deadline = Deadline(time_limit)
+    reason = why_infeasible(instance)
+    if reason is not None:
+        return no_solution(problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    prep = _prepare(instance)
+    cands = bottleneck_candidates(instance)
+    hosts = sum(len(m) for m in prep.kinds)
+    stats = {
+        "thresholds_tried": 0, "thresholds": len(cands), "states_memoized": 0, "states_pruned": 0, "usage_tables": 0,
+        "options_skipped": prep.skipped, "kinds": len(prep.kinds), "usage_states": prep.usage_count,
+        "island_subsets": 2**hosts, "link_classes": int(prep.link.shape[1]), "behind_cap": prep.cap,
+    }
+    if not prep.listed:
+        return no_solution(
+            problem="pipeline", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
+            reason=f"the DP would list {prep.usage_count:.3g} usage vectors (tables of up to "
+            f"{prep.cells * (instance.layers + 1):.3g} cells), above {MAX_USAGE_STATES:.3g}: "
+            f"{len(prep.kinds)} distinct island kinds are too many for the DP; use milp or cpsat",
+        )
+    search = _Search(instance, prep, cands, deadline, stats)
+    plan = greedy_plan(instance, deadline)
+    if plan is not None:
+        search.offer(plan)
+    search.start()
+    try:
+        while search.step():
+            pass
+    except _Timeout:
+        return _stopped(instance, search, deadline, stats, "time limit reached before the DP found a pipeline")
+    except _TooLarge:
+        return _stopped(instance, search, deadline, stats, None)
+    if search.best_plan is None:
+        return no_solution(
+            problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
+            reason=GENERIC_INFEASIBLE.format(layers=instance.layers),
+        )
+    return _conclude(instance, search.best_plan, deadline, True, None, stats)
+
+
+def _stopped(instance, search: _Search, deadline, stats, timeout_reason: str | None) -> Result:
+    """The search did not finish: FEASIBLE with the bound when a plan is known, else no solution."""
+    bound = search.bound()
+    if search.best_plan is not None:
+        return _conclude(instance, search.best_plan, deadline, False, bound, stats)
+    if timeout_reason is not None:
+        return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline, stats=stats,
+                           bound=bound, reason=timeout_reason)
+    return no_solution(
+        problem="pipeline", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats, bound=bound,
+        reason=f"one DP run would hold more than {dp_table.MAX_DP_CELLS:.3g} cells before any pipeline was found; use milp or cpsat",
+    )
+
+
+def _bare(instance: PipelineInstance, plan: list[int]) -> PipelineSolution:
+    return PipelineSolution(blocks_from_choices(instance, plan))
+
+
+def _conclude(instance, plan, deadline, optimal, bound, stats) -> Result:
+    return conclude(
+        problem="pipeline", method="dp", instance=instance, solution=build_solution(instance, blocks_from_choices(instance, plan)),
+        evaluate=evaluate, deadline=deadline, proven_optimal=optimal, bound=bound, stats=stats,
+    )
