@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.pipeline import dp_table
 from hetopt.pipeline.bound import cover_bound, unused_cover_bound
-from hetopt.pipeline.dp_table import INF, MAX_USAGE_STATES, _prepare, _run, _Timeout, _TooLarge
+from hetopt.pipeline.dp_table import INF, MAX_USAGE_STATES, _feasible, _prepare, _run, _Timeout, _TooLarge
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, bottleneck_candidates, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
@@ -36,6 +36,15 @@ from hetopt.result import Result, Status
 #: orders, so a plan at exactly the incumbent's value may round a few ulps either way;
 #: the budget is widened by far more than that (a wider budget only keeps more states).
 BUDGET_RTOL = 1e-9
+#: A run's budget is the interval's floor on D plus a step, doubled after each run that
+#: finds nothing under it (which raises the floor by the step): small budgets keep few DP
+#: states. The first step is this fraction of the floor (the cover bound is usually within
+#: a few tens of percent of D on the shipped instances, so one or two doublings suffice) ...
+FIRST_STEP_RTOL = 0.25
+#: ... and at least this fraction of the interval's bound on T (a floor of 0 still moves) ...
+MIN_STEP_RTOL = 1e-4
+#: ... and at least this many seconds (every time may be 0).
+MIN_STEP_S = 1e-6
 
 
 @dataclass
@@ -46,6 +55,8 @@ class _Interval:
     hi: int
     floor: float  # a known lower bound on D over the interval (0 when none is known)
     evaluated_above: bool  # D was computed at hi + 1 (floor is that value)
+    step: float = 0.0  # how far above the floor the next run's budget goes (0: not set yet)
+    bottom_first: bool = False  # lo is the least feasible threshold τ_0, not evaluated yet
 
 
 class _Search:
@@ -77,10 +88,13 @@ class _Search:
         return min(values) if values else None
 
     # -- the incumbent ------------------------------------------------------------------
-    def offer(self, plan: list[int]) -> None:
+    def offer(self, plan: list[int], *, greedy: bool = False) -> None:
+        """Keep ``plan`` if it is better; on a tie prefer a DP plan to the greedy's, then the smaller
+        bottleneck (the plan the ascending scan of earlier versions returned)."""
         t = evaluate(self.instance, _bare(self.instance, plan)).objective
-        if t < self.best_t:
-            self.best_t, self.best_plan = t, plan
+        key = (t, greedy, self.bottleneck_index(plan))
+        if self.best_plan is None or key < self._best_key:
+            self.best_t, self.best_plan, self._best_key = t, plan, key
 
     def bottleneck_index(self, plan: list[int]) -> int:
         """Index of β(plan) among the candidates (β is one of them by construction)."""
@@ -93,7 +107,7 @@ class _Search:
 
     # -- the search ---------------------------------------------------------------------
     def start(self) -> None:
-        """The first interval: from the least relaxation-feasible threshold up to where D ≥ R_∞(L) alone
+        """The first interval: from the least feasible threshold up to where D ≥ R_∞(L) alone
         makes every candidate at least the incumbent."""
         m = len(self.cands)
         if math.isinf(self.relaxed(m - 1)):
@@ -106,15 +120,45 @@ class _Search:
             else:
                 hi = mid
         top = m - 1
-        if self.best_plan is not None:
+        if self.best_plan is not None and self.M > 1:
             # D(i) ≥ R_∞(L) for every i, so thresholds with R_∞(L) + (M − 1)·c_i ≥ incumbent are settled
             slack = self.best_t - self.relaxed(m - 1)
-            top = min(top, bisect.bisect_right(self.cands, slack / (self.M - 1)) if self.M > 1 else top)
-        if lo <= top:
-            self.open.append(_Interval(lo, top, 0.0, False))
+            top = min(top, bisect.bisect_right(self.cands, slack / (self.M - 1)))
+        if lo > top:
+            return
+        # the τ_0 found below is evaluated first: with many micro-batches (M − 1)·τ dominates
+        # T, so its plan is usually close to the optimum and makes the budgets above it small
+        iv = _Interval(lo, top, 0.0, False, bottom_first=True)
+        self.open.append(iv)  # open from here on: a deadline in the bisection below leaves it in the bound
+        # the least feasible threshold τ_0, by bisection on the cost-free DP (feasibility is
+        # monotone in τ); the greedy's plan proves its own bottleneck feasible
+        hi = min(self.bottleneck_index(self.best_plan), top) if self.best_plan is not None else top
+        if self.best_plan is None and not self.feasible(hi):
+            self.open.remove(iv)  # no pipeline at all: every threshold is settled
+            return
+        while iv.lo < hi:
+            mid = (iv.lo + hi) // 2
+            if self.feasible(mid):
+                hi = mid
+            else:
+                iv.lo = mid + 1
+
+    def feasible(self, i: int) -> bool:
+        self.stats["feasibility_runs"] += 1
+        return _feasible(self.instance, self.prep, self.cands[i], self.deadline)
 
     def prune(self) -> None:
         self.open = [iv for iv in self.open if self.lower(iv) < self.best_t]
+
+    def budget(self, iv: _Interval, i: int) -> tuple[float, bool]:
+        """The budget of a run at c_i in ``iv``, and whether it is the incumbent's (a run that
+        finds nothing under it settles [lo, i])."""
+        base = max(iv.floor, self.relaxed(i))
+        probe = base + iv.step
+        if self.best_plan is None:
+            return probe, False
+        cap = self.best_t - (self.M - 1) * self.cands[iv.lo] + BUDGET_RTOL * abs(self.best_t)
+        return (cap, True) if cap <= probe else (probe, False)
 
     def step(self) -> bool:
         """Evaluate one threshold; False when every interval is settled."""
@@ -122,30 +166,39 @@ class _Search:
         if not self.open:
             return False
         iv = min(self.open, key=self.lower)
-        # the top of an interval whose D is only bounded by the relaxation first (its plan
-        # settles a stretch below it and gives the rest a floor), otherwise bisect
-        i = (iv.lo + iv.hi) // 2 if iv.evaluated_above else iv.hi
-        budget = INF
-        if self.best_plan is not None:
-            budget = self.best_t - (self.M - 1) * self.cands[iv.lo]
-            budget += BUDGET_RTOL * abs(self.best_t)
-        remaining = None
-        if budget < INF:
-            remaining = unused_cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
-        run = _run(self.instance, self.prep, self.cands[i], self.deadline, budget=budget, remaining=remaining)
+        if iv.step <= 0.0:
+            iv.step = max(FIRST_STEP_RTOL * max(iv.floor, self.relaxed(iv.hi)), MIN_STEP_RTOL * self.lower(iv), MIN_STEP_S)
+        # the top of an interval whose D is only bounded from below first (its plan settles a
+        # stretch below it and gives the rest a floor), otherwise bisect
+        i = iv.lo if iv.bottom_first else (iv.lo + iv.hi) // 2 if iv.evaluated_above else iv.hi
+        budget, final = self.budget(iv, i)
+        remaining = unused_cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
+        try:
+            run = _run(self.instance, self.prep, self.cands[i], self.deadline, budget=budget, remaining=remaining)
+        except _TooLarge:
+            # the budget kept too many states: try again with a smaller one (it still raises the floor)
+            self.stats["runs_too_large"] += 1
+            iv.step /= 4.0
+            if iv.step < MIN_STEP_RTOL * self.lower(iv):
+                raise
+            return True
         self.stats["thresholds_tried"] += 1
         self.stats["states_memoized"] += run.cells
         self.stats["states_pruned"] += run.pruned
         self.stats["usage_tables"] = max(self.stats["usage_tables"], run.tables)
         self.open.remove(iv)  # only now: a run stopped by the deadline leaves its interval open for the bound
         if i < iv.hi:
-            self.open.append(_Interval(i + 1, iv.hi, iv.floor, iv.evaluated_above))
+            self.open.append(_Interval(i + 1, iv.hi, iv.floor, iv.evaluated_above, iv.step))
         if run.plan is None:
-            return True  # nothing under the budget at c_i: nothing in [lo, i] beats the incumbent
+            # D(i) ≥ budget, so D ≥ budget on [lo, i]; with the incumbent's budget or when the
+            # budget dropped nothing (D(i) = ∞) nothing there beats the incumbent
+            if run.cut and not final:
+                self.open.append(_Interval(iv.lo, i, max(iv.floor, budget), iv.evaluated_above, 2.0 * iv.step, iv.bottom_first))
+            return True
         self.offer(run.plan)
         j = min(self.bottleneck_index(run.plan), i)
         if iv.lo < j:
-            self.open.append(_Interval(iv.lo, j - 1, max(iv.floor, run.value), True))
+            self.open.append(_Interval(iv.lo, j - 1, max(iv.floor, run.value), True, 0.0))
         return True
 
 
@@ -187,7 +240,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
     cands = bottleneck_candidates(instance)
     hosts = sum(len(m) for m in prep.kinds)
     stats = {
-        "thresholds_tried": 0, "thresholds": len(cands), "states_memoized": 0, "states_pruned": 0, "usage_tables": 0,
+        "thresholds_tried": 0, "thresholds": len(cands), "states_memoized": 0, "states_pruned": 0, "usage_tables": 0, "runs_too_large": 0, "feasibility_runs": 0,
         "options_skipped": prep.skipped, "kinds": len(prep.kinds), "usage_states": prep.usage_count,
         "island_subsets": 2**hosts, "link_classes": int(prep.link.shape[1]), "behind_cap": prep.cap,
     }
@@ -201,7 +254,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
     search = _Search(instance, prep, cands, deadline, stats)
     plan = greedy_plan(instance, deadline)
     if plan is not None:
-        search.offer(plan)
+        search.offer(plan, greedy=True)
     search.start()
     try:
         while search.step():

@@ -169,14 +169,18 @@ def _groups(instance: PipelineInstance, prep: _Prep, tau: float) -> list[list[_G
     return out
 
 
-def _push(target: np.ndarray, cand: np.ndarray, rows: slice, n: int, cap: int) -> None:
-    """target[rows, min(b + n, B)] ← min(·, cand[:, b]); ``cand`` holds exactly the rows ``rows``."""
-    direct = cap - n + 1  # b < direct maps to b + n ≤ B
-    if direct > 0:
-        view = target[rows, n:]
-        np.minimum(view, cand[:, :direct], out=view)
-    if direct <= cap:
-        tail = cand[:, max(direct, 0) :].min(axis=1)
+def _push(target: np.ndarray, cand: np.ndarray, rows: slice, n: int, cap: int, b0: int) -> None:
+    """target[rows, min(b + n, B)] ← min(·, cand[:, b − b0]) for b = b0, b0 + 1, …
+
+    ``cand`` holds exactly the rows ``rows`` and the columns b0.. of the stages-behind axis.
+    """
+    w = cand.shape[1]
+    direct = min(cap - n + 1, b0 + w)  # b < direct maps to b + n ≤ B
+    if direct > b0:
+        view = target[rows, b0 + n : direct + n]
+        np.minimum(view, cand[:, : direct - b0], out=view)
+    if direct < b0 + w:
+        tail = cand[:, direct - b0 :].min(axis=1)
         col = target[rows, cap]
         np.minimum(col, tail, out=col)
 
@@ -189,113 +193,129 @@ class RunResult:
     plan: list[int] | None
     cells: int  # finite cells left in the tables
     pruned: int  # finite cells the budget dropped
-    tables: int  # usage tables made
+    cut: bool  # the budget dropped something: INF then means D_τ ≥ budget, not D_τ = ∞
+    tables: int  # (usage, class) tables made
 
 
 def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline, *,
          budget: float = INF, remaining: np.ndarray | None = None) -> RunResult:
     """One DP at bottleneck τ: D_τ and the option indices front to back.
 
-    With a ``budget``, a state (u, κ, r, b) of cost F is dropped when F + remaining[x, r] ≥
-    budget (``remaining[x, r]`` ≤ the least cost of any blocks covering layers 0..r−1 on the
-    islands ``prep.usage[x]`` leaves free), and
-    the answer is D_τ when D_τ < budget, INF otherwise: a dropped state lies on no pipeline
-    cheaper than the budget, so the states of every such pipeline survive.
+    The states of one usage vector u and link class κ are a table over (r, b), made when a
+    transition first reaches it. With a ``budget``, a state (u, κ, r, b) of cost F is
+    dropped when F + remaining[x, r] ≥ budget (``remaining[x, r]`` ≤ the least cost of any
+    blocks covering layers 0..r−1 on the islands ``prep.usage[x]`` leaves free), and the
+    answer is D_τ when D_τ < budget, INF otherwise: a dropped state lies on no pipeline
+    cheaper than the budget, so the states of every such pipeline survive. Transitions that
+    could only produce dropped states are not made.
     """
     L, B = instance.layers, prep.cap
     link = np.where(prep.link <= tau, prep.link, INF)
     groups = _groups(instance, prep, tau)
     index = {u: k for k, u in enumerate(prep.usage)}
-    tables: dict[int, np.ndarray] = {}
+    tables: dict[tuple[int, int], np.ndarray] = {}
     n_classes = link.shape[1]
-    per_table = n_classes * (L + 1) * (B + 1)
-    limit = max(1, MAX_DP_CELLS // per_table)
-    made, pruned = 0, 0
+    limit = max(1, MAX_DP_CELLS // ((L + 1) * (B + 1)))
+    made, pruned, cut = 0, 0, False
     prune = budget < INF and remaining is not None
-
-    def table(u: tuple[int, ...]) -> np.ndarray:
-        nonlocal made
-        k = index[u]
-        if k not in tables:
-            if len(tables) >= limit:
-                raise _TooLarge
-            tables[k] = np.full((n_classes, L + 1, B + 1), INF)
-            made += 1
-        return tables[k]
-
+    if not prune:
+        budget = INF
     # per kind: the groups' slice lengths, least cost over b, and roles (first-capable, middle-capable)
     shapes = [
         (np.array([g.layers for g in gs], dtype=np.int64), np.array([g.best.min() for g in gs]) if gs else np.zeros(0),
          (np.array([g.role in ("first", "any") for g in gs], dtype=bool), np.array([g.role in ("middle", "any") for g in gs], dtype=bool)))
         for gs in groups
     ]
-    if not prune:
-        budget = INF
+
+    def table(x: int, cls: int) -> np.ndarray:
+        nonlocal made
+        key = (x, cls)
+        if key not in tables:
+            if len(tables) >= limit:
+                raise _TooLarge
+            tables[key] = np.full((L + 1, B + 1), INF)
+            made += 1
+        return tables[key]
+
     zero = tuple(0 for _ in prep.kinds)
     for K, gs in enumerate(groups):  # the last block: no link behind it, b = 0, source row L
         nxt = tuple(c + (j == K) for j, c in enumerate(zero))
         for g in gs:
             ok = ("whole", "any") if g.layers == L else ("last", "any")
             if g.layers <= L and g.role in ok and g.best[0] < INF:
-                t = table(nxt)[prep.kind_class[K], L - g.layers]
+                t = table(index[nxt], prep.kind_class[K])[L - g.layers]
                 col = min(g.stages, B)
                 t[col] = min(t[col], g.best[0])
     for u in prep.usage:
-        if sum(u) == 0 or index[u] not in tables:
+        x = index[u]
+        keys = [(x, cls) for cls in range(n_classes) if (x, cls) in tables]
+        if sum(u) == 0 or not keys:
             continue
         if deadline.expired():
             raise _Timeout
-        here = tables[index[u]]
-        if prune:
-            drop = (here + remaining[index[u]][None, :, None]) >= budget
-            drop &= np.isfinite(here)
-            n_drop = int(drop.sum())
-            if n_drop:
-                pruned += n_drop
-                here[drop] = INF
-        live = np.isfinite(here).any(axis=(0, 2))
-        if not live.any():
-            del tables[index[u]]  # nothing of it lies on a pipeline under the budget
-            continue
-        rows = np.flatnonzero(live)
-        rlo, rhi = int(rows[0]), int(rows[-1])
-        if rhi == 0:
-            continue  # complete pipelines only: nothing goes in front of layer 0
+        live = []
+        for key in keys:
+            here = tables[key]
+            if prune:
+                drop = (here + remaining[x][:, None]) >= budget
+                drop &= np.isfinite(here)
+                n_drop = int(drop.sum())
+                if n_drop:
+                    cut = True
+                    pruned += n_drop
+                    here[drop] = INF
+            if np.isfinite(here[1:]).any():
+                live.append(key[1])
+            elif not np.isfinite(here[0]).any():
+                del tables[key]  # nothing of it lies on a pipeline under the budget
+        if not live:
+            continue  # complete pipelines only (or nothing): nothing goes in front of layer 0
+        # the live rows and stages-behind columns of this usage vector, over its classes
+        mask = np.zeros((L + 1, B + 1), dtype=bool)
+        for cls in live:
+            mask |= np.isfinite(tables[(x, cls)])
+        mask[0] = False
+        rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+        rlo, rhi, blo, bhi = int(rows[0]), int(rows[-1]), int(cols[0]), int(cols[-1])
+        stack = np.stack([tables[(x, cls)][rlo : rhi + 1, blo : bhi + 1] for cls in live])
         src = np.arange(rlo, rhi + 1)
         for K, gs in enumerate(groups):
             if u[K] + 1 >= prep.radix[K] or not gs:
                 continue
-            # G[r, b] = min_κ F[κ, r, b] + c(K, κ), over the live rows rlo..rhi only
-            front = (here[:, rlo : rhi + 1] + link[K][:, None, None]).min(axis=0)
+            # G[r, b] = min_κ F[κ, r, b] + c(K, κ), over the live rows and columns only
+            front = (stack + link[K, live][:, None, None]).min(axis=0)
             nxt = tuple(c + (j == K) for j, c in enumerate(u))
             ks, least, roles = shapes[K]
             # which (group, source row) pairs can lead under the budget: a lower bound on the
             # value they give, min_b G[r, b] + min_b best[b], plus what the target still needs
             trow = src[None, :] - ks[:, None]
             ahead = remaining[index[nxt]][np.clip(trow, 0, L)] if prune else 0.0
-            alive = (trow >= 0) & ((front.min(axis=1)[None, :] + least[:, None] + ahead) < budget)
-            alive &= np.where(trow == 0, roles[0][:, None], roles[1][:, None])  # row 0: first; ≥ 1: middle
+            score = front.min(axis=1)[None, :] + least[:, None] + ahead
+            alive = (trow >= 0) & np.where(trow == 0, roles[0][:, None], roles[1][:, None])  # row 0: first; ≥ 1: middle
+            reach = alive & (score < INF)
+            alive &= score < budget
+            if not cut and (reach != alive).any():
+                cut = True
             chosen = np.flatnonzero(alive.any(axis=1))
             if chosen.size == 0:
                 continue
-            target = table(nxt)[prep.kind_class[K]]
-            for x in chosen:
-                g, k = gs[x], int(ks[x])
-                hit = np.flatnonzero(alive[x])
-                t_lo, t_hi = int(trow[x, hit[0]]), int(trow[x, hit[-1]])
-                cand = front[t_lo + k - rlo : t_hi + k - rlo + 1] + g.best[None, :]
-                _push(target, cand, slice(t_lo, t_hi + 1), g.stages, B)
+            target = table(index[nxt], prep.kind_class[K])
+            for g_at in chosen:
+                g, k = gs[g_at], int(ks[g_at])
+                hit = np.flatnonzero(alive[g_at])
+                t_lo, t_hi = int(trow[g_at, hit[0]]), int(trow[g_at, hit[-1]])
+                cand = front[t_lo + k - rlo : t_hi + k - rlo + 1] + g.best[None, blo : bhi + 1]
+                _push(target, cand, slice(t_lo, t_hi + 1), g.stages, B, blo)
     cells = sum(int(np.isfinite(t).sum()) for t in tables.values())
     best, where = INF, None
-    for k, t in tables.items():
-        row = t[:, 0, :]
-        if row.size and row.min() < best:
+    for (x, cls), t in tables.items():
+        row = t[0]
+        if row.min() < best:
             best = float(row.min())
-            c, b = np.unravel_index(int(row.argmin()), row.shape)
-            where = (prep.usage[k], int(c), 0, int(b))
+            where = (prep.usage[x], cls, 0, int(row.argmin()))
     if where is None or best >= budget:
-        return RunResult(INF, None, cells, pruned, made)
-    return RunResult(best, _rebuild(instance, prep, groups, link, tables, index, where), cells, pruned, made)
+        return RunResult(INF, None, cells, pruned, cut or where is not None, made)
+    return RunResult(best, _rebuild(instance, prep, groups, link, tables, index, where), cells, pruned, cut, made)
 
 
 def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
@@ -304,7 +324,7 @@ def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
     pools = [list(m) for m in prep.kinds]
     chosen: list[int] = []
     u, cls, r, b = state
-    value = tables[index[u]][cls, r, b]
+    value = tables[(index[u], cls)][r, b]
     while True:
         step = None
         for K, gs in enumerate(groups):
@@ -325,11 +345,11 @@ def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
                             step = (K, g, old, None, 0.0)
                     else:
                         ok = ("first", "any") if r == 0 else ("middle", "any")
-                        t = tables.get(index[prev])
-                        if g.role in ok and t is not None:
+                        if g.role in ok:
                             for c2 in range(link.shape[1]):
-                                if (t[c2, src, old] + link[K, c2]) + g.best[old] == value:
-                                    step = (K, g, old, c2, t[c2, src, old])
+                                t = tables.get((index[prev], c2))
+                                if t is not None and (t[src, old] + link[K, c2]) + g.best[old] == value:
+                                    step = (K, g, old, c2, t[src, old])
                                     break
                     if step:
                         break
@@ -345,3 +365,64 @@ def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
         if c2 is None:
             return chosen
         u, cls, r, b, value = tuple(c - (j == K) for j, c in enumerate(u)), c2, r + g.layers, old, before
+
+
+def _feasible(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline) -> bool:
+    """Whether some pipeline has bottleneck ≤ τ: the DP's states with the cost dropped.
+
+    Whether a suffix (u, κ, r, b) extends to a whole pipeline does not depend on its cost,
+    and a suffix with fewer stages behind (b) allows every block a larger b allows and
+    leads to smaller b's, so keeping the least b per (u, κ, r) decides feasibility exactly:
+    a table of L + 1 values per (usage, class) instead of (L + 1)·(B + 1) costs.
+    """
+    L, B = instance.layers, prep.cap
+    link_ok = np.where(prep.link <= tau, 0.0, INF)
+    groups = _groups(instance, prep, tau)
+    index = {u: k for k, u in enumerate(prep.usage)}
+    n_classes = link_ok.shape[1]
+    least: dict[int, np.ndarray] = {}  # least[x][κ, r] = least b (float; inf: unreachable)
+    shapes = []
+    for gs in groups:
+        ks = np.array([g.layers for g in gs], dtype=np.int64)
+        # the most stages behind a member of the group can take (its memory limit, capped at B)
+        lim = np.array([int(np.flatnonzero(np.isfinite(g.best))[-1]) for g in gs], dtype=np.int64)
+        ns = np.array([g.stages for g in gs], dtype=np.int64)
+        roles = (np.array([g.role in ("first", "any") for g in gs], dtype=bool), np.array([g.role in ("middle", "any") for g in gs], dtype=bool))
+        shapes.append((ks, lim, ns, roles))
+    zero = tuple(0 for _ in prep.kinds)
+    for K, gs in enumerate(groups):
+        nxt = tuple(c + (j == K) for j, c in enumerate(zero))
+        for g in gs:
+            ok = ("whole", "any") if g.layers == L else ("last", "any")
+            if g.layers <= L and g.role in ok and g.best[0] < INF:
+                if g.layers == L:
+                    return True
+                t = least.setdefault(index[nxt], np.full((n_classes, L + 1), INF))
+                t[prep.kind_class[K], L - g.layers] = min(t[prep.kind_class[K], L - g.layers], min(g.stages, B))
+    for u in prep.usage:
+        if sum(u) == 0 or index[u] not in least:
+            continue
+        if deadline.expired():
+            raise _Timeout
+        here = least[index[u]]
+        if np.isfinite(here[:, 0]).any():
+            return True
+        live = np.flatnonzero(np.isfinite(here).any(axis=0))
+        rlo, rhi = int(live[0]), int(live[-1])
+        for K, gs in enumerate(groups):
+            if u[K] + 1 >= prep.radix[K] or not gs:
+                continue
+            front = (here + link_ok[K][:, None]).min(axis=0)  # least b over the classes the link allows
+            ks, lim, ns, roles = shapes[K]
+            t = np.arange(max(0, rlo - int(ks.max())), rhi)  # target rows r − k < rhi
+            src = t[None, :] + ks[:, None]
+            b = front[np.minimum(src, L)]
+            ok = (src <= rhi) & (b <= lim[:, None]) & np.where(t[None, :] == 0, roles[0][:, None], roles[1][:, None])
+            if not ok.any():
+                continue
+            new = np.where(ok, np.minimum(b + ns[:, None], B), INF).min(axis=0)
+            nxt = tuple(c + (j == K) for j, c in enumerate(u))
+            tab = least.setdefault(index[nxt], np.full((n_classes, L + 1), INF))
+            row = tab[prep.kind_class[K], t]
+            tab[prep.kind_class[K], t] = np.minimum(row, new)
+    return False
