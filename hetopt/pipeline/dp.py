@@ -165,7 +165,8 @@ class _Search:
         self.prune()
         if not self.open:
             return False
-        iv = min(self.open, key=self.lower)
+        # the bottom τ_0 until it is evaluated, then the least bound first
+        iv = next((iv for iv in self.open if iv.bottom_first), None) or min(self.open, key=self.lower)
         if iv.step <= 0.0:
             iv.step = max(FIRST_STEP_RTOL * max(iv.floor, self.relaxed(iv.hi)), MIN_STEP_RTOL * self.lower(iv), MIN_STEP_S)
         # the top of an interval whose D is only bounded from below first (its plan settles a

@@ -186,6 +186,40 @@ def _push(target: np.ndarray, cand: np.ndarray, rows: slice, n: int, cap: int, b
 
 
 @dataclass
+class _Box:
+    """A finished table kept as the box of its finite cells: rows r0.., columns b0.. ."""
+
+    r0: int
+    b0: int
+    values: np.ndarray
+
+    @classmethod
+    def of(cls, dense: np.ndarray) -> "_Box":
+        fin = np.isfinite(dense)
+        rows, cols = np.flatnonzero(fin.any(axis=1)), np.flatnonzero(fin.any(axis=0))
+        if rows.size == 0:
+            return cls(0, 0, np.zeros((0, 0)))
+        r0, r1, b0, b1 = int(rows[0]), int(rows[-1]), int(cols[0]), int(cols[-1])
+        return cls(r0, b0, dense[r0 : r1 + 1, b0 : b1 + 1].copy())
+
+    @property
+    def cells(self) -> int:
+        return int(self.values.size)
+
+    def finite(self) -> int:
+        return int(np.isfinite(self.values).sum())
+
+    def row0(self) -> np.ndarray:
+        return self.values[0] if self.r0 == 0 and self.values.size else np.zeros(0)
+
+    def at(self, r: int, b: int) -> float:
+        i, j = r - self.r0, b - self.b0
+        if 0 <= i < self.values.shape[0] and 0 <= j < self.values.shape[1]:
+            return float(self.values[i, j])
+        return INF
+
+
+@dataclass
 class RunResult:
     """One DP run: D_τ (INF when none below the budget), its plan, and counters."""
 
@@ -215,7 +249,8 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
     index = {u: k for k, u in enumerate(prep.usage)}
     tables: dict[tuple[int, int], np.ndarray] = {}
     n_classes = link.shape[1]
-    limit = max(1, MAX_DP_CELLS // ((L + 1) * (B + 1)))
+    per_table = (L + 1) * (B + 1)
+    boxed = 0  # cells held: dense tables still being filled plus the boxes of finished ones
     made, pruned, cut = 0, 0, False
     prune = budget < INF and remaining is not None
     if not prune:
@@ -228,10 +263,11 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
     ]
 
     def table(x: int, cls: int) -> np.ndarray:
-        nonlocal made
+        nonlocal made, boxed
         key = (x, cls)
         if key not in tables:
-            if len(tables) >= limit:
+            boxed += per_table
+            if boxed > MAX_DP_CELLS:
                 raise _TooLarge
             tables[key] = np.full((L + 1, B + 1), INF)
             made += 1
@@ -268,7 +304,13 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
                 live.append(key[1])
             elif not np.isfinite(here[0]).any():
                 del tables[key]  # nothing of it lies on a pipeline under the budget
+                boxed -= per_table
         if not live:
+            for key in keys:
+                if key in tables:
+                    box = _Box.of(tables[key])
+                    boxed += box.cells - per_table
+                    tables[key] = box
             continue  # complete pipelines only (or nothing): nothing goes in front of layer 0
         # the live rows and stages-behind columns of this usage vector, over its classes
         mask = np.zeros((L + 1, B + 1), dtype=bool)
@@ -306,13 +348,18 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
                 t_lo, t_hi = int(trow[g_at, hit[0]]), int(trow[g_at, hit[-1]])
                 cand = front[t_lo + k - rlo : t_hi + k - rlo + 1] + g.best[None, blo : bhi + 1]
                 _push(target, cand, slice(t_lo, t_hi + 1), g.stages, B, blo)
-    cells = sum(int(np.isfinite(t).sum()) for t in tables.values())
+        for key in keys:  # nothing reaches u's tables any more: keep only their finite box
+            if key in tables and isinstance(tables[key], np.ndarray):
+                box = _Box.of(tables[key])
+                boxed += box.cells - tables[key].size
+                tables[key] = box
+    cells = sum(t.finite() for t in tables.values())
     best, where = INF, None
     for (x, cls), t in tables.items():
-        row = t[0]
-        if row.min() < best:
-            best = float(row.min())
-            where = (prep.usage[x], cls, 0, int(row.argmin()))
+        r0 = t.row0()
+        if r0.size and r0.min() < best:
+            best = float(r0.min())
+            where = (prep.usage[x], cls, 0, t.b0 + int(r0.argmin()))
     if where is None or best >= budget:
         return RunResult(INF, None, cells, pruned, cut or where is not None, made)
     return RunResult(best, _rebuild(instance, prep, groups, link, tables, index, where), cells, pruned, cut, made)
@@ -324,7 +371,7 @@ def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
     pools = [list(m) for m in prep.kinds]
     chosen: list[int] = []
     u, cls, r, b = state
-    value = tables[(index[u], cls)][r, b]
+    value = tables[(index[u], cls)].at(r, b)
     while True:
         step = None
         for K, gs in enumerate(groups):
@@ -348,8 +395,9 @@ def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
                         if g.role in ok:
                             for c2 in range(link.shape[1]):
                                 t = tables.get((index[prev], c2))
-                                if t is not None and (t[src, old] + link[K, c2]) + g.best[old] == value:
-                                    step = (K, g, old, c2, t[src, old])
+                                before = INF if t is None else t.at(src, old)
+                                if (before + link[K, c2]) + g.best[old] == value:
+                                    step = (K, g, old, c2, before)
                                     break
                     if step:
                         break
