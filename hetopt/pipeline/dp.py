@@ -256,8 +256,8 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
     plan = greedy_plan(instance, deadline)
     if plan is not None:
         search.offer(plan, greedy=True)
-    search.start()
     try:
+        search.start()
         while search.step():
             pass
     except _Timeout:

@@ -342,12 +342,15 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
             if chosen.size == 0:
                 continue
             target = table(index[nxt], prep.kind_class[K])
-            for g_at in chosen:
-                g, k = gs[g_at], int(ks[g_at])
-                hit = np.flatnonzero(alive[g_at])
-                t_lo, t_hi = int(trow[g_at, hit[0]]), int(trow[g_at, hit[-1]])
-                cand = front[t_lo + k - rlo : t_hi + k - rlo + 1] + g.best[None, blo : bhi + 1]
-                _push(target, cand, slice(t_lo, t_hi + 1), g.stages, B, blo)
+            sub = alive[chosen]
+            # per chosen group, its first and last alive source row (offsets from rlo)
+            first_at = sub.argmax(axis=1)
+            last_at = sub.shape[1] - 1 - sub[:, ::-1].argmax(axis=1)
+            for g_at, s_lo, s_hi in zip(chosen.tolist(), first_at.tolist(), last_at.tolist()):
+                g = gs[g_at]
+                t_lo = rlo + s_lo - g.layers
+                cand = front[s_lo : s_hi + 1] + g.best[None, blo : bhi + 1]
+                _push(target, cand, slice(t_lo, t_lo + s_hi - s_lo + 1), g.stages, B, blo)
         for key in keys:  # nothing reaches u's tables any more: keep only their finite box
             if key in tables and isinstance(tables[key], np.ndarray):
                 box = _Box.of(tables[key])
