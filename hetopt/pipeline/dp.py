@@ -229,7 +229,8 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
     Examples
     --------
     >>> import hetopt
-    >>> r = hetopt.solve(hetopt.load(hetopt.catalog.instances_dir() / "pipeline" / "tiny.toml"), "dp")
+    >>> from hetopt.catalog import instances_dir
+    >>> r = hetopt.solve(hetopt.load(instances_dir() / "pipeline" / "tiny.toml"), "dp")
     >>> r.status.name, r.gap
     ('OPTIMAL', 0.0)
     """
