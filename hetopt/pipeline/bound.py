@@ -52,23 +52,26 @@ def cover_bound(instance: PipelineInstance, kinds: list[list[int]], options: lis
     L = instance.layers
     reach = np.full(L + 1, np.inf)
     reach[0] = 0.0
-    shift = np.arange(L + 1)[:, None] - np.arange(L + 1)[None, :]  # r − k
-    valid = shift >= 0
-    shift = np.where(valid, shift, 0)
     for members in kinds:
-        best = np.full(L + 1, np.inf)  # best[k] = cheapest option of the kind covering k layers
-        for o in options[members[0]]:
-            opt = instance.options[o]
-            if opt.max_time_s <= tau and opt.total_time_s < best[opt.layers]:
-                best[opt.layers] = opt.total_time_s
-        if not np.isfinite(best).any():
-            continue
-        best[0] = 0.0  # an island of the kind may stay unused
+        best = _cheapest(instance, options[members[0]], tau, L)
+        ks = np.flatnonzero(np.isfinite(best))
         for _ in members:
-            # reach'[r] = min_k reach[r − k] + best[k]
-            cand = np.where(valid, reach[shift] + best[None, :], np.inf)
-            reach = cand.min(axis=1)
+            # reach'[r] = min(reach[r], min_k reach[r − k] + best[k]): the island may stay unused
+            nxt = reach.copy()
+            for k in ks:
+                np.minimum(nxt[k:], reach[: L + 1 - k] + best[k], out=nxt[k:])
+            reach = nxt
     return reach * (1.0 - ROUNDING_MARGIN)
+
+
+def _cheapest(instance: PipelineInstance, options: list[int], tau: float, layers: int) -> np.ndarray:
+    """best[k] = the least Σ t of an option (of one island) covering k layers with every stage ≤ τ."""
+    best = np.full(layers + 1, np.inf)
+    for o in options:
+        opt = instance.options[o]
+        if opt.max_time_s <= tau and opt.total_time_s < best[opt.layers]:
+            best[opt.layers] = opt.total_time_s
+    return best
 
 
 def unused_cover_bound(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float,
@@ -96,18 +99,13 @@ def unused_cover_bound(instance: PipelineInstance, kinds: list[list[int]], optio
     q = np.full((1, L + 1), np.inf)  # q[v, r] over the kinds processed so far (mixed radix, last kind fastest)
     q[0, 0] = 0.0
     for members in kinds:
-        best = np.full(L + 1, np.inf)
-        for o in options[members[0]]:
-            opt = instance.options[o]
-            if opt.max_time_s <= tau and opt.total_time_s < best[opt.layers]:
-                best[opt.layers] = opt.total_time_s
-        best[0] = 0.0  # an island may stay unused
+        best = _cheapest(instance, options[members[0]], tau, L)
         ks = np.flatnonzero(np.isfinite(best))
         layers = [q]
-        for _ in members:  # q with one more free island of this kind: a min-plus step over k
+        for _ in members:  # q with one more free island of this kind: a min-plus step over k (or unused)
             prev = layers[-1]
             nxt = prev.copy()
-            for k in ks[1:]:
+            for k in ks:
                 np.minimum(nxt[:, k:], prev[:, : L + 1 - k] + best[k], out=nxt[:, k:])
             layers.append(nxt)
         q = np.stack(layers, axis=1).reshape(-1, L + 1)

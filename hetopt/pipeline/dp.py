@@ -36,6 +36,10 @@ from hetopt.result import Result, Status
 #: orders, so a plan at exactly the incumbent's value may round a few ulps either way;
 #: the budget is widened by far more than that (a wider budget only keeps more states).
 BUDGET_RTOL = 1e-9
+#: Most cells of the per-usage-vector pruning bound H (usage vectors × (L + 1), 8 bytes each):
+#: 5e7 = 400 MB, beside a run's own tables; beyond it the runs prune with the cover bound of
+#: all islands instead (scale-16x128 needs 8.5e5).
+MAX_BOUND_CELLS = 50_000_000
 #: A run's budget is the interval's floor on D plus a step, doubled after each run that
 #: finds nothing under it (which raises the floor by the step): small budgets keep few DP
 #: states. The first step is this fraction of the floor (the cover bound is usually within
@@ -143,6 +147,13 @@ class _Search:
             else:
                 iv.lo = mid + 1
 
+    def remaining(self, i: int):
+        """The pruning bound of a run at c_i: per usage vector when that table is small enough,
+        else the cover bound of all islands for every vector (weaker, as valid)."""
+        if self.prep.usage_count * (self.instance.layers + 1) <= MAX_BOUND_CELLS:
+            return unused_cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
+        return cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[None, :]
+
     def feasible(self, i: int) -> bool:
         self.stats["feasibility_runs"] += 1
         return _feasible(self.instance, self.prep, self.cands[i], self.deadline)
@@ -173,7 +184,7 @@ class _Search:
         # stretch below it and gives the rest a floor), otherwise bisect
         i = iv.lo if iv.bottom_first else (iv.lo + iv.hi) // 2 if iv.evaluated_above else iv.hi
         budget, final = self.budget(iv, i)
-        remaining = unused_cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
+        remaining = self.remaining(i)
         try:
             run = _run(self.instance, self.prep, self.cands[i], self.deadline, budget=budget, remaining=remaining)
         except _TooLarge:

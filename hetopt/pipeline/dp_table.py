@@ -293,7 +293,7 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
         for key in keys:
             here = tables[key]
             if prune:
-                drop = (here + remaining[x][:, None]) >= budget
+                drop = (here + remaining[x if remaining.shape[0] > 1 else 0][:, None]) >= budget
                 drop &= np.isfinite(here)
                 n_drop = int(drop.sum())
                 if n_drop:
@@ -331,7 +331,7 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
             # which (group, source row) pairs can lead under the budget: a lower bound on the
             # value they give, min_b G[r, b] + min_b best[b], plus what the target still needs
             trow = src[None, :] - ks[:, None]
-            ahead = remaining[index[nxt]][np.clip(trow, 0, L)] if prune else 0.0
+            ahead = remaining[index[nxt] if remaining.shape[0] > 1 else 0][np.clip(trow, 0, L)] if prune else 0.0
             score = front.min(axis=1)[None, :] + least[:, None] + ahead
             alive = (trow >= 0) & np.where(trow == 0, roles[0][:, None], roles[1][:, None])  # row 0: first; ≥ 1: middle
             reach = alive & (score < INF)
@@ -432,6 +432,16 @@ def _feasible(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Dea
     index = {u: k for k, u in enumerate(prep.usage)}
     n_classes = link_ok.shape[1]
     least: dict[int, np.ndarray] = {}  # least[x][κ, r] = least b (float; inf: unreachable)
+    # at most MAX_DP_CELLS cells at once: a table is dropped once its usage vector is done
+    most_tables = max(1, MAX_DP_CELLS // (n_classes * (L + 1)))
+
+    def table(x: int) -> np.ndarray:
+        if x not in least:
+            if len(least) >= most_tables:
+                raise _TooLarge
+            least[x] = np.full((n_classes, L + 1), INF)
+        return least[x]
+
     shapes = []
     for gs in groups:
         ks = np.array([g.layers for g in gs], dtype=np.int64)
@@ -448,14 +458,14 @@ def _feasible(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Dea
             if g.layers <= L and g.role in ok and g.best[0] < INF:
                 if g.layers == L:
                     return True
-                t = least.setdefault(index[nxt], np.full((n_classes, L + 1), INF))
+                t = table(index[nxt])
                 t[prep.kind_class[K], L - g.layers] = min(t[prep.kind_class[K], L - g.layers], min(g.stages, B))
     for u in prep.usage:
         if sum(u) == 0 or index[u] not in least:
             continue
         if deadline.expired():
             raise _Timeout
-        here = least[index[u]]
+        here = least.pop(index[u])  # nothing reaches u any more
         if np.isfinite(here[:, 0]).any():
             return True
         live = np.flatnonzero(np.isfinite(here).any(axis=0))
@@ -473,7 +483,7 @@ def _feasible(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Dea
                 continue
             new = np.where(ok, np.minimum(b + ns[:, None], B), INF).min(axis=0)
             nxt = tuple(c + (j == K) for j, c in enumerate(u))
-            tab = least.setdefault(index[nxt], np.full((n_classes, L + 1), INF))
+            tab = table(index[nxt])
             row = tab[prep.kind_class[K], t]
             tab[prep.kind_class[K], t] = np.minimum(row, new)
     return False

@@ -180,3 +180,13 @@ def test_too_large_a_run_gives_the_bound_or_declines(monkeypatch):
         assert r.bound is not None and r.bound <= r.objective and r.gap > 0
     else:
         assert "cells" in r.reason
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_search_with_the_weaker_pruning_bound_agrees(seed, monkeypatch):
+    """Beyond MAX_BOUND_CELLS the runs prune with the all-islands cover bound: same answers."""
+    monkeypatch.setattr(dp_search, "MAX_BOUND_CELLS", 0)
+    inst = shaped_instance(seed)
+    r = hetopt.solve(inst, "dp")
+    expected = full_scan(inst)
+    assert (r.status is Status.INFEASIBLE) if math.isinf(expected) else math.isclose(r.objective, expected, rel_tol=1e-9)
