@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.pipeline import dp_table
 from hetopt.pipeline.bound import cover_bound, unused_cover_bound
-from hetopt.pipeline.dp_table import INF, MAX_USAGE_STATES, _feasible, _prepare, _run, _Timeout, _TooLarge
+from hetopt.pipeline.dp_feasible import feasible
+from hetopt.pipeline.dp_table import MAX_USAGE_STATES, _prepare, _run, _Timeout, _TooLarge
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, bottleneck_candidates, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
@@ -156,7 +157,7 @@ class _Search:
 
     def feasible(self, i: int) -> bool:
         self.stats["feasibility_runs"] += 1
-        return _feasible(self.instance, self.prep, self.cands[i], self.deadline)
+        return feasible(self.instance, self.prep, self.cands[i], self.deadline)
 
     def prune(self) -> None:
         self.open = [iv for iv in self.open if self.lower(iv) < self.best_t]

@@ -16,7 +16,7 @@ import pytest
 import hetopt
 from hetopt.family import Deadline
 from hetopt.pipeline import dp as dp_search
-from hetopt.pipeline import dp_table
+from hetopt.pipeline import dp_feasible, dp_table
 from hetopt.pipeline.bound import cover_bound, unused_cover_bound
 from hetopt.pipeline.options import bottleneck_candidates, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices
@@ -137,7 +137,7 @@ def test_cost_free_feasibility_matches_the_dp(instance):
     prep = dp_table._prepare(instance)
     for tau in bottleneck_candidates(instance):
         run = dp_table._run(instance, prep, tau, Deadline(None))
-        assert dp_table._feasible(instance, prep, tau, Deadline(None)) == (run.plan is not None), tau
+        assert dp_feasible.feasible(instance, prep, tau, Deadline(None)) == (run.plan is not None), tau
 
 
 @pytest.mark.parametrize("seed", range(10))
