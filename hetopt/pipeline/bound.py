@@ -113,3 +113,27 @@ def unused_cover_bound(instance: PipelineInstance, kinds: list[list[int]], optio
     strides = np.cumprod([1] + radix[::-1][:-1])[::-1]
     free = np.array([[len(m) - c for m, c in zip(kinds, u)] for u in usage], dtype=np.int64).reshape(len(usage), len(kinds))
     return q[free @ strides] * (1.0 - ROUNDING_MARGIN)
+
+
+def unused_cover_work(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float) -> int:
+    """Element operations :func:`unused_cover_bound` would take at τ (to decide whether to use it).
+
+    Kind K runs n_K min-plus steps, one per slice length its options cover under τ, each over
+    the vectors of the kinds before it times the layers: Σ_K n_K · |k_K| · Π_{K' < K} (n_K' + 1) · (L + 1).
+
+    Examples
+    --------
+    >>> from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineOption, StagePlan
+    >>> isl = tuple(PipelineIsland(f"i{k}", 1, 8 * GIB) for k in range(2))
+    >>> opts = tuple(PipelineOption(k, ell, (StagePlan(ell, 0.1 * ell, 0.2 * ell, GIB, GIB),))
+    ...              for k in range(2) for ell in (1, 2))
+    >>> unused_cover_work(PipelineInstance("x", 3, 4, isl, opts, ((0.0, 0.0), (0.0, 0.0))), [[0, 1]], [[0, 1], [2, 3]], 1.0)
+    16
+    """
+    L = instance.layers
+    work, vectors = 0, 1
+    for members in kinds:
+        lengths = {instance.options[o].layers for o in options[members[0]] if instance.options[o].max_time_s <= tau}
+        work += len(members) * len(lengths) * vectors * (L + 1)
+        vectors *= len(members) + 1
+    return work

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.pipeline import dp_table
-from hetopt.pipeline.bound import cover_bound, unused_cover_bound
+from hetopt.pipeline.bound import cover_bound, unused_cover_bound, unused_cover_work
 from hetopt.pipeline.dp_feasible import feasible
 from hetopt.pipeline.dp_table import MAX_USAGE_STATES, _prepare, _run, _Timeout, _TooLarge
 from hetopt.pipeline.heuristic import greedy_plan
@@ -41,6 +41,9 @@ BUDGET_RTOL = 1e-9
 #: 5e7 = 400 MB, beside a run's own tables; beyond it the runs prune with the cover bound of
 #: all islands instead (scale-16x128 needs 8.5e5).
 MAX_BOUND_CELLS = 50_000_000
+#: ... and most element operations to compute it (numpy, ~1 ns each: well under a second;
+#: scale-16x128 needs at most 1.1e8 at τ = ∞, far less near its optimum).
+MAX_BOUND_WORK = 300_000_000
 #: A run's budget is the interval's floor on D plus a step, doubled after each run that
 #: finds nothing under it (which raises the floor by the step): small budgets keep few DP
 #: states. The first step is this fraction of the floor (the cover bound is usually within
@@ -151,7 +154,8 @@ class _Search:
     def remaining(self, i: int):
         """The pruning bound of a run at c_i: per usage vector when that table is small enough,
         else the cover bound of all islands for every vector (weaker, as valid)."""
-        if self.prep.usage_count * (self.instance.layers + 1) <= MAX_BOUND_CELLS:
+        small = self.prep.usage_count * (self.instance.layers + 1) <= MAX_BOUND_CELLS
+        if small and unused_cover_work(self.instance, self.prep.kinds, self.prep.options, self.cands[i]) <= MAX_BOUND_WORK:
             return unused_cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
         return cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[None, :]
 
