@@ -90,11 +90,32 @@ def test_search_agrees_with_the_scan_over_every_threshold(instance):
 
 
 @pytest.mark.parametrize("seed", range(8))
-def test_dp_agrees_with_bruteforce_and_milp_on_identical_islands(seed):
+def test_dp_agrees_with_bruteforce_milp_and_cpsat_on_identical_islands(seed):
+    """The symmetry rules of the position models (twins used in order, and placed in order)
+    keep their optimum: they agree with dp and the bruteforce, which have none."""
     inst = shaped_instance(seed, copies=2, layers=6)
-    check = hetopt.crosscheck(inst, ["dp", "bruteforce", "milp"])
+    check = hetopt.crosscheck(inst, ["dp", "bruteforce", "milp", "cpsat"])
     assert check.agree, check.disagreement
-    assert check.results[0].status in (Status.OPTIMAL, Status.INFEASIBLE)
+    assert all(r.status in (Status.OPTIMAL, Status.INFEASIBLE) for r in check.results), [r.status for r in check.results]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_canonical_plan_keeps_the_cost_and_meets_the_symmetry_rules(seed):
+    from hetopt.pipeline.heuristic import greedy_plan
+    from hetopt.pipeline.positions import canonical_plan, position_data
+
+    inst = shaped_instance(seed, copies=3)
+    plan = greedy_plan(inst)
+    if plan is None:
+        return
+    data = position_data(inst)
+    canon = canonical_plan(inst, data, plan)
+    before = evaluate(inst, PipelineSolution(blocks_from_choices(inst, plan)))
+    after = evaluate(inst, PipelineSolution(blocks_from_choices(inst, canon)))
+    assert after.feasible and math.isclose(after.objective, before.objective, rel_tol=1e-12)
+    where = {inst.options[o].island: p for p, o in enumerate(canon)}
+    for a, b in data.twins:
+        assert b not in where or (a in where and where[a] < where[b])
 
 
 def test_usage_counts_replace_subsets():
