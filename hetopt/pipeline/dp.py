@@ -3,14 +3,17 @@
 With c_0 < … < c_{m−1} the values the bottleneck β = max(max t, max c) can take and D(i) the
 least Σ t + Σ c of a pipeline with β ≤ c_i (``dp_table._run``), T* = min_i D(i) + (M − 1)·c_i.
 D is non-increasing in i, so an interval of thresholds [a, b] whose D is known to be at least
-d costs at least d + (M − 1)·c_a. The search keeps such intervals, starts from the greedy's
-plan as the incumbent, drops every interval whose bound reaches it, and evaluates D in the
-most promising one:
+d costs at least d + (M − 1)·c_a. The search starts from the greedy's plan as the incumbent
+and from τ_0, the least feasible threshold (bisection on the cost-free DP of
+``dp_feasible.py``); it keeps the unsettled thresholds as intervals, drops every interval
+whose bound reaches the incumbent, and evaluates D in the most promising one:
 
 * a run at c_i that finds a plan with β = c_j ≤ c_i settles [j, i] (D is constant there, and
   the plan's own T is the best of it) and tells the thresholds below j that D ≥ D(i);
-* a run is given the budget incumbent − (M − 1)·c_a, and one that finds nothing under it
-  settles [a, i] whether or not a plan exists there.
+* a run gets a budget (the interval's floor plus a step that doubles after each failure,
+  at most incumbent − (M − 1)·c_a) and drops the states a cover bound (``bound.py``) proves
+  cannot finish under it; one that finds nothing proves D ≥ budget on [a, i], which settles
+  it when the budget was the incumbent's.
 
 A search stopped by the time limit reports its incumbent with the least interval bound as
 ``Result.bound``. The proofs are in ``formulations/pipeline.md``.
