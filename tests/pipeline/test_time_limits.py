@@ -118,3 +118,18 @@ def test_dp_on_scale_16x128_within_the_limit():
     if r.status.has_solution:
         assert r.objective >= SCALE_16X128_DP_OPTIMUM * (1 - 1e-9)
         assert r.bound is not None and r.bound <= SCALE_16X128_DP_OPTIMUM * (1 + 1e-9)
+
+
+def test_dp_on_sixteen_distinct_islands_within_the_limit():
+    """Issue 12: 16 pairwise different islands (2^16 usage states) used to be DECLINED; now dp
+    runs, stops at the limit, and reports its greedy plan with a bound below it."""
+    from hetopt.pipeline.scaling import scaling_instance
+
+    inst = scaling_instance(16, 64)
+    start = time.perf_counter()
+    r = hetopt.solve(inst, "dp", time_limit=LIMIT_S)
+    outer = time.perf_counter() - start
+    _check_limits(r, outer)
+    assert r.stats["usage_states"] == 2**16
+    if r.status is Status.FEASIBLE:
+        assert r.bound is not None and 0 < r.bound <= r.objective
