@@ -211,3 +211,15 @@ def test_search_with_the_weaker_pruning_bound_agrees(seed, monkeypatch):
     r = hetopt.solve(inst, "dp")
     expected = full_scan(inst)
     assert (r.status is Status.INFEASIBLE) if math.isinf(expected) else math.isclose(r.objective, expected, rel_tol=1e-9)
+
+
+def test_groups_with_more_stages_are_dropped_where_they_are_no_cheaper():
+    inf = math.inf
+    one = dp_table._Group(3, 1, "any", np.array([1.0, 1.0, inf, inf]), np.array([0, 0, -1, -1]))
+    two = dp_table._Group(3, 2, "any", np.array([2.0, 0.5, 2.0, inf]), np.array([1, 2, 1, -1]))
+    dearer = dp_table._Group(3, 4, "any", np.array([3.0, 3.0, inf, inf]), np.array([3, 3, -1, -1]))
+    other_role = dp_table._Group(3, 4, "middle", np.array([3.0, 3.0, inf, inf]), np.array([4, 4, -1, -1]))
+    kept = dp_table._undominated([two, one, dearer, other_role])
+    assert one in kept and two in kept and dearer not in kept and other_role in kept
+    # n = 2 survives only where n = 1 is dearer or does not fit
+    assert two.best.tolist() == [inf, 0.5, 2.0, inf]
