@@ -105,7 +105,7 @@ def test_position_models_beyond_their_size_decline_up_front(method, monkeypatch)
     assert r.wall_s <= LIMIT_S + TIME_LIMIT_SLACK_S
 
 
-#: scale-16x128's optimum as dp proves it (issue 12: 76 s wall, 38 s CPU at load 5.5 on the
+#: scale-16x128's optimum as dp proves it (issue 12: 41 s wall, 25 s CPU at load 4 on the
 #: 2-core box; `hetopt solve instances/pipeline/scale-16x128.toml --method dp`). No other
 #: method proves it within 120 s, so the test below only checks consistency with it.
 SCALE_16X128_DP_OPTIMUM = 70.23452231880599
