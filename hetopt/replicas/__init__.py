@@ -1,0 +1,74 @@
+"""Data parallelism across heterogeneous pipelines: choose replicas and split the batch.
+
+Methods (registry names): ``dp`` (exact; ``auto``), ``milp`` (HiGHS; ``milp-cbc`` with CBC),
+``cpsat``, ``bruteforce`` (tiny instances), ``greedy`` (proves nothing). See
+``formulations/replicas.md``.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from hetopt.family import Family
+from hetopt.replicas.bruteforce import MAX_PLANS, plan_count, solve_bruteforce
+from hetopt.replicas.cpsat import quantum, solve_cpsat_model
+from hetopt.replicas.dp import solve_dp
+from hetopt.replicas.heuristic import solve_greedy
+from hetopt.replicas.milp import solve_milp
+from hetopt.replicas.problem import (
+    Candidate,
+    IslandShape,
+    Replica,
+    ReplicasInstance,
+    ReplicasSolution,
+    evaluate,
+)
+from hetopt.result import AGREEMENT_RTOL
+
+#: crosscheck adds ``bruteforce`` when it would try at most this many plans.
+BRUTEFORCE_LIMIT = 200_000
+
+METHODS = {
+    "dp": solve_dp,
+    "milp": solve_milp,
+    "milp-cbc": partial(solve_milp, backend="cbc"),
+    "cpsat": solve_cpsat_model,
+    "bruteforce": solve_bruteforce,
+    "greedy": solve_greedy,
+}
+
+
+def crosscheck_methods(instance: ReplicasInstance) -> list[str]:
+    """dp, milp, cpsat and greedy; bruteforce when the instance is small enough."""
+    methods = ["dp", "milp", "cpsat", "greedy"]
+    if plan_count(instance) <= min(BRUTEFORCE_LIMIT, MAX_PLANS):
+        methods.append("bruteforce")
+    return methods
+
+
+def tolerance(instance: ReplicasInstance) -> tuple[float, float]:
+    """Relative 1e-9, plus CP-SAT's scaling error q·(N + 1) in absolute terms (see cpsat.py)."""
+    return AGREEMENT_RTOL, quantum(instance) * (instance.microbatches + 1)
+
+
+FAMILY = Family(
+    name="replicas",
+    instance_type=ReplicasInstance,
+    evaluate=evaluate,
+    methods=METHODS,
+    auto="dp",
+    crosscheck_methods=crosscheck_methods,
+    proving=frozenset(METHODS) - {"greedy"},
+    tolerance=tolerance,
+)
+
+__all__ = [
+    "FAMILY",
+    "METHODS",
+    "Candidate",
+    "IslandShape",
+    "Replica",
+    "ReplicasInstance",
+    "ReplicasSolution",
+    "evaluate",
+]

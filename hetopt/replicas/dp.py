@@ -1,0 +1,293 @@
+"""Exact DP for the replicas family: a knapsack over island counts inside a search on τ.
+
+For a time τ, every candidate c can run at most cap_c(τ) micro-batches. The knapsack
+
+    G[s, r] = max Σ cap_c(τ) over multisets of r candidates using exactly s islands per shape
+
+(islands of one shape are interchangeable, so s, the vector of islands used, is the whole
+state) is filled candidate by candidate in order of their sync ratio ρ_c = g_c / w_c. After
+the candidates of ratio ≤ ρ_k, ``F[k][R] = max_{s, r ≤ R} G[s, r]``; the pair (k, R) is
+feasible at τ when F[k][R] ≥ N, and
+
+    S(τ) = min over feasible (k, R) of σ(k, R),   σ(k, R) = max_{c: ρ_c ≤ ρ_k} ring(g_c, R, w_c).
+
+The optimum is min_τ τ + S(τ) over the values τ = T_c(n) (``formulations/replicas.md``
+proves it). S is non-increasing in τ, so a best-first search over intervals of values
+(lower bound of an interval (a, b]: its smallest value plus S(b)) finds it with few
+knapsacks and keeps a proven bound when stopped.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+
+from hetopt.costmodel import ring_allreduce_s
+from hetopt.errors import SolverBug
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.replicas.heuristic import greedy_plan
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
+from hetopt.replicas.split import Times, optimal_split
+from hetopt.result import Result, Status
+
+#: Most knapsack cells (island-count states × (R_max + 1)) the DP fills per τ: 4·10^6 int64
+#: cells are 32 MB per table and about 0.05 s per candidate copy on one core. Above it the
+#: DP declines (the MILP and CP-SAT count candidates instead of states).
+MAX_DP_CELLS = 4_000_000
+#: Most bytes of the choice tables kept to rebuild the plan (one byte or two per cell and
+#: candidate, only in the final pass).
+MAX_CHOICE_BYTES = 2**29
+#: Unreachable knapsack cell (far below any Σ cap, which is capped at N ≤ 2^20).
+UNREACHABLE = -(2**40)
+
+
+def usable_candidates(instance: ReplicasInstance) -> list[int]:
+    """The candidates whose islands are available at least once."""
+    return [c for c in range(len(instance.candidates)) if instance.copies(c) >= 1]
+
+
+def infeasible_reason(instance: ReplicasInstance) -> str | None:
+    """Why no plan exists (no candidate fits the islands available), or None."""
+    if usable_candidates(instance):
+        return None
+    return ("no candidate pipeline fits the islands available (each needs more islands of some shape "
+            "than the shape's count)")
+
+
+class Knapsack:
+    """The per-τ knapsack over island counts (see the module docstring)."""
+
+    def __init__(self, instance: ReplicasInstance, candidates: list[int]) -> None:
+        self.instance = instance
+        self.n = instance.microbatches
+        cands = instance.candidates
+        # only shapes some usable candidate needs are dimensions of the state
+        self.dims = [s for s in range(instance.num_shapes) if any(cands[c].uses[s] for c in candidates)]
+        self.limits = np.array([instance.counts[s] for s in self.dims], dtype=np.int64)
+        radix = self.limits + 1
+        self.strides = np.ones(len(self.dims), dtype=np.int64)
+        for i in range(len(self.dims) - 2, -1, -1):
+            self.strides[i] = self.strides[i + 1] * radix[i + 1]
+        self.states = int(np.prod(radix)) if len(self.dims) else 1
+        self.r_max = min(instance.max_replicas, sum(instance.copies(c) for c in candidates))
+        # order by sync ratio; classes are runs of equal ratio
+        order = sorted(candidates, key=lambda c: (cands[c].sync_ratio, c))
+        self.order = order
+        ratios = sorted({cands[c].sync_ratio for c in order})
+        self.class_of = {c: ratios.index(cands[c].sync_ratio) for c in order}
+        self.num_classes = len(ratios)
+        self.uses = {c: np.array([cands[c].uses[s] for s in self.dims], dtype=np.int64) for c in order}
+        self.offset = {c: int(np.dot(self.uses[c], self.strides)) for c in order}
+        self.copies = {c: min(instance.copies(c), self.r_max) for c in order}
+        # σ(k, R): the ring at the slowest member allowed by class k
+        self.sync = np.zeros((self.num_classes, self.r_max + 1))
+        for c in order:
+            k = self.class_of[c]
+            row = [ring_allreduce_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
+                   for r in range(self.r_max + 1)]
+            self.sync[k] = np.maximum(self.sync[k], row)
+        self.sync = np.maximum.accumulate(self.sync, axis=0)
+        self.times = Times(instance, order)
+        self._digits = None
+
+    @property
+    def cells(self) -> int:
+        """Cells of one table: states × (R_max + 1)."""
+        return self.states * (self.r_max + 1)
+
+    def digits(self) -> np.ndarray:
+        """Islands used per (dimension) shape of every state index."""
+        if self._digits is None:
+            idx = np.arange(self.states, dtype=np.int64)
+            self._digits = np.stack([(idx // st) % (lim + 1) for st, lim in zip(self.strides, self.limits)], axis=1) \
+                if len(self.dims) else np.zeros((1, 0), dtype=np.int64)
+        return self._digits
+
+    def run(self, tau: float, *, last_class: int | None = None, choices: bool = False):
+        """Fill the knapsack at τ.
+
+        Returns
+        -------
+        (F, G, choice)
+            F[k][R] (classes × (R_max + 1)), the final table G, and per candidate the
+            copies chosen per cell (when ``choices``; else None).
+        """
+        caps = self.times.caps(tau)
+        cap_of = dict(zip(self.order, np.minimum(caps, self.n).tolist()))
+        digits = self.digits()
+        g = np.full((self.states, self.r_max + 1), UNREACHABLE, dtype=np.int64)
+        g[0, 0] = 0
+        f = np.full((self.num_classes, self.r_max + 1), UNREACHABLE, dtype=np.int64)
+        choice: dict[int, np.ndarray] = {}
+        done_class = -1
+        for c in self.order:
+            k = self.class_of[c]
+            if last_class is not None and k > last_class:
+                break
+            while done_class < k - 1:  # snapshot the classes finished before c's
+                done_class += 1
+                f[done_class] = np.maximum.accumulate(g.max(axis=0))
+            cap = cap_of[c]
+            if cap < 1:
+                continue
+            new = g.copy()
+            pick = np.zeros(g.shape, dtype=np.uint16) if choices else None
+            for copies in range(1, self.copies[c] + 1):
+                fits = np.all(digits + copies * self.uses[c] <= self.limits, axis=1)
+                src = np.nonzero(fits)[0]
+                if src.size == 0:
+                    break
+                dst = src + copies * self.offset[c]
+                gain = np.minimum(g[src, : self.r_max + 1 - copies] + copies * cap, self.n)
+                current = new[dst, copies:]
+                better = gain > current
+                new[dst, copies:] = np.where(better, gain, current)
+                if choices:
+                    block = pick[dst, copies:]
+                    pick[dst, copies:] = np.where(better, copies, block)
+            g = new
+            if choices:
+                choice[c] = pick
+        while done_class < self.num_classes - 1:
+            done_class += 1
+            f[done_class] = np.maximum.accumulate(g.max(axis=0))
+        return f, g, (choice if choices else None)
+
+    def best_pair(self, f: np.ndarray) -> tuple[float, int, int]:
+        """S(τ) from F: (σ, k, R) of the cheapest feasible pair, (inf, -1, -1) when none."""
+        feasible = f >= self.n
+        feasible[:, 0] = False
+        if not feasible.any():
+            return math.inf, -1, -1
+        sync = np.where(feasible, self.sync, np.inf)
+        k, r = np.unravel_index(int(np.argmin(sync)), sync.shape)
+        return float(sync[k, r]), int(k), int(r)
+
+    def rebuild(self, tau: float, k: int, r: int) -> list[int]:
+        """The multiset (candidate per replica) behind the feasible pair (k, R) at τ."""
+        _, g, choice = self.run(tau, last_class=k, choices=True)
+        cells = np.argwhere(g[:, : r + 1] >= self.n)
+        s, used = (int(x) for x in cells[0])
+        chosen: list[int] = []
+        for c in reversed([c for c in self.order if c in choice]):
+            copies = int(choice[c][s, used])
+            chosen += [c] * copies
+            s -= copies * self.offset[c]
+            used -= copies
+        if s != 0 or used != 0:
+            raise SolverBug("replicas/dp: the choice tables do not lead back to the empty state")
+        return chosen
+
+
+def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> Result:
+    """Solve exactly: best-first search on τ, a knapsack over island counts at each step.
+
+    Declines when a knapsack table would exceed ``MAX_DP_CELLS`` cells (or the choice
+    tables ``MAX_CHOICE_BYTES``). Stopped by the time limit it returns the best plan found
+    (the greedy's at least) as FEASIBLE with the search's proven bound.
+
+    Returns
+    -------
+    Result
+        ``stats``: knapsacks (τ values tried), states, cells, candidates, classes.
+
+    Examples
+    --------
+    >>> from hetopt.replicas.problem import Candidate, IslandShape
+    >>> inst = ReplicasInstance("x", 8, (IslandShape("A", 2),),
+    ...                         (Candidate("a", (1,), 1.0, 0.5, 1e9, 1e11),), hop_latency_s=0.0)
+    >>> r = solve_dp(inst)
+    >>> r.status.value, round(r.objective, 6)  # two replicas of 4: 2.5 + 0.01
+    ('OPTIMAL', 2.51)
+    """
+    deadline = Deadline(time_limit)
+    reason = infeasible_reason(instance)
+    if reason is not None:
+        return no_solution(problem="replicas", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    usable = usable_candidates(instance)
+    knap = Knapsack(instance, usable)
+    stats = {"states": knap.states, "cells": knap.cells, "candidates": len(usable), "classes": knap.num_classes}
+    if knap.cells > MAX_DP_CELLS:
+        return no_solution(problem="replicas", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
+                           reason=f"{knap.cells} knapsack cells (island-count states × replicas) exceed the DP's "
+                                  f"limit of {MAX_DP_CELLS}; use milp or cpsat")
+    choice_bytes = knap.cells * 2 * len(usable)
+    if choice_bytes > MAX_CHOICE_BYTES:
+        return no_solution(problem="replicas", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
+                           reason=f"{choice_bytes} bytes of choice tables exceed the DP's limit of "
+                                  f"{MAX_CHOICE_BYTES}; use milp or cpsat")
+    times = knap.times
+    best_value, best_plan, best_pair = math.inf, None, None
+    greedy = greedy_plan(instance, deadline)
+    if greedy is not None:
+        best_plan = greedy
+        best_value = evaluate(instance, build_solution(instance, greedy)).objective
+    knapsacks = 0
+
+    def at(tau: float) -> tuple[float, int, int]:
+        nonlocal knapsacks
+        knapsacks += 1
+        f, _, _ = knap.run(tau)
+        return knap.best_pair(f)
+
+    # the largest τ worth trying: every candidate runs all N (or just below the greedy plan)
+    top = float(np.max(times.fill + (instance.microbatches - 1) * times.per))
+    if best_value < math.inf:
+        top = min(top, times.value_at_or_below(best_value))
+    lowest = float(np.min(times.fill))
+    bound = lowest  # no plan is faster than the fastest single pass
+
+    def finish(proven: bool) -> Result:
+        if best_pair is not None:
+            tau, k, r = best_pair
+            pairs, _ = optimal_split(instance, knap.rebuild(tau, k, r))
+            plan = pairs
+        else:
+            plan = best_plan
+        if plan is None:
+            return no_solution(problem="replicas", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+                               bound=bound, reason="time limit reached before the DP found a plan",
+                               stats=dict(stats, knapsacks=knapsacks))
+        return conclude(problem="replicas", method="dp", instance=instance, solution=build_solution(instance, plan),
+                        evaluate=evaluate, deadline=deadline, proven_optimal=proven, bound=bound,
+                        stats=dict(stats, knapsacks=knapsacks))
+
+    if deadline.expired():
+        return finish(False)
+    s_top, k_top, r_top = at(top)
+    if math.isinf(s_top):
+        if best_plan is not None:
+            raise SolverBug("replicas/dp: the knapsack finds no plan at τ where the greedy has one")
+        return no_solution(problem="replicas", method="dp", status=Status.INFEASIBLE, deadline=deadline,
+                           reason="no multiset of candidates fits the islands", stats=dict(stats, knapsacks=knapsacks))
+    if top + s_top < best_value:
+        best_value, best_pair = top + s_top, (top, k_top, r_top)
+    # intervals (a, b] of values with S(b) known; key: the interval's lower bound
+    heap = [(lowest + s_top, -math.inf, top, s_top)]
+    while heap:
+        lb, a, b, s_b = heap[0]
+        bound = min(lb, best_value)
+        if lb >= best_value:
+            return finish(True)
+        if deadline.expired():
+            return finish(False)
+        heapq.heappop(heap)
+        first = times.value_above(a) if a > -math.inf else lowest
+        if first >= b:  # the interval holds b alone, already tried
+            continue
+        mid_real = first + (b - first) / 2
+        mid = times.value_at_or_below(mid_real)
+        if mid >= b:
+            mid = first
+        s_mid, k_mid, r_mid = at(mid)
+        if mid + s_mid < best_value:
+            best_value, best_pair = mid + s_mid, (mid, k_mid, r_mid)
+        for lo, hi, s_hi in ((a, mid, s_mid), (mid, b, s_b)):
+            lo_first = times.value_above(lo) if lo > -math.inf else lowest
+            # an interval holding only its already-tried end needs no visit
+            if lo_first < hi and lo_first + s_hi < best_value:
+                heapq.heappush(heap, (lo_first + s_hi, lo, hi, s_hi))
+    bound = best_value
+    return finish(True)
