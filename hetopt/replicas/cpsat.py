@@ -15,12 +15,11 @@ import math
 from ortools.sat.python import cp_model
 
 from hetopt.backends import solve_cpsat
-from hetopt.costmodel import ring_allreduce_s
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.replicas.dp import infeasible_reason
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.model import model_data, too_large
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, ring_s
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status
 
@@ -48,7 +47,7 @@ def quantum(instance: ReplicasInstance) -> float:
     """
     replicas = max(2, instance.max_replicas)
     largest = max(c.time(instance.microbatches) for c in instance.candidates) + max(
-        ring_allreduce_s(c.gradient_bytes, replicas, c.bandwidth, instance.hop_latency_s) for c in instance.candidates)
+        ring_s(c.gradient_bytes, replicas, c.bandwidth, instance.hop_latency_s) for c in instance.candidates)
     q = FINEST_QUANTUM_S
     while largest / q > MAX_SCALED:
         q *= 10

@@ -24,11 +24,10 @@ import math
 
 import numpy as np
 
-from hetopt.costmodel import ring_allreduce_s
 from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.replicas.heuristic import greedy_plan
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, ring_s
 from hetopt.replicas.split import Times, optimal_split
 from hetopt.result import Result, Status
 
@@ -85,7 +84,7 @@ class Knapsack:
         self.sync = np.zeros((self.num_classes, self.r_max + 1))
         for c in order:
             k = self.class_of[c]
-            row = [ring_allreduce_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
+            row = [ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
                    for r in range(self.r_max + 1)]
             self.sync[k] = np.maximum(self.sync[k], row)
         self.sync = np.maximum.accumulate(self.sync, axis=0)

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hetopt.costmodel import ring_allreduce_s
 from hetopt.replicas.dp import usable_candidates
-from hetopt.replicas.problem import ReplicasInstance
+from hetopt.replicas.problem import ReplicasInstance, ring_s
 
 #: Most slots (Σ_c K_c) a model takes: each is two variables and four rows; beyond 20,000
 #: the models take longer to build than the DP to solve, so they decline.
@@ -48,7 +47,7 @@ def model_data(instance: ReplicasInstance) -> ModelData:
     top = len(ratios) - 1
     for k in range(len(ratios)):
         for r in range(2, r_max + 1):
-            sync[k, r] = max(ring_allreduce_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
+            sync[k, r] = max(ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
                              for c in usable if class_of[c] <= k)
     # one replica syncs nothing, whatever its class: a single pair stands for R = 1
     sync[top, 1] = 0.0

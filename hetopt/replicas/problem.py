@@ -7,7 +7,7 @@ micro-batch) and syncs g_c gradient bytes per network endpoint at bandwidth w_c.
 micro-batches are split among the chosen replicas (each n_r ≥ 1, Σ n_r = N); the iteration
 time is max_r T_r(n_r) + sync, the cross-replica ring all-reduce among R replicas
 (0 for R = 1), whose ring runs at its slowest member: max_r of the cost model's
-``ring_allreduce_s(g_r, R, w_r, α_hop)``.
+``ring_allreduce_s(g_r, R, w_r, α_hop)`` (``ring_s`` here).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from hetopt.costmodel import HOP_LATENCY_S, ring_allreduce_s
 from hetopt.errors import InputError
 from hetopt.result import Evaluation
+from hetopt.units import GIB
 
 #: Bytes/s in one Gb/s (networks are quoted in gigabits per second).
 GBPS = 1e9 / 8
@@ -52,9 +52,24 @@ MIN_GBPS, MAX_GBPS = 1e-6, 1e6
 #: Ring step latency range, seconds: 0 (the bandwidth-only model) to 1 s.
 MAX_HOP_LATENCY_S = 1.0
 
-#: Default per-step latency of the cross-replica ring: replicas meet over the network
-#: (NCCL's ring/Simple figure, ``hetopt.costmodel.HOP_LATENCY_S``).
-DEFAULT_HOP_LATENCY_S = HOP_LATENCY_S["network"]
+#: Default per-step latency of the cross-replica ring, seconds: replicas meet over the
+#: network, so NCCL's ring/Simple network figure, ``hetopt.costmodel.HOP_LATENCY_S["network"]``
+#: (a test checks the two agree; the cost model is not imported at module level because it
+#: imports the catalogs, which import ``hetopt.io``, which imports this family's reader).
+DEFAULT_HOP_LATENCY_S = 9.6e-6
+
+
+def ring_s(nbytes: float, replicas: int, bandwidth: float, hop_latency_s: float) -> float:
+    """The cost model's ring all-reduce (``hetopt.costmodel.ring_allreduce_s``), 0 for one replica.
+
+    Examples
+    --------
+    >>> ring_s(1e9, 4, 1e10, 0.0)
+    0.15
+    """
+    from hetopt.costmodel import ring_allreduce_s  # see DEFAULT_HOP_LATENCY_S: not at module level
+
+    return ring_allreduce_s(nbytes, replicas, bandwidth, hop_latency_s)
 
 
 def _is_int(value) -> bool:
@@ -216,11 +231,11 @@ class ReplicasInstance:
             names.add(c.name)
             if isinstance(c.uses, list):
                 object.__setattr__(c, "uses", tuple(c.uses))
-            if not isinstance(c.uses, tuple) or len(c.uses) != len(self.shapes):
+            if not isinstance(c.uses, tuple) or len(c.uses) != len(self.shapes):  # only from code: files name shapes
                 raise InputError(f"{key}.uses: must list one count per shape ({len(self.shapes)}: "
                                  f"{', '.join(s.name for s in self.shapes)}; got {c.uses!r})")
             for s, u in enumerate(c.uses):
-                _check_int(f"{key}.uses[{s}]", u, 0, MAX_ISLANDS_PER_SHAPE)
+                _check_int(f"{key}.uses.{self.shapes[s].name}", u, 0, MAX_ISLANDS_PER_SHAPE)
             if sum(c.uses) < 1:
                 raise InputError(f"{key}.uses: uses no island (a pipeline runs on at least one island)")
             _check_real(f"{key}.fill_s", c.fill_s, MIN_FILL_S, MAX_TIME_S, "seconds")
@@ -228,8 +243,13 @@ class ReplicasInstance:
             if c.per_microbatch_s > c.fill_s:
                 raise InputError(f"{key}.per_microbatch_s: {c.per_microbatch_s:g} s exceeds fill_s {c.fill_s:g} s "
                                  "(in 1F1B the bottleneck stage is part of the fill: p ≤ f)")
-            _check_real(f"{key}.gradient_bytes", c.gradient_bytes, 0.0, MAX_GRADIENT_BYTES, "bytes")
-            _check_real(f"{key}.bandwidth", c.bandwidth, MIN_GBPS * GBPS, MAX_GBPS * GBPS, "bytes/s")
+            # messages in the file's units (GiB, Gb/s), under the file's keys
+            if not _is_real(c.gradient_bytes):
+                raise InputError(f"{key}.gradient_gib: must be a finite number of GiB (got {c.gradient_bytes!r} bytes)")
+            _check_real(f"{key}.gradient_gib", c.gradient_bytes / GIB, 0.0, MAX_GRADIENT_BYTES / GIB, "GiB")
+            if not _is_real(c.bandwidth):
+                raise InputError(f"{key}.bandwidth_gbps: must be a finite number of Gb/s (got {c.bandwidth!r} bytes/s)")
+            _check_real(f"{key}.bandwidth_gbps", c.bandwidth / GBPS, MIN_GBPS, MAX_GBPS, "Gb/s")
 
     @property
     def num_shapes(self) -> int:
@@ -254,13 +274,13 @@ class ReplicasInstance:
     def sync_s(self, chosen: Sequence[int]) -> float:
         """The cross-replica all-reduce of the candidates ``chosen`` (one entry per replica).
 
-        max over replicas r of ``ring_allreduce_s(g_r, R, w_r, α_hop)``; 0 for R ≤ 1.
+        max over replicas r of ``ring_allreduce_s(g_r, R, w_r, α_hop)`` (``ring_s`` here); 0 for R ≤ 1.
         """
         replicas = len(chosen)
         if replicas <= 1:
             return 0.0
-        return max(ring_allreduce_s(self.candidates[c].gradient_bytes, replicas, self.candidates[c].bandwidth,
-                                    self.hop_latency_s) for c in chosen)
+        return max(ring_s(self.candidates[c].gradient_bytes, replicas, self.candidates[c].bandwidth,
+                          self.hop_latency_s) for c in set(chosen))
 
 
 @dataclass(frozen=True)
@@ -283,13 +303,14 @@ class ReplicasSolution:
     names: tuple[str, ...] = ()
     times: tuple[float, ...] = ()
     sync_s: float = 0.0
+    islands: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
         """Plain data for JSON."""
         return {
             "replicas": [
-                {"candidate": r.candidate, "name": name, "microbatches": r.microbatches, "time_s": t}
-                for r, name, t in zip(self.replicas, self.names, self.times)
+                {"candidate": r.candidate, "name": name, "islands": isl, "microbatches": r.microbatches, "time_s": t}
+                for r, name, isl, t in zip(self.replicas, self.names, self.islands, self.times)
             ],
             "sync_s": self.sync_s,
         }
@@ -297,8 +318,8 @@ class ReplicasSolution:
     def rows(self) -> list[dict]:
         """One row per replica for the human-readable table."""
         return [
-            {"replica": k, "candidate": name, "micro-batches": r.microbatches, "time s": t}
-            for k, (r, name, t) in enumerate(zip(self.replicas, self.names, self.times))
+            {"replica": k, "candidate": name, "islands": isl, "micro-batches": r.microbatches, "time s": t}
+            for k, (r, name, isl, t) in enumerate(zip(self.replicas, self.names, self.islands, self.times))
         ]
 
     def summary(self) -> list[str]:
@@ -323,8 +344,14 @@ def build_solution(instance: ReplicasInstance, replicas: Sequence[tuple[int, int
         replicas=tuple(Replica(c, n) for c, n in ordered),
         names=tuple(instance.candidates[c].name for c in chosen),
         times=tuple(instance.candidates[c].time(n) for c, n in ordered),
-        sync_s=instance.sync_s(chosen) if all(0 <= c < len(instance.candidates) for c in chosen) else math.nan,
+        sync_s=instance.sync_s(chosen),
+        islands=tuple(describe_uses(instance, c) for c in chosen),
     )
+
+
+def describe_uses(instance: ReplicasInstance, c: int) -> str:
+    """The islands candidate c uses, e.g. "A100x8×1 + V100x8×2"."""
+    return " + ".join(f"{s.name}×{u}" for s, u in zip(instance.shapes, instance.candidates[c].uses) if u)
 
 
 def evaluate(instance: ReplicasInstance, solution: ReplicasSolution) -> Evaluation:
