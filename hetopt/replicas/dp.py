@@ -90,6 +90,7 @@ class Knapsack:
         self.sync = np.maximum.accumulate(self.sync, axis=0)
         self.times = Times(instance, order)
         self._digits = None
+        self._moves: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     @property
     def cells(self) -> int:
@@ -104,6 +105,18 @@ class Knapsack:
                 if len(self.dims) else np.zeros((1, 0), dtype=np.int64)
         return self._digits
 
+    def moves(self, c: int, copies: int) -> tuple[np.ndarray, np.ndarray]:
+        """(source states, target states) of adding ``copies`` copies of candidate c.
+
+        They do not depend on τ, so they are kept for the next knapsack.
+        """
+        key = (c, copies)
+        if key not in self._moves:
+            fits = np.all(self.digits() + copies * self.uses[c] <= self.limits, axis=1)
+            src = np.nonzero(fits)[0]
+            self._moves[key] = (src, src + copies * self.offset[c])
+        return self._moves[key]
+
     def run(self, tau: float, *, last_class: int | None = None, choices: bool = False):
         """Fill the knapsack at τ.
 
@@ -115,7 +128,6 @@ class Knapsack:
         """
         caps = self.times.caps(tau)
         cap_of = dict(zip(self.order, np.minimum(caps, self.n).tolist()))
-        digits = self.digits()
         g = np.full((self.states, self.r_max + 1), UNREACHABLE, dtype=np.int64)
         g[0, 0] = 0
         f = np.full((self.num_classes, self.r_max + 1), UNREACHABLE, dtype=np.int64)
@@ -134,11 +146,9 @@ class Knapsack:
             new = g.copy()
             pick = np.zeros(g.shape, dtype=np.uint16) if choices else None
             for copies in range(1, self.copies[c] + 1):
-                fits = np.all(digits + copies * self.uses[c] <= self.limits, axis=1)
-                src = np.nonzero(fits)[0]
+                src, dst = self.moves(c, copies)
                 if src.size == 0:
                     break
-                dst = src + copies * self.offset[c]
                 gain = np.minimum(g[src, : self.r_max + 1 - copies] + copies * cap, self.n)
                 current = new[dst, copies:]
                 better = gain > current

@@ -8,18 +8,13 @@ For a time τ, candidate c can run at most cap_c(τ) = max{n ≤ N : T_c(n) ≤ 
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
 from hetopt.replicas.problem import ReplicasInstance
-
-#: Bisection steps in :func:`optimal_split` before it gives up narrowing by halves and
-#: walks the remaining values one by one (never reached on real data: 64 halvings of a
-#: double's range leave adjacent floats).
-MAX_BISECTIONS = 2200
-
 
 class Times:
     """The candidates' (f_c, p_c) as arrays, for vectorized capacities.
@@ -70,11 +65,25 @@ class Times:
         return float(np.min((self.fill + n * self.per)[ok])) if ok.any() else np.inf
 
 
-def _count(fill: np.ndarray, per: np.ndarray, mult: np.ndarray, n_max: int, tau: float) -> tuple[int, bool]:
-    times = Times.__new__(Times)
-    times.fill, times.per, times.n = fill, per, n_max
-    caps = times.caps(tau)
-    return int(np.dot(mult, caps)), bool((caps >= 1).all())
+def cap(fill: float, per: float, n_max: int, tau: float) -> int:
+    """cap(τ) of one candidate, in pure Python (the scalar twin of :meth:`Times.caps`).
+
+    Examples
+    --------
+    >>> cap(1.0, 0.5, 10, 2.0), cap(1.0, 0.5, 10, 0.9), cap(1.0, 0.0, 10, 1.0)
+    (3, 0, 10)
+    """
+    if not fill <= tau:
+        return 0
+    if per <= 0:
+        return n_max
+    n = min(n_max, int((tau - fill) / per) + 1)
+    # the division may round either way: settle on the exact formula
+    while n > 1 and fill + (n - 1) * per > tau:
+        n -= 1
+    while n < n_max and fill + n * per <= tau:
+        n += 1
+    return n
 
 
 def optimal_split(instance: ReplicasInstance, chosen: Sequence[int]) -> tuple[list[tuple[int, int]], float]:
@@ -105,39 +114,37 @@ def optimal_split(instance: ReplicasInstance, chosen: Sequence[int]) -> tuple[li
         raise ValueError(f"a split needs 1 to {n_total} replicas (got {len(chosen)})")
     multiplicity = Counter(int(c) for c in chosen)
     distinct = sorted(multiplicity)
-    times = Times(instance, distinct)
-    mult = np.array([multiplicity[c] for c in distinct], dtype=np.int64)
+    fill = [instance.candidates[c].fill_s for c in distinct]
+    per = [instance.candidates[c].per_microbatch_s for c in distinct]
+    mult = [multiplicity[c] for c in distinct]
 
-    def feasible(tau: float) -> bool:
-        total, all_run = _count(times.fill, times.per, mult, n_total, tau)
-        return all_run and total >= n_total
+    def count(tau: float) -> int:
+        return sum(m * cap(f, p, n_total, tau) for f, p, m in zip(fill, per, mult))
 
-    lo = float(np.max(times.fill)) if len(distinct) else 0.0
-    if feasible(lo):
-        tau = lo
-    else:
-        hi = float(np.max(times.fill + (n_total - 1) * times.per))  # every replica could take all N
-        steps = 0
-        # invariant: infeasible at lo, feasible at hi; stop when (lo, hi] holds one value
-        while times.value_above(lo) < times.value_at_or_below(hi):
-            mid = lo + (hi - lo) / 2
-            steps += 1
-            if mid <= lo or mid >= hi or steps > MAX_BISECTIONS:  # adjacent floats: walk up
-                nxt = times.value_above(lo)
-                if feasible(nxt):
-                    hi = nxt
-                    break
-                lo = nxt
-                continue
-            if feasible(mid):
-                hi = mid
-            else:
-                lo = mid
-        tau = times.value_at_or_below(hi)
-    caps = times.caps(tau)
+    # every replica runs one micro-batch: τ* ≥ max f (and at max f a flat candidate takes all N)
+    tau = max(fill)
+    if count(tau) < n_total:
+        # all p > 0 here. The continuous count Σ m((τ − f)/p + 1) reaches N at τ0; the real
+        # count is below it, and at least N by τ0 + max p: walk the values up from
+        # τ0 − max p (or max f) in order until the count reaches N.
+        rate = sum(m / p for p, m in zip(per, mult))
+        tau0 = (n_total - sum(m * (1 - f / p) for f, p, m in zip(fill, per, mult))) / rate
+        start = max(tau, tau0 - max(per))
+        if count(start) >= n_total:  # rounding put the start too high: walk from max f
+            start = tau
+        caps = [cap(f, p, n_total, start) for f, p in zip(fill, per)]
+        total = sum(m * k for m, k in zip(mult, caps))
+        heap = [(f + k * p, i) for i, (f, p, k) in enumerate(zip(fill, per, caps)) if k < n_total]
+        heapq.heapify(heap)
+        while total < n_total:
+            tau, i = heapq.heappop(heap)
+            caps[i] += 1
+            total += mult[i]
+            if caps[i] < n_total:
+                heapq.heappush(heap, (fill[i] + caps[i] * per[i], i))
     pairs: list[tuple[int, int]] = []
-    for c, cap, m in zip(distinct, caps.tolist(), mult.tolist()):
-        pairs += [(c, int(cap))] * m
+    for c, f, p, m in zip(distinct, fill, per, mult):
+        pairs += [(c, cap(f, p, n_total, tau))] * m
     excess = sum(n for _, n in pairs) - n_total
     # give back the surplus from the largest shares (times only fall; each keeps ≥ 1)
     for i in sorted(range(len(pairs)), key=lambda k: -pairs[k][1]):
