@@ -38,6 +38,9 @@ MAX_DP_CELLS = 4_000_000
 #: Most bytes of the choice tables kept to rebuild the plan (one byte or two per cell and
 #: candidate, only in the final pass).
 MAX_CHOICE_BYTES = 2**29
+#: Most state indices kept between knapsacks (int64: 10^7 are 80 MB); past it the moves
+#: are recomputed for every τ.
+MAX_KEPT_MOVES = 10_000_000
 #: Unreachable knapsack cell (far below any Σ cap, which is capped at N ≤ 2^20).
 UNREACHABLE = -(2**40)
 
@@ -55,79 +58,97 @@ def infeasible_reason(instance: ReplicasInstance) -> str | None:
             "than the shape's count)")
 
 
-class Knapsack:
-    """The per-τ knapsack over island counts (see the module docstring)."""
+def components(instance: ReplicasInstance, candidates: list[int]) -> list[list[int]]:
+    """The candidates grouped so that no two groups share a shape (connected components).
 
-    def __init__(self, instance: ReplicasInstance, candidates: list[int]) -> None:
-        self.instance = instance
+    Groups meet only through R, so each gets its own knapsack over its own shapes and the
+    tables are joined by a max-plus convolution over R: the state space is a sum over groups
+    instead of one product over every shape.
+    """
+    parent = list(range(instance.num_shapes))
+
+    def root(s: int) -> int:
+        while parent[s] != s:
+            parent[s] = parent[parent[s]]
+            s = parent[s]
+        return s
+
+    for c in candidates:
+        used = [s for s, u in enumerate(instance.candidates[c].uses) if u]
+        for s in used[1:]:
+            parent[root(s)] = root(used[0])
+    groups: dict[int, list[int]] = {}
+    for c in candidates:
+        first = next(s for s, u in enumerate(instance.candidates[c].uses) if u)
+        groups.setdefault(root(first), []).append(c)
+    return [groups[k] for k in sorted(groups)]
+
+
+class Component:
+    """The per-τ knapsack of one group of candidates over the shapes they use."""
+
+    def __init__(self, instance: ReplicasInstance, candidates: list[int], class_of: dict[int, int],
+                 num_classes: int, r_max: int) -> None:
         self.n = instance.microbatches
         cands = instance.candidates
-        # only shapes some usable candidate needs are dimensions of the state
         self.dims = [s for s in range(instance.num_shapes) if any(cands[c].uses[s] for c in candidates)]
         self.limits = np.array([instance.counts[s] for s in self.dims], dtype=np.int64)
         radix = self.limits + 1
         self.strides = np.ones(len(self.dims), dtype=np.int64)
         for i in range(len(self.dims) - 2, -1, -1):
             self.strides[i] = self.strides[i + 1] * radix[i + 1]
-        self.states = int(np.prod(radix)) if len(self.dims) else 1
-        self.r_max = min(instance.max_replicas, sum(instance.copies(c) for c in candidates))
-        # order by sync ratio; classes are runs of equal ratio
-        order = sorted(candidates, key=lambda c: (cands[c].sync_ratio, c))
-        self.order = order
-        ratios = sorted({cands[c].sync_ratio for c in order})
-        self.class_of = {c: ratios.index(cands[c].sync_ratio) for c in order}
-        self.num_classes = len(ratios)
-        self.uses = {c: np.array([cands[c].uses[s] for s in self.dims], dtype=np.int64) for c in order}
-        self.offset = {c: int(np.dot(self.uses[c], self.strides)) for c in order}
-        self.copies = {c: min(instance.copies(c), self.r_max) for c in order}
-        # σ(k, R): the ring at the slowest member allowed by class k
-        self.sync = np.zeros((self.num_classes, self.r_max + 1))
-        for c in order:
-            k = self.class_of[c]
-            row = [ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
-                   for r in range(self.r_max + 1)]
-            self.sync[k] = np.maximum(self.sync[k], row)
-        self.sync = np.maximum.accumulate(self.sync, axis=0)
-        self.times = Times(instance, order)
+        self.states = int(np.prod(radix))
+        self.r_max = min(r_max, sum(instance.copies(c) for c in candidates))
+        self.r_width = r_max + 1  # the width of F, shared by every component
+        self.order = sorted(candidates, key=lambda c: (class_of[c], c))
+        self.class_of = class_of
+        self.num_classes = num_classes
+        self.uses = {c: np.array([cands[c].uses[s] for s in self.dims], dtype=np.int64) for c in self.order}
+        self.offset = {c: int(np.dot(self.uses[c], self.strides)) for c in self.order}
+        self.copies = {c: min(instance.copies(c), self.r_max) for c in self.order}
         self._digits = None
         self._moves: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._kept = 0
 
     @property
     def cells(self) -> int:
-        """Cells of one table: states × (R_max + 1)."""
+        """Cells of its table: states × (R_max + 1)."""
         return self.states * (self.r_max + 1)
 
     def digits(self) -> np.ndarray:
         """Islands used per (dimension) shape of every state index."""
         if self._digits is None:
             idx = np.arange(self.states, dtype=np.int64)
-            self._digits = np.stack([(idx // st) % (lim + 1) for st, lim in zip(self.strides, self.limits)], axis=1) \
-                if len(self.dims) else np.zeros((1, 0), dtype=np.int64)
+            self._digits = np.stack([(idx // st) % (lim + 1) for st, lim in zip(self.strides, self.limits)], axis=1)
         return self._digits
 
     def moves(self, c: int, copies: int) -> tuple[np.ndarray, np.ndarray]:
         """(source states, target states) of adding ``copies`` copies of candidate c.
 
-        They do not depend on τ, so they are kept for the next knapsack.
+        They do not depend on τ, so they are kept for the next knapsack (up to
+        ``MAX_KEPT_MOVES`` indices in all).
         """
         key = (c, copies)
-        if key not in self._moves:
-            fits = np.all(self.digits() + copies * self.uses[c] <= self.limits, axis=1)
-            src = np.nonzero(fits)[0]
-            self._moves[key] = (src, src + copies * self.offset[c])
-        return self._moves[key]
+        if key in self._moves:
+            return self._moves[key]
+        fits = np.all(self.digits() + copies * self.uses[c] <= self.limits, axis=1)
+        src = np.nonzero(fits)[0]
+        move = (src, src + copies * self.offset[c])
+        if self._kept + 2 * src.size <= MAX_KEPT_MOVES:
+            self._moves[key] = move
+            self._kept += 2 * src.size
+        return move
 
-    def run(self, tau: float, *, last_class: int | None = None, choices: bool = False):
-        """Fill the knapsack at τ.
+    def run(self, cap_of: dict[int, int], *, last_class: int | None = None, choices: bool = False):
+        """Fill the knapsack for the capacities ``cap_of`` (candidate -> cap at τ).
 
         Returns
         -------
         (F, G, choice)
-            F[k][R] (classes × (R_max + 1)), the final table G, and per candidate the
-            copies chosen per cell (when ``choices``; else None).
+            F[k][r] (classes × (R_max + 1), the most Σ cap with ≤ r replicas of class ≤ k),
+            the final table G[s, r], and per candidate the copies chosen per cell (when
+            ``choices``; else None).
         """
-        caps = self.times.caps(tau)
-        cap_of = dict(zip(self.order, np.minimum(caps, self.n).tolist()))
         g = np.full((self.states, self.r_max + 1), UNREACHABLE, dtype=np.int64)
         g[0, 0] = 0
         f = np.full((self.num_classes, self.r_max + 1), UNREACHABLE, dtype=np.int64)
@@ -162,22 +183,14 @@ class Knapsack:
         while done_class < self.num_classes - 1:
             done_class += 1
             f[done_class] = np.maximum.accumulate(g.max(axis=0))
+        # more replicas than this component can hold add nothing: extend F flat to R_max
+        f = np.concatenate([f, np.repeat(f[:, -1:], self.r_width - f.shape[1], axis=1)], axis=1)
         return f, g, (choice if choices else None)
 
-    def best_pair(self, f: np.ndarray) -> tuple[float, int, int]:
-        """S(τ) from F: (σ, k, R) of the cheapest feasible pair, (inf, -1, -1) when none."""
-        feasible = f >= self.n
-        feasible[:, 0] = False
-        if not feasible.any():
-            return math.inf, -1, -1
-        sync = np.where(feasible, self.sync, np.inf)
-        k, r = np.unravel_index(int(np.argmin(sync)), sync.shape)
-        return float(sync[k, r]), int(k), int(r)
-
-    def rebuild(self, tau: float, k: int, r: int) -> list[int]:
-        """The multiset (candidate per replica) behind the feasible pair (k, R) at τ."""
-        _, g, choice = self.run(tau, last_class=k, choices=True)
-        cells = np.argwhere(g[:, : r + 1] >= self.n)
+    def rebuild(self, cap_of: dict[int, int], k: int, r: int, value: int) -> list[int]:
+        """A multiset of ≤ r candidates of class ≤ k whose Σ cap is ``value`` (F[k][r])."""
+        _, g, choice = self.run(cap_of, last_class=k, choices=True)
+        cells = np.argwhere(g[:, : r + 1] == value)
         s, used = (int(x) for x in cells[0])
         chosen: list[int] = []
         for c in reversed([c for c in self.order if c in choice]):
@@ -188,6 +201,105 @@ class Knapsack:
         if s != 0 or used != 0:
             raise SolverBug("replicas/dp: the choice tables do not lead back to the empty state")
         return chosen
+
+
+def _join(a: np.ndarray, b: np.ndarray, r_max: int) -> np.ndarray:
+    """Max-plus convolution over R of two (classes × (R + 1)) tables, at most ``r_max`` replicas."""
+    out = np.full((a.shape[0], r_max + 1), UNREACHABLE, dtype=np.int64)
+    for x in range(min(a.shape[1], r_max + 1)):
+        width = min(b.shape[1], r_max + 1 - x)
+        out[:, x: x + width] = np.maximum(out[:, x: x + width], a[:, x: x + 1] + b[:, :width])
+    return np.maximum.accumulate(out, axis=1)
+
+
+class Knapsack:
+    """The per-τ knapsack over island counts (see the module docstring), by components."""
+
+    def __init__(self, instance: ReplicasInstance, candidates: list[int]) -> None:
+        self.instance = instance
+        self.n = instance.microbatches
+        cands = instance.candidates
+        self.r_max = min(instance.max_replicas, sum(instance.copies(c) for c in candidates))
+        # classes: runs of equal sync ratio, in increasing order
+        self.order = sorted(candidates, key=lambda c: (cands[c].sync_ratio, c))
+        ratios = sorted({cands[c].sync_ratio for c in self.order})
+        rank = {ratio: k for k, ratio in enumerate(ratios)}
+        self.class_of = {c: rank[cands[c].sync_ratio] for c in self.order}
+        self.num_classes = len(ratios)
+        self.parts = [Component(instance, group, self.class_of, self.num_classes, self.r_max)
+                      for group in components(instance, candidates)]
+        # σ(k, R): the ring at the slowest member allowed by class k
+        self.sync = np.zeros((self.num_classes, self.r_max + 1))
+        for c in self.order:
+            row = [ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
+                   for r in range(self.r_max + 1)]
+            self.sync[self.class_of[c]] = np.maximum(self.sync[self.class_of[c]], row)
+        self.sync = np.maximum.accumulate(self.sync, axis=0)
+        self.times = Times(instance, self.order)
+
+    @property
+    def cells(self) -> int:
+        """Cells of all the components' tables."""
+        return sum(p.cells for p in self.parts)
+
+    @property
+    def states(self) -> int:
+        """Island-count states of all the components."""
+        return sum(p.states for p in self.parts)
+
+    @property
+    def choice_bytes(self) -> int:
+        """Bytes of the choice tables of the final pass (two per cell and candidate)."""
+        return sum(2 * p.cells * len(p.order) for p in self.parts)
+
+    def caps(self, tau: float) -> dict[int, int]:
+        """cap_c(τ) per candidate."""
+        return dict(zip(self.order, self.times.caps(tau).tolist()))
+
+    def run(self, tau: float) -> np.ndarray:
+        """F[k][R] at τ over all the components joined."""
+        cap_of = self.caps(tau)
+        total = None
+        for part in self.parts:
+            f, _, _ = part.run(cap_of)
+            total = f if total is None else _join(total, f, self.r_max)
+        return np.minimum(total, self.n)
+
+    def rebuild(self, tau: float, k: int, r: int) -> list[int]:
+        """The multiset (candidate per replica) behind the feasible pair (k, R) at τ."""
+        cap_of = self.caps(tau)
+        tables = [np.minimum(p.run(cap_of, last_class=k)[0][k], self.n) for p in self.parts]
+        # prefix joins, to split R between the components from the last one back
+        prefix = [tables[0]]
+        for t in tables[1:]:
+            prefix.append(np.minimum(_join(prefix[-1][None, :], t[None, :], self.r_max)[0], self.n))
+        need = self.n
+        chosen: list[int] = []
+        left = r
+        for i in range(len(self.parts) - 1, -1, -1):
+            if i == 0:
+                take = left
+            else:
+                take = next(x for x in range(left + 1) if min(prefix[i - 1][left - x] + tables[i][x], self.n) >= need)
+            take = min(take, self.parts[i].r_max)  # past its own R_max a component's F is flat
+            value = int(tables[i][take])
+            if value > 0:
+                chosen += self.parts[i].rebuild(cap_of, k, take, value)
+            need -= value
+            left -= take
+        if need > 0:
+            raise SolverBug("replicas/dp: the rebuilt replicas cannot run the N micro-batches")
+        return chosen
+
+    def best_pair(self, f: np.ndarray) -> tuple[float, int, int]:
+        """S(τ) from F: (σ, k, R) of the cheapest feasible pair, (inf, -1, -1) when none."""
+        feasible = f >= self.n
+        feasible[:, 0] = False
+        if not feasible.any():
+            return math.inf, -1, -1
+        sync = np.where(feasible, self.sync, np.inf)
+        k, r = np.unravel_index(int(np.argmin(sync)), sync.shape)
+        return float(sync[k, r]), int(k), int(r)
 
 
 def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> Result:
@@ -217,12 +329,13 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
         return no_solution(problem="replicas", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
     usable = usable_candidates(instance)
     knap = Knapsack(instance, usable)
-    stats = {"states": knap.states, "cells": knap.cells, "candidates": len(usable), "classes": knap.num_classes}
+    stats = {"states": knap.states, "cells": knap.cells, "candidates": len(usable), "classes": knap.num_classes,
+             "components": len(knap.parts)}
     if knap.cells > MAX_DP_CELLS:
         return no_solution(problem="replicas", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
                            reason=f"{knap.cells} knapsack cells (island-count states × replicas) exceed the DP's "
                                   f"limit of {MAX_DP_CELLS}; use milp or cpsat")
-    choice_bytes = knap.cells * 2 * len(usable)
+    choice_bytes = knap.choice_bytes
     if choice_bytes > MAX_CHOICE_BYTES:
         return no_solution(problem="replicas", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
                            reason=f"{choice_bytes} bytes of choice tables exceed the DP's limit of "
@@ -238,8 +351,7 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
     def at(tau: float) -> tuple[float, int, int]:
         nonlocal knapsacks
         knapsacks += 1
-        f, _, _ = knap.run(tau)
-        return knap.best_pair(f)
+        return knap.best_pair(knap.run(tau))
 
     # the largest τ worth trying: every candidate runs all N (or just below the greedy plan)
     top = float(np.max(times.fill + (instance.microbatches - 1) * times.per))

@@ -71,8 +71,10 @@ def test_infeasible_when_no_candidate_fits():
 
 
 def test_dp_declines_a_state_space_above_its_limit():
-    shapes = tuple(IslandShape(f"S{s}", 30) for s in range(6))  # 31^6 ≈ 8.9e8 states
-    cands = tuple(Candidate(f"c{s}", tuple(int(t == s) for t in range(6)), 1.0, 0.1, 1e9, 1e10) for s in range(6))
+    # a chain of candidates over neighbouring shapes joins all six in one component: 31^6 states
+    shapes = tuple(IslandShape(f"S{s}", 30) for s in range(6))
+    cands = tuple(Candidate(f"c{s}", tuple(int(t in (s, s + 1)) for t in range(6)), 1.0, 0.1, 1e9, 1e10)
+                  for s in range(5))
     inst = ReplicasInstance("big", 100, shapes, cands)
     r = solve_dp(inst)
     assert r.status is Status.DECLINED and str(MAX_DP_CELLS) in r.reason
@@ -110,3 +112,24 @@ def test_scalar_and_vector_capacities_agree():
         vector = times.caps(tau).tolist()
         scalar = [cap(c.fill_s, c.per_microbatch_s, 1000, tau) for c in inst.candidates]
         assert vector == scalar
+
+
+def test_components_split_the_state_space_and_agree_with_bruteforce():
+    """Candidates on disjoint shapes form separate knapsacks joined over R."""
+    from hetopt.replicas.bruteforce import solve_bruteforce
+    from hetopt.replicas.dp import components
+
+    shapes = tuple(IslandShape(f"S{s}", 2) for s in range(4))
+    cands = (
+        Candidate("s0", (1, 0, 0, 0), 1.0, 0.3, 1e8, 1e10),
+        Candidate("s01", (1, 1, 0, 0), 0.8, 0.2, 3e8, 1e10),
+        Candidate("s2", (0, 0, 1, 0), 1.5, 0.4, 2e8, 1e10),
+        Candidate("s3", (0, 0, 0, 1), 1.2, 0.35, 1e8, 1e10),
+        Candidate("s3b", (0, 0, 0, 2), 0.9, 0.2, 2e8, 1e10),
+    )
+    inst = ReplicasInstance("parts", 9, shapes, cands, hop_latency_s=0.0)
+    assert components(inst, list(range(5))) == [[0, 1], [2], [3, 4]]
+    r, truth = solve_dp(inst), solve_bruteforce(inst)
+    assert r.stats["components"] == 3 and r.status is Status.OPTIMAL
+    assert r.objective == pytest.approx(truth.objective, rel=1e-12)
+    assert len(r.solution.replicas) >= 3  # the optimum spans several components
