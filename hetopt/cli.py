@@ -377,6 +377,7 @@ GENERATORS = {
     "pipeline": ("hetopt.generate.pipeline", "pipeline"),
     "pipeline-synthetic": ("hetopt.pipeline.synthetic", "pipeline"),
     "clusters": ("hetopt.generate.clusters", "clusters"),
+    "replicas": ("hetopt.generate.replicas", "replicas"),
 }
 
 
