@@ -74,7 +74,9 @@ def solve_cpsat_model(
     reason = infeasible_reason(instance)
     if reason is not None:
         return no_solution(problem="replicas", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    data = model_data(instance)
+    plan = greedy_plan(instance, deadline)
+    upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective
+    data = model_data(instance, upper)
     declined = too_large(data, "the CP-SAT model")
     if declined is not None:
         return no_solution(problem="replicas", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
@@ -107,7 +109,7 @@ def solve_cpsat_model(
         if i % CLOCK_EVERY == 0 and deadline.expired():
             return out_of_time()
         y[c, j] = model.new_bool_var(f"y_{c}_{j}")
-        n[c, j] = model.new_int_var(0, n_total, f"n_{c}_{j}")
+        n[c, j] = model.new_int_var(0, data.most[c], f"n_{c}_{j}")
         # a used slot runs at least one micro-batch, an unused one none
         model.add(n[c, j] >= 1).only_enforce_if(y[c, j])
         model.add(n[c, j] == 0).only_enforce_if(~y[c, j])
@@ -119,6 +121,8 @@ def solve_cpsat_model(
         if j > 0:  # copies of one candidate are interchangeable: use them in order
             model.add_implication(y[c, j], y[c, j - 1])
             model.add(n[c, j] <= n[c, j - 1])
+    # no plan worth finding runs a replica past the known plan's time (or every T_c(N))
+    model.add(z <= scaled(data.z_top))
     # every micro-batch runs on exactly one replica
     model.add(sum(n.values()) == n_total)
     # the islands of each shape
@@ -131,7 +135,6 @@ def solve_cpsat_model(
     model.minimize(z + sum(scaled(data.sync[p]) * w[p] for p in data.pairs))
 
     hinted = False
-    plan = greedy_plan(instance, deadline)
     if plan is not None:
         chosen = sorted(c for c, _ in plan)
         replicas = len(chosen)

@@ -22,6 +22,7 @@ import pulp
 from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.replicas.dp import infeasible_reason
+from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.model import model_data, too_large
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
 from hetopt.replicas.split import optimal_split
@@ -56,7 +57,9 @@ def solve_milp(
     reason = infeasible_reason(instance)
     if reason is not None:
         return no_solution(problem="replicas", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    data = model_data(instance)
+    plan = greedy_plan(instance, deadline)
+    upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective
+    data = model_data(instance, upper)
     declined = too_large(data, "the MILP")
     if declined is not None:
         return no_solution(problem="replicas", method=method, status=Status.DECLINED, deadline=deadline, reason=declined)
@@ -83,10 +86,10 @@ def solve_milp(
         if i % CLOCK_EVERY == 0 and deadline.expired():
             return out_of_time()
         y[c, j] = prob.add_variable(f"y_{c}_{j}", lowBound=0, upBound=1, cat=pulp.LpInteger)
-        n[c, j] = prob.add_variable(f"n_{c}_{j}", lowBound=0, upBound=n_total, cat=pulp.LpInteger)
+        n[c, j] = prob.add_variable(f"n_{c}_{j}", lowBound=0, upBound=data.most[c], cat=pulp.LpInteger)
         # a used slot runs at least one micro-batch, an unused one none
         prob += n[c, j] >= y[c, j], f"some_{c}_{j}"
-        prob += n[c, j] <= n_total * y[c, j], f"none_{c}_{j}"
+        prob += n[c, j] <= data.most[c] * y[c, j], f"none_{c}_{j}"
         # z is at least the slot's T_c(n) when used
         prob += z >= cands[c].fill_s * y[c, j] + cands[c].per_microbatch_s * (n[c, j] - y[c, j]), f"time_{c}_{j}"
         # the slot's class is allowed by the chosen pair
@@ -94,6 +97,8 @@ def solve_milp(
         if j > 0:  # copies of one candidate are interchangeable: use them in order
             prob += y[c, j] <= y[c, j - 1], f"order_y_{c}_{j}"
             prob += n[c, j] <= n[c, j - 1], f"order_n_{c}_{j}"
+    # no plan worth finding runs a replica past the known plan's time (or every T_c(N))
+    prob += z <= data.z_top, "no_worse_than_known"
     # every micro-batch runs on exactly one replica
     prob += pulp.lpSum(n.values()) == n_total, "microbatches"
     # the islands of each shape

@@ -7,14 +7,19 @@ replicas, all of sync class ≤ k, which costs σ(k, R). See ``formulations/repl
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from hetopt.replicas.dp import usable_candidates
 from hetopt.replicas.problem import ReplicasInstance, ring_s
+from hetopt.replicas.split import cap
 
 #: Most slots (Σ_c K_c) a model takes: each is two variables and four rows; beyond 20,000
 #: the models take longer to build than the DP to solve, so they decline.
 MAX_SLOTS = 20_000
+#: Relative margin on the known plan's time U when pruning with it: the pruned figures are
+#: recomputed sums, and the known plan must never be cut off by a rounding.
+UPPER_RTOL = 1e-9
 #: Most (class, R) pairs a model takes (binaries w_{k,R}).
 MAX_PAIRS = 50_000
 
@@ -28,6 +33,8 @@ class ModelData:
     pairs: tuple[tuple[int, int], ...]  # (k, R) choosable
     sync: dict[tuple[int, int], float]  # σ(k, R), seconds
     r_max: int
+    most: dict[int, int]  # candidate -> the most micro-batches a slot of it can run (cap_c(U))
+    z_top: float  # no plan worth finding runs a replica longer (U with its margin, or max T_c(N))
 
     @property
     def num_classes(self) -> int:
@@ -35,24 +42,40 @@ class ModelData:
         return 1 + max(self.class_of.values())
 
 
-def model_data(instance: ReplicasInstance) -> ModelData:
-    """Slots, classes and σ for the models (``instance`` must have a usable candidate)."""
+def model_data(instance: ReplicasInstance, upper: float | None = None) -> ModelData:
+    """Slots, classes and σ for the models (``instance`` must have a usable candidate).
+
+    ``upper``: the iteration time of a known plan (the greedy's), U. A plan no worse than it
+    runs no replica past U, so candidates with f_c > U get no slot, a slot of c runs at most
+    cap_c(U) micro-batches, and pairs with σ(k, R) + min f > U are left out (with a relative
+    margin of ``UPPER_RTOL`` so that the known plan itself always stays in the model).
+    """
     usable = usable_candidates(instance)
     cands = instance.candidates
-    r_max = min(instance.max_replicas, sum(instance.copies(c) for c in usable))
-    ratios = sorted({cands[c].sync_ratio for c in usable})
-    class_of = {c: ratios.index(cands[c].sync_ratio) for c in usable}
-    slots = tuple((c, j) for c in usable for j in range(min(instance.copies(c), r_max)))
+    n_total = instance.microbatches
+    limit = math.inf if upper is None else upper * (1 + UPPER_RTOL)
+    kept = [c for c in usable if cands[c].fill_s <= limit] or usable
+    most = {c: n_total if upper is None else max(1, cap(cands[c].fill_s, cands[c].per_microbatch_s, n_total, limit))
+            for c in kept}
+    r_max = min(instance.max_replicas, sum(instance.copies(c) for c in kept))
+    ratios = sorted({cands[c].sync_ratio for c in kept})
+    rank = {ratio: k for k, ratio in enumerate(ratios)}
+    class_of = {c: rank[cands[c].sync_ratio] for c in kept}
+    slots = tuple((c, j) for c in kept for j in range(min(instance.copies(c), r_max)))
+    fastest = min(cands[c].fill_s for c in kept)
     sync: dict[tuple[int, int], float] = {}
     top = len(ratios) - 1
     for k in range(len(ratios)):
         for r in range(2, r_max + 1):
-            sync[k, r] = max(ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
-                             for c in usable if class_of[c] <= k)
+            value = max(ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
+                        for c in kept if class_of[c] <= k)
+            if fastest + value <= limit:
+                sync[k, r] = value
     # one replica syncs nothing, whatever its class: a single pair stands for R = 1
     sync[top, 1] = 0.0
     pairs = tuple(sorted(sync))
-    return ModelData(slots, class_of, pairs, sync, r_max)
+    z_top = limit if upper is not None else max(cands[c].time(n_total) for c in kept)
+    return ModelData(slots, class_of, pairs, sync, r_max, most, z_top)
 
 
 def too_large(data: ModelData, model: str) -> str | None:

@@ -41,7 +41,10 @@ def test_bench_suite(capsys):
     suite = INSTANCES.parent / "suites" / "replicas.toml"
     assert main(["bench", str(suite), "--json", "--methods", "dp,greedy"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert rows and all(r["problem"] == "replicas" for r in rows)
+    names = {r["instance"] for r in rows}
+    assert {"tiny", "tiny-infeasible", "datacenter-512-gpt3-175b-b1536"} <= names
+    assert all(r["status"] in ("OPTIMAL", "FEASIBLE", "INFEASIBLE") for r in rows)
+    assert all(r["status"] == "OPTIMAL" for r in rows if r["method"] == "dp" and r["instance"] != "tiny-infeasible")
 
 
 def test_methods_lists_the_family(capsys):
