@@ -41,8 +41,15 @@ MAX_CHOICE_BYTES = 2**29
 #: Most state indices kept between knapsacks (int64: 10^7 are 80 MB); past it the moves
 #: are recomputed for every τ.
 MAX_KEPT_MOVES = 10_000_000
+#: Seconds past the time limit the plan's last knapsack (with choice tables) may run
+#: before the DP falls back to the known plan: half of ``TIME_LIMIT_SLACK_S``.
+REBUILD_SLACK_S = 0.5
 #: Unreachable knapsack cell (far below any Σ cap, which is capped at N ≤ 2^20).
 UNREACHABLE = -(2**40)
+
+
+class _Stopped(Exception):
+    """The deadline passed inside a knapsack (raised between two candidates)."""
 
 
 def usable_candidates(instance: ReplicasInstance) -> list[int]:
@@ -139,7 +146,8 @@ class Component:
             self._kept += 2 * src.size
         return move
 
-    def run(self, cap_of: dict[int, int], *, last_class: int | None = None, choices: bool = False):
+    def run(self, cap_of: dict[int, int], *, last_class: int | None = None, choices: bool = False,
+            deadline: Deadline | None = None):
         """Fill the knapsack for the capacities ``cap_of`` (candidate -> cap at τ).
 
         Returns
@@ -158,6 +166,8 @@ class Component:
             k = self.class_of[c]
             if last_class is not None and k > last_class:
                 break
+            if deadline is not None and deadline.expired():  # one candidate's copies is the unit of work
+                raise _Stopped
             while done_class < k - 1:  # snapshot the classes finished before c's
                 done_class += 1
                 f[done_class] = np.maximum.accumulate(g.max(axis=0))
@@ -187,9 +197,9 @@ class Component:
         f = np.concatenate([f, np.repeat(f[:, -1:], self.r_width - f.shape[1], axis=1)], axis=1)
         return f, g, (choice if choices else None)
 
-    def rebuild(self, cap_of: dict[int, int], k: int, r: int, value: int) -> list[int]:
+    def rebuild(self, cap_of: dict[int, int], k: int, r: int, value: int, deadline: Deadline | None = None) -> list[int]:
         """A multiset of ≤ r candidates of class ≤ k whose Σ cap is ``value`` (F[k][r])."""
-        _, g, choice = self.run(cap_of, last_class=k, choices=True)
+        _, g, choice = self.run(cap_of, last_class=k, choices=True, deadline=deadline)
         cells = np.argwhere(g[:, : r + 1] == value)
         s, used = (int(x) for x in cells[0])
         chosen: list[int] = []
@@ -256,19 +266,19 @@ class Knapsack:
         """cap_c(τ) per candidate."""
         return dict(zip(self.order, self.times.caps(tau).tolist()))
 
-    def run(self, tau: float) -> np.ndarray:
-        """F[k][R] at τ over all the components joined."""
+    def run(self, tau: float, deadline: Deadline | None = None) -> np.ndarray:
+        """F[k][R] at τ over all the components joined (raises ``_Stopped`` past ``deadline``)."""
         cap_of = self.caps(tau)
         total = None
         for part in self.parts:
-            f, _, _ = part.run(cap_of)
+            f, _, _ = part.run(cap_of, deadline=deadline)
             total = f if total is None else _join(total, f, self.r_max)
         return np.minimum(total, self.n)
 
-    def rebuild(self, tau: float, k: int, r: int) -> list[int]:
+    def rebuild(self, tau: float, k: int, r: int, deadline: Deadline | None = None) -> list[int]:
         """The multiset (candidate per replica) behind the feasible pair (k, R) at τ."""
         cap_of = self.caps(tau)
-        tables = [np.minimum(p.run(cap_of, last_class=k)[0][k], self.n) for p in self.parts]
+        tables = [np.minimum(p.run(cap_of, last_class=k, deadline=deadline)[0][k], self.n) for p in self.parts]
         # prefix joins, to split R between the components from the last one back
         prefix = [tables[0]]
         for t in tables[1:]:
@@ -284,7 +294,7 @@ class Knapsack:
             take = min(take, self.parts[i].r_max)  # past its own R_max a component's F is flat
             value = int(tables[i][take])
             if value > 0:
-                chosen += self.parts[i].rebuild(cap_of, k, take, value)
+                chosen += self.parts[i].rebuild(cap_of, k, take, value, deadline)
             need -= value
             left -= take
         if need > 0:
@@ -351,7 +361,7 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
     def at(tau: float) -> tuple[float, int, int]:
         nonlocal knapsacks
         knapsacks += 1
-        return knap.best_pair(knap.run(tau))
+        return knap.best_pair(knap.run(tau, deadline))
 
     # the largest τ worth trying: every candidate runs all N (or just below the greedy plan)
     top = float(np.max(times.fill + (instance.microbatches - 1) * times.per))
@@ -361,12 +371,16 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
     bound = lowest  # no plan is faster than the fastest single pass
 
     def finish(proven: bool) -> Result:
+        plan = best_plan
         if best_pair is not None:
             tau, k, r = best_pair
-            pairs, _ = optimal_split(instance, knap.rebuild(tau, k, r))
-            plan = pairs
-        else:
-            plan = best_plan
+            # the plan's last knapsack may use part of the slack; stopped there, the known
+            # plan (the greedy's) is returned, never an unproven claim
+            rebuilding = Deadline(None if time_limit is None else deadline.remaining() + REBUILD_SLACK_S)
+            try:
+                plan, _ = optimal_split(instance, knap.rebuild(tau, k, r, rebuilding))
+            except _Stopped:
+                proven = False
         if plan is None:
             return no_solution(problem="replicas", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
                                bound=bound, reason="time limit reached before the DP found a plan",
@@ -377,38 +391,46 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
 
     if deadline.expired():
         return finish(False)
-    s_top, k_top, r_top = at(top)
-    if math.isinf(s_top):
-        if best_plan is not None:
-            raise SolverBug("replicas/dp: the knapsack finds no plan at τ where the greedy has one")
-        return no_solution(problem="replicas", method="dp", status=Status.INFEASIBLE, deadline=deadline,
-                           reason="no multiset of candidates fits the islands", stats=dict(stats, knapsacks=knapsacks))
-    if top + s_top < best_value:
-        best_value, best_pair = top + s_top, (top, k_top, r_top)
-    # intervals (a, b] of values with S(b) known; key: the interval's lower bound
-    heap = [(lowest + s_top, -math.inf, top, s_top)]
-    while heap:
-        lb, a, b, s_b = heap[0]
-        bound = min(lb, best_value)
-        if lb >= best_value:
-            return finish(True)
-        if deadline.expired():
-            return finish(False)
-        heapq.heappop(heap)
-        first = times.value_above(a) if a > -math.inf else lowest
-        if first >= b:  # the interval holds b alone, already tried
-            continue
-        mid_real = first + (b - first) / 2
-        mid = times.value_at_or_below(mid_real)
-        if mid >= b:
-            mid = first
-        s_mid, k_mid, r_mid = at(mid)
-        if mid + s_mid < best_value:
-            best_value, best_pair = mid + s_mid, (mid, k_mid, r_mid)
-        for lo, hi, s_hi in ((a, mid, s_mid), (mid, b, s_b)):
-            lo_first = times.value_above(lo) if lo > -math.inf else lowest
-            # an interval holding only its already-tried end needs no visit
-            if lo_first < hi and lo_first + s_hi < best_value:
-                heapq.heappush(heap, (lo_first + s_hi, lo, hi, s_hi))
-    bound = best_value
-    return finish(True)
+
+    def search() -> Result:
+        nonlocal best_value, best_pair, bound
+        s_top, k_top, r_top = at(top)
+        if math.isinf(s_top):
+            if best_plan is not None:
+                raise SolverBug("replicas/dp: the knapsack finds no plan at τ where the greedy has one")
+            return no_solution(problem="replicas", method="dp", status=Status.INFEASIBLE, deadline=deadline,
+                               reason="no multiset of candidates fits the islands", stats=dict(stats, knapsacks=knapsacks))
+        if top + s_top < best_value:
+            best_value, best_pair = top + s_top, (top, k_top, r_top)
+        # intervals (a, b] of values with S(b) known; key: the interval's lower bound
+        heap = [(lowest + s_top, -math.inf, top, s_top)]
+        while heap:
+            lb, a, b, s_b = heap[0]
+            bound = min(lb, best_value)
+            if lb >= best_value:
+                return finish(True)
+            if deadline.expired():
+                return finish(False)
+            heapq.heappop(heap)
+            first = times.value_above(a) if a > -math.inf else lowest
+            if first >= b:  # the interval holds b alone, already tried
+                continue
+            mid_real = first + (b - first) / 2
+            mid = times.value_at_or_below(mid_real)
+            if mid >= b:
+                mid = first
+            s_mid, k_mid, r_mid = at(mid)
+            if mid + s_mid < best_value:
+                best_value, best_pair = mid + s_mid, (mid, k_mid, r_mid)
+            for lo, hi, s_hi in ((a, mid, s_mid), (mid, b, s_b)):
+                lo_first = times.value_above(lo) if lo > -math.inf else lowest
+                # an interval holding only its already-tried end needs no visit
+                if lo_first < hi and lo_first + s_hi < best_value:
+                    heapq.heappush(heap, (lo_first + s_hi, lo, hi, s_hi))
+        bound = best_value
+        return finish(True)
+
+    try:
+        return search()
+    except _Stopped:
+        return finish(False)

@@ -74,3 +74,21 @@ def test_every_method_returns_within_the_limit(method):
     assert r.wall_s <= limit + TIME_LIMIT_SLACK_S
     optimum = solve(inst, "dp").objective
     _assert_honest(inst, r, optimum)
+
+
+def test_dp_stops_inside_a_long_knapsack():
+    """One knapsack of this instance takes seconds: the DP must look at the clock inside it."""
+    from hetopt.replicas.problem import Candidate, IslandShape, ReplicasInstance
+
+    shapes = tuple(IslandShape(f"S{s}", 12) for s in range(4))
+    cands = [Candidate(f"one{s}", tuple(int(t == s) for t in range(4)), 1.0 + s / 10, 0.01 * (s + 1), 1e8, 1e10)
+             for s in range(4)]
+    cands += [Candidate(f"two{s}", tuple(int(t in (s, s + 1)) for t in range(4)), 0.8, 0.006, 2e8, 1e10)
+              for s in range(3)]
+    inst = ReplicasInstance("chain", 600, shapes, tuple(cands))
+    limit = 0.2
+    r = solve(inst, "dp", time_limit=limit)
+    assert r.wall_s <= limit + TIME_LIMIT_SLACK_S
+    assert r.status in (Status.FEASIBLE, Status.TIME_LIMIT, Status.OPTIMAL)
+    if r.status is Status.FEASIBLE:
+        assert evaluate(inst, r.solution).feasible and r.bound <= r.objective
