@@ -81,3 +81,17 @@ def test_cli_json_carries_the_replicas_and_leaves_them_out_without_the_flag(caps
     assert sum(r["samples"] for r in rp["replicas"]) == 64
     assert main([*BASE, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["replicas"] is None
+
+
+def test_plan_with_replicas_keeps_the_time_limit():
+    from hetopt.family import TIME_LIMIT_SLACK_S
+    from hetopt.planner.plan import plan
+
+    limit = 3.0
+    result = plan("tangram-c3", "gpt3-13b", global_batch=64, microbatch_size=2, time_limit=limit,
+                  alternatives=False, replicas=True)
+    assert result.timing_s["replicas_s"] >= 0
+    assert sum(result.timing_s.values()) <= limit + TIME_LIMIT_SLACK_S
+    rp = result.replicas
+    assert rp is not None and rp.status in (Status.FEASIBLE, Status.TIME_LIMIT)
+    assert rp.status is not Status.OPTIMAL  # never claimed for the cluster

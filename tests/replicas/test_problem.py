@@ -13,7 +13,6 @@ from hetopt.replicas.problem import (
     Candidate,
     IslandShape,
     Replica,
-    ReplicasInstance,
     ReplicasSolution,
     build_solution,
     evaluate,
