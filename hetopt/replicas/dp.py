@@ -322,7 +322,7 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
     Returns
     -------
     Result
-        ``stats``: knapsacks (τ values tried), states, cells, candidates, classes.
+        ``stats``: knapsacks (τ values tried), states, cells, candidates, classes, components.
 
     Examples
     --------
