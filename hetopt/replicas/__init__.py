@@ -7,15 +7,7 @@ Methods (registry names): ``dp`` (exact; ``auto``), ``milp`` (HiGHS; ``milp-cbc`
 
 from __future__ import annotations
 
-from functools import partial
-
-from hetopt.family import Family
-from hetopt.replicas.bruteforce import MAX_PLANS, plan_count, solve_bruteforce
-from hetopt.replicas.cpsat import quantum, solve_cpsat_model
-from hetopt.replicas.dp import infeasible_reason, solve_dp
-from hetopt.replicas.heuristic import solve_greedy
-from hetopt.replicas.milp import solve_milp
-from hetopt.replicas.model import model_data
+from hetopt.family import Family, MethodRef
 from hetopt.replicas.problem import (
     Candidate,
     IslandShape,
@@ -36,18 +28,24 @@ BRUTEFORCE_LIMIT = 200_000
 #: Named explicitly (``--methods dp,milp,cpsat``) they run on any instance.
 MODEL_SLOTS_LIMIT = 64
 
+#: The methods by module path, imported when first used (``hetopt.family.MethodRef``): the
+#: MILP and CP-SAT modules bring PuLP and OR-Tools, which ``solve --method dp`` never needs.
 METHODS = {
-    "dp": solve_dp,
-    "milp": solve_milp,
-    "milp-cbc": partial(solve_milp, backend="cbc"),
-    "cpsat": solve_cpsat_model,
-    "bruteforce": solve_bruteforce,
-    "greedy": solve_greedy,
+    "dp": MethodRef("hetopt.replicas.dp:solve_dp"),
+    "milp": MethodRef("hetopt.replicas.milp:solve_milp"),
+    "milp-cbc": MethodRef("hetopt.replicas.milp:solve_milp", (("backend", "cbc"),)),
+    "cpsat": MethodRef("hetopt.replicas.cpsat:solve_cpsat_model"),
+    "bruteforce": MethodRef("hetopt.replicas.bruteforce:solve_bruteforce"),
+    "greedy": MethodRef("hetopt.replicas.heuristic:solve_greedy"),
 }
 
 
 def crosscheck_methods(instance: ReplicasInstance) -> list[str]:
     """dp and greedy; milp and cpsat, and bruteforce, when the instance is small enough for them."""
+    from hetopt.replicas.bruteforce import MAX_PLANS, plan_count
+    from hetopt.replicas.dp import infeasible_reason
+    from hetopt.replicas.model import model_data
+
     methods = ["dp"]
     if infeasible_reason(instance) is not None or len(model_data(instance).slots) <= MODEL_SLOTS_LIMIT:
         methods += ["milp", "cpsat"]
@@ -59,6 +57,8 @@ def crosscheck_methods(instance: ReplicasInstance) -> list[str]:
 
 def tolerance(instance: ReplicasInstance) -> tuple[float, float]:
     """Relative 1e-9, plus CP-SAT's scaling error q·(N + 1) in absolute terms (see cpsat.py)."""
+    from hetopt.replicas.model import quantum
+
     return AGREEMENT_RTOL, quantum(instance) * (instance.microbatches + 1)
 
 

@@ -18,40 +18,17 @@ from hetopt.backends import solve_cpsat
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.replicas.dp import infeasible_reason
 from hetopt.replicas.heuristic import greedy_plan
-from hetopt.replicas.model import model_data, too_large
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, ring_s
+from hetopt.replicas.model import model_data, quantum, too_large
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status
 
-#: The finest time quantum, seconds (1 ps): times of a millisecond or more keep 9 digits.
-FINEST_QUANTUM_S = 1e-12
-#: Largest scaled time: sums of a few such terms stay far inside int64 (2^63).
-MAX_SCALED = 2**50
 #: Slots added between two looks at the clock.
 CLOCK_EVERY = 256
 #: Seconds kept back from CP-SAT's limit (model copy and presolve before it looks at its
 #: clock), plus a share per slot (about 5·10^-5 s per variable measured, doubled).
 LOAD_S = 0.1
 LOAD_S_PER_SLOT = 1e-4
-
-
-def quantum(instance: ReplicasInstance) -> float:
-    """q: the finest power of ten ≥ 1 ps that keeps max_c T_c(N) + max σ below ``MAX_SCALED`` units.
-
-    Examples
-    --------
-    >>> from hetopt.replicas.problem import Candidate, IslandShape
-    >>> inst = ReplicasInstance("x", 4, (IslandShape("A", 2),), (Candidate("a", (1,), 1.0, 0.5, 1e9, 1e10),))
-    >>> quantum(inst)
-    1e-12
-    """
-    replicas = max(2, instance.max_replicas)
-    largest = max(c.time(instance.microbatches) for c in instance.candidates) + max(
-        ring_s(c.gradient_bytes, replicas, c.bandwidth, instance.hop_latency_s) for c in instance.candidates)
-    q = FINEST_QUANTUM_S
-    while largest / q > MAX_SCALED:
-        q *= 10
-    return q
 
 
 def solve_cpsat_model(

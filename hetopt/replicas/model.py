@@ -17,6 +17,10 @@ from hetopt.replicas.split import cap
 #: Most slots (Σ_c K_c) a model takes: each is two variables and four rows; beyond 20,000
 #: the models take longer to build than the DP to solve, so they decline.
 MAX_SLOTS = 20_000
+#: The finest time quantum, seconds (1 ps): times of a millisecond or more keep 9 digits.
+FINEST_QUANTUM_S = 1e-12
+#: Largest scaled time: sums of a few such terms stay far inside int64 (2^63).
+MAX_SCALED = 2**50
 #: Relative margin on the known plan's time U when pruning with it: the pruned figures are
 #: recomputed sums, and the known plan must never be cut off by a rounding.
 UPPER_RTOL = 1e-9
@@ -85,3 +89,22 @@ def too_large(data: ModelData, model: str) -> str | None:
     if len(data.pairs) > MAX_PAIRS:
         return f"{len(data.pairs)} (sync class, replicas) pairs exceed {model}'s limit of {MAX_PAIRS}; use dp"
     return None
+
+
+def quantum(instance: ReplicasInstance) -> float:
+    """q: the finest power of ten ≥ 1 ps that keeps max_c T_c(N) + max σ below ``MAX_SCALED`` units.
+
+    Examples
+    --------
+    >>> from hetopt.replicas.problem import Candidate, IslandShape
+    >>> inst = ReplicasInstance("x", 4, (IslandShape("A", 2),), (Candidate("a", (1,), 1.0, 0.5, 1e9, 1e10),))
+    >>> quantum(inst)
+    1e-12
+    """
+    replicas = max(2, instance.max_replicas)
+    largest = max(c.time(instance.microbatches) for c in instance.candidates) + max(
+        ring_s(c.gradient_bytes, replicas, c.bandwidth, instance.hop_latency_s) for c in instance.candidates)
+    q = FINEST_QUANTUM_S
+    while largest / q > MAX_SCALED:
+        q *= 10
+    return q
