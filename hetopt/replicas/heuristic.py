@@ -1,11 +1,13 @@
 """A greedy plan: the DP's first incumbent, the models' warm start, and the ``greedy`` method.
 
-Start from the best single replica (the candidate with the least T_c(N)); then, while it
-helps, add the candidate that lowers the iteration time most (each set re-split optimally
-with ``optimal_split``). It proves nothing.
+Start from the best single replica (the candidate with the least T_c(N)); then, until no
+candidate fits, add the one that gives the least iteration time (each set re-split
+optimally with ``optimal_split``), and keep the best set seen. It proves nothing.
 """
 
 from __future__ import annotations
+
+import math
 
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
@@ -38,9 +40,13 @@ def greedy_plan(instance: ReplicasInstance, deadline: Deadline | None = None) ->
     best_c = min(usable, key=lambda c: (instance.candidates[c].time(instance.microbatches), c))
     chosen = [best_c]
     best_value, best_pairs = _objective(instance, chosen)
+    value = best_value
     left = [a - u for a, u in zip(instance.counts, instance.candidates[best_c].uses)]
+    # keep adding the candidate that helps most (or hurts least) until nothing fits, and
+    # return the best set seen: one more replica often raises the sync more than it saves,
+    # while a few more would pay off
     while len(chosen) < instance.microbatches:
-        step_value, step_c, step_pairs = best_value, None, None
+        step_value, step_c, step_pairs = math.inf, None, None
         for c in usable:
             if deadline is not None and deadline.expired():
                 return best_pairs
@@ -53,8 +59,9 @@ def greedy_plan(instance: ReplicasInstance, deadline: Deadline | None = None) ->
         if step_c is None:
             break
         chosen.append(step_c)
-        best_value, best_pairs = step_value, step_pairs
         left = [a - u for a, u in zip(left, instance.candidates[step_c].uses)]
+        if step_value < best_value:
+            best_value, best_pairs = step_value, step_pairs
     return best_pairs
 
 
