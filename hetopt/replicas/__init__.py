@@ -43,7 +43,7 @@ METHODS = {
 def crosscheck_methods(instance: ReplicasInstance) -> list[str]:
     """dp and greedy; milp and cpsat, and bruteforce, when the instance is small enough for them."""
     from hetopt.replicas.bruteforce import MAX_PLANS, plan_count
-    from hetopt.replicas.dp import infeasible_reason
+    from hetopt.replicas.problem import infeasible_reason
     from hetopt.replicas.model import model_data
 
     methods = ["dp"]

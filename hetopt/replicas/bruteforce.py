@@ -11,7 +11,7 @@ import math
 from collections.abc import Iterator
 
 from hetopt.family import Deadline, conclude, no_solution
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason
 from hetopt.result import Result, Status
 
 #: Most (multiset, split) plans bruteforce tries; beyond it, it declines.
@@ -72,7 +72,7 @@ def solve_bruteforce(instance: ReplicasInstance, *, time_limit: float | None = N
                            reason=f"more than {MAX_PLANS} plans (multisets × splits), bruteforce's limit")
     if count == 0:
         return no_solution(problem="replicas", method="bruteforce", status=Status.INFEASIBLE, deadline=deadline,
-                           reason="no candidate pipeline fits the islands available")
+                           reason=infeasible_reason(instance) or "no candidate pipeline fits the islands available")
     cands = instance.candidates
     best, best_plan, tried, timed_out = math.inf, None, 0, False
     for ms in multisets(instance):

@@ -16,10 +16,9 @@ from ortools.sat.python import cp_model
 
 from hetopt.backends import solve_cpsat
 from hetopt.family import Deadline, conclude_model, no_solution
-from hetopt.replicas.dp import infeasible_reason
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.model import model_data, quantum, too_large
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status
 

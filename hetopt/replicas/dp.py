@@ -27,7 +27,14 @@ import numpy as np
 from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.replicas.heuristic import greedy_plan
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, ring_s
+from hetopt.replicas.problem import (
+    ReplicasInstance,
+    build_solution,
+    evaluate,
+    infeasible_reason,
+    ring_s,
+    usable_candidates,
+)
 from hetopt.replicas.split import Times, optimal_split
 from hetopt.result import Result, Status
 
@@ -50,19 +57,6 @@ UNREACHABLE = -(2**40)
 
 class _Stopped(Exception):
     """The deadline passed inside a knapsack (raised between two candidates)."""
-
-
-def usable_candidates(instance: ReplicasInstance) -> list[int]:
-    """The candidates whose islands are available at least once."""
-    return [c for c in range(len(instance.candidates)) if instance.copies(c) >= 1]
-
-
-def infeasible_reason(instance: ReplicasInstance) -> str | None:
-    """Why no plan exists (no candidate fits the islands available), or None."""
-    if usable_candidates(instance):
-        return None
-    return ("no candidate pipeline fits the islands available (each needs more islands of some shape "
-            "than the shape's count)")
 
 
 def components(instance: ReplicasInstance, candidates: list[int]) -> list[list[int]]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from hetopt.family import Deadline, conclude, no_solution
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status
 
@@ -92,6 +92,6 @@ def solve_greedy(instance: ReplicasInstance, *, time_limit: float | None = None)
             return no_solution(problem="replicas", method="greedy", status=Status.TIME_LIMIT, deadline=deadline,
                                reason="time limit reached before the greedy found a plan")
         return no_solution(problem="replicas", method="greedy", status=Status.INFEASIBLE, deadline=deadline,
-                           reason="no candidate pipeline fits the islands available")
+                           reason=infeasible_reason(instance) or "no candidate pipeline fits the islands available")
     return conclude(problem="replicas", method="greedy", instance=instance, solution=build_solution(instance, plan),
                     evaluate=evaluate, deadline=deadline, proven_optimal=False, bound=None)

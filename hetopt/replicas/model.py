@@ -10,8 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hetopt.replicas.dp import usable_candidates
-from hetopt.replicas.problem import ReplicasInstance, ring_s
+from hetopt.replicas.problem import ReplicasInstance, ring_s, usable_candidates
 from hetopt.replicas.split import cap
 
 #: Most slots (Σ_c K_c) a model takes: each is two variables and four rows; beyond 20,000

@@ -393,3 +393,26 @@ def evaluate(instance: ReplicasInstance, solution: ReplicasSolution) -> Evaluati
     slowest = max(times)
     return Evaluation(True, slowest + sync, (), {"times_s": times, "slowest_s": slowest, "sync_s": sync,
                                                  "islands_used": used})
+
+
+def usable_candidates(instance: ReplicasInstance) -> list[int]:
+    """The candidates whose islands are available at least once."""
+    return [c for c in range(len(instance.candidates)) if instance.copies(c) >= 1]
+
+
+def infeasible_reason(instance: ReplicasInstance) -> str | None:
+    """Why no plan exists (no candidate fits the islands available), or None.
+
+    Examples
+    --------
+    >>> inst = ReplicasInstance("x", 4, (IslandShape("A", 2),), (Candidate("big", (3,), 1.0, 0.5, 0.0, 1e9),))
+    >>> infeasible_reason(inst)
+    "no candidate pipeline fits the islands available: 'big' needs 3 islands of shape A, 2 exist (add islands, or candidates on fewer)"
+    """
+    if usable_candidates(instance):
+        return None
+    c = instance.candidates[0]
+    s = next(s for s, (u, a) in enumerate(zip(c.uses, instance.counts)) if u > a)
+    more = f" (and {len(instance.candidates) - 1} more candidates do not fit either)" if len(instance.candidates) > 1 else ""
+    return (f"no candidate pipeline fits the islands available: {c.name!r} needs {c.uses[s]} islands of shape "
+            f"{instance.shapes[s].name}, {instance.counts[s]} exist{more} (add islands, or candidates on fewer)")
