@@ -54,7 +54,7 @@ class UnitShape:
     count: int
     spec: IslandSpec  # the slowest unit's figures
     first_node: int  # a node of the shape, for its network links
-    islands: list[str] = field(default_factory=list)
+    islands: list[tuple[str, int]] = field(default_factory=list)  # (island, its units), in order
 
     @property
     def name(self) -> str:
@@ -75,7 +75,7 @@ def unit_shapes(cluster: Cluster, members: list[list[int]]) -> list[UnitShape]:
                                     group[0])
         shape = shapes[key]
         shape.count += spec.nodes // unit
-        shape.islands.append(spec.name)
+        shape.islands.append((spec.name, spec.nodes // unit))
         if spec.gpu.fp16_flops < shape.spec.gpu.fp16_flops:  # keep the slowest unit's GPU
             shape.spec = replace(shape.spec, gpu=spec.gpu)
     return sorted(shapes.values(), key=lambda s: (-s.count, s.name))
@@ -146,6 +146,7 @@ class ReplicaRow:
 
     candidate: str
     units: str
+    islands: str  # the units' islands, e.g. "hall-0-pod-1-r0-n64+55 ×4"
     stages: str
     microbatches: int
     samples: int
@@ -207,7 +208,24 @@ def plan_replicas(
     out.bound_s = ideal_s
     out.gap = relative_gap(result.objective, ideal_s)
     out.efficiency = ideal_s / result.objective
+    free = {s.name: list(s.islands) for s in unit_shapes(cluster, members)}
     for r, isl, t in zip(sol.replicas, sol.islands, sol.times):
         cand = instance.candidates[r.candidate]
-        out.replicas.append(ReplicaRow(cand.name, isl, cand.stages, r.microbatches, r.microbatches * microbatch_size, t))
+        where = [_take_units(free[shape.name], u) for shape, u in zip(instance.shapes, cand.uses) if u]
+        out.replicas.append(ReplicaRow(cand.name, isl, " + ".join(where), cand.stages, r.microbatches,
+                                       r.microbatches * microbatch_size, t))
     return out
+
+
+def _take_units(free: list[tuple[str, int]], units: int) -> str:
+    """Take ``units`` units from the islands in ``free`` (first fit, updated in place), e.g. "a ×3 + b ×1"."""
+    taken = []
+    for i, (name, left) in enumerate(free):
+        if units == 0:
+            break
+        k = min(left, units)
+        if k:
+            taken.append(f"{name} ×{k}")
+            free[i] = (name, left - k)
+            units -= k
+    return " + ".join(taken)

@@ -47,8 +47,9 @@ def _print_replicas(p: HeteroPlan, out: Console) -> None:
         return
     out.print(_table(
         "data-parallel replicas (units: " + ", ".join(f"{s['name']}×{s['count']}" for s in r.shapes) + ")",
-        ["replica", "units", "pipeline", "micro-batches", "samples", "time_s"],
-        [[str(k), x.units, x.stages, str(x.microbatches), str(x.samples), _f(x.time_s)] for k, x in enumerate(r.replicas)],
+        ["replica", "units", "islands", "pipeline", "micro-batches", "samples", "time_s"],
+        [[str(k), x.units, x.islands, x.stages, str(x.microbatches), str(x.samples), _f(x.time_s)]
+         for k, x in enumerate(r.replicas)],
     ))
     speedup = f", {p.iteration_time_s / r.iteration_time_s:.2f}× the single pipeline" if p.iteration_time_s else ""
     out.print(f"replicas iteration {_f(r.iteration_time_s)} s (slowest replica + sync {_f(r.sync_s)} s), "

@@ -95,3 +95,18 @@ def test_plan_with_replicas_keeps_the_time_limit():
     rp = result.replicas
     assert rp is not None and rp.status in (Status.FEASIBLE, Status.TIME_LIMIT)
     assert rp.status is not Status.OPTIMAL  # never claimed for the cluster
+
+
+def test_replicas_name_their_islands_and_share_no_unit():
+    cluster = load_cluster("datacenter-512-nodes")
+    islands, members = _islands(cluster)
+    cfg = as_model("gpt3-175b")
+    rp = plan_replicas(cluster, cfg, islands, global_batch=1536, ideal_s=ideal_time(cluster, cfg, 1536, cfg.sequence))
+    assert rp.status is Status.FEASIBLE and len(rp.replicas) >= 4
+    used: dict[str, int] = {}
+    for r in rp.replicas:
+        for part in r.islands.split(" + "):
+            name, k = part.rsplit(" ×", 1)
+            used[name] = used.get(name, 0) + int(k)
+    units = {name: n for s in unit_shapes(cluster, members) for name, n in s.islands}
+    assert all(used[name] <= units[name] for name in used)
