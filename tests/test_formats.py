@@ -37,7 +37,7 @@ def test_the_page_has_an_example_of_every_kind():
     kinds = [_kind(tomllib.loads(b)) for b in BLOCKS]
     problems = {tomllib.loads(b)["problem"] for b in BLOCKS if "problem" in tomllib.loads(b)}
     assert {"instance", "cluster", "catalog", "model", "published"} <= set(kinds)
-    assert problems == {"allocation", "pipeline", "islands"}
+    assert problems == {"allocation", "pipeline", "islands", "replicas"}
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
@@ -73,6 +73,7 @@ def _documented(key: str) -> bool:
     ("hetopt.readers.pipeline", ("TOP_KEYS", "ISLAND_KEYS", "LINK_KEYS", "OPTION_KEYS", "STAGE_KEYS")),
     ("hetopt.readers.islands", ("TOP_KEYS", "TOLERANCE_KEYS", "NODE_KEYS", "NETWORK_KEYS", "LINK_KEYS",
                                 "GROUP_KEYS", "SWITCH_KEYS", "MACHINE_KEYS")),
+    ("hetopt.readers.replicas", ("TOP_KEYS", "SHAPE_KEYS", "CANDIDATE_KEYS")),
     ("hetopt.hardware", ("GPU_KEYS",)),
 ])
 def test_every_accepted_key_is_documented(module, names):
