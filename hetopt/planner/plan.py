@@ -298,8 +298,10 @@ def plan(
 
     layout
         A layout to price beside the plan (``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"``
-        or a :class:`~hetopt.planner.layout.GivenLayout`), on a cluster that forms one
-        island; ``given_layout`` then holds its iteration time and the plan's speed-up.
+        or a :class:`~hetopt.planner.layout.GivenLayout`) on a cluster that forms one
+        island, or one per island (``"ISLAND: layers=K tp=.. pp=.. dp=..; ..."``, front of
+        the pipeline first, or a tuple of :class:`~hetopt.planner.layout.IslandBlock`);
+        ``given_layout`` then holds its iteration time and the plan's speed-up.
     replicas
         Also plan data-parallel replicas (``hetopt.planner.replicas``): the islands cut into
         units, whole-model pipelines on units of one shape, the replicas family's ``dp``
