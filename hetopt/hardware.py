@@ -26,7 +26,7 @@ DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency", "gemm_half_tokens",
-    "calibration",
+    "calibration", "host_gbs",
 )
 
 
@@ -59,6 +59,9 @@ class GpuType:
     gemm_efficiency: float = DEFAULT_EFFICIENCY
     gemm_half_tokens: float = DEFAULT_HALF_EFFICIENCY_TOKENS
     calibration: str = ""
+    #: The host link (PCIe to CPU memory), bytes/s per direction; None where the catalog has
+    #: no figure (activation offloading then cannot be priced on this GPU).
+    host_bandwidth: float | None = None
 
     @property
     def uses_fp32(self) -> bool:
@@ -114,6 +117,7 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             gemm_efficiency=(DEFAULT_EFFICIENCY if efficiency is None else efficiency) if gemm is None else gemm,
             gemm_half_tokens=(DEFAULT_HALF_EFFICIENCY_TOKENS if half is None else half) if gemm_half is None else gemm_half,
             calibration=f.string("calibration", ""),
+            host_bandwidth=None if (host := f.number("host_gbs", None, positive=True)) is None else host * GIGA,
         )
     return catalog
 

@@ -38,6 +38,9 @@ from itertools import accumulate
 import numpy as np
 
 from hetopt import costmodel as cm
+from hetopt.parallelism import context as ctx
+from hetopt.parallelism import expert as ex
+from hetopt.parallelism import offload as off
 from hetopt.units import GIB
 from hetopt.planner.parallelizer import (
     Atom,
@@ -63,6 +66,9 @@ RESERVED_BYTES = 1.0 * GIB
 ZERO3_GATHERED_LAYERS = 2
 #: Bytes per parameter of such an unsharded layer: fp16 weights (2) and gradients (2).
 ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
+#: Context-parallel degrees the built-in parallelizer tries (those t·c dividing a node and
+#: 2c dividing the sequence): up to a node of 8 GPUs, as Megatron's CP inside a node.
+CP_DEGREES = (1, 2, 4, 8)
 #: Entries a parallelizer's memo of stage prices may hold before it is emptied (memory bound;
 #: see :class:`BuiltinParallelizer`).
 STAGE_CACHE_LIMIT = 1_000_000
@@ -82,6 +88,11 @@ class _Table:
     tensors: tuple[int, ...]  # parameter tensors (ZeRO-3 collectives per pass)
     kinds: tuple[int, ...]  # per layer, an id of everything its price depends on (memo key)
     run_end: tuple[int, ...]  # run_end[j]: where the run of layers of kind kinds[j] from j ends
+    # MoE layers (all zero for a dense model): expert GEMM FLOPs per sample, expert parameters
+    expert: tuple[float, ...] = (0.0,)
+    expert_params: tuple[float, ...] = (0.0,)
+    expert_params_each: tuple[float, ...] = ()
+    moe: tuple[int, ...] = (0,)
 
 
 def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None) -> _Table:
@@ -116,6 +127,10 @@ def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None) -> _Table:
         # a layer's price depends on its index only through these (experts or not)
         kinds=kinds,
         run_end=tuple(run_end),
+        expert=pre(ex.expert_forward_flops(cfg, s, i) for i in idx),
+        expert_params=pre(float(ex.expert_parameters(cfg, i)) for i in idx),
+        expert_params_each=tuple(float(ex.expert_parameters(cfg, i)) for i in idx),
+        moe=tuple(accumulate((int(cfg.is_moe_layer(i)) for i in idx), initial=0)),
     )
 
 
@@ -171,6 +186,21 @@ def minmax_split(weights: list[float], p: int) -> tuple[int, ...]:
     return best
 
 
+def stage_offsets(island: IslandSpec, gpus: int, pp: int) -> tuple[int, ...]:
+    """The first GPU (island-wide index) of every stage of ``gpus`` GPUs, placed as :func:`stage_nodes`.
+
+    >>> from hetopt.hardware import load_gpus
+    >>> isl = IslandSpec("t4", load_gpus()["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=4e9)
+    >>> stage_offsets(isl, 3, 2), stage_offsets(isl, 6, 1)
+    ((0, 4), (0,))
+    """
+    gpn = island.gpus_per_node
+    per_node = gpn // gpus
+    if per_node >= 1 and pp <= island.nodes * per_node:
+        return tuple((q // per_node) * gpn + (q % per_node) * gpus for q in range(pp))
+    return tuple(q * gpus for q in range(pp))
+
+
 def stage_nodes(island: IslandSpec, tp: int, dp: int, pp: int) -> tuple[tuple[int, int], ...]:
     """First and last node of every stage's t·d GPUs.
 
@@ -192,12 +222,44 @@ def stage_nodes(island: IslandSpec, tp: int, dp: int, pp: int) -> tuple[tuple[in
 
 @dataclass(frozen=True)
 class Layout:
+    """A layout: t, p, d, the layer split, recomputation, ZeRO stage; EP degree (with or
+    without FSEP), CP degree and activation offloading (``hetopt.parallelism``). A stage has
+    t·c·d GPUs."""
+
     tp: int
     pp: int
     dp: int
     split: tuple[int, ...]
     recompute: str
     zero_stage: int
+    ep: int = 1
+    fsep: bool = False
+    cp: int = 1
+    offload: bool = False
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one stage: t·c·d."""
+        return self.tp * self.cp * self.dp
+
+
+def _expert_locality(island: IslandSpec, offset: int, gpus: int, span: int, ep: int, stride: int) -> tuple[int, int]:
+    """(fewest EP-group members on one node, the stage's GPUs on that node) for a stage at ``offset``.
+
+    Groups are ``span`` consecutive GPUs from the stage's start, members every ``stride``.
+    """
+    gpn = island.gpus_per_node
+    worst = (ep, min(gpus, gpn))
+    for g0 in range(offset, offset + gpus, span):
+        counts: dict[int, int] = {}
+        for j in range(ep):
+            n = (g0 + j * stride) // gpn
+            counts[n] = counts.get(n, 0) + 1
+        if len(counts) > 1:
+            n, local = min(counts.items(), key=lambda kv: kv[1])
+            on_node = min((n + 1) * gpn, offset + gpus) - max(n * gpn, offset)
+            worst = min(worst, (local, on_node))
+    return worst
 
 
 def _stage(
@@ -207,16 +269,33 @@ def _stage(
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage")."""
     cfg, s, gpu = sl.model, sl.seq, island.gpu
     tp, dp, rc, z = lay.tp, lay.dp, lay.recompute, lay.zero_stage
+    cp, ep = lay.cp, lay.ep
+    replicas = dp * cp  # the dense weights' data-parallel group: Megatron reduces gradients over DP × CP
     sp = sequence_parallel and tp > 1
     a = sum(lay.split[:q])
     b = a + lay.split[q]
     ell = b - a
     embed = sl.embedding and q == 0
     head = sl.head and q == lay.pp - 1
-    samples = microbatch_size / dp  # b: samples per replica per micro-batch
+    # b: samples per replica per micro-batch, over c: CP gives each GPU s/c tokens of each sample,
+    # and every per-GPU quantity below is proportional to its tokens (the s² attention terms too:
+    # s/c queries against s keys)
+    samples = microbatch_size / replicas
     tokens = samples * s  # the GEMMs' token rows on every GPU of the replica (TP splits the weights)
     intra, inter = island.intra_bandwidth, island.inter_bandwidth
     intra_hop, inter_hop = cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"]
+
+    # experts (MoE layers only; all zero for a dense model): their GEMMs run on the expert's
+    # own token rows, and the busiest EP rank sets the pace unless FSEP rebalances
+    n_moe = tab.moe[b] - tab.moe[a]
+    etp = ex.expert_tp(tp=tp, ep=ep, cp=cp, dp=dp) if n_moe else tp
+    expert_fwd = (tab.expert[b] - tab.expert[a]) * samples / tp
+    imbalance = ex.ROUTING_IMBALANCE if ep > 1 and not lay.fsep else 1.0
+    expert_rows = ex.expert_gemm_rows(cfg, tokens, tp=tp, ep=ep, etp=etp) if n_moe else tokens
+
+    def gemm(flops: float, experts: float) -> float:
+        t = cm.gemm_time_s(flops - experts, gpu, tokens)
+        return t + cm.gemm_time_s(experts * imbalance, gpu, expert_rows) if experts else t
 
     # compute: the matrix multiplications at the GEMM efficiency, the memory-bound kernels
     # at the memory bandwidth (formulations/costmodel.md, "Time")
@@ -226,15 +305,26 @@ def _stage(
     wide = tab.ew_wide[b] - tab.ew_wide[a]
     ew_fwd = s * samples * ((wide / tp if sp else wide) + (tab.ew_sharded[b] - tab.ew_sharded[a]) / tp)
     ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s) / tp, "full": ew_fwd}[rc]
-    forward = cm.gemm_time_s(layer_fwd + head_fwd, gpu, tokens) + cm.memory_time_s(ew_fwd, gpu)
-    backward = cm.gemm_time_s(cm.BACKWARD_PER_FORWARD * (layer_fwd + head_fwd) + extra, gpu, tokens)
+    forward = gemm(layer_fwd + head_fwd, expert_fwd) + cm.memory_time_s(ew_fwd, gpu)
+    backward = gemm(cm.BACKWARD_PER_FORWARD * (layer_fwd + head_fwd) + extra,
+                    (cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * expert_fwd)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra, gpu)
+    compute_fwd, compute_bwd = forward, backward  # what offloading's copies overlap
 
-    # tensor parallelism (inside a node)
+    # tensor parallelism (inside a node); folded EP keeps experts whole, so an MoE layer's
+    # FFN has no TP all-reduce
     allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, samples), tp, intra, intra_hop)
     tp_pass = ell * cm.tp_layer_comm_s(cfg, s, samples, tp, intra, intra_hop)
+    if etp != tp:
+        tp_pass -= n_moe * allreduce
     forward += tp_pass + (cm.EMBEDDING_TP_ALLREDUCES * allreduce if embed else 0.0)
     backward += tp_pass + (tp_pass if rc == "full" else 0.0) + (cm.HEAD_TP_ALLREDUCES * allreduce if head else 0.0)
+
+    # context parallelism: the K/V ring of every layer, inside a node (t·c divides the node)
+    if cp > 1:
+        ring_f, ring_b = ctx.ring_attention_s(cfg, s, samples * cp, cp=cp, tp=tp, gpu=gpu, bandwidth=intra, hop_latency_s=intra_hop)
+        forward += ell * ring_f
+        backward += ell * (ring_b + (ring_f if rc == "full" else 0.0))
 
     # hand-over to the next inner stage (activations) and back (gradients)
     def handover(x: int, y: int) -> float:
@@ -247,25 +337,70 @@ def _stage(
     if q > 0:
         backward += handover(q - 1, q)
 
+    # expert parallelism: dispatch + combine per MoE layer in each pass (again with full
+    # recomputation), over the links the EP groups cross; FSEP gathers each layer's experts
+    one_node = nodes[q][0] == nodes[q][1]
+    exp_params = tab.expert_params[b] - tab.expert_params[a]
+    if ep > 1 and n_moe:
+        stage_gpus = lay.stage_gpus
+        span = ex.group_span(tp=tp, ep=ep, etp=etp)
+        offset = stage_offsets(island, stage_gpus, lay.pp)[q]
+        local, node_gpus = _expert_locality(island, offset, stage_gpus, span, ep, tp if etp == tp else 1)
+
+        def exchange(nbytes: float) -> float:
+            return ex.alltoall_s(nbytes, ep, local=local, node_gpus=node_gpus, intra_bandwidth=intra,
+                                 inter_bandwidth=inter or intra, intra_hop_s=intra_hop, inter_hop_s=inter_hop)
+
+        a2a = exchange(imbalance * ex.alltoall_bytes(cfg, tokens / tp, ep))
+        passes = 2 if rc == "full" else 1
+        forward += n_moe * ex.ALLTOALLS_PER_PASS * a2a
+        backward += (passes * n_moe) * ex.ALLTOALLS_PER_PASS * a2a
+        if lay.fsep:
+            gather = exchange(ex.fsep_gather_bytes(exp_params / n_moe, ep, etp))
+            forward += n_moe * gather
+            backward += n_moe * gather * (2 + (1 if rc == "full" else 0))  # gather again, reduce-scatter gradients
+
     # data parallelism: one ring per TP rank; inside a node each on its own GPU link, across
-    # nodes all t rings share the node's network, so the node moves the stage's whole gradient
+    # nodes all t rings share the node's network, so the node moves the stage's whole gradient.
+    # Experts' gradients are reduced over their own data-parallel group of t·c·d/(e·etp) GPUs.
     params = tab.params[b] - tab.params[a]
     params += cm.input_embedding_parameters(cfg) if embed else 0
     params += cm.head_parameters(cfg, with_embedding=embed) if head else 0
-    one_node = nodes[q][0] == nodes[q][1]
+    dense = params - exp_params if n_moe else params
     comm = cm.data_parallel_comm(
-        params / tp if one_node else params, dp, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
+        dense / tp if one_node else dense, replicas, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
         hop_latency_s=intra_hop if one_node else inter_hop, collectives=max(1, tab.tensors[b] - tab.tensors[a]),
         recompute_gather=rc == "full",
     )
     forward += comm.forward_s
     backward += comm.backward_s
+    expert_replicas = tp * replicas // (ep * etp)
+    if n_moe:
+        shard = exp_params / (ep * etp)
+        ecomm = cm.data_parallel_comm(
+            shard if one_node else exp_params / ep, expert_replicas, intra if one_node else inter, zero_stage=z,
+            microbatches=microbatches, hop_latency_s=intra_hop if one_node else inter_hop, collectives=n_moe,
+            recompute_gather=rc == "full",
+        )
+        forward += ecomm.forward_s
+        backward += ecomm.backward_s
 
     # memory per GPU
-    static = cm.state_bytes_per_parameter(z, dp) * params / tp + reserved_bytes
-    if z == 3 and dp > 1:
-        widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + b))
-        static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
+    static = cm.state_bytes_per_parameter(z, replicas) * dense / tp + reserved_bytes
+    if n_moe:
+        static += cm.state_bytes_per_parameter(z, expert_replicas) * exp_params / (ep * etp)
+        if lay.fsep and ep > 1:
+            widest_experts = max(tab.expert_params_each[a:b])
+            static += ex.FSEP_GATHERED_LAYERS * (cm.WEIGHT_BYTES + cm.GRADIENT_BYTES) * widest_experts / (ep * etp)
+    if z == 3 and replicas > 1:
+        if n_moe:  # per GPU: the dense part over t, the experts over e·etp
+            widest = max((cm.layer_parameters(cfg, i) - tab.expert_params_each[i - sl.first_layer]) / tp
+                         + tab.expert_params_each[i - sl.first_layer] / (ep * etp)
+                         for i in range(sl.first_layer + a, sl.first_layer + b))
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest
+        else:
+            widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + b))
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
     if rc != "none":  # the layer being recomputed materializes what recomputation dropped
         i = sl.first_layer + a + max(range(ell), key=lambda j: tab.sharded_each[a + j])
         static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sp, recompute=rc, index=i)
@@ -280,7 +415,16 @@ def _stage(
         per_token = (replicated + sharded) / tp if sp else replicated + sharded / tp
         scores = 0.0 if rc == "selective" else ell * cm.ATTENTION_SCORE_BYTES * cfg.heads * s * s * samples / tp
         activation = s * samples * per_token + scores
-    return StageCost(ell, forward, backward, static, activation, tp * dp)
+
+    # activation offloading: the micro-batch's activations go to the host during forward and
+    # come back during backward, hidden behind the stage's compute up to the host link
+    if lay.offload:
+        host = gpu.host_bandwidth
+        forward += off.exposed_s(activation, host, compute_fwd)
+        backward += off.exposed_s(activation, host, compute_bwd)
+        static += off.resident_bytes(activation, layers=ell)
+        activation = 0.0
+    return StageCost(ell, forward, backward, static, activation, lay.stage_gpus)
 
 
 def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]:
@@ -330,6 +474,13 @@ class BuiltinParallelizer:
         Cap on the inner pipeline depth (None: as many stages as layers and GPUs allow).
     layers_per_atom
         Layers per atom in :meth:`slice_model`.
+    expert_parallel, fsep
+        Enumerate EP degrees (divisors of the experts that fit the stage, MoE slices only), and
+        each with FSEP too.
+    cp
+        Context-parallel degrees to try (``CP_DEGREES``); 1 must be among them to keep plain layouts.
+    offload
+        Enumerate activation offloading on GPUs whose catalog entry has a host link.
 
     Notes
     -----
@@ -347,6 +498,10 @@ class BuiltinParallelizer:
     reserved_bytes: float = RESERVED_BYTES
     max_pp: int | None = None
     layers_per_atom: int = 1
+    expert_parallel: bool = True
+    fsep: bool = True
+    cp: tuple[int, ...] = CP_DEGREES
+    offload: bool = True
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -371,6 +526,8 @@ class BuiltinParallelizer:
             raise ValueError(f"ZeRO stages must be a non-empty subset of {cm.ZERO_STAGES} (got {self.zero_stages})")
         if self.max_pp is not None and self.max_pp < 1:
             raise ValueError(f"max_pp must be >= 1 (got {self.max_pp})")
+        if 1 not in self.cp or any(c < 1 for c in self.cp):
+            raise ValueError(f"CP degrees must be >= 1 and include 1 (got {self.cp})")
         if self.reserved_bytes < 0:
             raise ValueError(f"reserved bytes must be >= 0 (got {self.reserved_bytes})")
 
@@ -417,10 +574,14 @@ class BuiltinParallelizer:
         ]
         splits_memo = self._cache("splits")  # the min-max split of the same weights recurs per TP degree and query
         key = tuple(weights)
+        moe = any(cfg.is_moe_layer(i) for i in range(sl.first_layer, sl.first_layer + k))
+        offload = island.gpu.host_bandwidth is not None and self.offload
         out = []
         for tp in divisors(island.gpus_per_node):
             if cfg.heads % tp:
                 continue  # Megatron splits whole attention heads
+            # CP: a ring inside a node (t·c divides it), 2c equal chunks of the sequence
+            cps = [c for c in divisors(island.gpus_per_node // tp) if c in self.cp and not ctx.sequence_problem(sl.seq, c)]
             top = min(k, G // tp, self.max_pp or k)
             for pp in range(1, top + 1):
                 balanced = splits_memo.get((key, pp))
@@ -430,10 +591,21 @@ class BuiltinParallelizer:
                 for dp in divisors(microbatch_size):
                     if tp * pp * dp > G:
                         break
-                    for split in splits:
-                        for rc in self.recompute:
-                            for z in self.zero_stages if dp > 1 else self.zero_stages[:1]:
-                                out.append(Layout(tp, pp, dp, split, rc, z))
+                    for cp in cps:
+                        if tp * pp * dp * cp > G:
+                            break
+                        if cp > 1 and microbatch_size % (dp * cp) == 0:
+                            continue  # priced as DP over c·d plus the K/V ring: DP c·d dominates it (exact)
+                        eps = [1]
+                        if moe and self.expert_parallel:
+                            eps += [e for e in divisors(cfg.experts)[1:] if not ex.layout_problem(cfg, tp=tp, ep=e, cp=cp, dp=dp)]
+                        for ep in eps:
+                            for fsep in (False, True) if ep > 1 and self.fsep else (False,):
+                                for split in splits:
+                                    for rc in self.recompute:
+                                        for z in self.zero_stages if dp * cp > 1 else self.zero_stages[:1]:
+                                            for o in (False, True) if offload else (False,):
+                                                out.append(Layout(tp, pp, dp, split, rc, z, ep, fsep, cp, o))
         return out
 
     def plan(
@@ -452,12 +624,13 @@ class BuiltinParallelizer:
         prices: dict[tuple, tuple[StageCost, int | None, float]], capacity: float,
     ) -> tuple[tuple[StageCost, ...], list[float], int | None]:
         """The layout's stages (memoized prices), their times and its stages-behind limit."""
-        nodes = stage_nodes(island, lay.tp, lay.dp, lay.pp)
+        nodes = stage_nodes(island, lay.tp, lay.dp * lay.cp, lay.pp)
         starts = tuple(accumulate(lay.split, initial=0))
         stages, times, fits = [], [], []
         embedding, head, last = sl.embedding, sl.head, lay.pp - 1
-        shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage)
+        shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage, lay.ep, lay.fsep, lay.cp, lay.offload)
         kinds, run_end = tab.kinds, tab.run_end
+        offsets = stage_offsets(island, lay.stage_gpus, lay.pp) if lay.ep > 1 else ()
         for q in range(lay.pp):
             # everything _stage reads: the stage's layers (by content, not position: a run
             # of equal layers is (kind, count, None), which no tuple of kinds can equal), its
@@ -469,6 +642,8 @@ class BuiltinParallelizer:
                 embedding and q == 0, head and q == last, shape, one,
                 None if q == last else one and nodes[q] == nodes[q + 1],
                 None if q == 0 else one and nodes[q - 1] == nodes[q],
+                # where a multi-node stage starts within a node decides which links its EP groups cross
+                None if lay.ep == 1 or one else offsets[q] % island.gpus_per_node,
             )
             priced = prices.get(key)
             if priced is None:
@@ -488,7 +663,7 @@ class BuiltinParallelizer:
             island=island.name, signature=sl.signature, first_layer=sl.first_layer, layers=sl.layers, role=sl.role,
             tp=lay.tp, pp=lay.pp, dp=lay.dp, microbatch_size=m, microbatches=M, recompute=lay.recompute,
             zero_stage=lay.zero_stage, sequence_parallel=self.sequence_parallel and lay.tp > 1, stages=stages,
-            capacity_bytes=capacity, behind=limit,
+            capacity_bytes=capacity, behind=limit, ep=lay.ep, fsep=lay.fsep, cp=lay.cp, offload=lay.offload,
         )
 
     def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, m: int, M: int, phi: float) -> PartialPlan:
@@ -541,8 +716,12 @@ class BuiltinParallelizer:
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
+        unbounded = False  # whether the layout just before (the same without offloading) fits any pipeline
         for lay in self.layouts(sl, island, microbatch_size=m):
+            if lay.offload and unbounded:
+                continue  # offloading only adds time, and the layout without it already fits everywhere (exact)
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
+            unbounded = limit is None
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
                 rows.append((lay, stages, limit))
                 # the same sums PartialPlan.total_time_s and max_time_s compute
