@@ -12,7 +12,9 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, ep=1, fsep=False, cp=1, offload=False)
+>>> parse_layout("tp=1 pp=2 dp=4 ep=4 fsep=1 cp=2 offload=yes").text()
+'tp=1 pp=2 dp=4 mbs=? recompute=none zero=0 ep=4 fsep=1 cp=2 offload=1'
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2")
 Traceback (most recent call last):
 ...
@@ -25,6 +27,9 @@ from dataclasses import dataclass
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
+from hetopt.parallelism import context as ctx
+from hetopt.parallelism import expert as ex
+from hetopt.parallelism import offload as off
 from hetopt.planner.builtin import BuiltinParallelizer, Layout, even_split
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Slice
 from hetopt.units import GIB
@@ -32,8 +37,11 @@ from hetopt.workload import ModelConfig
 
 #: The keys of a ``--layout`` string, as Megatron-LM's arguments name the same things:
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
-#: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp")
+#: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
+#: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
+LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "ep", "fsep", "cp", "offload")
+#: Spellings of a yes/no value (``offload``, ``fsep``).
+SWITCHES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
 
 
 @dataclass(frozen=True)
@@ -46,11 +54,18 @@ class GivenLayout:
     microbatch: int = 0
     recompute: str = "none"
     zero: int = 0
+    ep: int = 1
+    fsep: bool = False
+    cp: int = 1
+    offload: bool = False
 
     def text(self) -> str:
-        """The layout in ``--layout`` form."""
+        """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
-        return f"tp={self.tp} pp={self.pp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}"
+        more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
+        more += f" cp={self.cp}" if self.cp > 1 else ""
+        more += " offload=1" if self.offload else ""
+        return f"tp={self.tp} pp={self.pp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{more}"
 
 
 @dataclass(frozen=True)
@@ -105,8 +120,14 @@ def parse_layout(text: str) -> GivenLayout:
     missing = [k for k in ("tp", "pp", "dp") if k not in values]
     if missing:
         raise InputError(f"--layout {text!r}: give {', '.join(missing)} (e.g. \"tp=8 pp=4 dp=2 mbs=1\")")
-    sizes = {k: _whole(text, k, values[k]) for k in ("tp", "pp", "dp", "mbs", "zero", "vpp") if k in values}
-    for key in ("tp", "pp", "dp", "mbs"):
+    sizes = {k: _whole(text, k, values[k]) for k in ("tp", "pp", "dp", "mbs", "zero", "vpp", "ep", "cp") if k in values}
+    switches = {}
+    for key in ("fsep", "offload"):
+        if key in values:
+            if values[key].lower() not in SWITCHES:
+                raise InputError(f"--layout {key}={values[key]}: must be 1 or 0 (yes/no, true/false)")
+            switches[key] = SWITCHES[values[key].lower()]
+    for key in ("tp", "pp", "dp", "mbs", "ep", "cp"):
         if key in sizes and sizes[key] < 1:
             raise InputError(f"--layout {key}={sizes[key]}: must be >= 1")
     if sizes.get("vpp", 1) != 1:
@@ -117,19 +138,25 @@ def parse_layout(text: str) -> GivenLayout:
     recompute = values.get("recompute", "none")
     if recompute not in cm.RECOMPUTE_MODES:
         raise InputError(f"--layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
-    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero)
+    if switches.get("fsep") and sizes.get("ep", 1) == 1:
+        raise InputError("--layout fsep=1: fully sharded EP needs an expert-parallel degree (give ep > 1)")
+    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero,
+                       sizes.get("ep", 1), switches.get("fsep", False), sizes.get("cp", 1), switches.get("offload", False))
 
 
-def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int) -> None:
+def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:
     """Refuse a layout the island or the model cannot hold, with the reason.
 
     Raises
     ------
     InputError
         E.g. "tp=16 exceeds the 8 GPUs of a node", heads not divisible by t, more stages
-        than layers, more GPUs than the island has, a micro-batch that does not divide B.
+        than layers, more GPUs than the island has, a micro-batch that does not divide B;
+        an EP degree that does not divide the experts, a CP degree that does not split the
+        sequence (``seq``, default the model's) into 2·cp chunks or whose ring leaves a node,
+        offloading on a GPU without a host-link figure.
     """
-    t, p, d = layout.tp, layout.pp, layout.dp
+    t, p, d, c = layout.tp, layout.pp, layout.dp, layout.cp
     if t > island.gpus_per_node:
         raise InputError(f"--layout tp={t}: exceeds the {island.gpus_per_node} GPUs of a node of {island.name} (a TP group stays in a node)")
     if island.gpus_per_node % t:
@@ -138,8 +165,20 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
         raise InputError(f"--layout tp={t}: must divide the {cfg.heads} attention heads of {cfg.name}")
     if p > cfg.layers:
         raise InputError(f"--layout pp={p}: more stages than the {cfg.layers} layers of {cfg.name}")
-    if t * p * d > island.gpus:
-        raise InputError(f"--layout tp·pp·dp = {t * p * d}: more GPUs than the {island.gpus} of {island.name}")
+    if t * p * d * c > island.gpus:
+        what = "tp·pp·dp" if c == 1 else "tp·pp·dp·cp"
+        raise InputError(f"--layout {what} = {t * p * d * c}: more GPUs than the {island.gpus} of {island.name}")
+    why = ex.layout_problem(cfg, tp=t, ep=layout.ep, cp=c, dp=d)
+    if why:
+        raise InputError(f"--layout {why}")
+    why = ctx.sequence_problem(seq or cfg.sequence, c)
+    if why:
+        raise InputError(f"--layout {why}")
+    if island.gpus_per_node % (t * c):
+        raise InputError(f"--layout cp={c}: tp·cp = {t * c} must divide the {island.gpus_per_node} GPUs of a node of "
+                         f"{island.name} (the K/V ring stays in a node)")
+    if layout.offload and (why := off.host_problem(island.gpu)):
+        raise InputError(f"--layout {why}")
     if layout.microbatch and global_batch % (layout.microbatch * d):
         raise InputError(f"--layout mbs={layout.microbatch} dp={d}: a micro-batch of {layout.microbatch * d} samples "
                          f"must divide the global batch {global_batch}")
@@ -166,12 +205,13 @@ def price_layout(
     InputError
         When :func:`check_layout` refuses it.
     """
-    check_layout(layout, island, cfg, global_batch)
-    par = parallelizer or BuiltinParallelizer()
     seq = seq or cfg.sequence
+    check_layout(layout, island, cfg, global_batch, seq=seq)
+    par = parallelizer or BuiltinParallelizer()
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"
-    lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero)
+    lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero,
+                 layout.ep, layout.fsep, layout.cp, layout.offload)
     for b in (layout.microbatch,) if layout.microbatch else microbatches_tried:
         m = b * layout.dp
         if global_batch % m:
