@@ -31,6 +31,7 @@ Examples
 from __future__ import annotations
 
 import bisect
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -201,6 +202,15 @@ def stage_offsets(island: IslandSpec, gpus: int, pp: int) -> tuple[int, ...]:
     return tuple(q * gpus for q in range(pp))
 
 
+def _stage_offset(island: IslandSpec, gpus: int, pp: int, q: int) -> int:
+    """``stage_offsets(island, gpus, pp)[q]`` without building the tuple."""
+    gpn = island.gpus_per_node
+    per_node = gpn // gpus
+    if per_node >= 1 and pp <= island.nodes * per_node:
+        return (q // per_node) * gpn + (q % per_node) * gpus
+    return q * gpus
+
+
 def stage_nodes(island: IslandSpec, tp: int, dp: int, pp: int) -> tuple[tuple[int, int], ...]:
     """First and last node of every stage's t·d GPUs.
 
@@ -243,12 +253,13 @@ class Layout:
         return self.tp * self.cp * self.dp
 
 
-def _expert_locality(island: IslandSpec, offset: int, gpus: int, span: int, ep: int, stride: int) -> tuple[int, int]:
+@functools.lru_cache(maxsize=4096)
+def _expert_locality(gpn: int, offset: int, gpus: int, span: int, ep: int, stride: int) -> tuple[int, int]:
     """(fewest EP-group members on one node, the stage's GPUs on that node) for a stage at ``offset``.
 
-    Groups are ``span`` consecutive GPUs from the stage's start, members every ``stride``.
+    Groups are ``span`` consecutive GPUs from the stage's start, members every ``stride``;
+    ``gpn`` GPUs per node. Only ``offset`` mod ``gpn`` matters (callers pass it reduced).
     """
-    gpn = island.gpus_per_node
     worst = (ep, min(gpus, gpn))
     for g0 in range(offset, offset + gpus, span):
         counts: dict[int, int] = {}
@@ -344,8 +355,8 @@ def _stage(
     if ep > 1 and n_moe:
         stage_gpus = lay.stage_gpus
         span = ex.group_span(tp=tp, ep=ep, etp=etp)
-        offset = stage_offsets(island, stage_gpus, lay.pp)[q]
-        local, node_gpus = _expert_locality(island, offset, stage_gpus, span, ep, tp if etp == tp else 1)
+        offset = _stage_offset(island, stage_gpus, lay.pp, q) % island.gpus_per_node
+        local, node_gpus = _expert_locality(island.gpus_per_node, offset, stage_gpus, span, ep, tp if etp == tp else 1)
 
         def exchange(nbytes: float) -> float:
             return ex.alltoall_s(nbytes, ep, local=local, node_gpus=node_gpus, intra_bandwidth=intra,
@@ -394,9 +405,8 @@ def _stage(
             static += ex.FSEP_GATHERED_LAYERS * (cm.WEIGHT_BYTES + cm.GRADIENT_BYTES) * widest_experts / (ep * etp)
     if z == 3 and replicas > 1:
         if n_moe:  # per GPU: the dense part over t, the experts over e·etp
-            widest = max((cm.layer_parameters(cfg, i) - tab.expert_params_each[i - sl.first_layer]) / tp
-                         + tab.expert_params_each[i - sl.first_layer] / (ep * etp)
-                         for i in range(sl.first_layer + a, sl.first_layer + b))
+            widest = max((tab.params[j + 1] - tab.params[j] - tab.expert_params_each[j]) / tp
+                         + tab.expert_params_each[j] / (ep * etp) for j in range(a, b))
             static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest
         else:
             widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + b))
@@ -425,6 +435,36 @@ def _stage(
         static += off.resident_bytes(activation, layers=ell)
         activation = 0.0
     return StageCost(ell, forward, backward, static, activation, lay.stage_gpus)
+
+
+def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: int, ep: int) -> bool:
+    """False when FSEP is dominated by plain EP of the same layout, whatever its other choices.
+
+    FSEP holds the same state plus gathered experts (never less memory) and differs in time
+    only per MoE layer: it gathers the experts once in forward, again in backward, and
+    reduce-scatters their gradients (3 collectives), and it saves the routing imbalance on the
+    expert GEMMs (at most 4 of them with full recomputation) and on the all-to-alls (at most 6).
+    When a lower bound of the first exceeds an upper bound of the second, every stage of the
+    FSEP layout is at least as slow as the EP one: dominated (exact). Bounds on the link
+    slopes: an all-to-all's seconds per byte lie between min(1/w_intra, 1/w_inter)/2 (a GPU
+    sends at least half its bytes over one kind of link) and max(1/w_intra, g/w_inter) (the
+    node's g GPUs share the network).
+    """
+    cfg, s, gpu = sl.model, sl.seq, island.gpu
+    index = next((i for i in range(sl.first_layer, sl.first_layer + sl.layers) if cfg.is_moe_layer(i)), None)
+    if index is None:
+        return False
+    etp = ex.expert_tp(tp=tp, ep=ep, cp=cp, dp=dp)
+    samples = m / (dp * cp)
+    tokens = samples * s
+    intra, inter = island.intra_bandwidth, island.inter_bandwidth
+    slow = max(1 / intra, island.gpus_per_node / inter) if island.nodes > 1 else 1 / intra
+    fast = min(1 / intra, 1 / inter) / 2 if island.nodes > 1 else 1 / intra
+    experts = ex.expert_forward_flops(cfg, s, index) * samples / tp
+    rows = ex.expert_gemm_rows(cfg, tokens, tp=tp, ep=ep, etp=etp)
+    saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, rows) + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * slow)
+    cost = 3 * ex.fsep_gather_bytes(ex.expert_parameters(cfg, index), ep, etp) * fast
+    return cost < saved
 
 
 def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]:
@@ -600,7 +640,8 @@ class BuiltinParallelizer:
                         if moe and self.expert_parallel:
                             eps += [e for e in divisors(cfg.experts)[1:] if not ex.layout_problem(cfg, tp=tp, ep=e, cp=cp, dp=dp)]
                         for ep in eps:
-                            for fsep in (False, True) if ep > 1 and self.fsep else (False,):
+                            fseps = (False, True) if ep > 1 and self.fsep and _fsep_may_pay(sl, island, microbatch_size, tp, cp, dp, ep) else (False,)
+                            for fsep in fseps:
                                 for split in splits:
                                     for rc in self.recompute:
                                         for z in self.zero_stages if dp * cp > 1 else self.zero_stages[:1]:
@@ -630,7 +671,6 @@ class BuiltinParallelizer:
         embedding, head, last = sl.embedding, sl.head, lay.pp - 1
         shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage, lay.ep, lay.fsep, lay.cp, lay.offload)
         kinds, run_end = tab.kinds, tab.run_end
-        offsets = stage_offsets(island, lay.stage_gpus, lay.pp) if lay.ep > 1 else ()
         for q in range(lay.pp):
             # everything _stage reads: the stage's layers (by content, not position: a run
             # of equal layers is (kind, count, None), which no tuple of kinds can equal), its
@@ -643,7 +683,7 @@ class BuiltinParallelizer:
                 None if q == last else one and nodes[q] == nodes[q + 1],
                 None if q == 0 else one and nodes[q - 1] == nodes[q],
                 # where a multi-node stage starts within a node decides which links its EP groups cross
-                None if lay.ep == 1 or one else offsets[q] % island.gpus_per_node,
+                None if lay.ep == 1 or one else _stage_offset(island, lay.stage_gpus, lay.pp, q) % island.gpus_per_node,
             )
             priced = prices.get(key)
             if priced is None:
