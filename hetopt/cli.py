@@ -335,6 +335,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profiles", default=None, metavar="DIR", help="the cephalo-profiles folder (default: the shipped instances/profiles/cephalo)")
     p.set_defaults(run=cmd_generate)
 
+    p = sub.add_parser("export", help="write a plan or allocation result as a training runtime's config files",
+                       description="Export RESULT.json (`hetopt plan --json`, or `hetopt solve --json` of an allocation) "
+                       "to a runtime's files; whatever the runtime cannot express is printed as one gap line each "
+                       "(stderr) and written to GAPS.txt.")
+    p.add_argument("file", metavar="RESULT.json")
+    p.add_argument("--to", required=True, choices=EXPORT_TARGETS, help="the runtime")
+    p.add_argument("-o", "--out", default=None, metavar="DIR", help="folder to write (default: print the files)")
+    p.add_argument("--model", default=None, metavar="FILE",
+                   help="the model file, when the plan's model is not a shipped one (for Megatron-LM's dimensions)")
+    p.set_defaults(run=cmd_export)
+
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
     for p in sub.choices.values():  # `hetopt solve ... --debug` as well as `hetopt --debug solve ...`
@@ -393,6 +404,30 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     extra = (Path(args.profiles) if args.profiles else None,) if args.family == "allocation" else ()
     for path in module.write(target, *extra):
         out.print(str(path), highlight=False)
+    return EXIT_OK
+
+
+#: ``hetopt export --to``: the names of ``hetopt.export.TARGETS`` (kept here so the parser
+#: does not import the exporters; tests/test_export.py checks the two agree).
+EXPORT_TARGETS = ("megatron", "torchtitan", "deepspeed", "cephalo")
+
+
+def cmd_export(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.export import export_file, write_output
+    from hetopt.workload import load_model
+
+    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
+        raise InputError(f"-o {args.out}: exists and is not a folder (give a folder name)")
+    model = load_model(args.model) if args.model else None
+    result = export_file(args.file, args.to, model=model)
+    if args.out is not None:
+        for path in write_output(result, args.out):
+            out.print(str(path), highlight=False)
+    else:
+        for name, text in result.files.items():
+            sys.stdout.write(f"==> {name} <==\n{text}\n")
+    for gap in result.gaps:
+        print(f"hetopt: gap: {gap}", file=sys.stderr)
     return EXIT_OK
 
 

@@ -1,0 +1,74 @@
+"""Pieces every exporter shares: job-wide settings across islands, headers, file names."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+from hetopt.export.source import Block, PlanView
+
+#: GPU families without bfloat16 (Pascal, Volta, Turing): the catalog's names start so.
+#: Runtimes that only offer bf16 mixed precision (torchtitan) cannot run them as planned.
+NO_BF16_PREFIXES = ("P100", "P40", "V100", "T4")
+#: The precision the cost model prices (``hetopt.costmodel``: fp16 weights and gradients, fp32
+#: optimizer state): the exports ask for fp16 mixed precision where the runtime has it.
+PLANNED_PRECISION = "fp16"
+
+
+def job_value(plan: PlanView, what: str, get: Callable[[Block], Any], gaps: list[str], runtime: str,
+              consequence: str) -> Any:
+    """The value of a per-island setting for a one-job runtime: the first island's.
+
+    When the islands disagree, one gap line names every island's value and what the files do
+    (``consequence``); the first island's value is returned so the files stay consistent.
+    """
+    values = [(b.island, get(b)) for b in plan.blocks]
+    if len({v for _, v in values}) > 1:
+        listed = ", ".join(f"{island} {v}" for island, v in values)
+        gaps.append(f"{what} differs by island ({listed}): {runtime} takes one for the whole job; {consequence}")
+    return values[0][1]
+
+
+def gpu_types(plan: PlanView) -> list[str]:
+    """The GPU types of the plan's stages, in pipeline order, each once."""
+    return list(dict.fromkeys(b.gpu for b in plan.blocks))
+
+
+def lacks_bf16(gpu: str) -> bool:
+    """Whether the catalog GPU ``gpu`` has no bfloat16 (see :data:`NO_BF16_PREFIXES`).
+
+    Examples
+    --------
+    >>> lacks_bf16("V100-SXM2-32GB"), lacks_bf16("A100-SXM4-80GB")
+    (True, False)
+    """
+    return gpu.startswith(NO_BF16_PREFIXES)
+
+
+def safe_name(text: str) -> str:
+    """``text`` as a file-name part: letters, digits and ``.+-_`` kept, the rest ``_``.
+
+    Examples
+    --------
+    >>> safe_name("h100nvl-0+3 / x")
+    'h100nvl-0+3___x'
+    """
+    return re.sub(r"[^A-Za-z0-9.+_-]", "_", text)
+
+
+def plan_line(plan: PlanView) -> str:
+    """One line describing the plan, for file headers."""
+    return (f"{plan.model} on {plan.cluster}: global batch {plan.global_batch}, {plan.microbatches} micro-batches of "
+            f"{plan.microbatch_size} samples, sequence {plan.seq}, {len(plan.stage_layers)} stages ({plan.status})")
+
+
+def split_text(layers: tuple[int, ...]) -> str:
+    """Layers per stage joined by ``+``.
+
+    Examples
+    --------
+    >>> split_text((4, 4, 5))
+    '4+4+5'
+    """
+    return "+".join(map(str, layers))

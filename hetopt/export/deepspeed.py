@@ -1,0 +1,160 @@
+"""DeepSpeed: ``ds_config.json`` and a side file with what the config cannot hold.
+
+From a plan: the pipeline engine's batch keys (``train_batch_size`` = micro-batch per GPU ×
+gradient accumulation steps × data-parallel size, the accumulation steps being the plan's
+micro-batches), ZeRO stage (at most 1 beside pipeline parallelism: DeepSpeed's pipeline
+engine refuses 2 and 3) and fp16; ``pipeline.json`` holds the stage boundaries for
+``PipelineModule`` (which has no partition method taking them, so they are set by hand) and
+the topology. From an allocation result: ZeRO-3 over every GPU with the per-GPU batches in
+``per_gpu_batch.json``, since DeepSpeed takes one micro-batch size for all GPUs.
+
+Keys: DeepSpeed ``deepspeed/runtime/constants.py`` and ``deepspeed/runtime/zero/config.py``
+(v0.18); the pipeline facts from ``deepspeed/runtime/pipe/module.py`` (``_partition_layers``:
+uniform, parameters, type:REGEX) and ``engine.py`` (ZeRO-2/3 refused with pipelines).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+
+from hetopt.export.common import PLANNED_PRECISION, gpu_types, job_value, plan_line
+from hetopt.export.source import AllocationView, PlanView, share_text
+from hetopt.workload import ModelConfig
+
+ACCEPTS = ("plan", "allocation")
+HINT = "it takes a plan (`hetopt plan ... --json`) or an allocation result (`hetopt solve ALLOCATION.toml --json`)"
+NEEDS_MODEL = False
+
+#: The largest ZeRO stage DeepSpeed's pipeline engine accepts (engine.py refuses gradients
+#: and weights sharding with pipeline parallelism).
+PIPELINE_MAX_ZERO = 1
+#: ZeRO stage of an FSDP allocation: weights, gradients and optimizer state all sharded.
+FSDP_ZERO = 3
+#: State shares closer than this count as even (the allocation LP's shares are floats).
+SHARE_TOLERANCE = 1e-9
+
+
+def _json(doc: dict) -> str:
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def _plan(plan: PlanView) -> tuple[dict[str, str], list[str]]:
+    gaps: list[str] = []
+    first_only = "the files take the first island's"
+    tp = int(job_value(plan, "tensor parallel size", lambda b: b.layout.tp, gaps, "DeepSpeed", first_only))
+    dp = int(job_value(plan, "data-parallel size", lambda b: b.layout.dp, gaps, "DeepSpeed", first_only))
+    zero = int(job_value(plan, "ZeRO stage", lambda b: b.layout.zero, gaps, "DeepSpeed", first_only))
+    recompute = str(job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "DeepSpeed", first_only))
+    stages = len(plan.stage_layers)
+    if stages > 1 and zero > PIPELINE_MAX_ZERO:
+        gaps.append(f"ZeRO stage {zero} with {stages} pipeline stages: DeepSpeed's pipeline engine allows at most stage "
+                    f"{PIPELINE_MAX_ZERO}; ds_config uses {PIPELINE_MAX_ZERO} (memory above the plan's)")
+        zero = PIPELINE_MAX_ZERO
+    if tp > 1:
+        gaps.append(f"tensor parallel size {tp}: DeepSpeed has none of its own; run a Megatron-DeepSpeed model with "
+                    f"topology num_mp={tp} (pipeline.json)")
+    if any(b.layout.sequence_parallel for b in plan.blocks):
+        gaps.append("sequence parallelism: not a DeepSpeed setting; it belongs to the Megatron-DeepSpeed model")
+    boundaries = [0]
+    for n in plan.stage_layers:
+        boundaries.append(boundaries[-1] + n)
+    if stages > 1 and len(set(plan.stage_layers)) > 1:
+        gaps.append(f"uneven split {'+'.join(map(str, plan.stage_layers))}: PipelineModule has no partition_method "
+                    "taking boundaries; set its parts from pipeline.json (e.g. override _partition_layers)")
+    interval = {"none": 0, "selective": 1, "full": 1}[recompute]
+    if recompute == "selective":
+        gaps.append("recomputation selective: DeepSpeed checkpoints whole layers only; activation_checkpoint_interval 1 "
+                    "recomputes all of each layer (slower than planned)")
+    types = gpu_types(plan)
+    if len(types) > 1:
+        gaps.append(f"GPU types {', '.join(types)} in one job: DeepSpeed places stages by rank; launch so each stage's "
+                    "ranks are on its island (pipeline.json lists them)")
+    config = {
+        "train_batch_size": plan.global_batch,
+        "train_micro_batch_size_per_gpu": plan.microbatch_size // dp,
+        "gradient_accumulation_steps": plan.microbatches,
+        "zero_optimization": {"stage": zero},
+        PLANNED_PRECISION: {"enabled": True},
+    }
+    per_stage = tp * dp
+    side = {
+        "written_by": "hetopt export",
+        "plan": plan_line(plan),
+        "num_stages": stages,
+        "topology": {"num_pp": stages, "num_mp": tp, "num_dp": dp},
+        "activation_checkpoint_interval": interval,
+        "decoder_layer_boundaries": boundaries,
+        "note": "PipelineModule parts: with the embedding as the first layer spec and the head as the last, "
+                "use parts_with_embedding_and_head",
+        "parts_with_embedding_and_head": [0] + [b + 1 for b in boundaries[1:-1]] + [boundaries[-1] + 2],
+        "stages": [
+            {"stage": k, "island": b.island, "gpu": b.gpu, "layers": n, "ranks": [k * per_stage, (k + 1) * per_stage - 1]}
+            for b in plan.blocks for k, n in zip(range(b.first_stage, b.first_stage + len(b.stage_layers)), b.stage_layers)
+        ],
+    }
+    return {"ds_config.json": _json(config), "pipeline.json": _json(side)}, gaps
+
+
+def _allocation(alloc: AllocationView) -> tuple[dict[str, str], list[str]]:
+    gaps: list[str] = []
+    n = len(alloc.gpus)
+    batches = [g.batch for g in alloc.gpus]
+    config: dict = {"train_batch_size": alloc.global_batch}
+    smallest = min(g.microbatch_size or g.batch for g in alloc.gpus)
+    if len(set(batches)) == 1 and len({(g.microbatch_size, g.microbatches) for g in alloc.gpus}) == 1 and alloc.exact:
+        config["train_micro_batch_size_per_gpu"] = alloc.gpus[0].microbatch_size
+        config["gradient_accumulation_steps"] = alloc.gpus[0].microbatches
+    elif alloc.global_batch % n == 0:
+        even = alloc.global_batch // n
+        # the largest micro-batch that divides the even share and that every GPU held in the plan
+        micro = max(m for m in range(1, min(smallest, even) + 1) if even % m == 0)
+        config["train_micro_batch_size_per_gpu"] = micro
+        config["gradient_accumulation_steps"] = even // micro
+        grouped = ", ".join(f"{b}×{c}" for b, c in sorted(Counter(batches).items()))
+        gaps.append(f"uneven per-GPU batches ({grouped}, batch×GPUs): DeepSpeed takes one micro-batch size for every "
+                    f"GPU; ds_config splits evenly ({even} per GPU, {micro}×{even // micro}), slower than planned; "
+                    "the planned batches are in per_gpu_batch.json")
+    else:
+        per_gpu = math.ceil(alloc.global_batch / n)
+        del config["train_batch_size"]
+        config["train_micro_batch_size_per_gpu"] = 1
+        config["gradient_accumulation_steps"] = per_gpu
+        gaps.append(f"global batch {alloc.global_batch} over {n} GPUs: DeepSpeed needs the same batch on every GPU; "
+                    f"ds_config runs {per_gpu} per GPU ({per_gpu * n} samples per step, train_batch_size left to DeepSpeed); "
+                    "the planned batches are in per_gpu_batch.json")
+    config["zero_optimization"] = {"stage": FSDP_ZERO}
+    config[PLANNED_PRECISION] = {"enabled": True}
+    shares = [g.state_share for g in alloc.gpus if g.state_share is not None]
+    if shares and max(shares) - min(shares) > SHARE_TOLERANCE:
+        gaps.append(f"uneven state shares ({', '.join(share_text(s) for s in shares)}): ZeRO-3 shards evenly "
+                    "(1/N each); a GPU whose planned share is below 1/N holds more than planned")
+    if not alloc.exact:
+        gaps.append(f"the {alloc.origin} gives per-GPU batches only; micro-batch sizes and state shares come from "
+                    "`hetopt solve` on the allocation instance")
+    if len({g.type for g in alloc.gpus}) > 1:
+        gaps.append("GPU types " + ", ".join(dict.fromkeys(g.type for g in alloc.gpus)) + " in one job: rank i must "
+                    "run on GPU i of per_gpu_batch.json")
+    side = {
+        "written_by": "hetopt export",
+        "source": alloc.origin,
+        "global_batch": alloc.global_batch,
+        "gpus": [{"rank": i, "type": g.type, "batch": g.batch, "microbatch_size": g.microbatch_size,
+                  "microbatches": g.microbatches, "state_share": g.state_share} for i, g in enumerate(alloc.gpus)],
+    }
+    return {"ds_config.json": _json(config), "per_gpu_batch.json": _json(side)}, gaps
+
+
+def build(view: PlanView | AllocationView, model: ModelConfig | None) -> tuple[dict[str, str], list[str]]:
+    """``ds_config.json`` and its side file, and the gaps.
+
+    Examples
+    --------
+    >>> from hetopt.export.source import AllocationView, GpuShare
+    >>> alloc = AllocationView((GpuShare("A", 6, 3, 2, 0.5), GpuShare("B", 2, 1, 2, 0.5)), 8, "OPTIMAL", True, "r")
+    >>> files, gaps = build(alloc, None)
+    >>> json.loads(files["ds_config.json"])["train_micro_batch_size_per_gpu"], len(gaps)
+    (1, 2)
+    """
+    return _plan(view) if isinstance(view, PlanView) else _allocation(view)

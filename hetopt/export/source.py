@@ -1,0 +1,343 @@
+"""Read a hetopt result document (``hetopt plan --json``, ``hetopt solve --json``) for export.
+
+The exporters never see the raw JSON: this module checks it once and turns it into two small
+views, :class:`PlanView` (the planner's composed pipeline, its stages grouped by island) and
+:class:`AllocationView` (an allocation result: every GPU's batch, micro-batches and state
+share). Anything else, or a result without a solution, is an :class:`~hetopt.errors.InputError`
+naming the file and what to give instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hetopt.errors import InputError
+
+#: Statuses whose result carries a solution to export (``hetopt.result.Status`` values).
+SOLVED = ("OPTIMAL", "FEASIBLE")
+#: Keys every ``hetopt plan --json`` document has (``hetopt.planner.plan.HeteroPlan``).
+PLAN_KEYS = ("cluster", "model", "global_batch", "microbatch_size", "microbatches", "seq", "status", "islands", "stages")
+#: The planner's layout text of one island's partial plan, ``tp2 pp3 dp2 selective zero1 sp``
+#: (``hetopt.planner.parallelizer.PartialPlan.layout``); ``vpp<n>`` is accepted for a
+#: planner that models the interleaved schedule, which today's does not.
+_LAYOUT = re.compile(r"^tp(\d+) pp(\d+) dp(\d+)(?: vpp(\d+))? (none|selective|full) zero([0-3])( sp)?$")
+#: The planner's FSDP alternative's detail, ``FSDP, per-GPU batch A100 4×8; H100 1×4, 7×4
+#: (batch×GPUs, total 64)`` (``hetopt.planner.alternatives.fsdp_batches``).
+_FSDP_DETAIL = re.compile(r"^FSDP, per-GPU batch (.+) \(batch×GPUs, total (\d+)\)$")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One island's Megatron-style layout: t, its stages p, d, virtual stages, recomputation, ZeRO, SP."""
+
+    tp: int
+    pp: int
+    dp: int
+    vpp: int
+    recompute: str
+    zero: int
+    sequence_parallel: bool
+
+
+@dataclass(frozen=True)
+class Block:
+    """The consecutive stages of the pipeline on one island."""
+
+    island: str
+    gpu: str
+    layout: Layout
+    first_stage: int
+    stage_layers: tuple[int, ...]
+    island_gpus: int  # GPUs the island has (the plan may use fewer)
+    island_nodes: int
+
+
+@dataclass(frozen=True)
+class PlanView:
+    """The parts of a plan an exporter needs; layers and batches in the plan's own units."""
+
+    cluster: str
+    model: str
+    global_batch: int
+    microbatch_size: int  # m: samples of one micro-batch over all replicas of a stage
+    microbatches: int  # M = B / m
+    seq: int
+    status: str
+    blocks: tuple[Block, ...]
+    fsdp_detail: str | None  # the cephalo-fsdp alternative's detail, when it found a plan
+
+    @property
+    def stage_layers(self) -> tuple[int, ...]:
+        """Layers of every stage, front to back."""
+        return tuple(n for b in self.blocks for n in b.stage_layers)
+
+    @property
+    def layers(self) -> int:
+        """Transformer layers of the model (the stages' sum)."""
+        return sum(self.stage_layers)
+
+
+@dataclass(frozen=True)
+class GpuShare:
+    """One GPU of an allocation: its type, batch = micro-batch size × count, state share."""
+
+    type: str
+    batch: int
+    microbatch_size: int | None
+    microbatches: int | None
+    state_share: float | None
+
+
+@dataclass(frozen=True)
+class AllocationView:
+    """An FSDP allocation: every GPU in rank order; ``exact`` False when only batches are known."""
+
+    gpus: tuple[GpuShare, ...]
+    global_batch: int
+    status: str
+    exact: bool
+    origin: str  # "allocation result" or "plan's cephalo-fsdp alternative"
+    model: str | None = None
+    seq: int | None = None
+
+
+def read_document(path: str | Path) -> dict[str, Any]:
+    """The JSON object in ``path``.
+
+    Raises
+    ------
+    InputError
+        A missing or unreadable file, text that is not JSON, or JSON that is not an object.
+
+    Examples
+    --------
+    >>> read_document("no-such-file.json")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: no-such-file.json: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{path}: is a folder (give the JSON file of `hetopt plan --json` or `hetopt solve --json`)")
+    if not p.is_file():
+        raise InputError(f"{path}: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)")
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON (line {exc.lineno}: {exc.msg}); give the output of "
+                         "`hetopt plan --json` or `hetopt solve --json`") from None
+    if not isinstance(doc, dict):
+        raise InputError(f"{path}: not a hetopt result (a JSON {type(doc).__name__}, not an object); "
+                         "give the output of `hetopt plan --json` or `hetopt solve --json`")
+    return doc
+
+
+def kind(doc: dict[str, Any], source: str) -> str:
+    """``"plan"`` or the solve result's family (``allocation``, ``pipeline``, ``islands``, ...).
+
+    Raises
+    ------
+    InputError
+        Neither a plan nor a single solve result (e.g. a crosscheck or bench document).
+
+    Examples
+    --------
+    >>> kind({"problem": "allocation", "status": "OPTIMAL", "solution": {}}, "r.json")
+    'allocation'
+    """
+    if all(k in doc for k in PLAN_KEYS):
+        return "plan"
+    if isinstance(doc.get("problem"), str) and "status" in doc and "solution" in doc:
+        return doc["problem"]
+    if "results" in doc and "agree" in doc:
+        raise InputError(f"{source}: a crosscheck result, not one answer; export the JSON of "
+                         "`hetopt plan --json` or `hetopt solve FILE --method M --json`")
+    raise InputError(f"{source}: not a hetopt result (no 'stages' of a plan, no 'problem' and 'solution' of a solve); "
+                     "give the output of `hetopt plan --json` or `hetopt solve --json`")
+
+
+def _need(doc: dict, key: str, typ: type | tuple[type, ...], source: str, where: str = "") -> Any:
+    value = doc.get(key)
+    if not isinstance(value, typ) or isinstance(value, bool):  # JSON true is no count
+        raise InputError(f"{source}: {where}{key}: missing or not a {getattr(typ, '__name__', typ)} "
+                         "(the file was edited or is not a hetopt result; re-run the command that wrote it)")
+    return value
+
+
+def check_solved(doc: dict[str, Any], source: str) -> str:
+    """The status, when it carries a solution.
+
+    Raises
+    ------
+    InputError
+        INFEASIBLE, TIME_LIMIT, DECLINED, ERROR: nothing to export, with the result's reason.
+    """
+    status = _need(doc, "status", str, source)
+    if status not in SOLVED:
+        reason = doc.get("reason") or "no reason given"
+        raise InputError(f"{source}: the result has no solution to export (status {status}: {reason}); "
+                         "re-plan (e.g. a longer --time-limit, a smaller batch or more GPUs)")
+    return status
+
+
+def parse_layout(text: str, source: str, where: str) -> Layout:
+    """A stage's ``layout`` text as :class:`Layout`.
+
+    Raises
+    ------
+    InputError
+        Text that is not the planner's layout form.
+
+    Examples
+    --------
+    >>> parse_layout("tp2 pp3 dp2 selective zero1 sp", "p.json", "stages[0].")
+    Layout(tp=2, pp=3, dp=2, vpp=1, recompute='selective', zero=1, sequence_parallel=True)
+    """
+    m = _LAYOUT.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise InputError(f"{source}: {where}layout: {text!r} is not a planner layout "
+                         "(expected e.g. 'tp2 pp4 dp1 none zero1'; re-run `hetopt plan --json`)")
+    tp, pp, dp, vpp, rc, zero, sp = m.groups()
+    return Layout(int(tp), int(pp), int(dp), int(vpp or 1), rc, int(zero), bool(sp))
+
+
+def plan_view(doc: dict[str, Any], source: str) -> PlanView:
+    """The plan's stages grouped by island, checked for the counts that must agree.
+
+    Raises
+    ------
+    InputError
+        A plan without a solution, or one whose stages, islands and batches disagree.
+    """
+    status = check_solved(doc, source)
+    global_batch = _need(doc, "global_batch", int, source)
+    m = _need(doc, "microbatch_size", int, source)
+    big_m = _need(doc, "microbatches", int, source)
+    if global_batch < 1 or m < 1 or m * big_m != global_batch:
+        raise InputError(f"{source}: microbatch_size {m} × microbatches {big_m} is not global_batch {global_batch} "
+                         "(re-run `hetopt plan --json`)")
+    islands = {i.get("name"): i for i in _need(doc, "islands", list, source) if isinstance(i, dict)}
+    stages = _need(doc, "stages", list, source)
+    if not stages:
+        raise InputError(f"{source}: stages: empty although status is {status} (re-run `hetopt plan --json`)")
+    blocks: list[Block] = []
+    current: list[tuple[int, dict, Layout]] = []
+
+    def close() -> None:
+        k, first, lay = current[0]
+        info = islands.get(first["island"], {})
+        blocks.append(Block(first["island"], str(first.get("gpu", "?")), lay, k,
+                            tuple(s["layers"] for _, s, _ in current),
+                            int(info.get("gpus", 0) or 0), int(info.get("nodes", 0) or 0)))
+
+    next_layer = 0
+    for k, st in enumerate(stages):
+        where = f"stages[{k}]."
+        if not isinstance(st, dict):
+            raise InputError(f"{source}: stages[{k}]: not an object (re-run `hetopt plan --json`)")
+        _need(st, "island", str, source, where)
+        layers = _need(st, "layers", int, source, where)
+        if _need(st, "first_layer", int, source, where) != next_layer or layers < 1:
+            raise InputError(f"{source}: {where}first_layer: stages must tile the layers front to back "
+                             f"(expected {next_layer}); re-run `hetopt plan --json`")
+        next_layer += layers
+        lay = parse_layout(st.get("layout"), source, where)
+        if current and (current[-1][1]["island"] != st["island"] or current[-1][2] != lay):
+            close()
+            current = []
+        current.append((k, st, lay))
+    close()
+    for b in blocks:
+        if len(b.stage_layers) != b.layout.pp:
+            raise InputError(f"{source}: stages: island {b.island} holds {len(b.stage_layers)} stages but its layout "
+                             f"says pp{b.layout.pp} (re-run `hetopt plan --json`)")
+        if m % b.layout.dp:
+            raise InputError(f"{source}: microbatch_size {m} is not a multiple of dp{b.layout.dp} on island {b.island} "
+                             "(re-run `hetopt plan --json`)")
+    fsdp = next((a for a in doc.get("alternatives") or [] if isinstance(a, dict) and a.get("name") == "cephalo-fsdp"), None)
+    detail = fsdp.get("detail") if fsdp and fsdp.get("status") in SOLVED else None
+    return PlanView(str(doc["cluster"]), str(doc["model"]), global_batch, m, big_m, _need(doc, "seq", int, source),
+                    status, tuple(blocks), detail if isinstance(detail, str) else None)
+
+
+def allocation_view(doc: dict[str, Any], source: str) -> AllocationView:
+    """Every GPU of an allocation result, in the result's (rank) order.
+
+    Raises
+    ------
+    InputError
+        No solution, or GPUs whose batch is not micro-batch size × count.
+    """
+    status = check_solved(doc, source)
+    sol = _need(doc, "solution", dict, source)
+    rows = _need(sol, "gpus", list, source, "solution.")
+    gpus = []
+    for i, g in enumerate(rows):
+        where = f"solution.gpus[{i}]."
+        if not isinstance(g, dict):
+            raise InputError(f"{source}: {where[:-1]}: not an object (re-run `hetopt solve --json`)")
+        size, count, batch = (_need(g, k, int, source, where) for k in ("microbatch_size", "microbatches", "batch"))
+        if size * count != batch:
+            raise InputError(f"{source}: {where}batch: {batch} is not microbatch_size {size} × microbatches {count} "
+                             "(re-run `hetopt solve --json`)")
+        share = _need(g, "state_share", (int, float), source, where)
+        gpus.append(GpuShare(str(g.get("type", "?")), batch, size, count, float(share)))
+    total = sum(g.batch for g in gpus)
+    return AllocationView(tuple(gpus), total, status, True, "allocation result")
+
+
+def fsdp_from_plan(plan: PlanView, source: str) -> AllocationView:
+    """The per-GPU batches of the plan's ``cephalo-fsdp`` alternative (batches only).
+
+    Raises
+    ------
+    InputError
+        The plan has no solved FSDP alternative (planned with ``--no-alternatives``, or
+        the alternative found nothing), or its detail is not in the planner's form.
+
+    Examples
+    --------
+    >>> v = fsdp_from_plan(PlanView("c", "m", 12, 1, 12, 8, "OPTIMAL", (),
+    ...                             "FSDP, per-GPU batch V100 1×2, 5×1; A100 5×1 (batch×GPUs, total 12)"), "p.json")
+    >>> [(g.type, g.batch) for g in v.gpus]
+    [('V100', 1), ('V100', 1), ('V100', 5), ('A100', 5)]
+    """
+    if plan.fsdp_detail is None:
+        raise InputError(f"{source}: the plan has no solved cephalo-fsdp alternative to export to Cephalo "
+                         "(plan without --no-alternatives, or export an allocation result of `hetopt solve --json`)")
+    m = _FSDP_DETAIL.match(plan.fsdp_detail)
+    gpus: list[GpuShare] = []
+    try:
+        if m is None:
+            raise ValueError
+        for group in m.group(1).split("; "):
+            gpu, _, rest = group.partition(" ")  # catalog GPU names have no spaces
+            for part in rest.split(", "):
+                b, n = part.split("×")
+                gpus.extend(GpuShare(gpu, int(b), None, None, None) for _ in range(int(n)))
+        total = int(m.group(2))
+    except ValueError:
+        raise InputError(f"{source}: alternatives: the cephalo-fsdp detail {plan.fsdp_detail!r} is not in the planner's "
+                         "form (re-run `hetopt plan --json`)") from None
+    if sum(g.batch for g in gpus) != total:
+        raise InputError(f"{source}: alternatives: the cephalo-fsdp batches add up to {sum(g.batch for g in gpus)}, "
+                         f"not {total} (re-run `hetopt plan --json`)")
+    return AllocationView(tuple(gpus), total, plan.status, False, "plan's cephalo-fsdp alternative", plan.model, plan.seq)
+
+
+def share_text(share: float) -> str:
+    """A state share as a short decimal for notes and gap lines.
+
+    Examples
+    --------
+    >>> share_text(5 / 12)
+    '0.4167'
+    """
+    return f"{share:.4g}" if math.isfinite(share) else str(share)

@@ -1,0 +1,474 @@
+"""``hetopt export``: golden files, round trips through the runtimes' formats, gaps, bad input.
+
+The inputs are committed results (tests/golden/export/README.md says which commands wrote
+them), so these tests do not move with the planner's numbers. The allow-lists below are the
+runtimes' own names, read from their sources at the versions named beside each.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from hetopt import cli
+from hetopt.errors import InputError
+from hetopt.export import GAPS_FILE, TARGETS, export, export_file, write_output
+
+GOLDEN = Path(__file__).parent / "golden" / "export"
+INPUTS = GOLDEN / "inputs"
+C2 = INPUTS / "plan-tangram-c2-gpt3-1.3b.json"  # two islands, same tp/dp, uneven 8-stage split
+C1 = INPUTS / "plan-tangram-c1-gpt3-6.7b.json"  # T4 tp4 and V100 tp2 selective: per-island differences
+ONE = INPUTS / "plan-one-island-gpt3-1.3b.json"  # one island, 13+11 split
+TINY = INPUTS / "allocation-tiny-uneven.json"  # batches 8, 2, 2; uneven shares
+CEPHALO_A = INPUTS / "allocation-cephalo-a-gpt3-2.7b-b128.json"  # 8 GPUs of 4 types, accumulation
+INFEASIBLE = INPUTS / "allocation-tiny-infeasible.json"
+
+#: (input, target) pairs with golden output folders ``<input stem>--<target>``.
+CASES = [(C2, t) for t in TARGETS] + [(ONE, t) for t in TARGETS] + [(C1, "megatron"), (C1, "torchtitan"), (C1, "deepspeed")] \
+    + [(TINY, "deepspeed"), (TINY, "cephalo"), (CEPHALO_A, "deepspeed"), (CEPHALO_A, "cephalo")]
+
+#: Megatron-LM arguments the exporter may write; every one is an ``add_argument`` of
+#: Megatron-LM ``megatron/training/arguments.py`` at tag core_v0.15.3.
+MEGATRON_ARGUMENTS = {
+    "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--sequence-parallel", "--micro-batch-size",
+    "--global-batch-size", "--num-layers", "--seq-length", "--fp16", "--bf16", "--recompute-granularity",
+    "--recompute-method", "--recompute-num-layers", "--use-distributed-optimizer",
+    "--decoder-first-pipeline-num-layers", "--decoder-last-pipeline-num-layers", "--pipeline-model-parallel-layout",
+    "--num-virtual-stages-per-pipeline-rank", "--hidden-size", "--num-attention-heads", "--ffn-hidden-size",
+    "--max-position-embeddings", "--kv-channels", "--normalization", "--position-embedding-type", "--swiglu",
+    "--disable-bias-linear", "--group-query-attention", "--num-query-groups", "--untie-embeddings-and-output-weights",
+    "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq",
+}
+#: Their ``choices`` in the same file.
+MEGATRON_CHOICES = {"--recompute-granularity": {"full", "selective"}, "--recompute-method": {"uniform", "block"},
+                    "--normalization": {"LayerNorm", "RMSNorm"},
+                    "--position-embedding-type": {"learned_absolute", "rope", "mrope", "relative", "none"}}
+#: torchtitan job TOML keys per section: fields of the dataclasses of torchtitan v0.2.2
+#: ``torchtitan/config/job_config.py`` (Job, Model, Training, Parallelism, ActivationCheckpoint).
+TORCHTITAN_KEYS = {
+    "job": {"config_file", "dump_folder", "description", "print_config", "save_config_file", "custom_config_module"},
+    "model": {"name", "flavor", "hf_assets_path", "tokenizer_path", "converters", "print_after_conversion"},
+    "training": {"dataset", "dataset_path", "local_batch_size", "global_batch_size", "seq_len", "max_norm", "steps",
+                 "enable_cpu_offload", "dtype", "mixed_precision_param", "mixed_precision_reduce", "gc_freq", "gc_debug",
+                 "dataloader"},
+    "parallelism": {"data_parallel_replicate_degree", "data_parallel_shard_degree", "fsdp_reshard_after_forward",
+                    "tensor_parallel_degree", "disable_loss_parallel", "enable_async_tensor_parallel",
+                    "pipeline_parallel_degree", "module_fqns_per_model_part", "pipeline_parallel_first_stage_less_layers",
+                    "pipeline_parallel_last_stage_less_layers", "pipeline_parallel_layers_per_stage",
+                    "pipeline_parallel_schedule", "pipeline_parallel_schedule_csv", "pipeline_parallel_microbatch_size",
+                    "pipeline_parallel_expert_parallel_overlap", "context_parallel_degree", "context_parallel_load_balancer",
+                    "context_parallel_rotate_method", "expert_parallel_degree", "expert_tensor_parallel_degree",
+                    "expert_parallel_comm_backend"},
+    "activation_checkpoint": {"mode", "selective_ac_option", "per_op_sac_force_recompute_mm_shapes_by_fqns", "early_stop",
+                              "memory_budget", "visualize_memory_budget_pareto", "preserve_rng_state",
+                              "determinism_check", "debug"},
+}
+#: Literal choices in the same file.
+TORCHTITAN_CHOICES = {("activation_checkpoint", "mode"): {"selective", "full", "memory_budget", "none"},
+                      ("parallelism", "fsdp_reshard_after_forward"): {"default", "always", "never"},
+                      ("training", "mixed_precision_param"): {"bfloat16", "float32"}}
+#: DeepSpeed config keys: deepspeed/runtime/constants.py (TRAIN_BATCH_SIZE,
+#: TRAIN_MICRO_BATCH_SIZE_PER_GPU, GRADIENT_ACCUMULATION_STEPS, ZERO_OPTIMIZATION, FP16, BFLOAT16)
+#: and deepspeed/runtime/zero/config.py ("stage"), v0.18.
+DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
+                  "zero_optimization", "fp16", "bf16"}
+#: Cephalo's config keys: the json.dump of Cephalo's split_workload.py (github.com/benson-guo/cephalo).
+CEPHALO_KEYS = {"model_name", "uneven_batch_sizes", "split_uneven_partitions", "split_uneven", "uneven_microbatches",
+                "seq_length", "recompute_layer", "experiment_name", "ga", "use_activation_buffers",
+                "use_prefetch_backwards", "reduce_dtype", "autocast_dtype", "image_size"}
+
+
+def _case_id(case: tuple[Path, str]) -> str:
+    return f"{case[0].stem}--{case[1]}"
+
+
+def _doc(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def _arguments(text: str) -> list[list[str]]:
+    """An args file's arguments, each as [name, value...], comments dropped."""
+    words = shlex.split("\n".join(line for line in text.splitlines() if not line.startswith("#")))
+    out: list[list[str]] = []
+    for w in words:
+        if w.startswith("--"):
+            out.append([w])
+        else:
+            out[-1].append(w)
+    return out
+
+
+def _megatron(path: Path) -> dict[str, dict[str, str | None]]:
+    """Each island file's arguments as name → value (None for a flag)."""
+    out = {}
+    for name, text in export_file(path, "megatron").files.items():
+        out[name] = {a[0]: (a[1] if len(a) > 1 else None) for a in _arguments(text)}
+    return out
+
+
+# -- golden files --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", CASES, ids=_case_id)
+def test_golden(case: tuple[Path, str], tmp_path: Path) -> None:
+    """The files and GAPS.txt are the committed ones (HETOPT_UPDATE_GOLDEN=1 rewrites them)."""
+    path, target = case
+    folder = GOLDEN / _case_id(case)
+    out = export_file(path, target)
+    if os.environ.get("HETOPT_UPDATE_GOLDEN"):
+        for old in folder.glob("*") if folder.is_dir() else []:
+            old.unlink()
+        write_output(out, folder)
+    written = {p.name: p.read_text() for p in write_output(out, tmp_path)}
+    expected = {p.name: p.read_text() for p in folder.iterdir()}
+    assert written == expected
+
+
+def test_every_target_has_golden_files() -> None:
+    assert {t for _, t in CASES} == set(TARGETS)
+
+
+# -- round trips through the runtimes' formats ---------------------------------------------------
+
+
+@pytest.mark.parametrize("path", [C2, C1, ONE], ids=lambda p: p.stem)
+def test_megatron_arguments_are_megatrons(path: Path) -> None:
+    for name, args in _megatron(path).items():
+        assert set(args) <= MEGATRON_ARGUMENTS, name
+        for flag, allowed in MEGATRON_CHOICES.items():
+            assert args.get(flag, next(iter(allowed))) in allowed
+
+
+@pytest.mark.parametrize("path", [C2, C1, ONE], ids=lambda p: p.stem)
+def test_megatron_batches_and_split_match_the_plan(path: Path) -> None:
+    """micro-batch × data-parallel × micro-batches = global batch; the split gives the plan's stages."""
+    doc = _doc(path)
+    plan_split = [s["layers"] for s in doc["stages"]]
+    for name, args in _megatron(path).items():
+        island = next(s for s in doc["stages"] if name.endswith(re.sub(r"[^A-Za-z0-9.+_-]", "_", s["island"]) + ".args"))
+        dp = int(re.search(r"dp(\d+)", island["layout"]).group(1))
+        assert int(args["--micro-batch-size"]) * dp * doc["microbatches"] == int(args["--global-batch-size"]) == doc["global_batch"]
+        assert int(args["--pipeline-model-parallel-size"]) == len(plan_split)
+        assert int(args["--num-layers"]) == sum(plan_split)
+        if "--pipeline-model-parallel-layout" in args:
+            # Megatron's reading: stages split by "|", t a decoder layer, E first and L last
+            layout = args["--pipeline-model-parallel-layout"]
+            assert layout.startswith("E") and layout.endswith("L")
+            assert [stage.count("t") for stage in layout.split("|")] == plan_split
+        elif "--decoder-first-pipeline-num-layers" in args:
+            first, last = int(args["--decoder-first-pipeline-num-layers"]), int(args["--decoder-last-pipeline-num-layers"])
+            middle = plan_split[1:-1]
+            assert [first, *middle, last] == plan_split and len(set(middle)) <= 1
+        else:
+            assert len(set(plan_split)) == 1
+
+
+def test_megatron_uses_the_first_last_form_when_it_is_enough() -> None:
+    (args,) = _megatron(ONE).values()
+    assert (args["--decoder-first-pipeline-num-layers"], args["--decoder-last-pipeline-num-layers"]) == ("13", "11")
+    assert "--pipeline-model-parallel-layout" not in args
+
+
+def test_megatron_island_files_carry_each_islands_own_layout() -> None:
+    files = _megatron(C1)
+    t4 = next(a for n, a in files.items() if "t4" in n)
+    v100 = next(a for n, a in files.items() if "v100" in n)
+    assert (t4["--tensor-model-parallel-size"], v100["--tensor-model-parallel-size"]) == ("4", "2")
+    assert "--recompute-granularity" not in t4 and v100["--recompute-granularity"] == "selective"
+    assert "--sequence-parallel" in t4 and "--sequence-parallel" in v100
+
+
+@pytest.mark.parametrize("path", [C2, C1, ONE], ids=lambda p: p.stem)
+def test_torchtitan_toml_parses_with_known_keys_and_matches_the_plan(path: Path) -> None:
+    doc = _doc(path)
+    job = tomllib.loads(export_file(path, "torchtitan").files["torchtitan.toml"])
+    for section, table in job.items():
+        assert set(table) <= TORCHTITAN_KEYS[section], section
+    for (section, key), allowed in TORCHTITAN_CHOICES.items():
+        if key in job.get(section, {}):
+            assert job[section][key] in allowed
+    par, train = job["parallelism"], job["training"]
+    stages = [s["layers"] for s in doc["stages"]]
+    assert par["pipeline_parallel_degree"] == len(stages)
+    dp = par["data_parallel_shard_degree"] * par["data_parallel_replicate_degree"]
+    assert train["local_batch_size"] * dp == train["global_batch_size"] == doc["global_batch"]
+    if len(stages) > 1:
+        assert train["local_batch_size"] // par["pipeline_parallel_microbatch_size"] == doc["microbatches"]
+        parts = par["module_fqns_per_model_part"]
+        assert [sum(m.startswith("layers.") for m in part) for part in parts] == stages
+        flat = [m for part in parts for m in part]
+        assert flat == ["tok_embeddings", *(f"layers.{i}" for i in range(sum(stages))), "norm", "output"]
+
+
+@pytest.mark.parametrize("path", [C2, C1, ONE, TINY, CEPHALO_A], ids=lambda p: p.stem)
+def test_deepspeed_config_parses_with_known_keys_and_consistent_batch(path: Path) -> None:
+    files = export_file(path, "deepspeed").files
+    config = json.loads(files["ds_config.json"])
+    assert set(config) <= DEEPSPEED_KEYS and set(config["zero_optimization"]) == {"stage"}
+    side = json.loads(files["pipeline.json" if "pipeline.json" in files else "per_gpu_batch.json"])
+    ranks = side["topology"]["num_dp"] if "topology" in side else len(side["gpus"])
+    # DeepSpeed's own check: train_batch_size = micro-batch × accumulation × data-parallel ranks
+    assert config["train_batch_size"] == config["train_micro_batch_size_per_gpu"] * config["gradient_accumulation_steps"] * ranks
+    if "topology" in side:
+        assert config["zero_optimization"]["stage"] <= 1  # the pipeline engine refuses ZeRO-2/3
+        bounds = side["decoder_layer_boundaries"]
+        assert [b - a for a, b in zip(bounds, bounds[1:])] == [s["layers"] for s in _doc(path)["stages"]]
+    else:
+        assert config["zero_optimization"]["stage"] == 3
+        assert [g["batch"] for g in side["gpus"]] == [g["batch"] for g in _doc(path)["solution"]["gpus"]]
+
+
+@pytest.mark.parametrize("path", [TINY, CEPHALO_A, C2], ids=lambda p: p.stem)
+def test_cephalo_config_has_cephalos_keys_and_the_allocation(path: Path) -> None:
+    config = json.loads(export_file(path, "cephalo").files["cephalo_config.json"])
+    assert set(config) <= CEPHALO_KEYS
+    n = len(config["uneven_batch_sizes"])
+    assert len(config["uneven_microbatches"]) == len(config["split_uneven_partitions"]) == n
+    assert sum(config["split_uneven_partitions"]) == pytest.approx(1.0)
+    doc = _doc(path)
+    if "solution" in doc:
+        gpus = doc["solution"]["gpus"]
+        assert config["uneven_batch_sizes"] == [g["batch"] for g in gpus]
+        assert config["uneven_microbatches"] == [g["microbatches"] for g in gpus]
+        assert config["split_uneven_partitions"] == [g["state_share"] for g in gpus]
+    else:
+        assert sum(config["uneven_batch_sizes"]) == doc["global_batch"]
+
+
+def test_cephalo_turns_on_accumulation_when_a_gpu_accumulates() -> None:
+    config = json.loads(export_file(CEPHALO_A, "cephalo").files["cephalo_config.json"])
+    assert config["ga"] is True and config["recompute_layer"] is False and config["split_uneven"] is True
+
+
+# -- gaps ------------------------------------------------------------------------------------------
+
+
+def test_gaps_are_one_line_each_and_written_to_gaps_txt(tmp_path: Path) -> None:
+    out = export_file(C1, "megatron")
+    assert out.gaps and all("\n" not in g and g for g in out.gaps)
+    write_output(out, tmp_path)
+    assert (tmp_path / GAPS_FILE).read_text().splitlines() == list(out.gaps)
+
+
+def test_megatron_gaps_name_the_islands_that_differ() -> None:
+    gaps = export_file(C1, "megatron").gaps
+    tp = [g for g in gaps if g.startswith("tensor parallel size differs")]
+    assert len(tp) == 1 and "tp4" in tp[0] and "tp2" in tp[0]
+    assert any(g.startswith("recomputation differs") for g in gaps)
+    assert not any(g.startswith("data-parallel size differs") for g in gaps)  # both dp2
+
+
+def test_one_island_megatron_export_has_no_gaps() -> None:
+    assert export_file(ONE, "megatron").gaps == ()
+
+
+def test_torchtitan_names_a_model_it_ships() -> None:
+    out = export(_doc(C2) | {"model": "Llama-3 8B"}, "torchtitan")
+    assert tomllib.loads(out.files["torchtitan.toml"])["model"] == {"name": "llama3", "flavor": "8B"}
+    assert not any(g.startswith("model:") for g in out.gaps)
+    assert any(g.startswith("model: torchtitan ships no GPT-3 1.3B") for g in export_file(C2, "torchtitan").gaps)
+
+
+def test_torchtitan_gaps_precision_on_gpus_without_bf16() -> None:
+    out = export_file(C1, "torchtitan")
+    assert any(g.startswith("precision:") and "T4" in g and "V100" in g for g in out.gaps)
+    assert tomllib.loads(out.files["torchtitan.toml"])["training"]["mixed_precision_param"] == "float32"
+
+
+def test_deepspeed_allocation_gaps_uneven_batches_and_shares() -> None:
+    gaps = export_file(TINY, "deepspeed").gaps
+    assert any(g.startswith("uneven per-GPU batches (2×2, 8×1") for g in gaps)
+    assert any(g.startswith("uneven state shares") for g in gaps)
+
+
+def test_deepspeed_caps_zero_beside_pipelines_with_a_gap() -> None:
+    doc = _doc(C2)
+    for s in doc["stages"]:
+        s["layout"] = s["layout"].replace("zero1", "zero3")
+    out = export(doc, "deepspeed")
+    assert json.loads(out.files["ds_config.json"])["zero_optimization"]["stage"] == 1
+    assert any(g.startswith("ZeRO stage 3 with 8 pipeline stages") for g in out.gaps)
+
+
+def test_a_model_outside_the_catalog_is_a_gap_not_a_silent_omission() -> None:
+    doc = _doc(C2) | {"model": "My Own 1B"}
+    out = export(doc, "megatron")
+    assert any(g.startswith("model: 'My Own 1B' is not a shipped model") for g in out.gaps)
+    assert all("--hidden-size" not in text for text in out.files.values())
+
+
+def test_a_given_model_file_fills_the_dimensions(tmp_path: Path) -> None:
+    doc = _doc(C2) | {"model": "My Own 1B"}
+    model = tmp_path / "own.toml"
+    model.write_text('name = "My Own 1B"\narchitecture = "llama"\nlayers = 24\nhidden = 1024\nheads = 16\nkv_heads = 4\n'
+                     'ffn = 4096\nvocab = 32000\nsequence = 4096\n')
+    source = tmp_path / "plan.json"
+    source.write_text(json.dumps(doc))
+    assert cli.main(["export", str(source), "--to", "megatron", "--model", str(model), "-o", str(tmp_path / "out")]) == 0
+    text = next((tmp_path / "out").glob("megatron-1-*.args")).read_text()
+    assert "--hidden-size 1024" in text and "--num-query-groups 4" in text and "--swiglu" in text
+    assert (tmp_path / "out" / GAPS_FILE).read_text().count("is not a shipped model") == 0
+
+
+def test_a_model_file_of_another_depth_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    model = tmp_path / "deep.toml"
+    model.write_text('name = "Deep"\narchitecture = "gpt"\nlayers = 48\nhidden = 1024\nheads = 16\n'
+                     'ffn = 4096\nvocab = 32000\nsequence = 2048\n')
+    code, out, err = _run(["export", str(C2), "--to", "megatron", "--model", str(model)], capsys)
+    assert code == 2 and "Deep has 48 layers but the plan's stages hold 24" in err and len(err.splitlines()) == 1
+
+
+def test_megatron_model_arguments_of_moe_llama_and_vit_models() -> None:
+    from hetopt.export import find_model
+    from hetopt.export.megatron import model_arguments
+
+    gaps: list[str] = []
+    mixtral = model_arguments(find_model("Mixtral-8x7B"), 4096, gaps)
+    assert {"--num-experts 8", "--moe-router-topk 2", "--swiglu", "--group-query-attention"} <= set(mixtral)
+    gshard = model_arguments(find_model("GShard MoE 2.4B (Alpa)"), 1024, gaps)
+    # hetopt's MoE layers are the 2nd, 4th, ...: Megatron's list form, dense first
+    assert "--moe-layer-freq ([0]*1+[1])*8" in gshard  # 16 layers
+    assert sum(g.startswith("model: the plan prices no expert parallelism") for g in gaps) == 2
+    model_arguments(find_model("ViT-G/14"), 256, gaps)
+    assert gaps[-1].startswith("model: ViT-G/14 is a vision transformer")
+    assert {a.split()[0] for a in mixtral + gshard} <= MEGATRON_ARGUMENTS
+
+
+def test_megatron_virtual_stages() -> None:
+    from hetopt.export.megatron import build
+    from hetopt.export.source import Block, Layout, PlanView
+
+    def plan(split: tuple[int, ...]) -> PlanView:
+        block = Block("a", "A100", Layout(1, len(split), 1, 2, "none", 0, False), 0, split, 4, 1)
+        return PlanView("c", "m", 8, 1, 8, 128, "OPTIMAL", (block,), None)
+
+    files, gaps = build(plan((4, 4)), None)
+    assert ["--num-virtual-stages-per-pipeline-rank", "2"] in _arguments(files["megatron-1-a.args"]) and gaps == []
+    files, gaps = build(plan((3, 5)), None)
+    names = {a[0] for a in _arguments(files["megatron-1-a.args"])}
+    assert not names & {"--pipeline-model-parallel-layout", "--decoder-first-pipeline-num-layers"}
+    assert len(gaps) == 1 and gaps[0].startswith("virtual pipeline stages 2 with an uneven split")
+
+
+# -- the command line and bad input ---------------------------------------------------------------
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = cli.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_cli_writes_the_folder_and_prints_the_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["export", str(C1), "--to", "deepspeed", "-o", str(tmp_path / "ds")], capsys)
+    assert code == 0
+    assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == [GAPS_FILE, "ds_config.json", "pipeline.json"]
+    gaps = (tmp_path / "ds" / GAPS_FILE).read_text().splitlines()
+    assert err.splitlines() == [f"hetopt: gap: {g}" for g in gaps] and gaps
+
+
+def test_cli_without_a_folder_prints_the_files(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["export", str(ONE), "--to", "torchtitan"], capsys)
+    assert code == 0 and out.startswith("==> torchtitan.toml <==\n")
+    tomllib.loads(out.split("\n", 1)[1])
+
+
+def _bad(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize("make, target, expected", [
+    (lambda d: _bad(d, "x.json", "not json {"), "megatron", "not JSON"),
+    (lambda d: _bad(d, "x.json", "[1, 2]"), "megatron", "not a hetopt result"),
+    (lambda d: _bad(d, "x.json", '{"hello": 1}'), "cephalo", "not a hetopt result"),
+    (lambda d: _bad(d, "x.json", '{"results": [], "agree": true}'), "cephalo", "a crosscheck result"),
+    (lambda d: _bad(d, "x.json", '{"problem": "islands", "status": "OPTIMAL", "solution": {}}'), "megatron",
+     "an islands result cannot be exported to megatron"),
+    (lambda d: _bad(d, "x.json", '{"problem": "pipeline", "status": "OPTIMAL", "solution": {}}'), "deepspeed",
+     "a pipeline result cannot be exported to deepspeed"),
+    (lambda d: str(TINY), "megatron", "an allocation result cannot be exported to megatron"),
+    (lambda d: str(TINY), "torchtitan", "an allocation result cannot be exported to torchtitan"),
+    (lambda d: str(INFEASIBLE), "cephalo", "no solution to export (status INFEASIBLE"),
+    (lambda d: _bad(d, "x.json", json.dumps(_doc(C2) | {"status": "TIME_LIMIT", "stages": []})), "megatron",
+     "no solution to export (status TIME_LIMIT"),
+    (lambda d: _bad(d, "x.json", json.dumps(_doc(C2) | {"stages": [{"island": "a"}]})), "megatron", "stages[0].layers"),
+    (lambda d: _bad(d, "x.json", json.dumps(_doc(C2) | {"alternatives": []})), "cephalo", "no solved cephalo-fsdp"),
+    (lambda d: str(d / "missing.json"), "megatron", "no such file"),
+    (lambda d: str(d), "megatron", "is a folder"),
+])
+def test_bad_input_exits_2_with_one_line(make, target, expected, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["export", make(tmp_path), "--to", target], capsys)
+    assert code == 2 and out == ""
+    assert len(err.splitlines()) == 1 and expected in err and "Traceback" not in err
+
+
+def test_unknown_target_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["export", str(C2), "--to", "jax"])
+    assert exc.value.code == 2 and "invalid choice: 'jax'" in capsys.readouterr().err
+    with pytest.raises(InputError, match="unknown target"):
+        export(_doc(C2), "jax")
+
+
+def test_output_folder_that_is_a_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    taken = _bad(tmp_path, "taken", "")
+    code, _, err = _run(["export", str(C2), "--to", "megatron", "-o", taken], capsys)
+    assert code == 2 and "exists and is not a folder" in err and len(err.splitlines()) == 1
+    assert Path(taken).read_text() == ""
+
+
+def test_cli_targets_are_the_libraries() -> None:
+    assert tuple(TARGETS) == cli.EXPORT_TARGETS
+
+
+def test_the_cli_imports_the_exporters_only_when_exporting() -> None:
+    code = "import sys, hetopt.cli; print('hetopt.export' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+# -- the runtimes' own parsers (installed only by hand; skipped otherwise) -------------------------
+
+
+@pytest.mark.runtime
+def test_torchtitan_reads_the_job_file(tmp_path: Path) -> None:
+    manager = pytest.importorskip("torchtitan.config.manager")
+    if not hasattr(manager, "ConfigManager"):
+        pytest.skip("this torchtitan has no TOML job files (0.2.x has)")
+    write_output(export_file(C2, "torchtitan"), tmp_path)
+    job = manager.ConfigManager().parse_args(["--job.config_file", str(tmp_path / "torchtitan.toml")])
+    assert job.parallelism.pipeline_parallel_degree == 8
+    assert job.parallelism.module_fqns_per_model_part[0][0] == "tok_embeddings"
+
+
+@pytest.mark.runtime
+def test_deepspeed_reads_the_zero_section() -> None:
+    zero = pytest.importorskip("deepspeed.runtime.zero.config")
+    for path in (C2, TINY):
+        config = json.loads(export_file(path, "deepspeed").files["ds_config.json"])
+        assert int(zero.DeepSpeedZeroConfig(**config["zero_optimization"]).stage) == config["zero_optimization"]["stage"]
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("path, world", [(C2, 16), (ONE, 8)], ids=["two-islands", "one-island"])
+def test_megatron_parses_and_validates_the_arguments(path: Path, world: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    arguments = pytest.importorskip("megatron.training.arguments")
+    doc = _doc(path)
+    # the arguments a run adds to the export: data, tokenizer, optimizer, length
+    extra = ["--mock-data", "--tokenizer-type", "NullTokenizer", "--vocab-size", "50257", "--lr", "1e-4", "--train-iters", "10"]
+    for text in export_file(path, "megatron").files.values():
+        monkeypatch.setattr(sys, "argv", ["pretrain_gpt.py", *(w for a in _arguments(text) for w in a), *extra])
+        args = arguments.parse_args(ignore_unknown_args=False)
+        args.rank, args.world_size = 0, world
+        arguments.validate_args(args)
+        assert args.num_layers == sum(s["layers"] for s in doc["stages"])
+        assert args.global_batch_size // (args.micro_batch_size * args.data_parallel_size) == doc["microbatches"]
