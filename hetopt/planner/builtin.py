@@ -446,9 +446,9 @@ def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: i
     expert GEMMs (at most 4 of them with full recomputation) and on the all-to-alls (at most 6).
     When a lower bound of the first exceeds an upper bound of the second, every stage of the
     FSEP layout is at least as slow as the EP one: dominated (exact). Bounds on the link
-    slopes: an all-to-all's seconds per byte lie between min(1/w_intra, 1/w_inter)/2 (a GPU
-    sends at least half its bytes over one kind of link) and max(1/w_intra, g/w_inter) (the
-    node's g GPUs share the network).
+    slopes: inside a node 1/w_intra; for groups that may cross nodes, an all-to-all's seconds per
+    byte lie between min(1/w_intra, 1/w_inter)/2 (a GPU sends at least half its bytes over one
+    kind of link) and max(1/w_intra, g/w_inter) (the node's g GPUs share the network).
     """
     cfg, s, gpu = sl.model, sl.seq, island.gpu
     index = next((i for i in range(sl.first_layer, sl.first_layer + sl.layers) if cfg.is_moe_layer(i)), None)
@@ -458,8 +458,12 @@ def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: i
     samples = m / (dp * cp)
     tokens = samples * s
     intra, inter = island.intra_bandwidth, island.inter_bandwidth
-    slow = max(1 / intra, island.gpus_per_node / inter) if island.nodes > 1 else 1 / intra
-    fast = min(1 / intra, 1 / inter) / 2 if island.nodes > 1 else 1 / intra
+    gpn, span = island.gpus_per_node, ex.group_span(tp=tp, ep=ep, etp=etp)
+    # stages start at multiples of their t·c·d GPUs, which the span divides: a group that
+    # divides a node never leaves it
+    crosses = island.nodes > 1 and (span > gpn or gpn % span)
+    slow = max(1 / intra, gpn / inter) if crosses else 1 / intra
+    fast = min(1 / intra, 1 / inter) / 2 if crosses else 1 / intra
     experts = ex.expert_forward_flops(cfg, s, index) * samples / tp
     rows = ex.expert_gemm_rows(cfg, tokens, tp=tp, ep=ep, etp=etp)
     saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, rows) + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * slow)
