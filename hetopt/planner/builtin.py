@@ -70,6 +70,12 @@ ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
 #: Context-parallel degrees the built-in parallelizer tries (those t·c dividing a node and
 #: 2c dividing the sequence): up to a node of 8 GPUs, as Megatron's CP inside a node.
 CP_DEGREES = (1, 2, 4, 8)
+#: Tokens per sample from which dense slices are also searched with CP and offloading: the
+#: long-context regime (Llama-3's 8k and beyond) that they are for. Shorter dense runs keep
+#: the TP/PP/DP/recomputation/ZeRO search space, so their plans (and the planner's shipped
+#: pipeline instances and findings) are unchanged: a choice of search space, not a proof
+#: that CP or offloading cannot help there.
+LONG_SEQUENCE = 8192
 #: Entries a parallelizer's memo of stage prices may hold before it is emptied (memory bound;
 #: see :class:`BuiltinParallelizer`).
 STAGE_CACHE_LIMIT = 1_000_000
@@ -525,6 +531,9 @@ class BuiltinParallelizer:
         Context-parallel degrees to try (``CP_DEGREES``); 1 must be among them to keep plain layouts.
     offload
         Enumerate activation offloading on GPUs whose catalog entry has a host link.
+    long_sequence
+        CP and offloading are enumerated for slices with MoE layers and for dense slices of at
+        least this many tokens per sample (``LONG_SEQUENCE``).
 
     Notes
     -----
@@ -546,6 +555,7 @@ class BuiltinParallelizer:
     fsep: bool = True
     cp: tuple[int, ...] = CP_DEGREES
     offload: bool = True
+    long_sequence: int = LONG_SEQUENCE
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -619,13 +629,16 @@ class BuiltinParallelizer:
         splits_memo = self._cache("splits")  # the min-max split of the same weights recurs per TP degree and query
         key = tuple(weights)
         moe = any(cfg.is_moe_layer(i) for i in range(sl.first_layer, sl.first_layer + k))
-        offload = island.gpu.host_bandwidth is not None and self.offload
+        # dense slices of ordinary length keep the TP/PP/DP/recompute/ZeRO search space (and its plans)
+        broad = moe or sl.seq >= self.long_sequence
+        offload = island.gpu.host_bandwidth is not None and self.offload and broad
         out = []
         for tp in divisors(island.gpus_per_node):
             if cfg.heads % tp:
                 continue  # Megatron splits whole attention heads
             # CP: a ring inside a node (t·c divides it), 2c equal chunks of the sequence
             cps = [c for c in divisors(island.gpus_per_node // tp) if c in self.cp and not ctx.sequence_problem(sl.seq, c)]
+            cps = cps if broad else [1]
             top = min(k, G // tp, self.max_pp or k)
             for pp in range(1, top + 1):
                 balanced = splits_memo.get((key, pp))
@@ -669,7 +682,10 @@ class BuiltinParallelizer:
         prices: dict[tuple, tuple[StageCost, int | None, float]], capacity: float,
     ) -> tuple[tuple[StageCost, ...], list[float], int | None]:
         """The layout's stages (memoized prices), their times and its stages-behind limit."""
-        nodes = stage_nodes(island, lay.tp, lay.dp * lay.cp, lay.pp)
+        placed = self._memo.setdefault("nodes", {})  # small (islands × stage sizes × depths); the placement recurs for every split, recomputation, ZeRO stage, EP, ...
+        nodes = placed.get((island, lay.stage_gpus, lay.pp))
+        if nodes is None:
+            nodes = placed[island, lay.stage_gpus, lay.pp] = stage_nodes(island, lay.tp, lay.dp * lay.cp, lay.pp)
         starts = tuple(accumulate(lay.split, initial=0))
         stages, times, fits = [], [], []
         embedding, head, last = sl.embedding, sl.head, lay.pp - 1

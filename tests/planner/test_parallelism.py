@@ -200,9 +200,16 @@ def test_offload_saves_the_memory_that_binds():
 def test_gpus_without_a_host_link_are_not_offloaded():
     assert GPUS["B200"].host_bandwidth is None and GPUS["A100-SXM4-80GB"].host_bandwidth == 32e9
     assert off.host_problem(GPUS["B200"]).startswith("offload: the GPU catalog has no host-link figure")
-    sl = middle(TINY)
+    sl = middle(TINY_MOE)
     assert not any(lay.offload for lay in BuiltinParallelizer().layouts(sl, one_node("B200"), microbatch_size=2))
     assert any(lay.offload for lay in BuiltinParallelizer().layouts(sl, one_node(), microbatch_size=2))
+
+
+def test_short_dense_slices_keep_the_previous_search_space():
+    dense = BuiltinParallelizer().layouts(middle(TINY), one_node(), microbatch_size=1)
+    assert all((lay.ep, lay.cp, lay.offload) == (1, 1, False) for lay in dense)
+    wide = BuiltinParallelizer(long_sequence=32).layouts(middle(TINY), one_node(), microbatch_size=1)
+    assert any(lay.cp > 1 for lay in wide) and any(lay.offload for lay in wide) and all(lay.ep == 1 for lay in wide)
 
 
 # ----------------------------------------------------------------------- search and output
