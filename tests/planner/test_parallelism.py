@@ -269,3 +269,13 @@ def test_bad_inputs_exit_2(tmp_path, capsys, gpu, model, text, message):
                      "--no-alternatives", "--workers", "1", "--layout", text])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_export_refuses_ep_cp_offload_layouts_with_the_reason():
+    from hetopt.errors import InputError
+    from hetopt.export.source import parse_layout as export_layout
+
+    assert export_layout("tp2 pp3 dp2 selective zero1 sp", "p.json", "").tp == 2
+    for text in ("tp1 pp2 dp4 none zero1 ep4", "tp1 pp2 dp4 none zero1 ep4 fsep", "tp2 pp1 dp1 none zero0 sp cp2 offload"):
+        with pytest.raises(InputError, match="exporters do not write yet"):
+            export_layout(text, "p.json", "stages[0].")
