@@ -488,12 +488,13 @@ def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]
     check is one vectorized comparison against the kept keys.
     """
     order = np.lexsort(keys.T[::-1])  # by Σ t, then max t, stages, −limit; stable (ties by index)
+    rows = keys.tolist()  # equal rows compared as Python lists: cheaper than one numpy call per pair
     kept_keys = np.empty_like(keys)
     kept: list[int] = []
     start = 0
     while start < len(order):
         stop = start + 1
-        while stop < len(order) and np.array_equal(keys[order[stop]], keys[order[start]]):
+        while stop < len(order) and rows[order[stop]] == rows[order[start]]:
             stop += 1
         group = order[start:stop]
         n = int(group[0]) if len(group) == 1 else int(min(group, key=lambda j: (peak(j), j)))
@@ -682,10 +683,14 @@ class BuiltinParallelizer:
         prices: dict[tuple, tuple[StageCost, int | None, float]], capacity: float,
     ) -> tuple[tuple[StageCost, ...], list[float], int | None]:
         """The layout's stages (memoized prices), their times and its stages-behind limit."""
-        placed = self._memo.setdefault("nodes", {})  # small (islands × stage sizes × depths); the placement recurs for every split, recomputation, ZeRO stage, EP, ...
-        nodes = placed.get((island, lay.stage_gpus, lay.pp))
+        # the placement recurs for every split, recomputation, ZeRO stage, EP, ...; it depends on
+        # the island's shape only (a small table: shapes × stage sizes × depths)
+        placed = self._memo.setdefault("nodes", {})
+        gpus = lay.tp * lay.dp * lay.cp
+        where = (island.nodes, island.gpus_per_node, gpus, lay.pp)
+        nodes = placed.get(where)
         if nodes is None:
-            nodes = placed[island, lay.stage_gpus, lay.pp] = stage_nodes(island, lay.tp, lay.dp * lay.cp, lay.pp)
+            nodes = placed[where] = stage_nodes(island, lay.tp, lay.dp * lay.cp, lay.pp)
         starts = tuple(accumulate(lay.split, initial=0))
         stages, times, fits = [], [], []
         embedding, head, last = sl.embedding, sl.head, lay.pp - 1
@@ -703,7 +708,7 @@ class BuiltinParallelizer:
                 None if q == last else one and nodes[q] == nodes[q + 1],
                 None if q == 0 else one and nodes[q - 1] == nodes[q],
                 # where a multi-node stage starts within a node decides which links its EP groups cross
-                None if lay.ep == 1 or one else _stage_offset(island, lay.stage_gpus, lay.pp, q) % island.gpus_per_node,
+                None if lay.ep == 1 or one else _stage_offset(island, gpus, lay.pp, q) % island.gpus_per_node,
             )
             priced = prices.get(key)
             if priced is None:
@@ -776,12 +781,14 @@ class BuiltinParallelizer:
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
-        unbounded = False  # whether the layout just before (the same without offloading) fits any pipeline
+        skip_offload = False  # learnt from the layout just before: the same without offloading
         for lay in self.layouts(sl, island, microbatch_size=m):
-            if lay.offload and unbounded:
-                continue  # offloading only adds time, and the layout without it already fits everywhere (exact)
+            if lay.offload and skip_offload:
+                # offloading only adds time and static bytes: useless when the layout without it
+                # already fits everywhere, or when a stage's static bytes alone do not fit (exact)
+                continue
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
-            unbounded = limit is None
+            skip_offload = limit is None or (limit == -1 and any(in_flight_fit(st, capacity, M) == -1 for st in stages))
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
                 rows.append((lay, stages, limit))
                 # the same sums PartialPlan.total_time_s and max_time_s compute
