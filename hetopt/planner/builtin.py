@@ -384,9 +384,11 @@ def _stage(
     params += cm.input_embedding_parameters(cfg) if embed else 0
     params += cm.head_parameters(cfg, with_embedding=embed) if head else 0
     dense = params - exp_params if n_moe else params
+    # an MoE layer's expert tensors (weight, + bias for GPT/ViT) go with the experts' own collectives
+    expert_tensors = cfg.experts * cm._ffn_matrices(cfg) * (1 if cfg.architecture == "llama" else 2) if n_moe else 0
     comm = cm.data_parallel_comm(
         dense / tp if one_node else dense, replicas, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
-        hop_latency_s=intra_hop if one_node else inter_hop, collectives=max(1, tab.tensors[b] - tab.tensors[a]),
+        hop_latency_s=intra_hop if one_node else inter_hop, collectives=max(1, tab.tensors[b] - tab.tensors[a] - n_moe * expert_tensors),
         recompute_gather=rc == "full",
     )
     forward += comm.forward_s

@@ -279,3 +279,34 @@ def test_export_refuses_ep_cp_offload_layouts_with_the_reason():
     for text in ("tp1 pp2 dp4 none zero1 ep4", "tp1 pp2 dp4 none zero1 ep4 fsep", "tp2 pp1 dp1 none zero0 sp cp2 offload"):
         with pytest.raises(InputError, match="exporters do not write yet"):
             export_layout(text, "p.json", "stages[0].")
+
+
+TINY_MOE_FILE = """name = "tiny-moe"
+architecture = "gpt"
+layers = 4
+hidden = 256
+heads = 4
+ffn = 1024
+vocab = 1000
+sequence = 128
+experts = 4
+top_k = 2
+"""
+
+
+def test_plan_prints_and_exports_ep_cp_offload(tmp_path, capsys):
+    import json
+
+    cluster, model = tmp_path / "one.toml", tmp_path / "tiny-moe.toml"
+    cluster.write_text(TWO_NODES.format(gpu="A100-SXM4-80GB"))
+    model.write_text(TINY_MOE_FILE)
+    args = ["plan", "--cluster", str(cluster), "--model", str(model), "--global-batch", "16", "--microbatch", "2",
+            "--no-alternatives", "--workers", "1"]
+    assert cli.main([*args, "--json", "--layout", "tp=1 pp=1 dp=8 ep=4 fsep=1 mbs=1"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["stages"] and all({"ep", "fsep", "cp", "offload"} <= set(s) for s in doc["stages"])
+    assert doc["given_layout"]["layout"] == "tp=1 pp=1 dp=8 mbs=1 recompute=none zero=0 ep=4 fsep=1"
+    assert doc["given_layout"]["fits"]
+    assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert all(col in out for col in ("EP", "CP", "offload"))
