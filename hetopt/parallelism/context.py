@@ -37,7 +37,13 @@ BACKWARD_RING_TENSORS = 2
 
 
 def sequence_problem(seq: int, cp: int) -> str:
-    """Why the sequence cannot be split over ``cp`` ranks ('' when it can)."""
+    """Why the sequence cannot be split over ``cp`` ranks ('' when it can).
+
+    Examples
+    --------
+    >>> sequence_problem(4096, 8), sequence_problem(4096, 1)
+    ('', '')
+    """
     if cp < 1:
         return f"cp={cp} must be >= 1"
     if cp > 1 and seq % (CHUNKS_PER_RANK * cp):
@@ -50,6 +56,12 @@ def ring_step_bytes(cfg: ModelConfig, seq: int, samples: float, *, cp: int, tp: 
     """Bytes one GPU sends per forward ring step: K and V of its s/c tokens, its 1/t of the heads.
 
     2 (K, V) · 2 bytes · (s/c) · w_kv · b / t for b samples per replica.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("g", "gpt", 2, 1024, 16, 4096, 0, 2048)
+    >>> ring_step_bytes(gpt, 2048, 2, cp=2, tp=1) == 2 * 2 * 1024 * 1024 * 2
+    True
     """
     return 2 * ACTIVATION_BYTES * (seq / cp) * cfg.kv_width * samples / tp
 

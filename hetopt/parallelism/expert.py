@@ -109,12 +109,24 @@ def layout_problem(cfg: ModelConfig, *, tp: int, ep: int, cp: int, dp: int) -> s
 
 
 def expert_tp(*, tp: int, ep: int, cp: int, dp: int) -> int:
-    """The experts' tensor-parallel degree: t when e divides c·d (EP inside DP), else 1 (folded)."""
+    """The experts' tensor-parallel degree: t when e divides c·d (EP inside DP), else 1 (folded).
+
+    Examples
+    --------
+    >>> expert_tp(tp=4, ep=2, cp=1, dp=2), expert_tp(tp=4, ep=8, cp=1, dp=2)
+    (4, 1)
+    """
     return tp if (cp * dp) % ep == 0 else 1
 
 
 def group_span(*, tp: int, ep: int, etp: int) -> int:
-    """Consecutive GPUs one EP group spans: e·t inside DP (one TP rank of e replicas), e folded."""
+    """Consecutive GPUs one EP group spans: e·t inside DP (one TP rank of e replicas), e folded.
+
+    Examples
+    --------
+    >>> group_span(tp=2, ep=4, etp=2), group_span(tp=2, ep=4, etp=1)
+    (8, 4)
+    """
     return ep * tp if etp == tp else ep
 
 

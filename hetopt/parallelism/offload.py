@@ -28,7 +28,14 @@ RESIDENT_LAYERS = 2
 
 
 def host_problem(gpu: GpuType) -> str:
-    """Why activations cannot be offloaded on ``gpu`` ('' when they can)."""
+    """Why activations cannot be offloaded on ``gpu`` ('' when they can).
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> host_problem(load_gpus()["H100-SXM5"])
+    ''
+    """
     if gpu.host_bandwidth is None:
         return (f"offload: the GPU catalog has no host-link figure (host_gbs) for {gpu.name} "
                 "(add its PCIe bandwidth with a source, or give offload=0)")
@@ -36,12 +43,24 @@ def host_problem(gpu: GpuType) -> str:
 
 
 def exposed_s(nbytes: float, host_bandwidth: float, overlap_s: float) -> float:
-    """Seconds a copy of ``nbytes`` over the host link adds beyond ``overlap_s`` of compute."""
+    """Seconds a copy of ``nbytes`` over the host link adds beyond ``overlap_s`` of compute.
+
+    Examples
+    --------
+    >>> exposed_s(16e9, 16e9, 0.25), exposed_s(16e9, 16e9, 2.0)
+    (0.75, 0.0)
+    """
     return max(0.0, nbytes / host_bandwidth - overlap_s)
 
 
 def resident_bytes(activation_bytes: float, *, layers: int) -> float:
-    """Bytes of one micro-batch's activations that stay on the GPU: ``RESIDENT_LAYERS`` of ``layers``."""
+    """Bytes of one micro-batch's activations that stay on the GPU: ``RESIDENT_LAYERS`` of ``layers``.
+
+    Examples
+    --------
+    >>> resident_bytes(9.0, layers=1), resident_bytes(9.0, layers=3)
+    (9.0, 6.0)
+    """
     return activation_bytes * min(layers, RESIDENT_LAYERS) / layers
 
 

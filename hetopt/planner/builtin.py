@@ -10,6 +10,9 @@ For a slice of k layers on an island of G GPUs (``gpus_per_node`` per node) it e
 * two layer splits over the p stages (even by layer count with extras at the back, and
   the split minimizing the slowest stage's FLOPs); recomputation (none, selective, full);
   ZeRO stage 0-3 (only 0 when d = 1, where they coincide);
+* for MoE slices: expert-parallel degree e (with and without FSEP); for MoE slices and long
+  sequences: context-parallel degree c and activation offloading (:mod:`hetopt.parallelism`;
+  a stage then has t·c·d GPUs);
 
 prices every stage with :mod:`hetopt.costmodel`, drops the layouts that fit in no
 pipeline position and returns the rest that no other layout dominates. The formulas, the
