@@ -74,3 +74,8 @@ def test_half_mixtral_on_c2_puts_more_layers_on_the_h100s():
     p = plan("tangram-c2", cfg, global_batch=128, microbatch_size=4, seq=4096, alternatives=False)
     h100 = sum(s.layers for s in p.stages if s.gpu.startswith("H100"))
     assert p.status.value == "OPTIMAL" and h100 > cfg.layers - h100
+    # one uniform layout on both islands is a restriction of the composition: never faster
+    from hetopt.planner.findings import uniform_layout_time
+
+    one, choice = uniform_layout_time(load_cluster("tangram-c2"), cfg)
+    assert one is not None and one >= p.iteration_time_s * (1 - 1e-9) and choice.startswith("tp")
