@@ -12,18 +12,16 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, ep=1, fsep=False, cp=1, offload=False)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, ep=1, fsep=False, cp=1, offload=False)
+>>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
+2
 >>> parse_layout("tp=1 pp=2 dp=4 ep=4 fsep=1 cp=2 offload=yes").text()
 'tp=1 pp=2 dp=4 mbs=? recompute=none zero=0 ep=4 fsep=1 cp=2 offload=1'
->>> parse_layout("tp=2 pp=2 dp=1 vpp=2")
-Traceback (most recent call last):
-...
-hetopt.errors.InputError: --layout vpp=2: the interleaved schedule is not modelled yet (give vpp=1 or leave it out)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
@@ -39,9 +37,11 @@ from hetopt.workload import ModelConfig
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
 #: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "ep", "fsep", "cp", "offload")
-#: Spellings of a yes/no value (``offload``, ``fsep``).
-SWITCHES = {"1": True, "true": True, "yes": True, "on": True, "0": False, "false": False, "no": False, "off": False}
+LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "ep", "fsep", "cp", "offload")
+#: Spellings of ``overlap=``: Megatron-Core's --overlap-grad-reduce / --overlap-param-gather on or off.
+OVERLAP_VALUES = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
+#: Spellings of a yes/no value (``offload``, ``fsep``): the same.
+SWITCHES = OVERLAP_VALUES
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,8 @@ class GivenLayout:
     microbatch: int = 0
     recompute: str = "none"
     zero: int = 0
+    overlap: bool = True  # data-parallel / ZeRO traffic overlaps compute (cm.exposed_s)
+    vpp: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B)
     ep: int = 1
     fsep: bool = False
     cp: int = 1
@@ -62,10 +64,12 @@ class GivenLayout:
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
+        tail = "" if self.overlap else " overlap=no"
+        vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
         more += " offload=1" if self.offload else ""
-        return f"tp={self.tp} pp={self.pp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{more}"
+        return f"tp={self.tp} pp={self.pp}{vpp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{tail}{more}"
 
 
 @dataclass(frozen=True)
@@ -105,7 +109,7 @@ def parse_layout(text: str) -> GivenLayout:
     Raises
     ------
     InputError
-        An unknown key, a value out of range, or ``vpp`` > 1 (not modelled), naming it.
+        An unknown key or a value out of range, naming it.
     """
     values: dict[str, str] = {}
     for part in text.replace(",", " ").split():
@@ -130,8 +134,8 @@ def parse_layout(text: str) -> GivenLayout:
     for key in ("tp", "pp", "dp", "mbs", "ep", "cp"):
         if key in sizes and sizes[key] < 1:
             raise InputError(f"--layout {key}={sizes[key]}: must be >= 1")
-    if sizes.get("vpp", 1) != 1:
-        raise InputError(f"--layout vpp={sizes['vpp']}: the interleaved schedule is not modelled yet (give vpp=1 or leave it out)")
+    if sizes.get("vpp", 1) < 1:
+        raise InputError(f"--layout vpp={sizes['vpp']}: must be >= 1")
     zero = sizes.get("zero", 0)
     if zero not in cm.ZERO_STAGES:
         raise InputError(f"--layout zero={zero}: must be one of {', '.join(map(str, cm.ZERO_STAGES))}")
@@ -140,8 +144,12 @@ def parse_layout(text: str) -> GivenLayout:
         raise InputError(f"--layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
     if switches.get("fsep") and sizes.get("ep", 1) == 1:
         raise InputError("--layout fsep=1: fully sharded EP needs an expert-parallel degree (give ep > 1)")
-    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero,
-                       sizes.get("ep", 1), switches.get("fsep", False), sizes.get("cp", 1), switches.get("offload", False))
+    overlap = values.get("overlap", "yes").lower()
+    if overlap not in OVERLAP_VALUES:
+        raise InputError(f"--layout overlap={values['overlap']}: must be yes or no")
+    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, OVERLAP_VALUES[overlap],
+                       sizes.get("vpp", 1), sizes.get("ep", 1), switches.get("fsep", False), sizes.get("cp", 1),
+                       switches.get("offload", False))
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:
@@ -168,6 +176,15 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     if t * p * d * c > island.gpus:
         what = "tp·pp·dp" if c == 1 else "tp·pp·dp·cp"
         raise InputError(f"--layout {what} = {t * p * d * c}: more GPUs than the {island.gpus} of {island.name}")
+    v = layout.vpp
+    if v > 1 and p == 1:
+        raise InputError(f"--layout vpp={v}: interleaving needs pp >= 2 (got pp=1)")
+    if v > 1 and cfg.layers % (p * v):
+        raise InputError(f"--layout vpp={v} pp={p}: the {cfg.layers} layers of {cfg.name} must split into pp·vpp = {p * v} "
+                         "equal chunks")
+    if v > 1 and layout.microbatch and (global_batch // (layout.microbatch * d)) % p:
+        raise InputError(f"--layout vpp={v}: the interleaved schedule needs the micro-batches per iteration "
+                         f"({global_batch // (layout.microbatch * d)}) to be a multiple of pp={p}")
     why = ex.layout_problem(cfg, tp=t, ep=layout.ep, cp=c, dp=d)
     if why:
         raise InputError(f"--layout {why}")
@@ -208,13 +225,15 @@ def price_layout(
     seq = seq or cfg.sequence
     check_layout(layout, island, cfg, global_batch, seq=seq)
     par = parallelizer or BuiltinParallelizer()
+    if par.overlap_communication != layout.overlap:  # the runtime the layout ran on
+        par = replace(par, overlap_communication=layout.overlap)
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"
-    lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero,
-                 layout.ep, layout.fsep, layout.cp, layout.offload)
+    lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero, layout.vpp,
+                 ep=layout.ep, fsep=layout.fsep, cp=layout.cp, offload=layout.offload)
     for b in (layout.microbatch,) if layout.microbatch else microbatches_tried:
         m = b * layout.dp
-        if global_batch % m:
+        if global_batch % m or (layout.vpp > 1 and (global_batch // m) % layout.pp):
             continue
         plan = par.plan(whole, island, lay, microbatch_size=m, microbatches=global_batch // m)
         if plan.behind is not None and plan.behind < 0:

@@ -118,8 +118,8 @@ def test_fsep_prune_is_exact():
             if dp > m or _fsep_may_pay(sl, isl, m, tp, 1, dp, ep):
                 continue
             for rc in ("none", "full"):
-                e = PAR0.plan(sl, isl, Layout(tp, 1, dp, (4,), rc, 1, ep), microbatch_size=m, microbatches=4)
-                f = PAR0.plan(sl, isl, Layout(tp, 1, dp, (4,), rc, 1, ep, True), microbatch_size=m, microbatches=4)
+                e = PAR0.plan(sl, isl, Layout(tp, 1, dp, (4,), rc, 1, ep=ep), microbatch_size=m, microbatches=4)
+                f = PAR0.plan(sl, isl, Layout(tp, 1, dp, (4,), rc, 1, ep=ep, fsep=True), microbatch_size=m, microbatches=4)
                 assert all(y.time_s >= x.time_s for x, y in zip(e.stages, f.stages)) and f.peak_bytes >= e.peak_bytes
                 checked += 1
     assert checked
@@ -148,7 +148,7 @@ def test_cp_splits_activations_and_prices_the_ring():
     assert one.activation_bytes == pytest.approx(s * 2 * h * (34 + 5 * a * s / h))
     assert cp2.activation_bytes == pytest.approx(one.activation_bytes / 2) == pytest.approx(dp2.activation_bytes)
     assert cp2.static_bytes == dp2.static_bytes and cp2.gpus == dp2.gpus == 2
-    ring_f, ring_b = ctx.ring_attention_s(TINY, s, 2, cp=2, tp=1, gpu=isl.gpu, bandwidth=isl.intra_bandwidth,
+    ring_f, ring_b = ctx.ring_attention_s(TINY, s, 2, cp=2, tp=1, gpu=isl.gpu, bandwidth=isl.intra_achieved,
                                           hop_latency_s=3.4e-6)
     assert cp2.forward_s == pytest.approx(dp2.forward_s + ring_f)
     assert cp2.backward_s == pytest.approx(dp2.backward_s + ring_b)
