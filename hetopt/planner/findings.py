@@ -298,8 +298,8 @@ class _OneLayout(BuiltinParallelizer):
 
     only: tuple = (1, 1, 1, False)
 
-    def layouts(self, slice, island, *, microbatch_size):
-        return [lay for lay in super().layouts(slice, island, microbatch_size=microbatch_size)
+    def layouts(self, slice, island, *, microbatch_size, microbatches=None):
+        return [lay for lay in super().layouts(slice, island, microbatch_size=microbatch_size, microbatches=microbatches)
                 if (lay.tp, lay.dp, lay.ep, lay.fsep) == self.only]
 
 
