@@ -883,17 +883,20 @@ class BuiltinParallelizer:
             work = cm.TRAINING_PER_FORWARD * (tab.forward[-1] + (cm.head_forward_flops(sl.model, sl.seq) if sl.head else 0.0))
             work *= global_batch / (island.gpu.training_flops * island.gpu.gemm_efficiency)
             best = math.inf
-        plain: tuple[Layout | None, bool] = (None, False)  # the last layout priced without offloading: skip its offloading?
+        # an offloading layout comes right after the same layout without it (``layouts``; the sort
+        # below is stable and keeps the pair together): whether that one showed offloading useless
+        skip_offload = False
         for lay in layouts:
             if whole and work / (lay.stage_gpus * lay.pp) >= best:
+                skip_offload = False
                 continue
-            if lay.offload and plain[1] and plain[0] == replace(lay, offload=False):
+            if lay.offload and skip_offload:
                 # offloading only adds time and static bytes: useless when the layout without it
                 # already fits everywhere, or when a stage's static bytes alone do not fit (exact)
                 continue
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
-            if not lay.offload:
-                plain = (lay, limit is None or (limit == -1 and any(in_flight_fit(st, capacity, M) == -1 for st in stages)))
+            skip_offload = not lay.offload and (
+                limit is None or (limit == -1 and any(in_flight_fit(st, capacity, M) == -1 for st in stages)))
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
                 rows.append((lay, stages, limit))
                 # the same sums PartialPlan.total_time_s and max_time_s compute
