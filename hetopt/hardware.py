@@ -27,7 +27,7 @@ DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency", "gemm_half_tokens",
-    "calibration", "host_gbs",
+    "calibration", "attention_efficiency", "host_gbs",
 )
 
 
@@ -60,9 +60,17 @@ class GpuType:
     gemm_efficiency: float = DEFAULT_EFFICIENCY
     gemm_half_tokens: float = DEFAULT_HALF_EFFICIENCY_TOKENS
     calibration: str = ""
+    #: Share of peak FlashAttention's kernels reach (None: as ``gemm_efficiency``, said in
+    #: ``calibration``); the attention scores' FLOPs run at it when attention is flash.
+    attention_efficiency: float | None = None
     #: The host link (PCIe to CPU memory), bytes/s per direction; None where the catalog has
     #: no figure (activation offloading then cannot be priced on this GPU).
     host_bandwidth: float | None = None
+
+    @property
+    def flash_efficiency(self) -> float:
+        """FlashAttention's share of peak: the catalog's figure, else the GEMM asymptote."""
+        return self.gemm_efficiency if self.attention_efficiency is None else self.attention_efficiency
 
     @property
     def uses_fp32(self) -> bool:
@@ -118,6 +126,7 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             gemm_efficiency=(DEFAULT_EFFICIENCY if efficiency is None else efficiency) if gemm is None else gemm,
             gemm_half_tokens=(DEFAULT_HALF_EFFICIENCY_TOKENS if half is None else half) if gemm_half is None else gemm_half,
             calibration=f.string("calibration", ""),
+            attention_efficiency=f.number("attention_efficiency", None, positive=True, maximum=1.0),
             host_bandwidth=None if (host := f.number("host_gbs", None, positive=True)) is None else host * GIGA,
         )
     return catalog

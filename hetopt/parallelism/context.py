@@ -68,13 +68,16 @@ def ring_step_bytes(cfg: ModelConfig, seq: int, samples: float, *, cp: int, tp: 
 
 def ring_attention_s(
     cfg: ModelConfig, seq: int, samples: float, *, cp: int, tp: int, gpu: GpuType, bandwidth: float, hop_latency_s: float,
+    flash: bool = False,
 ) -> tuple[float, float]:
     """Exposed seconds of one layer's K/V ring per micro-batch: (forward, backward).
 
     Forward: c − 1 steps, each max(0, x − y) with x = ``ring_step_bytes`` / w + hop latency
     and y the attention of one (s/c) × (s/c) block on the GPU (4·(s/c)²·w·b/t FLOPs at the
-    GEMM efficiency of its b·s/c token rows). Backward: the same steps passing K, V, dK, dV
-    (2x), overlapped with the block's backward attention (2y). Each pass adds one launch
+    GEMM efficiency of its b·s/c token rows; with ``flash``, FlashAttention's kernels at their
+    own share of peak, ``costmodel.attention_time_s``). Backward: the same steps passing K, V,
+    dK, dV (2x), overlapped with the block's backward attention (2y; with FlashAttention
+    ``FLASH_SCORE_BACKWARD_PER_FORWARD``·y, Q·Kᵀ recomputed). Each pass adds one launch
     latency. 0 for c = 1.
 
     Examples
@@ -89,10 +92,11 @@ def ring_attention_s(
         return 0.0, 0.0
     x = ring_step_bytes(cfg, seq, samples, cp=cp, tp=tp) / bandwidth + hop_latency_s
     block = 4.0 * (seq / cp) ** 2 * cfg.attention_width * samples / tp
-    y = cm.gemm_time_s(block, gpu, samples * seq / cp)
+    y = cm.attention_time_s(block, gpu) if flash else cm.gemm_time_s(block, gpu, samples * seq / cp)
+    y_back = (cm.FLASH_SCORE_BACKWARD_PER_FORWARD if flash else cm.BACKWARD_PER_FORWARD) * y
     base = cm.RING_BASE_LATENCY_S if hop_latency_s > 0 else 0.0
     forward = (cp - 1) * max(0.0, x - y) + base
-    backward = (cp - 1) * max(0.0, BACKWARD_RING_TENSORS * x - cm.BACKWARD_PER_FORWARD * y) + base
+    backward = (cp - 1) * max(0.0, BACKWARD_RING_TENSORS * x - y_back) + base
     return forward, backward
 
 

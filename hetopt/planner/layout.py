@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, ep=1, fsep=False, cp=1, offload=False)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False)
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
 2
 >>> parse_layout("tp=1 pp=2 dp=4 ep=4 fsep=1 cp=2 offload=yes").text()
@@ -37,8 +37,9 @@ from hetopt.workload import ModelConfig
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
 #: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "ep", "fsep", "cp", "offload")
-#: Spellings of ``overlap=``: Megatron-Core's --overlap-grad-reduce / --overlap-param-gather on or off.
+LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "ep", "fsep", "cp", "offload")
+#: Spellings of the yes/no keys: ``overlap=`` (Megatron-Core's --overlap-grad-reduce /
+#: --overlap-param-gather on or off) and ``flash=`` (FlashAttention or materialized scores).
 OVERLAP_VALUES = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
 #: Spellings of a yes/no value (``offload``, ``fsep``): the same.
 SWITCHES = OVERLAP_VALUES
@@ -56,6 +57,7 @@ class GivenLayout:
     zero: int = 0
     overlap: bool = True  # data-parallel / ZeRO traffic overlaps compute (cm.exposed_s)
     vpp: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B)
+    flash: bool = True  # attention as FlashAttention (no s×s scores kept)
     ep: int = 1
     fsep: bool = False
     cp: int = 1
@@ -64,7 +66,7 @@ class GivenLayout:
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
-        tail = "" if self.overlap else " overlap=no"
+        tail = ("" if self.overlap else " overlap=no") + ("" if self.flash else " flash=no")
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
@@ -144,12 +146,15 @@ def parse_layout(text: str) -> GivenLayout:
         raise InputError(f"--layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
     if switches.get("fsep") and sizes.get("ep", 1) == 1:
         raise InputError("--layout fsep=1: fully sharded EP needs an expert-parallel degree (give ep > 1)")
-    overlap = values.get("overlap", "yes").lower()
-    if overlap not in OVERLAP_VALUES:
-        raise InputError(f"--layout overlap={values['overlap']}: must be yes or no")
-    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, OVERLAP_VALUES[overlap],
-                       sizes.get("vpp", 1), sizes.get("ep", 1), switches.get("fsep", False), sizes.get("cp", 1),
-                       switches.get("offload", False))
+    flags = {}
+    for key in ("overlap", "flash"):
+        word = values.get(key, "yes").lower()
+        if word not in OVERLAP_VALUES:
+            raise InputError(f"--layout {key}={values[key]}: must be yes or no")
+        flags[key] = OVERLAP_VALUES[word]
+    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
+                       sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
+                       sizes.get("cp", 1), switches.get("offload", False))
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:
@@ -225,8 +230,8 @@ def price_layout(
     seq = seq or cfg.sequence
     check_layout(layout, island, cfg, global_batch, seq=seq)
     par = parallelizer or BuiltinParallelizer()
-    if par.overlap_communication != layout.overlap:  # the runtime the layout ran on
-        par = replace(par, overlap_communication=layout.overlap)
+    if (par.overlap_communication, par.flash_attention) != (layout.overlap, layout.flash):  # the runtime it ran on
+        par = replace(par, overlap_communication=layout.overlap, flash_attention=layout.flash)
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"
     lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero, layout.vpp,

@@ -94,4 +94,5 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             layout=None if getattr(args, "layout", None) is None else parse_layout(args.layout),
             # unset: plan() picks the atoms (coarser on clusters of very many islands)
             parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom) if args.layers_per_atom else None,
+            replicas=getattr(args, "replicas", False),
         )
