@@ -364,7 +364,7 @@ def price_island_layouts(
         if b.island in seen:
             raise InputError(f"--layout {b.island}: given twice (an island hosts one block)")
         seen.add(b.island)
-        check_layout(b.layout, islands[index[b.island]], cfg, global_batch)
+        check_layout(b.layout, islands[index[b.island]], cfg, global_batch, seq=seq)
         if b.layout.pp > b.layers:
             raise InputError(f"--layout {b.island}: pp={b.layout.pp} is more stages than its {b.layers} layers")
     if sum(b.layers for b in blocks) != cfg.layers:
@@ -384,7 +384,8 @@ def price_island_layouts(
         M = global_batch // m
         options, placed, first = [], [], 0
         for k, b in enumerate(blocks):
-            lay = Layout(b.layout.tp, b.layout.pp, b.layout.dp, even_split(b.layers, b.layout.pp), b.layout.recompute, b.layout.zero)
+            lay = Layout(b.layout.tp, b.layout.pp, b.layout.dp, even_split(b.layers, b.layout.pp), b.layout.recompute, b.layout.zero,
+                         ep=b.layout.ep, fsep=b.layout.fsep, cp=b.layout.cp, offload=b.layout.offload)
             run = replace(par, overlap_communication=b.layout.overlap, flash_attention=b.layout.flash)
             partial = run.plan(Slice(atoms[first:first + b.layers]), islands[index[b.island]], lay, microbatch_size=m, microbatches=M)
             options.append(partial.to_option(index[b.island]))

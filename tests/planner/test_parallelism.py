@@ -310,3 +310,23 @@ def test_plan_prints_and_exports_ep_cp_offload(tmp_path, capsys):
     assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert all(col in out for col in ("EP", "CP", "offload"))
+
+
+def test_per_island_layouts_carry_ep_and_cp(tmp_path):
+    """``--layout "ISLAND: layers=K ..."`` on a heterogeneous cluster prices EP too, and refuses a bad CP."""
+    from hetopt.errors import InputError
+    from hetopt.planner.plan import plan
+
+    model = tmp_path / "tiny-moe.toml"
+    model.write_text(TINY_MOE_FILE)
+    cfg = load_model(model)
+    p = plan("tangram-c2", cfg, global_batch=16, microbatch_size=4, seq=128, alternatives=False)
+    names = [i["name"] for i in p.islands]
+    a100 = next(n for n in names if n.startswith("a100"))
+    h100 = next(n for n in names if n.startswith("h100"))
+    given = plan("tangram-c2", cfg, global_batch=16, microbatch_size=4, seq=128, alternatives=False,
+                 layout=f"{a100}: layers=2 tp=1 pp=1 dp=4 ep=4 mbs=1; {h100}: layers=2 tp=1 pp=1 dp=4 mbs=1")
+    assert given.given_layout is not None and "ep=4" in given.given_layout["layout"]
+    with pytest.raises(InputError, match="2·cp = 6"):
+        plan("tangram-c2", cfg, global_batch=16, microbatch_size=4, seq=128, alternatives=False,
+             layout=f"{a100}: layers=2 tp=1 pp=1 dp=1 cp=3 mbs=1; {h100}: layers=2 tp=1 pp=1 dp=4 mbs=1")
