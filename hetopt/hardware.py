@@ -27,7 +27,7 @@ DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency", "gemm_half_tokens",
-    "calibration", "attention_efficiency",
+    "calibration", "attention_efficiency", "host_gbs",
 )
 
 
@@ -63,6 +63,9 @@ class GpuType:
     #: Share of peak FlashAttention's kernels reach (None: as ``gemm_efficiency``, said in
     #: ``calibration``); the attention scores' FLOPs run at it when attention is flash.
     attention_efficiency: float | None = None
+    #: The host link (PCIe to CPU memory), bytes/s per direction; None where the catalog has
+    #: no figure (activation offloading then cannot be priced on this GPU).
+    host_bandwidth: float | None = None
 
     @property
     def flash_efficiency(self) -> float:
@@ -124,6 +127,7 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             gemm_half_tokens=(DEFAULT_HALF_EFFICIENCY_TOKENS if half is None else half) if gemm_half is None else gemm_half,
             calibration=f.string("calibration", ""),
             attention_efficiency=f.number("attention_efficiency", None, positive=True, maximum=1.0),
+            host_bandwidth=None if (host := f.number("host_gbs", None, positive=True)) is None else host * GIGA,
         )
     return catalog
 

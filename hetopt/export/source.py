@@ -26,6 +26,8 @@ PLAN_KEYS = ("cluster", "model", "global_batch", "microbatch_size", "microbatche
 #: (``hetopt.planner.parallelizer.PartialPlan.layout``), with ``vpp<n>`` after ``pp`` for an
 #: interleaved plan (``tp8 pp4 vpp2 dp32 selective zero1 sp``).
 _LAYOUT = re.compile(r"^tp(\d+) pp(\d+)(?: vpp(\d+))? dp(\d+) (none|selective|full) zero([0-3])( sp)?$")
+#: The planner's expert / context parallelism and offloading suffixes (issue 11), not exported yet.
+_BREADTH = re.compile(r" (ep\d+( fsep)?|cp\d+|offload)(?= |$)")
 #: The planner's FSDP alternative's detail, ``FSDP, per-GPU batch A100 4×8; H100 1×4, 7×4
 #: (batch×GPUs, total 64)`` (``hetopt.planner.alternatives.fsdp_batches``).
 _FSDP_DETAIL = re.compile(r"^FSDP, per-GPU batch (.+) \(batch×GPUs, total (\d+)\)$")
@@ -203,6 +205,9 @@ def parse_layout(text: str, source: str, where: str) -> Layout:
     2
     """
     m = _LAYOUT.match(text) if isinstance(text, str) else None
+    if m is None and isinstance(text, str) and _BREADTH.search(text):
+        raise InputError(f"{source}: {where}layout: {text!r} uses expert or context parallelism or activation "
+                         "offloading, which the exporters do not write yet (export a plan without them)")
     if m is None:
         raise InputError(f"{source}: {where}layout: {text!r} is not a planner layout "
                          "(expected e.g. 'tp2 pp4 dp1 none zero1'; re-run `hetopt plan --json`)")

@@ -10,6 +10,9 @@ For a slice of k layers on an island of G GPUs (``gpus_per_node`` per node) it e
 * two layer splits over the p stages (even by layer count with extras at the back, and
   the split minimizing the slowest stage's FLOPs); recomputation (none, selective, full);
   ZeRO stage 0-3 (only 0 when d = 1, where they coincide);
+* for MoE slices: expert-parallel degree e (with and without FSEP); for MoE slices and long
+  sequences: context-parallel degree c and activation offloading (:mod:`hetopt.parallelism`;
+  a stage then has t·c·d GPUs);
 
 prices every stage with :mod:`hetopt.costmodel`, drops the layouts that fit in no
 pipeline position and returns the rest that no other layout dominates. The formulas, the
@@ -31,6 +34,7 @@ Examples
 from __future__ import annotations
 
 import bisect
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,6 +43,9 @@ from itertools import accumulate
 import numpy as np
 
 from hetopt import costmodel as cm
+from hetopt.parallelism import context as ctx
+from hetopt.parallelism import expert as ex
+from hetopt.parallelism import offload as off
 from hetopt.units import GIB
 from hetopt.planner.parallelizer import (
     Atom,
@@ -64,6 +71,15 @@ RESERVED_BYTES = 1.0 * GIB
 ZERO3_GATHERED_LAYERS = 2
 #: Bytes per parameter of such an unsharded layer: fp16 weights (2) and gradients (2).
 ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
+#: Context-parallel degrees the built-in parallelizer tries (those t·c dividing a node and
+#: 2c dividing the sequence): up to a node of 8 GPUs, as Megatron's CP inside a node.
+CP_DEGREES = (1, 2, 4, 8)
+#: Tokens per sample from which dense slices are also searched with CP and offloading: the
+#: long-context regime (Llama-3's 8k and beyond) that they are for. Shorter dense runs keep
+#: the TP/PP/DP/recomputation/ZeRO search space, so their plans (and the planner's shipped
+#: pipeline instances and findings) are unchanged: a choice of search space, not a proof
+#: that CP or offloading cannot help there.
+LONG_SEQUENCE = 8192
 #: Entries a parallelizer's memo of stage prices may hold before it is emptied (memory bound;
 #: see :class:`BuiltinParallelizer`).
 STAGE_CACHE_LIMIT = 1_000_000
@@ -83,6 +99,12 @@ class _Table:
     tensors: tuple[int, ...]  # parameter tensors (ZeRO-3 collectives per pass)
     kinds: tuple[int, ...]  # per layer, an id of everything its price depends on (memo key)
     run_end: tuple[int, ...]  # run_end[j]: where the run of layers of kind kinds[j] from j ends
+    # MoE layers (all zero for a dense model): expert GEMM FLOPs per sample, expert parameters
+    expert: tuple[float, ...] = (0.0,)
+    expert_params: tuple[float, ...] = (0.0,)
+    expert_params_each: tuple[float, ...] = ()
+    moe: tuple[int, ...] = (0,)
+
 
 
 def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None, *, flash: bool = False) -> _Table:
@@ -117,6 +139,10 @@ def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None, *, flash: bool =
         # a layer's price depends on its index only through these (experts or not)
         kinds=kinds,
         run_end=tuple(run_end),
+        expert=pre(ex.expert_forward_flops(cfg, s, i) for i in idx),
+        expert_params=pre(float(ex.expert_parameters(cfg, i)) for i in idx),
+        expert_params_each=tuple(float(ex.expert_parameters(cfg, i)) for i in idx),
+        moe=tuple(accumulate((int(cfg.is_moe_layer(i)) for i in idx), initial=0)),
     )
 
 
@@ -172,6 +198,30 @@ def minmax_split(weights: list[float], p: int) -> tuple[int, ...]:
     return best
 
 
+def stage_offsets(island: IslandSpec, gpus: int, pp: int) -> tuple[int, ...]:
+    """The first GPU (island-wide index) of every stage of ``gpus`` GPUs, placed as :func:`stage_nodes`.
+
+    >>> from hetopt.hardware import load_gpus
+    >>> isl = IslandSpec("t4", load_gpus()["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=4e9)
+    >>> stage_offsets(isl, 3, 2), stage_offsets(isl, 6, 1)
+    ((0, 4), (0,))
+    """
+    gpn = island.gpus_per_node
+    per_node = gpn // gpus
+    if per_node >= 1 and pp <= island.nodes * per_node:
+        return tuple((q // per_node) * gpn + (q % per_node) * gpus for q in range(pp))
+    return tuple(q * gpus for q in range(pp))
+
+
+def _stage_offset(island: IslandSpec, gpus: int, pp: int, q: int) -> int:
+    """``stage_offsets(island, gpus, pp)[q]`` without building the tuple."""
+    gpn = island.gpus_per_node
+    per_node = gpn // gpus
+    if per_node >= 1 and pp <= island.nodes * per_node:
+        return (q // per_node) * gpn + (q % per_node) * gpus
+    return q * gpus
+
+
 def stage_nodes(island: IslandSpec, tp: int, dp: int, pp: int) -> tuple[tuple[int, int], ...]:
     """First and last node of every stage's t·d GPUs.
 
@@ -193,6 +243,10 @@ def stage_nodes(island: IslandSpec, tp: int, dp: int, pp: int) -> tuple[tuple[in
 
 @dataclass(frozen=True)
 class Layout:
+    """A layout: t, p, d, the layer split, recomputation, ZeRO stage, virtual stages; EP degree
+    (with or without FSEP), CP degree and activation offloading (``hetopt.parallelism``). A
+    stage has t·c·d GPUs."""
+
     tp: int
     pp: int
     dp: int
@@ -200,6 +254,36 @@ class Layout:
     recompute: str
     zero_stage: int
     vpp: int = 1  # virtual stages per GPU (Megatron's interleaved 1F1B); > 1 only for whole models
+    ep: int = 1
+    fsep: bool = False
+    cp: int = 1
+    offload: bool = False
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one stage: t·c·d."""
+        return self.tp * self.cp * self.dp
+
+
+@functools.lru_cache(maxsize=4096)
+def _expert_locality(gpn: int, offset: int, gpus: int, span: int, ep: int, stride: int) -> tuple[int, int]:
+    """(fewest EP-group members on one node, the stage's GPUs on that node) for a stage at ``offset``.
+
+    Groups are ``span`` consecutive GPUs from the stage's start, members every ``stride``;
+    ``gpn`` GPUs per node. Only ``offset`` mod ``gpn`` matters (callers pass it reduced).
+    """
+    worst = (ep, min(gpus, gpn))
+    for g0 in range(offset, offset + gpus, span):
+        counts: dict[int, int] = {}
+        for j in range(ep):
+            n = (g0 + j * stride) // gpn
+            counts[n] = counts.get(n, 0) + 1
+        if len(counts) > 1:
+            n, local = min(counts.items(), key=lambda kv: kv[1])
+            on_node = min((n + 1) * gpn, offset + gpus) - max(n * gpn, offset)
+            worst = min(worst, (local, on_node))
+    return worst
+
 
 
 def _stage(
@@ -210,16 +294,33 @@ def _stage(
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage")."""
     cfg, s, gpu = sl.model, sl.seq, island.gpu
     tp, dp, rc, z = lay.tp, lay.dp, lay.recompute, lay.zero_stage
+    cp, ep = lay.cp, lay.ep
+    replicas = dp * cp  # the dense weights' data-parallel group: Megatron reduces gradients over DP × CP
     sp = sequence_parallel and tp > 1
     a = sum(lay.split[:q])
     b = a + lay.split[q]
     ell = b - a
     embed = sl.embedding and q == 0
     head = sl.head and q == lay.pp - 1
-    samples = microbatch_size / dp  # b: samples per replica per micro-batch
+    # b: samples per replica per micro-batch, over c: CP gives each GPU s/c tokens of each sample,
+    # and every per-GPU quantity below is proportional to its tokens (the s² attention terms too:
+    # s/c queries against s keys)
+    samples = microbatch_size / replicas
     tokens = samples * s  # the GEMMs' token rows on every GPU of the replica (TP splits the weights)
     intra, inter = island.intra_achieved, island.inter_achieved  # what NCCL gets of the datasheet links
     intra_hop, inter_hop = cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"]
+
+    # experts (MoE layers only; all zero for a dense model): their GEMMs run on the expert's
+    # own token rows, and the busiest EP rank sets the pace unless FSEP rebalances
+    n_moe = tab.moe[b] - tab.moe[a]
+    etp = ex.expert_tp(tp=tp, ep=ep, cp=cp, dp=dp) if n_moe else tp
+    expert_fwd = (tab.expert[b] - tab.expert[a]) * samples / tp
+    imbalance = ex.ROUTING_IMBALANCE if ep > 1 and not lay.fsep else 1.0
+    expert_rows = ex.expert_gemm_rows(cfg, tokens, tp=tp, ep=ep, etp=etp) if n_moe else tokens
+
+    def gemm(flops: float, experts: float) -> float:
+        t = cm.gemm_time_s(flops - experts, gpu, tokens)
+        return t + cm.gemm_time_s(experts * imbalance, gpu, expert_rows) if experts else t
 
     # compute: the matrix multiplications at the GEMM efficiency, the memory-bound kernels
     # at the memory bandwidth (formulations/costmodel.md, "Time")
@@ -237,16 +338,28 @@ def _stage(
     ew_fwd = s * samples * ((wide / tp if sp else wide) + (tab.ew_sharded[b] - tab.ew_sharded[a]) / tp)
     ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s, flash=flash) / tp,
                 "full": ew_fwd}[rc]
-    forward = cm.gemm_time_s(dense, gpu, tokens) + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd, gpu)
-    backward = cm.gemm_time_s(cm.BACKWARD_PER_FORWARD * dense + extra, gpu, tokens) + cm.attention_time_s(attn_bwd, gpu)
+    forward = gemm(dense, expert_fwd) + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd, gpu)
+    backward = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, (cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * expert_fwd)
+    backward += cm.attention_time_s(attn_bwd, gpu)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra, gpu)
     compute = (forward, backward)  # what data-parallel traffic can hide behind (TP's cannot: it is on the path)
+    compute_fwd, compute_bwd = compute  # and what offloading's copies overlap
 
-    # tensor parallelism (inside a node)
+    # tensor parallelism (inside a node); folded EP keeps experts whole, so an MoE layer's
+    # FFN has no TP all-reduce
     allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, samples), tp, intra, intra_hop)
     tp_pass = ell * cm.tp_layer_comm_s(cfg, s, samples, tp, intra, intra_hop)
+    if etp != tp:
+        tp_pass -= n_moe * allreduce
     forward += tp_pass + (cm.EMBEDDING_TP_ALLREDUCES * allreduce if embed else 0.0)
     backward += tp_pass + (tp_pass if rc == "full" else 0.0) + (cm.HEAD_TP_ALLREDUCES * allreduce if head else 0.0)
+
+    # context parallelism: the K/V ring of every layer, inside a node (t·c divides the node)
+    if cp > 1:
+        ring_f, ring_b = ctx.ring_attention_s(cfg, s, samples * cp, cp=cp, tp=tp, gpu=gpu, bandwidth=intra, hop_latency_s=intra_hop,
+                                              flash=flash)
+        forward += ell * ring_f
+        backward += ell * (ring_b + (ring_f if rc == "full" else 0.0))
 
     # hand-over to the next inner stage (activations) and back (gradients)
     def handover(x: int, y: int) -> float:
@@ -266,26 +379,74 @@ def _stage(
     elif v > 1 and lay.pp > 1:
         backward += (v - 1) * handover(lay.pp - 1, q)
 
+    # expert parallelism: dispatch + combine per MoE layer in each pass (again with full
+    # recomputation), over the links the EP groups cross; FSEP gathers each layer's experts
+    one_node = nodes[q][0] == nodes[q][1]
+    exp_params = tab.expert_params[b] - tab.expert_params[a]
+    if ep > 1 and n_moe:
+        stage_gpus = lay.stage_gpus
+        span = ex.group_span(tp=tp, ep=ep, etp=etp)
+        offset = _stage_offset(island, stage_gpus, lay.pp, q) % island.gpus_per_node
+        local, node_gpus = _expert_locality(island.gpus_per_node, offset, stage_gpus, span, ep, tp if etp == tp else 1)
+
+        def exchange(nbytes: float) -> float:
+            return ex.alltoall_s(nbytes, ep, local=local, node_gpus=node_gpus, intra_bandwidth=intra,
+                                 inter_bandwidth=inter or intra, intra_hop_s=intra_hop, inter_hop_s=inter_hop)
+
+        a2a = exchange(imbalance * ex.alltoall_bytes(cfg, tokens / tp, ep))
+        passes = 2 if rc == "full" else 1
+        forward += n_moe * ex.ALLTOALLS_PER_PASS * a2a
+        backward += (passes * n_moe) * ex.ALLTOALLS_PER_PASS * a2a
+        if lay.fsep:
+            gather = exchange(ex.fsep_gather_bytes(exp_params / n_moe, ep, etp))
+            forward += n_moe * gather
+            backward += n_moe * gather * (2 + (1 if rc == "full" else 0))  # gather again, reduce-scatter gradients
+
     # data parallelism: one ring per TP rank; inside a node each on its own GPU link, across
-    # nodes all t rings share the node's network, so the node moves the stage's whole gradient
+    # nodes all t rings share the node's network, so the node moves the stage's whole gradient.
+    # Experts' gradients are reduced over their own data-parallel group of t·c·d/(e·etp) GPUs.
     params = tab.params[b] - tab.params[a]
     params += cm.input_embedding_parameters(cfg) if embed else 0
     params += cm.head_parameters(cfg, with_embedding=embed) if head else 0
-    one_node = nodes[q][0] == nodes[q][1]
+    dense = params - exp_params if n_moe else params
+    # an MoE layer's expert tensors (weight, + bias for GPT/ViT) go with the experts' own collectives
+    expert_tensors = cfg.experts * cm._ffn_matrices(cfg) * (1 if cfg.architecture == "llama" else 2) if n_moe else 0
+    span = nodes[q][1] - nodes[q][0] + 1
     comm = cm.data_parallel_comm(
-        params / tp if one_node else params, dp, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
-        hop_latency_s=cm.ring_hop_latency_s(dp, nodes[q][1] - nodes[q][0] + 1, intra_hop, inter_hop),
-        collectives=max(1, tab.tensors[b] - tab.tensors[a]),
+        dense / tp if one_node else dense, replicas, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
+        hop_latency_s=cm.ring_hop_latency_s(replicas, span, intra_hop, inter_hop),
+        collectives=max(1, tab.tensors[b] - tab.tensors[a] - n_moe * expert_tensors),
         recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=ell,
     )
     forward += comm.forward_s
     backward += comm.backward_s
+    expert_replicas = tp * replicas // (ep * etp)
+    if n_moe:
+        shard = exp_params / (ep * etp)
+        # the experts' reduction hides behind the same compute as the dense one (optimistic)
+        ecomm = cm.data_parallel_comm(
+            shard if one_node else exp_params / ep, expert_replicas, intra if one_node else inter, zero_stage=z,
+            microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(expert_replicas, span, intra_hop, inter_hop),
+            collectives=n_moe, recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=n_moe,
+        )
+        forward += ecomm.forward_s
+        backward += ecomm.backward_s
 
     # memory per GPU
-    static = cm.state_bytes_per_parameter(z, dp) * params / tp + reserved_bytes
-    if z == 3 and dp > 1:
-        widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + b))
-        static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
+    static = cm.state_bytes_per_parameter(z, replicas) * dense / tp + reserved_bytes
+    if n_moe:
+        static += cm.state_bytes_per_parameter(z, expert_replicas) * exp_params / (ep * etp)
+        if lay.fsep and ep > 1:
+            widest_experts = max(tab.expert_params_each[a:b])
+            static += ex.FSEP_GATHERED_LAYERS * (cm.WEIGHT_BYTES + cm.GRADIENT_BYTES) * widest_experts / (ep * etp)
+    if z == 3 and replicas > 1:
+        if n_moe:  # per GPU: the dense part over t, the experts over e·etp
+            widest = max((tab.params[j + 1] - tab.params[j] - tab.expert_params_each[j]) / tp
+                         + tab.expert_params_each[j] / (ep * etp) for j in range(a, b))
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest
+        else:
+            widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + b))
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
     if rc != "none":  # the layer being recomputed materializes what recomputation dropped
         i = sl.first_layer + a + max(range(ell), key=lambda j: tab.sharded_each[a + j])
         static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sp, recompute=rc, index=i, flash=flash)
@@ -300,7 +461,16 @@ def _stage(
         per_token = (replicated + sharded) / tp if sp else replicated + sharded / tp
         kept_scores = 0.0 if rc == "selective" or flash else ell * cm.ATTENTION_SCORE_BYTES * cfg.heads * s * s * samples / tp
         activation = s * samples * per_token + kept_scores
-    return StageCost(ell, forward, backward, static, activation, tp * dp)
+
+    # activation offloading: the micro-batch's activations go to the host during forward and
+    # come back during backward, hidden behind the stage's compute up to the host link
+    if lay.offload:
+        host = gpu.host_bandwidth
+        forward += off.exposed_s(activation, host, compute_fwd)
+        backward += off.exposed_s(activation, host, compute_bwd)
+        static += off.resident_bytes(activation, layers=ell)
+        activation = 0.0
+    return StageCost(ell, forward, backward, static, activation, lay.stage_gpus)
 
 
 def interleaved_in_flight(q: int, pp: int, vpp: int, microbatches: int) -> float:
@@ -349,6 +519,40 @@ def interleaved_stages(stages: Sequence[StageCost], vpp: int, microbatches: int)
     return tuple(out)
 
 
+def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: int, ep: int) -> bool:
+    """False when FSEP is dominated by plain EP of the same layout, whatever its other choices.
+
+    FSEP holds the same state plus gathered experts (never less memory) and differs in time
+    only per MoE layer: it gathers the experts once in forward, again in backward, and
+    reduce-scatters their gradients (3 collectives), and it saves the routing imbalance on the
+    expert GEMMs (at most 4 of them with full recomputation) and on the all-to-alls (at most 6).
+    When a lower bound of the first exceeds an upper bound of the second, every stage of the
+    FSEP layout is at least as slow as the EP one: dominated (exact). Bounds on the link
+    slopes: inside a node 1/w_intra; for groups that may cross nodes, an all-to-all's seconds per
+    byte lie between min(1/w_intra, 1/w_inter)/2 (a GPU sends at least half its bytes over one
+    kind of link) and max(1/w_intra, g/w_inter) (the node's g GPUs share the network).
+    """
+    cfg, s, gpu = sl.model, sl.seq, island.gpu
+    index = next((i for i in range(sl.first_layer, sl.first_layer + sl.layers) if cfg.is_moe_layer(i)), None)
+    if index is None:
+        return False
+    etp = ex.expert_tp(tp=tp, ep=ep, cp=cp, dp=dp)
+    samples = m / (dp * cp)
+    tokens = samples * s
+    intra, inter = island.intra_achieved, island.inter_achieved
+    gpn, span = island.gpus_per_node, ex.group_span(tp=tp, ep=ep, etp=etp)
+    # stages start at multiples of their t·c·d GPUs, which the span divides: a group that
+    # divides a node never leaves it
+    crosses = island.nodes > 1 and (span > gpn or gpn % span)
+    slow = max(1 / intra, gpn / inter) if crosses else 1 / intra
+    fast = min(1 / intra, 1 / inter) / 2 if crosses else 1 / intra
+    experts = ex.expert_forward_flops(cfg, s, index) * samples / tp
+    rows = ex.expert_gemm_rows(cfg, tokens, tp=tp, ep=ep, etp=etp)
+    saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, rows) + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * slow)
+    cost = 3 * ex.fsep_gather_bytes(ex.expert_parameters(cfg, index), ep, etp) * fast
+    return cost < saved
+
+
 def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]:
     """Rows of ``keys`` (Σ t, max t, stages, −limit) that no other row dominates, in key order.
 
@@ -360,12 +564,13 @@ def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]
     check is one vectorized comparison against the kept keys.
     """
     order = np.lexsort(keys.T[::-1])  # by Σ t, then max t, stages, −limit; stable (ties by index)
+    rows = keys.tolist()  # equal rows compared as Python lists: cheaper than one numpy call per pair
     kept_keys = np.empty_like(keys)
     kept: list[int] = []
     start = 0
     while start < len(order):
         stop = start + 1
-        while stop < len(order) and np.array_equal(keys[order[stop]], keys[order[start]]):
+        while stop < len(order) and rows[order[stop]] == rows[order[start]]:
             stop += 1
         group = order[start:stop]
         n = int(group[0]) if len(group) == 1 else int(min(group, key=lambda j: (peak(j), j)))
@@ -403,6 +608,16 @@ class BuiltinParallelizer:
         Attention runs as FlashAttention (no s×s scores in memory, Q·Kᵀ recomputed in
         backward), as every current runtime does; False: the scores are materialized
         (Megatron-LM 2021, the memory model of Korthikanti et al.).
+    expert_parallel, fsep
+        Enumerate EP degrees (divisors of the experts that fit the stage, MoE slices only), and
+        each with FSEP too.
+    cp
+        Context-parallel degrees to try (``CP_DEGREES``); 1 must be among them to keep plain layouts.
+    offload
+        Enumerate activation offloading on GPUs whose catalog entry has a host link.
+    long_sequence
+        CP and offloading are enumerated for slices with MoE layers and for dense slices of at
+        least this many tokens per sample (``LONG_SEQUENCE``).
 
     Notes
     -----
@@ -422,6 +637,11 @@ class BuiltinParallelizer:
     layers_per_atom: int = 1
     overlap_communication: bool = True
     flash_attention: bool = True
+    expert_parallel: bool = True
+    fsep: bool = True
+    cp: tuple[int, ...] = CP_DEGREES
+    offload: bool = True
+    long_sequence: int = LONG_SEQUENCE
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -446,6 +666,8 @@ class BuiltinParallelizer:
             raise ValueError(f"ZeRO stages must be a non-empty subset of {cm.ZERO_STAGES} (got {self.zero_stages})")
         if self.max_pp is not None and self.max_pp < 1:
             raise ValueError(f"max_pp must be >= 1 (got {self.max_pp})")
+        if 1 not in self.cp or any(c < 1 for c in self.cp):
+            raise ValueError(f"CP degrees must be >= 1 and include 1 (got {self.cp})")
         if self.reserved_bytes < 0:
             raise ValueError(f"reserved bytes must be >= 0 (got {self.reserved_bytes})")
 
@@ -499,10 +721,17 @@ class BuiltinParallelizer:
         splits_memo = self._cache("splits")  # the min-max split of the same weights recurs per TP degree and query
         whole = sl.embedding and sl.head
         key = tuple(weights)
+        moe = any(cfg.is_moe_layer(i) for i in range(sl.first_layer, sl.first_layer + k))
+        # dense slices of ordinary length keep the TP/PP/DP/recompute/ZeRO search space (and its plans)
+        broad = moe or sl.seq >= self.long_sequence
+        offload = island.gpu.host_bandwidth is not None and self.offload and broad
         out = []
         for tp in divisors(island.gpus_per_node):
             if cfg.heads % tp:
                 continue  # Megatron splits whole attention heads
+            # CP: a ring inside a node (t·c divides it), 2c equal chunks of the sequence
+            cps = [c for c in divisors(island.gpus_per_node // tp) if c in self.cp and not ctx.sequence_problem(sl.seq, c)]
+            cps = cps if broad else [1]
             top = min(k, G // tp, self.max_pp or k)
             for pp in range(1, top + 1):
                 balanced = splits_memo.get((key, pp))
@@ -515,12 +744,27 @@ class BuiltinParallelizer:
                 for dp in divisors(microbatch_size):
                     if tp * pp * dp > G:
                         break
-                    for rc in self.recompute:
-                        for z in self.zero_stages if dp > 1 else self.zero_stages[:1]:
-                            for split in splits:
-                                out.append(Layout(tp, pp, dp, split, rc, z))
-                            for v in interleave:
-                                out.append(Layout(tp, pp, dp, even, rc, z, v))
+                    for cp in cps:
+                        if tp * pp * dp * cp > G:
+                            break
+                        if cp > 1 and microbatch_size % (dp * cp) == 0:
+                            continue  # priced as DP over c·d plus the K/V ring: DP c·d dominates it (exact)
+                        eps = [1]
+                        if moe and self.expert_parallel:
+                            eps += [e for e in divisors(cfg.experts)[1:] if not ex.layout_problem(cfg, tp=tp, ep=e, cp=cp, dp=dp)]
+                        for ep in eps:
+                            pays = ep > 1 and self.fsep and _fsep_may_pay(sl, island, microbatch_size, tp, cp, dp, ep)
+                            for fsep in (False, True) if pays else (False,):
+                                extra = dict(ep=ep, fsep=fsep, cp=cp)
+                                for rc in self.recompute:
+                                    for z in self.zero_stages if dp * cp > 1 else self.zero_stages[:1]:
+                                        # offloading right after the same layout without it (parallelize skips it
+                                        # when that one shows it cannot help)
+                                        offs = (False, True) if offload else (False,)
+                                        for split in splits:
+                                            out += [Layout(tp, pp, dp, split, rc, z, offload=o, **extra) for o in offs]
+                                        for v in interleave:
+                                            out += [Layout(tp, pp, dp, even, rc, z, v, offload=o, **extra) for o in offs]
         return out
 
     def plan(
@@ -539,11 +783,18 @@ class BuiltinParallelizer:
         prices: dict[tuple, tuple[StageCost, int | None, float]], capacity: float,
     ) -> tuple[tuple[StageCost, ...], list[float], int | None]:
         """The layout's stages (memoized prices), their times and its stages-behind limit."""
-        nodes = stage_nodes(island, lay.tp, lay.dp, lay.pp)
+        # the placement recurs for every split, recomputation, ZeRO stage, EP, ...; it depends on
+        # the island's shape only (a small table: shapes × stage sizes × depths)
+        placed = self._memo.setdefault("nodes", {})
+        gpus = lay.tp * lay.dp * lay.cp
+        where = (island.nodes, island.gpus_per_node, gpus, lay.pp)
+        nodes = placed.get(where)
+        if nodes is None:
+            nodes = placed[where] = stage_nodes(island, lay.tp, lay.dp * lay.cp, lay.pp)
         starts = tuple(accumulate(lay.split, initial=0))
         stages, times, fits = [], [], []
         embedding, head, last = sl.embedding, sl.head, lay.pp - 1
-        shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage, lay.vpp)
+        shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage, lay.vpp, lay.ep, lay.fsep, lay.cp, lay.offload)
         wrap_one = nodes[0][0] == nodes[0][1] == nodes[-1][0] == nodes[-1][1]  # interleaving's last → first hand-over
         kinds, run_end = tab.kinds, tab.run_end
         for q in range(lay.pp):
@@ -558,6 +809,8 @@ class BuiltinParallelizer:
                 None if q == last else one and nodes[q] == nodes[q + 1],
                 None if q == 0 else one and nodes[q - 1] == nodes[q],
                 lay.vpp > 1 and q in (0, last) and wrap_one,
+                # where a multi-node stage starts within a node decides which links its EP groups cross
+                None if lay.ep == 1 or one else _stage_offset(island, gpus, lay.pp, q) % island.gpus_per_node,
             )
             priced = prices.get(key)
             if priced is None:
@@ -582,7 +835,7 @@ class BuiltinParallelizer:
             island=island.name, signature=sl.signature, first_layer=sl.first_layer, layers=sl.layers, role=sl.role,
             tp=lay.tp, pp=lay.pp, dp=lay.dp, microbatch_size=m, microbatches=M, recompute=lay.recompute,
             zero_stage=lay.zero_stage, sequence_parallel=self.sequence_parallel and lay.tp > 1, stages=stages,
-            capacity_bytes=capacity, behind=limit, vpp=lay.vpp,
+            capacity_bytes=capacity, behind=limit, vpp=lay.vpp, ep=lay.ep, fsep=lay.fsep, cp=lay.cp, offload=lay.offload,
         )
 
     def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, m: int, M: int, phi: float) -> PartialPlan:
@@ -641,14 +894,24 @@ class BuiltinParallelizer:
             # a whole-model plan is a pipeline of one block: only its own 1F1B time matters,
             # so the fastest that fits is the answer, and a layout whose GPUs cannot beat it
             # even at full speed (the iteration's FLOPs over its t·p·d GPUs) is never priced
-            layouts.sort(key=lambda x: -x.tp * x.pp * x.dp)
+            layouts.sort(key=lambda x: -x.stage_gpus * x.pp)
             work = cm.TRAINING_PER_FORWARD * (tab.forward[-1] + (cm.head_forward_flops(sl.model, sl.seq) if sl.head else 0.0))
             work *= global_batch / (island.gpu.training_flops * island.gpu.gemm_efficiency)
             best = math.inf
+        # an offloading layout comes right after the same layout without it (``layouts``; the sort
+        # below is stable and keeps the pair together): whether that one showed offloading useless
+        skip_offload = False
         for lay in layouts:
-            if whole and work / (lay.tp * lay.pp * lay.dp) >= best:
+            if whole and work / (lay.stage_gpus * lay.pp) >= best:
+                skip_offload = False
+                continue
+            if lay.offload and skip_offload:
+                # offloading only adds time and static bytes: useless when the layout without it
+                # already fits everywhere, or when a stage's static bytes alone do not fit (exact)
                 continue
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
+            skip_offload = not lay.offload and (
+                limit is None or (limit == -1 and any(in_flight_fit(st, capacity, M) == -1 for st in stages)))
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
                 rows.append((lay, stages, limit))
                 # the same sums PartialPlan.total_time_s and max_time_s compute

@@ -12,9 +12,11 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False)
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
 2
+>>> parse_layout("tp=1 pp=2 dp=4 ep=4 fsep=1 cp=2 offload=yes").text()
+'tp=1 pp=2 dp=4 mbs=? recompute=none zero=0 ep=4 fsep=1 cp=2 offload=1'
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from dataclasses import dataclass, replace
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
+from hetopt.parallelism import context as ctx
+from hetopt.parallelism import expert as ex
+from hetopt.parallelism import offload as off
 from hetopt.planner.builtin import BuiltinParallelizer, Layout, even_split
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Slice
 from hetopt.units import GIB
@@ -32,11 +37,14 @@ from hetopt.workload import ModelConfig
 
 #: The keys of a ``--layout`` string, as Megatron-LM's arguments name the same things:
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
-#: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash")
+#: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
+#: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
+LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "ep", "fsep", "cp", "offload")
 #: Spellings of the yes/no keys: ``overlap=`` (Megatron-Core's --overlap-grad-reduce /
 #: --overlap-param-gather on or off) and ``flash=`` (FlashAttention or materialized scores).
 OVERLAP_VALUES = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
+#: Spellings of a yes/no value (``offload``, ``fsep``): the same.
+SWITCHES = OVERLAP_VALUES
 
 
 @dataclass(frozen=True)
@@ -52,13 +60,20 @@ class GivenLayout:
     overlap: bool = True  # data-parallel / ZeRO traffic overlaps compute (cm.exposed_s)
     vpp: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B)
     flash: bool = True  # attention as FlashAttention (no s×s scores kept)
+    ep: int = 1
+    fsep: bool = False
+    cp: int = 1
+    offload: bool = False
 
     def text(self) -> str:
-        """The layout in ``--layout`` form."""
+        """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
         tail = ("" if self.overlap else " overlap=no") + ("" if self.flash else " flash=no")
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
-        return f"tp={self.tp} pp={self.pp}{vpp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{tail}"
+        more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
+        more += f" cp={self.cp}" if self.cp > 1 else ""
+        more += " offload=1" if self.offload else ""
+        return f"tp={self.tp} pp={self.pp}{vpp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{tail}{more}"
 
 
 @dataclass(frozen=True)
@@ -113,8 +128,14 @@ def parse_layout(text: str) -> GivenLayout:
     missing = [k for k in ("tp", "pp", "dp") if k not in values]
     if missing:
         raise InputError(f"--layout {text!r}: give {', '.join(missing)} (e.g. \"tp=8 pp=4 dp=2 mbs=1\")")
-    sizes = {k: _whole(text, k, values[k]) for k in ("tp", "pp", "dp", "mbs", "zero", "vpp") if k in values}
-    for key in ("tp", "pp", "dp", "mbs"):
+    sizes = {k: _whole(text, k, values[k]) for k in ("tp", "pp", "dp", "mbs", "zero", "vpp", "ep", "cp") if k in values}
+    switches = {}
+    for key in ("fsep", "offload"):
+        if key in values:
+            if values[key].lower() not in SWITCHES:
+                raise InputError(f"--layout {key}={values[key]}: must be 1 or 0 (yes/no, true/false)")
+            switches[key] = SWITCHES[values[key].lower()]
+    for key in ("tp", "pp", "dp", "mbs", "ep", "cp"):
         if key in sizes and sizes[key] < 1:
             raise InputError(f"--layout {key}={sizes[key]}: must be >= 1")
     if sizes.get("vpp", 1) < 1:
@@ -125,6 +146,8 @@ def parse_layout(text: str) -> GivenLayout:
     recompute = values.get("recompute", "none")
     if recompute not in cm.RECOMPUTE_MODES:
         raise InputError(f"--layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
+    if switches.get("fsep") and sizes.get("ep", 1) == 1:
+        raise InputError("--layout fsep=1: fully sharded EP needs an expert-parallel degree (give ep > 1)")
     flags = {}
     for key in ("overlap", "flash"):
         word = values.get(key, "yes").lower()
@@ -132,19 +155,23 @@ def parse_layout(text: str) -> GivenLayout:
             raise InputError(f"--layout {key}={values[key]}: must be yes or no")
         flags[key] = OVERLAP_VALUES[word]
     return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
-                       sizes.get("vpp", 1), flags["flash"])
+                       sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
+                       sizes.get("cp", 1), switches.get("offload", False))
 
 
-def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int) -> None:
+def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:
     """Refuse a layout the island or the model cannot hold, with the reason.
 
     Raises
     ------
     InputError
         E.g. "tp=16 exceeds the 8 GPUs of a node", heads not divisible by t, more stages
-        than layers, more GPUs than the island has, a micro-batch that does not divide B.
+        than layers, more GPUs than the island has, a micro-batch that does not divide B;
+        an EP degree that does not divide the experts, a CP degree that does not split the
+        sequence (``seq``, default the model's) into 2·cp chunks or whose ring leaves a node,
+        offloading on a GPU without a host-link figure.
     """
-    t, p, d = layout.tp, layout.pp, layout.dp
+    t, p, d, c = layout.tp, layout.pp, layout.dp, layout.cp
     if t > island.gpus_per_node:
         raise InputError(f"--layout tp={t}: exceeds the {island.gpus_per_node} GPUs of a node of {island.name} (a TP group stays in a node)")
     if island.gpus_per_node % t:
@@ -153,8 +180,9 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
         raise InputError(f"--layout tp={t}: must divide the {cfg.heads} attention heads of {cfg.name}")
     if p > cfg.layers:
         raise InputError(f"--layout pp={p}: more stages than the {cfg.layers} layers of {cfg.name}")
-    if t * p * d > island.gpus:
-        raise InputError(f"--layout tp·pp·dp = {t * p * d}: more GPUs than the {island.gpus} of {island.name}")
+    if t * p * d * c > island.gpus:
+        what = "tp·pp·dp" if c == 1 else "tp·pp·dp·cp"
+        raise InputError(f"--layout {what} = {t * p * d * c}: more GPUs than the {island.gpus} of {island.name}")
     v = layout.vpp
     if v > 1 and p == 1:
         raise InputError(f"--layout vpp={v}: interleaving needs pp >= 2 (got pp=1)")
@@ -164,6 +192,17 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     if v > 1 and layout.microbatch and (global_batch // (layout.microbatch * d)) % p:
         raise InputError(f"--layout vpp={v}: the interleaved schedule needs the micro-batches per iteration "
                          f"({global_batch // (layout.microbatch * d)}) to be a multiple of pp={p}")
+    why = ex.layout_problem(cfg, tp=t, ep=layout.ep, cp=c, dp=d)
+    if why:
+        raise InputError(f"--layout {why}")
+    why = ctx.sequence_problem(seq or cfg.sequence, c)
+    if why:
+        raise InputError(f"--layout {why}")
+    if island.gpus_per_node % (t * c):
+        raise InputError(f"--layout cp={c}: tp·cp = {t * c} must divide the {island.gpus_per_node} GPUs of a node of "
+                         f"{island.name} (the K/V ring stays in a node)")
+    if layout.offload and (why := off.host_problem(island.gpu)):
+        raise InputError(f"--layout {why}")
     if layout.microbatch and global_batch % (layout.microbatch * d):
         raise InputError(f"--layout mbs={layout.microbatch} dp={d}: a micro-batch of {layout.microbatch * d} samples "
                          f"must divide the global batch {global_batch}")
@@ -190,14 +229,15 @@ def price_layout(
     InputError
         When :func:`check_layout` refuses it.
     """
-    check_layout(layout, island, cfg, global_batch)
+    seq = seq or cfg.sequence
+    check_layout(layout, island, cfg, global_batch, seq=seq)
     par = parallelizer or BuiltinParallelizer()
     if (par.overlap_communication, par.flash_attention) != (layout.overlap, layout.flash):  # the runtime it ran on
         par = replace(par, overlap_communication=layout.overlap, flash_attention=layout.flash)
-    seq = seq or cfg.sequence
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"
-    lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero, layout.vpp)
+    lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero, layout.vpp,
+                 ep=layout.ep, fsep=layout.fsep, cp=layout.cp, offload=layout.offload)
     for b in (layout.microbatch,) if layout.microbatch else microbatches_tried:
         m = b * layout.dp
         if global_batch % m or (layout.vpp > 1 and (global_batch // m) % layout.pp):
@@ -324,7 +364,7 @@ def price_island_layouts(
         if b.island in seen:
             raise InputError(f"--layout {b.island}: given twice (an island hosts one block)")
         seen.add(b.island)
-        check_layout(b.layout, islands[index[b.island]], cfg, global_batch)
+        check_layout(b.layout, islands[index[b.island]], cfg, global_batch, seq=seq)
         if b.layout.pp > b.layers:
             raise InputError(f"--layout {b.island}: pp={b.layout.pp} is more stages than its {b.layers} layers")
     if sum(b.layers for b in blocks) != cfg.layers:
@@ -344,7 +384,8 @@ def price_island_layouts(
         M = global_batch // m
         options, placed, first = [], [], 0
         for k, b in enumerate(blocks):
-            lay = Layout(b.layout.tp, b.layout.pp, b.layout.dp, even_split(b.layers, b.layout.pp), b.layout.recompute, b.layout.zero)
+            lay = Layout(b.layout.tp, b.layout.pp, b.layout.dp, even_split(b.layers, b.layout.pp), b.layout.recompute, b.layout.zero,
+                         ep=b.layout.ep, fsep=b.layout.fsep, cp=b.layout.cp, offload=b.layout.offload)
             run = replace(par, overlap_communication=b.layout.overlap, flash_attention=b.layout.flash)
             partial = run.plan(Slice(atoms[first:first + b.layers]), islands[index[b.island]], lay, microbatch_size=m, microbatches=M)
             options.append(partial.to_option(index[b.island]))

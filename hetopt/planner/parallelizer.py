@@ -305,7 +305,8 @@ class PartialPlan:
 
     Layout: ``tp`` (inside a node), ``pp`` inner stages, ``dp`` replicas of every stage
     (each gets microbatch_size / dp samples), ``recompute``, ``zero_stage``,
-    ``sequence_parallel``. ``behind`` is :func:`behind_limit` at the ``capacity_bytes`` and
+    ``sequence_parallel``; ``ep`` experts' parallel degree (``fsep``: fully sharded), ``cp``
+    context-parallel degree (a stage has tp·cp·dp GPUs), ``offload`` activations to the host. ``behind`` is :func:`behind_limit` at the ``capacity_bytes`` and
     ``microbatches`` it was computed for.
     """
 
@@ -328,6 +329,10 @@ class PartialPlan:
     #: Virtual stages per GPU (Megatron's interleaved 1F1B); > 1 only for a whole-model plan,
     #: whose ``stages`` are then as the 1F1B closed form must see them (builtin.interleaved_stages).
     vpp: int = 1
+    ep: int = 1
+    fsep: bool = False
+    cp: int = 1
+    offload: bool = False
 
     @property
     def gpus(self) -> int:
@@ -357,10 +362,13 @@ class PartialPlan:
 
     @property
     def layout(self) -> str:
-        """A short description, e.g. ``tp2 pp3 dp2 selective zero1 sp``."""
+        """A short description, e.g. ``tp2 pp3 dp2 selective zero1 sp`` (``ep4 fsep``, ``cp2``, ``offload`` when used)."""
         sp = " sp" if self.sequence_parallel and self.tp > 1 else ""
         vpp = f" vpp{self.vpp}" if self.vpp > 1 else ""
-        return f"tp{self.tp} pp{self.pp}{vpp} dp{self.dp} {self.recompute} zero{self.zero_stage}{sp}"
+        more = (f" ep{self.ep}" + (" fsep" if self.fsep else "")) if self.ep > 1 else ""
+        more += f" cp{self.cp}" if self.cp > 1 else ""
+        more += " offload" if self.offload else ""
+        return f"tp{self.tp} pp{self.pp}{vpp} dp{self.dp} {self.recompute} zero{self.zero_stage}{sp}{more}"
 
     def to_option(self, island_index: int, role: str | None = None) -> PipelineOption:
         """The pipeline family's option for this plan on island number ``island_index``.

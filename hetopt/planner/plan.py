@@ -79,6 +79,10 @@ class StageRow:
     time_s: float
     memory_gib: float
     in_flight: int
+    ep: int = 1  # experts' parallel degree (1: experts split by TP like a dense FFN)
+    fsep: bool = False  # fully sharded EP
+    cp: int = 1  # context-parallel degree
+    offload: bool = False  # activations offloaded to host memory
 
 
 @dataclass
@@ -454,6 +458,7 @@ def _fill(out: HeteroPlan, best: Attempt, specs: list[IslandSpec], cluster: Clus
                     island=specs[block.island].name, gpu=specs[block.island].gpu.name, first_layer=first,
                     layers=s.layers, layout=pp.layout, gpus=s.gpus, time_s=report.time_s,
                     memory_gib=report.memory_bytes / GIB, in_flight=report.in_flight,
+                    ep=pp.ep, fsep=pp.fsep, cp=pp.cp, offload=pp.offload,
                 )
             )
             first += s.layers

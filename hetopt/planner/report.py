@@ -68,8 +68,10 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
     if p.status.has_solution:
         out.print(_table(
             f"composed pipeline (micro-batch {p.microbatch_size} x {p.microbatches})",
-            ["stage", "island", "GPU", "layers", "layout (TP/PP/DP, recompute, ZeRO)", "GPUs", "time_s", "memory_gib", "in flight"],
-            [[str(k), s.island, s.gpu, f"{s.first_layer}-{s.first_layer + s.layers - 1}", s.layout, str(s.gpus),
+            ["stage", "island", "GPU", "layers", "layout (TP/PP/DP, recompute, ZeRO)", "EP", "CP", "offload", "GPUs", "time_s",
+             "memory_gib", "in flight"],
+            [[str(k), s.island, s.gpu, f"{s.first_layer}-{s.first_layer + s.layers - 1}", s.layout,
+              f"{s.ep}{' fsep' if s.fsep else ''}", str(s.cp), "yes" if s.offload else "no", str(s.gpus),
               _f(s.time_s), _f(s.memory_gib, ".3g"), str(s.in_flight)] for k, s in enumerate(p.stages)],
         ))
         out.print(

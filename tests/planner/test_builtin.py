@@ -139,9 +139,9 @@ def _check_plans(sl, isl, plans, m, M, phi=1.0):
     for p in plans:
         assert p.layers == sl.layers == sum(s.layers for s in p.stages) and p.first_layer == sl.first_layer
         assert len(p.stages) == p.pp and all(s.layers >= 1 for s in p.stages)
-        assert all(s.gpus == p.tp * p.dp for s in p.stages)
-        assert p.gpus == p.tp * p.dp * p.pp <= isl.gpus  # disjoint GPUs of the island
-        assert isl.gpus_per_node % p.tp == 0 and m % p.dp == 0
+        assert all(s.gpus == p.tp * p.cp * p.dp for s in p.stages)
+        assert p.gpus == p.tp * p.cp * p.dp * p.pp <= isl.gpus  # disjoint GPUs of the island
+        assert isl.gpus_per_node % (p.tp * p.cp) == 0 and m % p.dp == 0
         assert p.behind is None or p.behind >= 0
         # the pipeline family's own rule agrees on the stages-behind limit
         probe = PipelineInstance("probe", sl.layers, M, (isl.to_island(),), (p.to_option(0),), ((0.0,),), memory_fraction=phi)
@@ -194,7 +194,8 @@ def test_monotone_in_tp_and_recompute():
     isl = IslandSpec("a100", GPUS["A100-SXM4-80GB"], nodes=1, gpus_per_node=8)
     cfg = load_model(MODELS / "gpt3-6.7b.toml")
     sl = Slice(slice_model(cfg)[3:9])
-    by = {(lay.tp, lay.pp, lay.dp, lay.split, lay.recompute, lay.zero_stage): lay for lay in PAR.layouts(sl, isl, microbatch_size=8)}
+    by = {(lay.tp, lay.pp, lay.dp, lay.split, lay.recompute, lay.zero_stage): lay for lay in PAR.layouts(sl, isl, microbatch_size=8)
+          if (lay.ep, lay.cp, lay.offload) == (1, 1, False)}
 
     def price(tp, pp, dp, split, rc, z):
         return PAR.plan(sl, isl, by[(tp, pp, dp, split, rc, z)], microbatch_size=8, microbatches=16)

@@ -52,3 +52,30 @@ def test_fig11_what_if_a_slower_v100_16gb_island_helps_less_and_takes_fewer_laye
     layers = [r["v100_16gb_layers"] for r in f.rows]
     assert ratios == sorted(ratios) and layers == sorted(layers, reverse=True), f.rows
     assert f.rows[0]["with_s"] == findings.fig11(settings=((128, 2),)).rows[0]["with_s"]  # factor 1: as calibrated
+
+
+# ------------------------------------------------------------ Tangram's MoE results (issue 11)
+
+
+def test_gshard_10b_memory_limits_the_4_plus_4_cluster():
+    """GShard 10B's 160 GB of training state exceed 4 T4 + 4 V100 (128 GB): no plan, the reason says so."""
+    from hetopt.planner.findings import _model, gshard_cluster
+
+    assert gshard_cluster(4).gpus == 8 and gshard_cluster(8).gpus == 16
+    p = plan(gshard_cluster(4), _model("gshard-moe-10b"), global_batch=128, seq=1024, alternatives=False)
+    assert p.status.value == "INFEASIBLE" and "fewer than the model's 16" in p.reason
+
+
+def test_half_mixtral_on_c2_puts_more_layers_on_the_h100s():
+    from hetopt.planner.findings import _model, half_layers
+
+    cfg = half_layers(_model("mixtral-8x7b"))
+    assert cfg.layers == 16 and cfg.experts == 8
+    p = plan("tangram-c2", cfg, global_batch=128, microbatch_size=4, seq=4096, alternatives=False)
+    h100 = sum(s.layers for s in p.stages if s.gpu.startswith("H100"))
+    assert p.status.value == "OPTIMAL" and h100 > cfg.layers - h100
+    # one uniform layout on both islands is a restriction of the composition: never faster
+    from hetopt.planner.findings import uniform_layout_time
+
+    one, choice = uniform_layout_time(load_cluster("tangram-c2"), cfg)
+    assert one is not None and one >= p.iteration_time_s * (1 - 1e-9) and choice.startswith("tp")

@@ -39,7 +39,7 @@ def dgx(tmp_path):
     ("tp=8 pp=1 dp=1 overlap=maybe", "overlap=maybe: must be yes or no"),
     ("tp=8 pp=1 dp=1 zero=4", "zero=4: must be one of"),
     ("tp=8 pp=1 dp=1 recompute=some", "recompute=some: must be one of"),
-    ("tp=8 pp=1 dp=1 cp=2", "unknown key 'cp'"),
+    ("tp=8 pp=1 dp=1 xp=2", "unknown key 'xp'"),
     ("tp=eight pp=1 dp=1", "must be a whole number"),
     ("tp=0 pp=1 dp=1", "tp=0: must be >= 1"),
     ("tp8", "expected key=value"),
