@@ -35,6 +35,7 @@ from hetopt.planner.layout import GivenLayout, PricedLayout, parse_layout, price
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, all_slices, enumerate_plans
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
+from hetopt.planner.schedule import TIME_MODELS, rescore
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops, load_model
 
@@ -94,8 +95,10 @@ class HeteroPlan:
     reason: str = ""
     islands: list[dict] = field(default_factory=list)
     stages: list[StageRow] = field(default_factory=list)
-    iteration_time_s: float | None = None
+    iteration_time_s: float | None = None  # by ``time_model``: the 1F1B simulation unless it says why not
     simulated_s: float | None = None
+    analytic_s: float | None = None  # the family's closed form T of the same pipeline
+    time_model: str = ""  # what iteration_time_s is: "1F1B simulation", or "closed form" with the reason
     throughput_samples_s: float | None = None
     tflops_per_gpu: float | None = None
     ideal_time_s: float | None = None
@@ -206,6 +209,7 @@ class _Context:
     executor: Executor | None
     tasks: int
     on_progress: Callable[[str, int, int], None] | None
+    time_model: str = "simulated"
 
 
 def _attempt(ctx: _Context, m: int, deadline: Deadline) -> Attempt:
@@ -229,6 +233,8 @@ def _attempt(ctx: _Context, m: int, deadline: Deadline) -> Attempt:
         result = None
     else:
         result = solvers.solve(instance, "dp", time_limit=_limited(deadline))
+        if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/schedule.py)
+            result = rescore(instance, result, deadline)
     return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
 
 
@@ -252,6 +258,7 @@ def plan(
     max_islands: int | None = None,
     tasks: int = DEFAULT_TASKS,
     layout: GivenLayout | str | None = None,
+    time_model: str = "simulated",
 ) -> HeteroPlan:
     """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
 
@@ -291,6 +298,10 @@ def plan(
         ``MAX_COMPOSE_ISLANDS`` (and then, if no ``parallelizer`` was given, the built-in
         one cuts the model into at most ``LARGE_CLUSTER_ATOMS`` atoms).
 
+    time_model
+        "simulated" (default): the plan is the best by simulated 1F1B time among the
+        candidates re-ranked (``hetopt.planner.schedule``), OPTIMAL only when that is proven;
+        "closed-form": the pipeline family's closed form T, as Tangram composes.
     layout
         A layout to price beside the plan (``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"``
         or a :class:`~hetopt.planner.layout.GivenLayout`), on a cluster that forms one
@@ -307,6 +318,8 @@ def plan(
         without workers).
     """
     check_time_limit(time_limit)
+    if time_model not in TIME_MODELS:
+        raise InputError(f"time_model {time_model!r}: must be one of {', '.join(TIME_MODELS)}")
     # the steps stop by this inner deadline: each may overshoot it by its own last unit of
     # work (a DP layer, an evaluate), which the margin and the stated slack absorb
     deadline = Deadline(None if time_limit is None else time_limit - min(INNER_MARGIN_S, time_limit / 2))
@@ -340,7 +353,7 @@ def plan(
     out.left_out = chosen.left_out
     atoms = par.slice_model(cfg, seq=seq)
     ctx = _Context(cluster, cfg, seq, global_batch, chosen, par, all_slices(par, atoms), policies, imbalance, executor,
-                   tasks, on_progress)
+                   tasks, on_progress, time_model)
     attempts: list[Attempt] = []
     for m in candidates:
         if composing.expired():
@@ -397,6 +410,8 @@ def _fill(out: HeteroPlan, best: Attempt, specs: list[IslandSpec], cluster: Clus
     out.microbatches = out.global_batch // best.microbatch_size
     out.iteration_time_s = res.objective
     out.simulated_s = getattr(sol, "simulated_s", None)
+    out.analytic_s = getattr(sol, "iteration_time_s", None)
+    out.time_model = res.stats.get("time_model", "closed form")
     out.throughput_samples_s = out.global_batch / res.objective
     out.tflops_per_gpu = out.global_batch * model_training_flops(cfg, seq) / res.objective / cluster.gpus / 1e12
     out.efficiency = out.ideal_time_s / res.objective
