@@ -323,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", default=None, metavar="LAYOUT",
                    help='price your layout beside the plan, e.g. "tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1" '
                    "(a cluster that forms one island; mbs left out: its best under the model)")
+    p.add_argument("--time-model", choices=("simulated", "closed-form"), default="simulated",
+                   help="the plan's iteration time: its simulated 1F1B schedule (default: candidates re-ranked by "
+                   "simulation) or the pipeline family's closed form (Tangram's objective, no re-ranking)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds for the whole plan (islands, enumeration, composition, alternatives); stopped early: "
                    "FEASIBLE with bound and gap, or TIME_LIMIT (exit 3)")

@@ -35,11 +35,13 @@ from hetopt.pipeline.simulate import MAX_SIMULATED_OPERATIONS, simulation_size
 from hetopt.result import Result, Status, relative_gap
 
 #: Most composition solves (DP runs on an option subset, closed form and relaxed counted
-#: apart) one micro-batch size's re-ranking may start. Each is one DP run over the
-#: instance's options (0.05–0.5 s on the shipped clusters, measured on the loaded 2-core
-#: test machine), so 8 keeps re-ranking within a few seconds per size; past it the plan is
-#: the best simulated candidate so far, FEASIBLE with the open nodes' least bound.
-MAX_RERANK_SOLVES = 8
+#: apart, the relaxed root included) one micro-batch size's re-ranking may start. Each costs
+#: about one composition (0.2–1 s on the shipped clusters, on the loaded 2-core test
+#: machine), and the relaxed bound rarely closes the proof there (formulations/pipeline.md),
+#: so more runs buy little: 4 is the bound, and one or two more candidates (each with all
+#: its block orders). A count, not a time share, so the same input gives the same plan.
+#: Past it the plan is the best simulated candidate so far, FEASIBLE with the least open bound.
+MAX_RERANK_SOLVES = 4
 
 #: Most block orders of one candidate's options simulated (K! for K blocks: 5 blocks). The
 #: option-removal search covers every plan but the orders of the candidate's own options;
@@ -143,7 +145,7 @@ def _solve(instance: PipelineInstance, removed: frozenset[int], deadline: Deadli
 
 
 def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
-           max_solves: int = MAX_RERANK_SOLVES) -> Reranked:
+           max_solves: int = MAX_RERANK_SOLVES, budget_s: float | None = None) -> Reranked:
     """The best plan of ``instance`` by simulated 1F1B time, with a proven bound.
 
     Parameters
@@ -155,7 +157,9 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
     deadline
         No new solve starts after it.
     max_solves
-        Most DP runs (closed form and relaxed) after the first.
+        Most DP runs (closed form and relaxed), the relaxed root's included.
+    budget_s
+        Seconds for the search after the relaxed root (None: up to ``deadline``).
 
     Returns
     -------
@@ -172,40 +176,63 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
     >>> r.bound_s <= r.simulated_s
     True
     """
-    relaxed = relaxed_instance(instance)
-    S = len(composed.solution.stages)
-    M = instance.microbatches
     first = composed.solution
     if math.isnan(first.simulated_s):
         return Reranked(None, math.nan, composed.objective, math.nan, False, 0, 0,
                         first.simulation_note or "the 1F1B simulation declined")
-    best, best_sim, candidates, solves = first, first.simulated_s, 1, 0
+    budget = deadline if budget_s is None else Deadline(min(budget_s, deadline.remaining()))
+    best, best_sim, candidates, solves = first, first.simulated_s, 0, 0
     seen_sets: set[frozenset[int]] = set()  # option sets whose every block order was simulated
     unordered = math.inf  # least bound of option sets with too many block orders to simulate
-    root_bound, _ = _solve(relaxed, frozenset(), deadline)
+
+    def simulate_orders(chosen: tuple[int, ...], bound: float) -> None:
+        """Every feasible block order of ``chosen``'s options, simulated (the search's children miss them)."""
+        nonlocal best, best_sim, candidates, unordered
+        key = frozenset(chosen)
+        if key in seen_sets:
+            return
+        seen_sets.add(key)
+        if math.factorial(len(chosen)) > MAX_BLOCK_ORDERS:
+            unordered = min(unordered, bound)
+            orders = [chosen]
+        else:
+            orders = list(itertools.permutations(chosen))
+        for order in orders:
+            blocks = blocks_from_choices(instance, order)
+            if not evaluate(instance, PipelineSolution(blocks)).feasible:
+                continue
+            sol = build_solution(instance, blocks)
+            candidates += 1
+            if not math.isnan(sol.simulated_s) and sol.simulated_s < best_sim:
+                best, best_sim = sol, sol.simulated_s
+
+    root = tuple(b.option for b in first.blocks)
+    relaxed = relaxed_instance(instance)
+    root_bound, _ = _solve(relaxed, frozenset(), deadline)  # the bound: worth the caller's whole deadline
     solves += 1
-    if not root_bound.status.has_solution or root_bound.status is not Status.OPTIMAL:
-        return Reranked(best, best_sim, first.iteration_time_s, math.nan, False, candidates, solves,
-                        f"the relaxed composition is {root_bound.status.value}")
+    if root_bound.status is not Status.OPTIMAL:
+        simulate_orders(root, math.nan)
+        return Reranked(best, best_sim, best.iteration_time_s, math.nan, False, candidates, solves,
+                        f"no bound: the relaxed composition is {root_bound.status.value}")
+    simulate_orders(root, root_bound.objective)
     # open nodes: (a lower bound of every plan in it, tie, removed options, its relaxed optimum is known,
     # its closed-form optimum or None); a child starts with its parent's bound and is refined
     # by its own relaxed optimum when it comes first (lazily: most are never reached)
     heap: list[tuple[float, int, frozenset[int], bool, tuple[int, ...] | None]] = [
-        (root_bound.objective, 0, frozenset(), True, tuple(b.option for b in first.blocks))]
-    candidates = 0
+        (root_bound.objective, 0, frozenset(), True, root)]
     seen_nodes, tie, note = {frozenset()}, 1, ""
     while heap:
         bound, _, removed, refined, chosen = heap[0]
         if best_sim <= bound:
             break  # every open node's plans simulate at least ``bound``
-        if solves >= max_solves or deadline.expired():
-            why = "time limit" if deadline.expired() else f"at most {max_solves} compositions"
+        if solves >= max_solves or budget.expired():
+            why = "its time share" if budget.expired() else f"at most {max_solves} compositions"
             note = (f"re-ranking stopped after {candidates} simulated candidates ({why}); plans not simulated may "
                     f"reach {bound:.4g} s")
             break
         heapq.heappop(heap)
         if not refined:
-            low, _ = _solve(relaxed, removed, deadline)
+            low, _ = _solve(relaxed, removed, budget)
             solves += 1
             if low.status is Status.INFEASIBLE or (low.status is Status.OPTIMAL and low.objective >= best_sim):
                 continue  # empty, or nothing in it simulates faster than the best
@@ -214,7 +241,7 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
             tie += 1
             continue
         if chosen is None:  # the node's closed-form optimum: the next candidate
-            cand, keep = _solve(instance, removed, deadline)
+            cand, keep = _solve(instance, removed, budget)
             solves += 1
             if cand.status is Status.INFEASIBLE:
                 continue
@@ -223,25 +250,9 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
                 note = f"re-ranking stopped: a composition is {cand.status.value}; plans not simulated may reach {bound:.4g} s"
                 break
             chosen = tuple(keep[b.option] for b in cand.solution.blocks)
-        # the children below hold every plan of the node but those made of exactly the options
-        # of ``chosen``: its block orders, simulated here (or, too many, left open at ``bound``)
-        key = frozenset(chosen)
-        if key not in seen_sets:
-            seen_sets.add(key)
-            if math.factorial(len(chosen)) > MAX_BLOCK_ORDERS:
-                unordered = min(unordered, bound)
-                orders = [chosen]
-            else:
-                orders = list(itertools.permutations(chosen))
-            for order in orders:
-                blocks = blocks_from_choices(instance, order)
-                if not evaluate(instance, PipelineSolution(blocks)).feasible:
-                    continue
-                sol = build_solution(instance, blocks)
-                candidates += 1
-                if not math.isnan(sol.simulated_s) and sol.simulated_s < best_sim:
-                    best, best_sim = sol, sol.simulated_s
-        for o in chosen:  # the node's plans avoiding o, over every o: all of its plans but ``chosen``
+            # the children below hold every plan of the node but the block orders of ``chosen``'s options
+            simulate_orders(chosen, bound)
+        for o in chosen:  # the node's plans avoiding o, over every o: all of its plans but ``chosen``'s orders
             child = removed | {o}
             if child not in seen_nodes:
                 seen_nodes.add(child)
@@ -281,11 +292,11 @@ def rescore(instance: PipelineInstance, composed: Result | None, deadline: Deadl
     r = rerank(instance, composed, deadline)
     if r.solution is None:
         return replace(composed, stats={**composed.stats, "time_model": f"closed form ({r.note})"})
-    bound = r.simulated_s if r.proven else r.bound_s
+    bound = r.simulated_s if r.proven else (None if math.isnan(r.bound_s) else r.bound_s)
     stats = {**composed.stats, "time_model": SIMULATED, "rerank_candidates": r.candidates, "rerank_solves": r.solves,
              "analytic_optimum_s": composed.objective}
     if r.proven:
         return replace(composed, objective=r.simulated_s, bound=bound, gap=0.0, solution=r.solution, stats=stats)
     return replace(composed, status=Status.FEASIBLE, objective=r.simulated_s, bound=bound,
-                   gap=None if math.isnan(bound) else relative_gap(r.simulated_s, bound), solution=r.solution,
+                   gap=None if bound is None else relative_gap(r.simulated_s, bound), solution=r.solution,
                    stats=stats, reason=f"not proven best by simulated 1F1B time: {r.note}")

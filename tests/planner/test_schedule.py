@@ -163,3 +163,23 @@ def test_the_plan_reports_the_simulated_time_and_keeps_the_closed_form_visible()
     assert old.time_model == "closed form" and old.iteration_time_s == old.analytic_s
     # re-ranking only adds candidates: the simulated answer is never slower than the closed form's pick
     assert p.iteration_time_s <= old.simulated_s * (1 + 1e-12)
+
+
+def test_the_command_line_shows_both_times_and_takes_the_closed_form(capsys):
+    import json
+
+    from hetopt.cli import main
+
+    args = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1",
+            "--global-batch", "32", "--microbatch", "2", "--no-alternatives"]
+    assert main([*args, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["time_model"] == SIMULATED and doc["iteration_time_s"] == doc["simulated_s"]
+    assert doc["analytic_s"] > 0 and doc["bound_s"] <= doc["iteration_time_s"]
+    assert doc["status"] == "OPTIMAL" or "simulated 1F1B" in doc["reason"]
+    assert main([*args, "--time-model", "closed-form"]) == 0
+    out = capsys.readouterr().out
+    assert "closed form; 1F1B simulation" in out and "status OPTIMAL" in out
+    with pytest.raises(SystemExit) as bad:  # argparse: usage line, exit 2
+        main([*args, "--time-model", "exact"])
+    assert bad.value.code == 2
