@@ -1,29 +1,34 @@
 """Running MILP (PuLP: HiGHS or CBC) and CP-SAT models, with one mapping of their outcomes.
 
 Families build the models; this module only solves them and says what was proven:
-whether a solution exists, whether it is optimal, and the best proven bound.
+whether a solution exists, whether it is optimal, and the best proven bound. It also
+writes a built model to a file (``write_model``) so that another solver can run it.
+
+PuLP and OR-Tools are imported inside the functions that use them: the solver layer imports
+this module, and ``hetopt solve --method dp`` should not pay for either (about 0.6 s of CPU).
 """
 
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import signal
 import sys
 import time
 import warnings
 from collections.abc import Callable, Iterator
-from typing import TypeVar
 from dataclasses import dataclass
 from functools import cache
-
-import pulp
-from ortools.sat.python import cp_model
+from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from hetopt.errors import SolverBug
 from hetopt.family import TIME_LIMIT_SLACK_S, Deadline
 from hetopt.result import Status
+
+if TYPE_CHECKING:
+    import pulp
+    from ortools.sat.python import cp_model
 
 T = TypeVar("T")
 
@@ -50,6 +55,99 @@ DEFAULT_CPSAT_WORKERS = 1
 #: CP-SAT's random seed when the caller gives none (any fixed value: the point is that it is
 #: fixed, so a run with one worker repeats exactly).
 DEFAULT_CPSAT_SEED = 0
+
+
+#: The model files ``write_model`` writes, by kind of model and file-name ending: the MILP in
+#: MPS or CPLEX LP format (PuLP's own writers; HiGHS, CBC, SCIP and Gurobi read both), the
+#: CP-SAT model as its ``CpModelProto``, in protobuf text or binary (OR-Tools picks the
+#: format by the ending: text when the name ends in "txt").
+MODEL_SUFFIXES = {"milp": (".mps", ".lp"), "cpsat": (".pb.txt", ".pb")}
+
+
+def check_model_path(path: str | os.PathLike[str], kind: str) -> Path:
+    """The file a ``kind`` model ("milp" or "cpsat") is written to, checked by its ending.
+
+    Parameters
+    ----------
+    path
+        The file name given as ``write_model``.
+    kind
+        A key of ``MODEL_SUFFIXES``.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ValueError
+        "write_model: ..." naming the endings the model can be written with.
+
+    Examples
+    --------
+    >>> check_model_path("out.mps", "milp").name
+    'out.mps'
+    >>> check_model_path("out.mps", "cpsat")
+    Traceback (most recent call last):
+    ...
+    ValueError: write_model: out.mps: a CP-SAT model is written as .pb.txt (protobuf text) or .pb (binary); .mps and .lp are for the MILP (method milp)
+    """
+    target = Path(path)
+    if target.name.lower().endswith(MODEL_SUFFIXES[kind]):
+        return target
+    if kind == "cpsat":
+        fix = "a CP-SAT model is written as .pb.txt (protobuf text) or .pb (binary); .mps and .lp are for the MILP (method milp)"
+    else:
+        fix = "a MILP is written as .mps or .lp (CPLEX LP); .pb.txt and .pb are for CP-SAT (method cpsat)"
+    raise ValueError(f"write_model: {path}: {fix}")
+
+
+def write_pulp_model(prob: pulp.LpProblem, path: str | os.PathLike[str]) -> str:
+    """Write a PuLP model as MPS or CPLEX LP, by the file's ending (see ``check_model_path``).
+
+    The names of variables and rows are the model's own (``x_0_3``, ``gpus_0``, ...), so a
+    solution read back from another solver maps onto the formulation's symbols.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Raises
+    ------
+    ValueError
+        A wrong ending, or a file that cannot be written.
+    """
+    target = check_model_path(path, "milp")
+    try:
+        if target.name.lower().endswith(".mps"):
+            prob.writeMPS(str(target))
+        else:
+            prob.writeLP(str(target))
+    except OSError as exc:
+        raise ValueError(f"write_model: {path}: cannot write ({exc.strerror})") from None
+    return str(target)
+
+
+def write_cpsat_model(model: cp_model.CpModel, path: str | os.PathLike[str]) -> str:
+    """Write a CP-SAT model as its protobuf, text (``.pb.txt``) or binary (``.pb``).
+
+    The solution hint (the greedy's warm start) is part of the model and is written too.
+
+    Returns
+    -------
+    str
+        The path written.
+
+    Raises
+    ------
+    ValueError
+        A wrong ending, or a file that cannot be written.
+    """
+    target = check_model_path(path, "cpsat")
+    if not model.export_to_file(str(target)):
+        raise ValueError(f"write_model: {path}: cannot write (OR-Tools' export failed)")
+    return str(target)
 
 
 @dataclass(frozen=True)
@@ -102,6 +200,8 @@ def milp_available(backend: str) -> bool:
     >>> milp_available("nonexistent")
     False
     """
+    import pulp
+
     if backend == "highs":
         return pulp.HiGHS().available()
     if backend == "cbc":
@@ -146,6 +246,8 @@ def solve_pulp(
     ValueError
         For an unknown backend name.
     """
+    import pulp
+
     _check_backend(backend)
     limit = None if time_limit is None else max(float(time_limit), 0.01)
     if backend == "highs":
@@ -208,6 +310,8 @@ def solve_pulp_by(
         outcome = solve_pulp(prob, backend=backend, time_limit=limit, threads=threads)
         return outcome, (read() if outcome.status.has_solution else None)
 
+    import multiprocessing  # here: only a MILP with a deadline forks, and ``import hetopt`` should not pay for it
+
     if deadline is None or multiprocessing.current_process().daemon or "fork" not in multiprocessing.get_all_start_methods():
         return run()
     ctx = multiprocessing.get_context("fork")
@@ -251,6 +355,7 @@ def solve_pulp_by(
 
 def _highs_outcome(prob: pulp.LpProblem) -> Outcome:
     import highspy
+    import pulp
 
     model = prob.solverModel
     info = model.getInfo()
@@ -269,6 +374,8 @@ def _highs_outcome(prob: pulp.LpProblem) -> Outcome:
 
 
 def _cbc_outcome(prob: pulp.LpProblem) -> Outcome:
+    import pulp
+
     stats = {"backend": "cbc"}
     if prob.status == pulp.LpStatusInfeasible:
         return Outcome(Status.INFEASIBLE, None, None, stats)
@@ -319,6 +426,8 @@ def solve_cpsat(
         When CP-SAT finds the model invalid (e.g. a coefficient out of its integer range):
         the family should have declined the instance or rejected it when reading.
     """
+    from ortools.sat.python import cp_model
+
     solver = cp_model.CpSolver()
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)

@@ -1,5 +1,11 @@
 """The ``hetopt`` command line: parse, call the library, print. No logic of its own.
 
+Start-up is kept short: a subcommand's ``cmd_*`` function imports what only it needs (the
+planner, the generators, the catalogs), and the solver registries import a method's module
+(and PuLP, OR-Tools, networkx) only when it runs; ``tests/cli/test_startup.py`` guards that.
+A new subcommand is a ``cmd_NAME(args, out) -> exit code`` function and a
+``sub.add_parser`` block in :func:`build_parser` that sets ``run=cmd_NAME``.
+
 Exit codes: 0 a solution (or crosscheck agreed); 1 proven infeasible or a disagreement;
 2 bad input or usage (one line on stderr), or a method that declines or fails (DECLINED,
 ERROR); 3 time limit without a solution; 4 internal
@@ -21,13 +27,14 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from hetopt import bench as benchmod
 from hetopt.errors import InputError, SolverBug
 from hetopt.io import crosscheck_to_dict, load, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
-from hetopt.solvers import FAMILIES, check_options, crosscheck, solve
+from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT, EXIT_INTERNAL = 0, 1, 2, 3, 4
+#: The reader of stdout went away: the shell's status of a program killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
 
 #: Set (to anything but "" or "0") to print the traceback of an internal error.
 DEBUG_ENV = "HETOPT_DEBUG"
@@ -113,8 +120,8 @@ def _result_line(result: Result) -> str:
     return line
 
 
-def _check_out(path: str) -> Path:
-    """The ``--out`` file, checked before solving: a writable file in an existing folder.
+def _check_out(path: str, flag: str = "--out") -> Path:
+    """The ``--out`` (or ``flag``) file, checked before solving: a writable file in an existing folder.
 
     Raises
     ------
@@ -124,21 +131,78 @@ def _check_out(path: str) -> Path:
     """
     target = Path(path)
     if path.endswith(("/", os.sep)) or target.is_dir():
-        raise InputError(f"--out {path}: is a folder; give a file name (e.g. {os.path.join(path, 'result.json')})")
+        example = "result.json" if flag == "--out" else "model.mps"
+        raise InputError(f"{flag} {path}: is a folder; give a file name (e.g. {os.path.join(path, example)})")
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
-        raise InputError(f"--out {path}: no folder {folder} (create it first)")
+        raise InputError(f"{flag} {path}: no folder {folder} (create it first)")
     if target.exists() and not os.access(target, os.W_OK) or not target.exists() and not os.access(folder, os.W_OK):
-        raise InputError(f"--out {path}: not writable (permission denied)")
+        raise InputError(f"{flag} {path}: not writable (permission denied)")
     return target
+
+
+def _check_write_model(instance: Any, method: str, path: str) -> None:
+    """``--write-model``: the method must build a model (MILP or CP-SAT), checked before solving.
+
+    The file's ending is checked by the method itself, before it does any work.
+
+    Raises
+    ------
+    InputError
+        For a method that builds no model, naming the methods that do.
+    """
+    if not writes_model(instance, method):
+        fam = family(instance)
+        models = [m for m in fam.methods if writes_model(instance, m)]
+        raise InputError(f"--write-model {path}: method {method} builds no model to write "
+                         f"(for {fam.name}: {', '.join(models)})")
+
+
+def _check_draw(args: argparse.Namespace) -> None:
+    """``--draw FILE`` of solve and plan, checked before any work: the file type and the plot extra."""
+    if args.draw is not None:
+        from hetopt.draw import check_target, require_matplotlib
+
+        check_target(args.draw, "--draw")
+        require_matplotlib("--draw")
+
+
+def _draw(args: argparse.Namespace, document: dict, title: str, source: str, has_plan: bool, out: Console) -> None:
+    """Draw ``document`` into ``--draw FILE``; a result without a plan gets a note instead."""
+    if args.draw is None:
+        return
+    if not has_plan:
+        print(f"hetopt: note: --draw {args.draw}: no picture, the result has no plan", file=sys.stderr)
+        return
+    from hetopt.draw import draw
+
+    picture = draw(document, args.draw, title=title, source=source)
+    if not args.json:
+        out.print(f"picture: {picture.path} ({picture.kind})", highlight=False)
 
 
 def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     options = _options(args)
     target = _check_out(args.out) if args.out else None
+    if args.write_model:
+        _check_out(args.write_model, "--write-model")
+    _check_draw(args)
     instance = load(args.file)
-    result = solve(instance, args.method, **options)
+    if args.write_model:
+        _check_write_model(instance, args.method, args.write_model)
+        options["write_model"] = args.write_model
+    try:
+        result = solve(instance, args.method, **options)
+    except ValueError as exc:  # the model file's ending, checked by the method before it starts
+        name, _, rest = str(exc).partition(": ")
+        if name != "write_model":
+            raise
+        raise InputError(f"--write-model {rest}") from None
+    if args.write_model and "model_file" not in result.stats:
+        print(f"hetopt: note: --write-model {args.write_model}: nothing written: {result.method} ended "
+              f"{result.status.value} before its model was written (see its reason)", file=sys.stderr)
     document = result_to_dict(result)
+    name = getattr(instance, "name", None) or Path(args.file).stem
     if target is not None:
         try:
             target.write_text(json.dumps(document, indent=2), encoding="utf-8")
@@ -146,6 +210,7 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
             raise InputError(f"--out {args.out}: cannot write ({exc.strerror})") from None
     if args.json:
         print(json.dumps(document, indent=2))
+        _draw(args, document, name, args.file, result.solution is not None, out)
         return _exit_code(result)
     out.print(f"[bold]{getattr(instance, 'name', args.file)}[/bold]  ({args.file})", highlight=False)
     out.print(_result_line(result), highlight=False)
@@ -153,7 +218,17 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
         out.print(_table(result.solution.rows()))
         for line in result.solution.summary():
             out.print(line, highlight=False)
+    _draw(args, document, name, args.file, result.solution is not None, out)
     return _exit_code(result)
+
+
+def cmd_draw(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.draw import draw_file
+
+    picture = draw_file(args.result, args.out)
+    out.print(f"{picture.path}: {picture.kind} picture, {picture.width_px} x {picture.height_px} "
+              f"{'pt' if picture.path.suffix.lower() == '.svg' else 'px'}", highlight=False)
+    return EXIT_OK
 
 
 def _agreement_line(check: CrossCheck) -> str:
@@ -221,6 +296,8 @@ BENCH_FIELDS = ("instance", "method", "status", "objective", "bound", "gap", "wa
 
 
 def cmd_bench(args: argparse.Namespace, out: Console) -> int:
+    from hetopt import bench as benchmod
+
     options = {k: v for k, v in _options(args).items() if k != "time_limit"}
     if args.repeat < 1:
         raise InputError(f"--repeat {args.repeat}: must be >= 1 (runs per method)")
@@ -267,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="hetopt", description="Exact, cross-checked solvers for heterogeneous-GPU training planners.",
                      epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help=f"print the traceback of an internal error (or set {DEBUG_ENV}=1)")
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p: argparse.ArgumentParser) -> None:
@@ -283,6 +361,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file")
     p.add_argument("--method", default="auto", help="auto (may change), dp, milp, cpsat, ... (see `hetopt methods`)")
     p.add_argument("--out", default=None, metavar="FILE", help="also write the JSON result to FILE (checked before solving)")
+    p.add_argument("--write-model", default=None, metavar="FILE",
+                   help="write the model the method solves, before solving it: FILE.mps or FILE.lp (milp), "
+                   "FILE.pb.txt or FILE.pb (cpsat)")
+    p.add_argument("--draw", default=None, metavar="FILE", help="also draw the result into FILE.svg or FILE.png (needs the plot extra)")
     common(p)
     p.set_defaults(run=cmd_solve)
 
@@ -330,7 +412,17 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds for the whole plan (islands, enumeration, composition, alternatives); stopped early: "
                    "FEASIBLE with bound and gap, or TIME_LIMIT (exit 3)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--draw", default=None, metavar="FILE", help="also draw the plan into FILE.svg or FILE.png (needs the plot extra)")
     p.set_defaults(run=cmd_plan)
+
+    p = sub.add_parser("draw", help="draw a result (solve --json or plan --json) as an SVG or PNG picture",
+                       description="Draw the JSON of `hetopt solve --json` (pipeline: the 1F1B schedule; allocation: "
+                       "per-GPU batch, state share and memory; islands: nodes by island and bandwidth) or of `hetopt "
+                       "plan --json` (stages over islands beside the alternatives). Needs the plot extra: "
+                       'pip install -e ".[plot]".')
+    p.add_argument("result", metavar="RESULT.json")
+    p.add_argument("-o", "--out", required=True, metavar="FILE", help="the picture to write: .svg or .png")
+    p.set_defaults(run=cmd_draw)
 
     p = sub.add_parser("generate", help="rewrite generated instance files from catalogs and profiles")
     p.add_argument("family", choices=sorted(GENERATORS), help="which instances to write")
@@ -351,6 +443,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
+
+    p = sub.add_parser("list", help="list the shipped GPU types, models or clusters with their key figures")
+    p.add_argument("what", choices=("gpus", "models", "clusters"), help="which catalog")
+    p.add_argument("--json", action="store_true", help="print one JSON document (a list of entries)")
+    p.set_defaults(run=cmd_list)
     for p in sub.choices.values():  # `hetopt solve ... --debug` as well as `hetopt --debug solve ...`
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
@@ -360,6 +457,7 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     from hetopt.planner import report, run
     from hetopt.planner.workers import WorkersLost
 
+    _check_draw(args)
     try:
         if sys.stdout.isatty() and not args.json:
             from rich.progress import Progress
@@ -376,10 +474,12 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     except WorkersLost as exc:  # the pool or the cluster is gone: one line, like bad input
         print(f"hetopt: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    document = plain(result)
     if args.json:
-        print(json.dumps(plain(result), indent=2))
+        print(json.dumps(document, indent=2))
     else:
         report.print_plan(result, out)
+    _draw(args, document, "hetopt plan", "plan", bool(document.get("stages")), out)
     return _STATUS_EXIT[result.status]
 
 
@@ -408,6 +508,52 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     for path in module.write(target, *extra):
         out.print(str(path), highlight=False)
     return EXIT_OK
+
+
+def cmd_list(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.listing import CATALOGS, by_type_text
+
+    rows = CATALOGS[args.what]()
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    if args.what == "clusters":  # one line per cluster: the node kinds as text
+        rows = [dict(r, by_type=by_type_text(r["by_type"])) for r in rows]
+        for r in rows:
+            r["nodes × GPUs by type"] = r.pop("by_type")
+            r["description"] = r.pop("description")
+    out.print(_table(rows))
+    return EXIT_OK
+
+
+def installed_version() -> str:
+    """The installed distribution's version (package metadata), or the source tree's.
+
+    Examples
+    --------
+    >>> installed_version().split()[0].count(".") >= 1
+    True
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version("hetopt")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        from hetopt import __version__
+
+        return f"{__version__} (not installed)"
+
+
+class _Version(argparse.Action):
+    """``--version``: the version is looked up only when asked for (importlib.metadata is not free)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        print(f"hetopt {installed_version()}")
+        parser.exit(EXIT_OK)
 
 
 #: ``hetopt export --to``: the names of ``hetopt.export.TARGETS`` (kept here so the parser
@@ -440,6 +586,15 @@ def _print_methods(out: Console) -> int:
     return EXIT_OK
 
 
+class _Console(Console):
+    """rich's Console, except that a closed stdout is left to :func:`main` (rich would exit 1,
+    which here means "proven infeasible")."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split()) or type(exc).__name__
 
@@ -450,13 +605,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     Every outcome is an exit code and at most one line on stderr: 2 for bad input or usage
     (``InputError``, the library's ``ValueError``s), 4 for an internal error (``SolverBug``,
     any other exception: a bug to report; ``--debug`` or ``HETOPT_DEBUG=1`` adds the
-    traceback), 130 for Ctrl-C.
+    traceback), 130 for Ctrl-C, 141 when the reader of stdout stops reading (``| head``), as
+    for a program stopped by SIGPIPE.
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
     # off a terminal rich assumes 80 columns; plan tables are wider, and files want whole rows
-    out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
     try:
         return args.run(args, out)
     except (InputError, ValueError) as exc:  # bad files, names, sizes and option values
@@ -465,6 +621,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("hetopt: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `hetopt list models | head`: the reader left; nothing is wrong here
+        # stdout to /dev/null, or flushing it at exit raises the same error once more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except SolverBug as exc:
         if debug:
             traceback.print_exc()

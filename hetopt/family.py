@@ -11,13 +11,17 @@ the same for all:
   frozen Solution dataclass with ``to_dict()`` (plain data for JSON), ``rows()`` (a list of
   dicts, one table row each, for the human output) and ``summary()`` (a few lines of text);
   ``evaluate(instance, solution) -> Evaluation``.
-* ``__init__.py``: ``FAMILY = Family(...)`` with the method registry.
+* ``__init__.py``: ``FAMILY = Family(...)`` with the method registry, whose entries name
+  the solvers by module path (:class:`MethodRef`), so that importing the family imports
+  none of them.
 * ``hetopt/readers/<family>.py``: ``read_<family>(data, source) -> Instance``, registered in
   ``hetopt.io.READERS``; ``FAMILY`` is registered in ``hetopt.solvers.FAMILIES``.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -41,7 +45,9 @@ class Family:
     evaluate
         ``evaluate(instance, solution) -> Evaluation``: the single source of truth.
     methods
-        Registry: method name -> ``solver(instance, *, keyword options) -> Result``.
+        Registry: method name -> ``solver(instance, *, keyword options) -> Result``, or a
+        :class:`MethodRef` naming it by module path (imported when first used, so that
+        ``import hetopt`` does not load OR-Tools, PuLP or networkx; see :func:`resolve_method`).
     auto
         The method ``method="auto"`` runs (may change between releases).
     crosscheck_methods
@@ -62,6 +68,56 @@ class Family:
     crosscheck_methods: Callable[[Any], list[str]]
     proving: frozenset[str]
     tolerance: Callable[[Any], tuple[float, float]] = field(default=lambda _instance: (AGREEMENT_RTOL, 0.0))
+
+
+@dataclass(frozen=True)
+class MethodRef:
+    """A registered method named by module path, imported only when it is used.
+
+    Registries refer to their MILP, CP-SAT and other solvers this way so that importing a
+    family (and so ``hetopt`` and its command line) does not import every solver's backend:
+    ``hetopt solve --method dp`` never needs OR-Tools or PuLP.
+
+    Parameters
+    ----------
+    target
+        ``"package.module:function"``.
+    bound
+        Keyword options fixed by the registry name, as ``(name, value)`` pairs (``milp-cbc``
+        binds ``backend="cbc"``).
+
+    Examples
+    --------
+    >>> ref = MethodRef("hetopt.allocation.dp:solve_dp")
+    >>> ref.load().__name__
+    'solve_dp'
+    >>> MethodRef("hetopt.allocation.milp:solve_milp", (("backend", "cbc"),)).load().keywords
+    {'backend': 'cbc'}
+    """
+
+    target: str
+    bound: tuple[tuple[str, Any], ...] = ()
+
+    def load(self) -> Callable[..., Result]:
+        """Import the module and return the function (a ``functools.partial`` when options are bound)."""
+        module, _, name = self.target.partition(":")
+        func = getattr(importlib.import_module(module), name)
+        return functools.partial(func, **dict(self.bound)) if self.bound else func
+
+    def __call__(self, instance: Any, **options: Any) -> Result:
+        """Solve ``instance``, as the function itself would."""
+        return self.load()(instance, **options)
+
+
+def resolve_method(func: Callable[..., Result] | MethodRef) -> Callable[..., Result]:
+    """The callable of a registry entry: a :class:`MethodRef` is imported, a function is itself.
+
+    Examples
+    --------
+    >>> resolve_method(MethodRef("hetopt.pipeline.dp:solve_dp")).__module__
+    'hetopt.pipeline.dp'
+    """
+    return func.load() if isinstance(func, MethodRef) else func
 
 
 #: How far past its ``time_limit`` a method call may return (seconds). Solvers check the

@@ -23,7 +23,7 @@ from typing import Any
 
 from hetopt import allocation, islands, pipeline
 from hetopt.backends import MILP_BACKENDS
-from hetopt.family import Family
+from hetopt.family import Family, resolve_method
 from hetopt.result import CrossCheck, Result, Status, objectives_agree, relative_gap
 
 #: Every family, by its ``problem`` key.
@@ -57,7 +57,7 @@ def _resolve(fam: Family, method: str) -> tuple[str, Any]:
     name = fam.auto if method == "auto" else method
     if name not in fam.methods:
         raise ValueError(f"unknown method {method!r} for {fam.name} (known: {', '.join(['auto', *fam.methods])})")
-    return name, fam.methods[name]
+    return name, resolve_method(fam.methods[name])
 
 
 #: The options of the solver layer, common to every family. A method uses those it takes
@@ -86,19 +86,44 @@ def known_options(fam: Family) -> list[str]:
     """The option names :func:`solve` accepts for a family, sorted.
 
     The common options (``time_limit``, ``backend``, ``threads``, ``seed``) and the keyword
-    options any of the family's methods takes (e.g. ``bracket`` for allocation ``dp``).
+    options any of the family's methods takes (e.g. ``bracket`` for allocation ``dp``). This
+    imports every method of the family (the registry names them by module path).
 
     Examples
     --------
     >>> known_options(family("allocation"))
-    ['backend', 'bracket', 'orientation', 'seed', 'threads', 'time_limit']
+    ['backend', 'bracket', 'orientation', 'seed', 'threads', 'time_limit', 'write_model']
     """
     names = set(COMMON_OPTIONS)
     for func in fam.methods.values():
-        for name, param in _parameters(func).items():
-            if param.kind is inspect.Parameter.KEYWORD_ONLY and name not in _INTERNAL_PARAMETERS:
-                names.add(name)
+        names |= _keyword_options(resolve_method(func))
     return sorted(names - set(DEPRECATED_OPTIONS))
+
+
+def _keyword_options(func: Any) -> set[str]:
+    """The keyword-only option names of one method."""
+    return {name for name, param in _parameters(func).items()
+            if param.kind is inspect.Parameter.KEYWORD_ONLY and name not in _INTERNAL_PARAMETERS}
+
+
+def writes_model(instance: Any, method: str) -> bool:
+    """Whether a method builds a model it can write to a file (the ``write_model`` option).
+
+    The MILP methods write MPS or LP files, ``cpsat`` its protobuf; the DPs, greedy
+    procedures and brute force build no model.
+
+    Raises
+    ------
+    ValueError
+        For an unknown method name (the message lists the valid ones).
+
+    Examples
+    --------
+    >>> writes_model("allocation", "milp-cbc"), writes_model("allocation", "auto")
+    (True, False)
+    """
+    fam = family(instance)
+    return "write_model" in _keyword_options(_resolve(fam, method)[1])
 
 
 def _is_int(value: Any) -> bool:
@@ -165,8 +190,10 @@ def _accepted(fam: Family, func: Any, options: dict[str, Any]) -> dict[str, Any]
     option the family knows but this method does not take is ignored (``backend`` for
     ``dp``), and so is one the registry binds (``backend`` for ``milp-cbc``).
     """
-    known = known_options(fam)
-    unknown = sorted(set(options) - set(known))
+    unknown = set(options) - set(COMMON_OPTIONS) - _keyword_options(func)
+    if unknown:  # only then the whole family's options: listing them imports every method
+        known = known_options(fam)
+        unknown = sorted(unknown - set(known))
     if unknown:
         raise TypeError(f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
                         f"for {fam.name} (known: {', '.join(known)})")

@@ -7,14 +7,9 @@ recurrence, the reference), ``milp`` (HiGHS; ``milp-cbc`` with CBC), ``cpsat``,
 
 from __future__ import annotations
 
-from functools import partial
+import importlib
+from typing import Any
 
-from hetopt.allocation.bruteforce import plan_count, solve_bruteforce
-from hetopt.allocation.cpsat import TIME_QUANTUM_S, solve_cpsat_model
-from hetopt.allocation.dp import solve_dp
-from hetopt.allocation.dp_faithful import faithful_work, solve_dp_faithful
-from hetopt.allocation.milp import solve_milp
-from hetopt.allocation.options import option_count
 from hetopt.allocation.problem import (
     AllocationInstance,
     AllocationSolution,
@@ -24,7 +19,7 @@ from hetopt.allocation.problem import (
     StatePartition,
     evaluate,
 )
-from hetopt.family import Family
+from hetopt.family import Family, MethodRef
 from hetopt.result import AGREEMENT_RTOL
 
 #: crosscheck adds ``dp-faithful`` when its table work (cells × options) is at most this:
@@ -39,18 +34,44 @@ BRUTEFORCE_LIMIT = 200_000
 #: a second; at B = 65,536 (6·10^5) neither finishes in minutes without a time limit.
 MODEL_OPTIONS_LIMIT = 100_000
 
+#: The methods by module path, imported when first used (``hetopt.family.MethodRef``): the
+#: MILP and CP-SAT modules bring PuLP and OR-Tools, which ``solve --method dp`` never needs.
 METHODS = {
-    "dp": solve_dp,
-    "dp-faithful": solve_dp_faithful,
-    "milp": solve_milp,
-    "milp-cbc": partial(solve_milp, backend="cbc"),
-    "cpsat": solve_cpsat_model,
-    "bruteforce": solve_bruteforce,
+    "dp": MethodRef("hetopt.allocation.dp:solve_dp"),
+    "dp-faithful": MethodRef("hetopt.allocation.dp_faithful:solve_dp_faithful"),
+    "milp": MethodRef("hetopt.allocation.milp:solve_milp"),
+    "milp-cbc": MethodRef("hetopt.allocation.milp:solve_milp", (("backend", "cbc"),)),
+    "cpsat": MethodRef("hetopt.allocation.cpsat:solve_cpsat_model"),
+    "bruteforce": MethodRef("hetopt.allocation.bruteforce:solve_bruteforce"),
 }
+
+#: Names this package exported before its registry became lazy, and their modules; they are
+#: imported on first access (``from hetopt.allocation import solve_milp`` keeps working).
+_LAZY = {
+    "plan_count": "hetopt.allocation.bruteforce",
+    "solve_bruteforce": "hetopt.allocation.bruteforce",
+    "TIME_QUANTUM_S": "hetopt.allocation.cpsat",
+    "solve_cpsat_model": "hetopt.allocation.cpsat",
+    "solve_dp": "hetopt.allocation.dp",
+    "faithful_work": "hetopt.allocation.dp_faithful",
+    "solve_dp_faithful": "hetopt.allocation.dp_faithful",
+    "solve_milp": "hetopt.allocation.milp",
+    "option_count": "hetopt.allocation.options",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def crosscheck_methods(instance: AllocationInstance) -> list[str]:
     """dp; milp, cpsat, dp-faithful and bruteforce when the instance is small enough for each."""
+    from hetopt.allocation.bruteforce import plan_count
+    from hetopt.allocation.dp_faithful import faithful_work
+    from hetopt.allocation.options import option_count
+
     methods = ["dp"]
     if option_count(instance) <= MODEL_OPTIONS_LIMIT:
         methods += ["milp", "cpsat"]
@@ -63,6 +84,8 @@ def crosscheck_methods(instance: AllocationInstance) -> list[str]:
 
 def tolerance(instance: AllocationInstance) -> tuple[float, float]:
     """Relative 1e-9, plus CP-SAT's scaling error q in absolute terms."""
+    from hetopt.allocation.cpsat import TIME_QUANTUM_S
+
     return AGREEMENT_RTOL, TIME_QUANTUM_S
 
 

@@ -9,8 +9,7 @@ the scaled times has a true iteration time below T* + q (see ``formulations/allo
 from __future__ import annotations
 
 import math
-
-from ortools.sat.python import cp_model
+import os
 
 from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.options import (
@@ -22,7 +21,7 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import solve_cpsat
+from hetopt.backends import check_model_path, solve_cpsat, write_cpsat_model
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.result import Result, Status
 
@@ -60,8 +59,17 @@ def solve_cpsat_model(
     time_limit: float | None = None,
     workers: int | None = None,
     seed: int = 0,
+    write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
     """Solve the counting model with CP-SAT, warm-started from the greedy plan.
+
+    Parameters
+    ----------
+    write_model
+        Write the model, as built for this solve (warm-start hint included), to this file
+        before solving it: ``.pb.txt`` (protobuf text) or ``.pb`` (binary);
+        ``stats["model_file"]`` names it. Nothing is written when the method stops before
+        the model is built (infeasible by presolve, declined, time limit).
 
     Returns
     -------
@@ -70,7 +78,13 @@ def solve_cpsat_model(
         optimum (bound = objective, as for every OPTIMAL); otherwise ``bound`` is q times
         CP-SAT's bound. ``stats``: options, branches, conflicts, hinted.
     """
+    if write_model is not None:
+        check_model_path(write_model, "cpsat")
     deadline = Deadline(time_limit)
+    # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
+    # not pay for it; after the deadline starts, so that its import counts against the limit
+    from ortools.sat.python import cp_model
+
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="allocation", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
@@ -157,8 +171,9 @@ def solve_cpsat_model(
         backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
         if backend_limit <= 0:
             return out_of_time()
+    written = {} if write_model is None else {"model_file": write_cpsat_model(model, write_model)}
     solver, outcome = solve_cpsat(model, time_limit=backend_limit, workers=workers, seed=seed)
-    stats = dict(outcome.stats, options=len(x), hinted=hinted, mean_rows_dropped=mean_rows_dropped)
+    stats = dict(outcome.stats, options=len(x), hinted=hinted, mean_rows_dropped=mean_rows_dropped, **written)
     bound = lower if outcome.bound is None else max(lower, outcome.bound * TIME_QUANTUM_S)
 
     def decode():

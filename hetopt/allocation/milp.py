@@ -18,7 +18,7 @@ giving every GPU a binary per option:
 
 from __future__ import annotations
 
-import pulp
+import os
 
 from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.options import (
@@ -30,7 +30,7 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
+from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_pulp_by, write_pulp_model
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.result import Result, Status
 
@@ -55,6 +55,7 @@ def solve_milp(
     time_limit: float | None = None,
     backend: str = DEFAULT_MILP_BACKEND,
     threads: int | None = None,
+    write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
     """Solve the counting MILP above.
 
@@ -67,6 +68,11 @@ def solve_milp(
         "highs" (default, may change) or "cbc".
     threads
         Solver threads.
+    write_model
+        Write the model, as built for this solve, to this file before solving it: ``.mps``
+        or ``.lp`` (see ``hetopt.backends.MODEL_SUFFIXES``); ``stats["model_file"]`` names
+        it. Nothing is written when the method stops before the model is built (infeasible
+        by presolve, declined, time limit).
 
     Returns
     -------
@@ -75,7 +81,13 @@ def solve_milp(
         solver with a plan; TIME_LIMIT without one. ``stats``: variables, constraints,
         options, backend, nodes (HiGHS).
     """
+    if write_model is not None:
+        check_model_path(write_model, "milp")
     deadline = Deadline(time_limit)
+    # PuLP is imported here, not at the top of the module, so that ``import hetopt`` does not
+    # pay for it; after the deadline starts, so that its import counts against the limit
+    import pulp
+
     method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
     reason = why_infeasible(instance)
     if reason is not None:
@@ -96,9 +108,12 @@ def solve_milp(
             reason=f"{count} options after pruning exceed the MILP's limit of {MAX_MILP_OPTIONS}; use dp",
         )
 
+    written: dict = {}  # {"model_file": path} once the model is written
+
     def out_of_time(reason: str = "time limit reached while building the MILP") -> Result:
         return no_solution(
             problem="allocation", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=lower, reason=reason,
+            stats=written,
         )
 
     prob = pulp.LpProblem("allocation", pulp.LpMinimize)
@@ -130,6 +145,8 @@ def solve_milp(
         backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
         if backend_limit <= 0:
             return out_of_time()
+    if write_model is not None:
+        written["model_file"] = write_pulp_model(prob, write_model)
     # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
     ran = solve_pulp_by(prob, None if time_limit is None else deadline,
                         lambda: {key: round(var.value() or 0.0) for key, var in x.items()},
@@ -137,7 +154,7 @@ def solve_milp(
     if ran is None:
         return out_of_time(f"time limit reached before {backend} returned (stopped)")
     outcome, counts = ran
-    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x))
+    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x), **written)
     bound = lower if outcome.bound is None else max(lower, outcome.bound)
 
     def decode():

@@ -52,6 +52,7 @@ def build_solution(instance: AllocationInstance, choices: Sequence[tuple[int, in
             time_s=times[i],
             memory_bytes=float(used[i] + shares[i] * state),
             uneven_shard=bool(m[i] > even[g]),
+            capacity_bytes=float(capacity[i]),
         )
         for i, g in enumerate(groups)
     )

@@ -268,6 +268,7 @@ class GpuPlan:
     time_s: float = math.nan
     memory_bytes: float = math.nan
     uneven_shard: bool = False
+    capacity_bytes: float = math.nan  # C of the GPU, for "memory used vs capacity" (pictures, reports)
 
     @property
     def batch(self) -> int:
@@ -321,6 +322,7 @@ class AllocationSolution:
                     "state_share_greedy": p.state_share_greedy,
                     "time_s": p.time_s,
                     "memory_gib": p.memory_bytes / GIB,
+                    "capacity_gib": p.capacity_bytes / GIB,
                     "uneven_shard": p.uneven_shard,
                 }
                 for p in self.gpus

@@ -17,7 +17,6 @@ import heapq
 
 import highspy
 import numpy as np
-from scipy.optimize import brentq
 
 from hetopt.backends import silence_highs_banner
 
@@ -133,6 +132,8 @@ def waterfill_utilization(used: np.ndarray, capacity: np.ndarray, state: float) 
     >>> round(waterfill_utilization(np.array([2.0, 2.0]), np.array([10.0, 30.0]), 8.0), 6)
     0.3
     """
+    from scipy.optimize import brentq  # here: only the tests call this, and the dp path should not load SciPy
+
     lo = float(np.max(used / capacity))
     if state == 0:
         return lo

@@ -9,15 +9,11 @@ bandwidths are ultrametric, else subset DP on small clusters, else DECLINED),
 
 from __future__ import annotations
 
-from functools import partial
+import importlib
+from typing import Any
 
-from hetopt.family import Family
-from hetopt.islands.bruteforce import BRUTEFORCE_MAX_NODES, solve_bruteforce
-from hetopt.islands.cpsat import solve_cpsat_model
-from hetopt.islands.dp import solve_dp, solve_dp_dendrogram, solve_dp_subsets
-from hetopt.islands.exact import solve_exact
-from hetopt.islands.heuristic import solve_greedy
-from hetopt.islands.milp import solve_milp
+from hetopt.family import Family, MethodRef
+from hetopt.islands.bruteforce import BRUTEFORCE_MAX_NODES
 from hetopt.islands.problem import Island, IslandsInstance, IslandsSolution, Node, Tolerance, evaluate
 from hetopt.islands.subsets import SUBSET_MAX_NODES
 
@@ -29,17 +25,38 @@ MODEL_MAX_NODES = 128
 #: masks: well under a second), so the two DPs check each other.
 SUBSET_CROSSCHECK_NODES = 16
 
+#: The methods by module path, imported when first used (``hetopt.family.MethodRef``): the
+#: models bring OR-Tools and PuLP, the DPs networkx, the greedy SciPy's clustering.
 METHODS = {
-    "exact": solve_exact,
-    "dp": solve_dp,
-    "dp-dendrogram": solve_dp_dendrogram,
-    "dp-subsets": solve_dp_subsets,
-    "cpsat": solve_cpsat_model,
-    "milp": solve_milp,
-    "milp-cbc": partial(solve_milp, backend="cbc"),
-    "bruteforce": solve_bruteforce,
-    "greedy": solve_greedy,
+    "exact": MethodRef("hetopt.islands.exact:solve_exact"),
+    "dp": MethodRef("hetopt.islands.dp:solve_dp"),
+    "dp-dendrogram": MethodRef("hetopt.islands.dp:solve_dp_dendrogram"),
+    "dp-subsets": MethodRef("hetopt.islands.dp:solve_dp_subsets"),
+    "cpsat": MethodRef("hetopt.islands.cpsat:solve_cpsat_model"),
+    "milp": MethodRef("hetopt.islands.milp:solve_milp"),
+    "milp-cbc": MethodRef("hetopt.islands.milp:solve_milp", (("backend", "cbc"),)),
+    "bruteforce": MethodRef("hetopt.islands.bruteforce:solve_bruteforce"),
+    "greedy": MethodRef("hetopt.islands.heuristic:solve_greedy"),
 }
+
+#: Names this package exported before its registry became lazy, and their modules; they are
+#: imported on first access (``from hetopt.islands import solve_dp`` keeps working).
+_LAZY = {
+    "solve_bruteforce": "hetopt.islands.bruteforce",
+    "solve_cpsat_model": "hetopt.islands.cpsat",
+    "solve_dp": "hetopt.islands.dp",
+    "solve_dp_dendrogram": "hetopt.islands.dp",
+    "solve_dp_subsets": "hetopt.islands.dp",
+    "solve_exact": "hetopt.islands.exact",
+    "solve_greedy": "hetopt.islands.heuristic",
+    "solve_milp": "hetopt.islands.milp",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def crosscheck_methods(instance: IslandsInstance) -> list[str]:

@@ -16,15 +16,18 @@
 from __future__ import annotations
 
 import math
+import os
+from typing import TYPE_CHECKING
 
-from ortools.sat.python import cp_model
-
-from hetopt.backends import solve_cpsat
+from hetopt.backends import check_model_path, solve_cpsat, write_cpsat_model
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, hint_values, model_data, ticker
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
 from hetopt.islands.subsets import OutOfTime
 from hetopt.result import Result, Status
+
+if TYPE_CHECKING:
+    from ortools.sat.python import cp_model
 
 #: Slack when rounding CP-SAT's objective bound up to a whole island count.
 BOUND_SLACK = 1e-6
@@ -36,6 +39,7 @@ def solve_cpsat_model(
     time_limit: float | None = None,
     workers: int | None = None,
     seed: int = 0,
+    write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
     """Solve the assignment model with CP-SAT, warm-started from the greedy's islands.
 
@@ -44,6 +48,14 @@ def solve_cpsat_model(
     CP-SAT's bound and the distinct GPU counts); when it passes before the greedy finishes,
     TIME_LIMIT.
 
+    Parameters
+    ----------
+    write_model
+        Write the model, as built for this solve (warm-start hint included), to this file
+        before solving it: ``.pb.txt`` (protobuf text) or ``.pb`` (binary);
+        ``stats["model_file"]`` names it. Nothing is written when the method stops before
+        the model is built (infeasible by presolve, declined, time limit).
+
     Returns
     -------
     Result
@@ -51,7 +63,13 @@ def solve_cpsat_model(
         ``MODEL_MAX_TERMS``. ``stats``: slots, balls, profile_conflicts, variables,
         branches, conflicts (``incumbent = "greedy"`` and ``stopped`` when the greedy answered).
     """
+    if write_model is not None:
+        check_model_path(write_model, "cpsat")
     deadline = Deadline(time_limit)
+    # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
+    # not pay for it; after the deadline starts, so that its import counts against the limit
+    from ortools.sat.python import cp_model
+
     try:
         data = model_data(instance, deadline)
     except ModelTooLarge as exc:
@@ -68,6 +86,8 @@ def solve_cpsat_model(
     except OutOfTime:
         return greedy_answer(instance, data, "cpsat", deadline, stats, "time limit reached while building the CP-SAT model")
     stats["variables"] = len(model.proto.variables)
+    if write_model is not None:
+        stats["model_file"] = write_cpsat_model(model, write_model)
 
     solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
     stats.update(outcome.stats)

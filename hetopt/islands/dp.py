@@ -22,8 +22,6 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-import networkx as nx
-
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.islands import dendrogram as dendro
 from hetopt.islands.problem import GBPS, IslandsInstance, build_solution, evaluate, within
@@ -86,6 +84,8 @@ def min_clique_cover(adjacent: list[int], counters: dict, deadline: Deadline | N
     >>> min_clique_cover([0b010, 0b101, 0b010], {})  # a path a-b-c
     [3, 4]
     """
+    import networkx as nx  # here: only non-ultrametric leaves need it, and ``import hetopt`` should not
+
     k = len(adjacent)
     graph = nx.Graph()
     graph.add_nodes_from(range(k))

@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.cluster.hierarchy import linkage
 
 from hetopt.family import Deadline, conclude
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate, is_valid_island, within
@@ -58,6 +57,8 @@ def _cluster_group(instance: IslandsInstance, group: list[int], deadline: Deadli
     Returns the islands and whether the replay finished; when the deadline passes it stops
     merging and returns the islands it holds (each valid, together a partition of the group).
     """
+    from scipy.cluster.hierarchy import linkage  # here: ``import hetopt`` should not load SciPy
+
     if len(group) == 1:
         return [group], True
     sub = instance.inter[np.ix_(group, group)]

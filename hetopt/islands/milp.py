@@ -16,15 +16,18 @@ The CP-SAT model of ``cpsat.py`` (data in ``hetopt.islands.model``), linearized:
 from __future__ import annotations
 
 import math
+import os
+from typing import TYPE_CHECKING
 
-import pulp
-
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
+from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_pulp_by, write_pulp_model
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, model_data, ticker
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
 from hetopt.islands.subsets import OutOfTime
 from hetopt.result import Result, Status
+
+if TYPE_CHECKING:
+    import pulp
 
 #: Slack when reading binaries from the LP solution and rounding bounds to whole islands.
 INTEGRALITY_SLACK = 1e-6
@@ -43,6 +46,7 @@ def solve_milp(
     time_limit: float | None = None,
     backend: str = DEFAULT_MILP_BACKEND,
     threads: int | None = None,
+    write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
     """Solve the assignment MILP above.
 
@@ -55,6 +59,11 @@ def solve_milp(
     ----------
     backend
         "highs" (default, may change) or "cbc".
+    write_model
+        Write the model, as built for this solve, to this file before solving it: ``.mps``
+        or ``.lp`` (see ``hetopt.backends.MODEL_SUFFIXES``); ``stats["model_file"]`` names
+        it. Nothing is written when the method stops before the model is built (infeasible
+        by presolve, declined, time limit).
 
     Returns
     -------
@@ -63,6 +72,8 @@ def solve_milp(
         DECLINED beyond ``MODEL_MAX_TERMS``; ``stats``: slots, balls, variables,
         constraints, backend, nodes (HiGHS).
     """
+    if write_model is not None:
+        check_model_path(write_model, "milp")
     deadline = Deadline(time_limit)
     method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
     try:
@@ -84,6 +95,8 @@ def solve_milp(
     stats.update(variables=len(prob.variables()), constraints=prob.numConstraints())
     if time_limit is not None and deadline.remaining() < HANDOVER_PER_BUILD * building:
         return greedy_answer(instance, data, method, deadline, stats, "too little time left to pass the MILP to the solver")
+    if write_model is not None:
+        stats["model_file"] = write_pulp_model(prob, write_model)
 
     # Warm start is not passed: PuLP's HiGHS interface ignores it; the greedy's count is
     # already in the model as the number of slots.
@@ -117,6 +130,8 @@ def _build(data: ModelData, n: int, deadline: Deadline) -> tuple[pulp.LpProblem,
     OutOfTime
         When the deadline passes (checked once per slot, ball and node).
     """
+    import pulp  # here, not at the top of the module: ``import hetopt`` must not pay for PuLP
+
     tick = ticker(deadline)
     slots = data.slots
     prob = pulp.LpProblem("islands", pulp.LpMinimize)

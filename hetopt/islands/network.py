@@ -14,9 +14,12 @@ the functions only compute. Bandwidths keep whatever unit the caller uses.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-import networkx as nx
 import numpy as np
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 #: Host link between two GPU types of one machine when neither the file nor the machine
 #: says otherwise, in Gb/s: PCIe 3.0 x16 carries 15.75 GB/s per direction ≈ 126 Gb/s,
@@ -60,6 +63,8 @@ def switch_graph(switches: Mapping[str, tuple[str | None, float | None]]) -> nx.
 
     ``switches`` maps a switch name to (parent or None, uplink bandwidth or None).
     """
+    import networkx as nx  # here: reading a file without a switch tree must not pay for networkx
+
     graph = nx.Graph()
     graph.add_nodes_from(switches)
     for name, (parent, gbps) in switches.items():
@@ -70,6 +75,8 @@ def switch_graph(switches: Mapping[str, tuple[str | None, float | None]]) -> nx.
 
 def switch_cycle(switches: Mapping[str, tuple[str | None, float | None]]) -> list[str] | None:
     """A cycle of parent links (as a list of switch names), or None when there is none."""
+    import networkx as nx
+
     directed = nx.DiGraph((name, parent) for name, (parent, _) in switches.items() if parent is not None)
     try:
         cycle = nx.find_cycle(directed)
@@ -84,6 +91,8 @@ def widest_paths(graph: nx.Graph) -> dict[str, dict[str, float]]:
     In a tree the widest path is the only path, so one breadth-first pass from each
     switch carries the running minimum along.
     """
+    import networkx as nx
+
     out: dict[str, dict[str, float]] = {}
     for source in graph:
         best = {source: np.inf}

@@ -8,14 +8,11 @@ See ``formulations/pipeline.md``.
 
 from __future__ import annotations
 
-from functools import partial
+import importlib
+from typing import Any
 
-from hetopt.family import Family
-from hetopt.pipeline.bruteforce import MAX_PLANS, plan_count, solve_bruteforce
-from hetopt.pipeline.cpsat import error_bound, solve_cpsat_model
-from hetopt.pipeline.dp import solve_dp
-from hetopt.pipeline.heuristic import solve_greedy
-from hetopt.pipeline.milp import solve_milp
+from hetopt.family import Family, MethodRef
+from hetopt.pipeline.bruteforce import MAX_PLANS
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.problem import (
     Block,
@@ -32,18 +29,40 @@ from hetopt.result import AGREEMENT_RTOL
 #: crosscheck adds ``bruteforce`` when it would evaluate at most this many tilings (about 1 s at ~0.35 ms each).
 BRUTEFORCE_LIMIT = 3_000
 
+#: The methods by module path, imported when first used (``hetopt.family.MethodRef``): the
+#: MILP and CP-SAT modules bring PuLP and OR-Tools, which ``solve --method dp`` never needs.
 METHODS = {
-    "dp": solve_dp,
-    "milp": solve_milp,
-    "milp-cbc": partial(solve_milp, backend="cbc"),
-    "cpsat": solve_cpsat_model,
-    "bruteforce": solve_bruteforce,
-    "greedy": solve_greedy,
+    "dp": MethodRef("hetopt.pipeline.dp:solve_dp"),
+    "milp": MethodRef("hetopt.pipeline.milp:solve_milp"),
+    "milp-cbc": MethodRef("hetopt.pipeline.milp:solve_milp", (("backend", "cbc"),)),
+    "cpsat": MethodRef("hetopt.pipeline.cpsat:solve_cpsat_model"),
+    "bruteforce": MethodRef("hetopt.pipeline.bruteforce:solve_bruteforce"),
+    "greedy": MethodRef("hetopt.pipeline.heuristic:solve_greedy"),
 }
+
+#: Names this package exported before its registry became lazy, and their modules; they are
+#: imported on first access (``from hetopt.pipeline import solve_milp`` keeps working).
+_LAZY = {
+    "plan_count": "hetopt.pipeline.bruteforce",
+    "solve_bruteforce": "hetopt.pipeline.bruteforce",
+    "error_bound": "hetopt.pipeline.cpsat",
+    "solve_cpsat_model": "hetopt.pipeline.cpsat",
+    "solve_dp": "hetopt.pipeline.dp",
+    "solve_greedy": "hetopt.pipeline.heuristic",
+    "solve_milp": "hetopt.pipeline.milp",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def crosscheck_methods(instance: PipelineInstance) -> list[str]:
     """dp, milp and cpsat; plus bruteforce when the instance is tiny."""
+    from hetopt.pipeline.bruteforce import plan_count
+
     methods = ["dp", "milp", "cpsat"]
     if plan_count(instance, BRUTEFORCE_LIMIT + 1) <= BRUTEFORCE_LIMIT:
         methods.append("bruteforce")
@@ -52,6 +71,8 @@ def crosscheck_methods(instance: PipelineInstance) -> list[str]:
 
 def tolerance(instance: PipelineInstance) -> tuple[float, float]:
     """Relative 1e-9, plus CP-SAT's scaling error q·(2·islands + M) in absolute terms."""
+    from hetopt.pipeline.cpsat import error_bound
+
     return AGREEMENT_RTOL, error_bound(instance)
 
 

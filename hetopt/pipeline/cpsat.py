@@ -13,10 +13,9 @@ instead of the MILP's aggregated inequality.
 from __future__ import annotations
 
 import math
+import os
 
-from ortools.sat.python import cp_model
-
-from hetopt.backends import solve_cpsat
+from hetopt.backends import check_model_path, solve_cpsat, write_cpsat_model
 from hetopt.family import Deadline, conclude, conclude_model, no_solution
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
@@ -55,8 +54,17 @@ def solve_cpsat_model(
     time_limit: float | None = None,
     workers: int | None = None,
     seed: int = 0,
+    write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
     """Solve the position model with CP-SAT, warm-started from the greedy plan.
+
+    Parameters
+    ----------
+    write_model
+        Write the model, as built for this solve (warm-start hint included), to this file
+        before solving it: ``.pb.txt`` (protobuf text) or ``.pb`` (binary);
+        ``stats["model_file"]`` names it. Nothing is written when the method stops before
+        the model is built (infeasible by presolve, declined, time limit).
 
     Returns
     -------
@@ -65,7 +73,13 @@ def solve_cpsat_model(
         optimum (bound = objective, as for every OPTIMAL); otherwise ``bound`` is q times CP-SAT's bound. ``stats``: positions, branches,
         conflicts, hinted.
     """
+    if write_model is not None:
+        check_model_path(write_model, "cpsat")
     deadline = Deadline(time_limit)
+    # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
+    # not pay for it; after the deadline starts, so that its import counts against the limit
+    from ortools.sat.python import cp_model
+
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
@@ -180,8 +194,9 @@ def solve_cpsat_model(
 
     if deadline.expired():
         return out_of_time()
+    written = {} if write_model is None else {"model_file": write_cpsat_model(model, write_model)}
     solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
-    stats = dict(outcome.stats, positions=P, hinted=hint is not None)
+    stats = dict(outcome.stats, positions=P, hinted=hint is not None, **written)
     bound = None if outcome.bound is None else outcome.bound * TIME_QUANTUM_S
 
     def decode() -> PipelineSolution:

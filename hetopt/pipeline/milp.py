@@ -20,9 +20,9 @@ rule exact for every in-flight count min(S − s, M). See ``formulations/pipelin
 
 from __future__ import annotations
 
-import pulp
+import os
 
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
+from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_pulp_by, write_pulp_model
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
@@ -37,6 +37,7 @@ def solve_milp(
     time_limit: float | None = None,
     backend: str = DEFAULT_MILP_BACKEND,
     threads: int | None = None,
+    write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
     """Solve the position MILP above.
 
@@ -46,6 +47,18 @@ def solve_milp(
     linear in its size instead of quadratic). The deadline is checked while the model is
     built; the backend gets only the time that is left.
 
+    Parameters
+    ----------
+    backend
+        "highs" (default, may change) or "cbc".
+    threads
+        Solver threads.
+    write_model
+        Write the model, as built for this solve, to this file before solving it: ``.mps``
+        or ``.lp`` (see ``hetopt.backends.MODEL_SUFFIXES``); ``stats["model_file"]`` names
+        it. Nothing is written when the method stops before the model is built (infeasible
+        by presolve, declined, time limit).
+
     Returns
     -------
     Result
@@ -53,7 +66,13 @@ def solve_milp(
         without one (also when the limit runs out while the model is built).
         ``stats``: variables, constraints, positions, backend, nodes (HiGHS).
     """
+    if write_model is not None:
+        check_model_path(write_model, "milp")
     deadline = Deadline(time_limit)
+    # PuLP is imported here, not at the top of the module, so that ``import hetopt`` does not
+    # pay for it; after the deadline starts, so that its import counts against the limit
+    import pulp
+
     method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
     reason = why_infeasible(instance)
     if reason is not None:
@@ -135,15 +154,17 @@ def solve_milp(
         row([(on[p, b], 1) for p in range(P)] + [(on[p, a], -1) for p in range(P)], LE, 0, f"twins_{a}_{b}")
     if deadline.expired():
         return out_of_time()
+    written = {} if write_model is None else {"model_file": write_pulp_model(prob, write_model)}
 
     # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
     ran = solve_pulp_by(prob, None if time_limit is None else deadline,
                         lambda: [key for key, v in y.items() if (v.value() or 0.0) > 0.5], backend=backend, threads=threads)
     if ran is None:
         return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline,
-                           reason=f"time limit reached before {backend} returned (stopped)", stats={"positions": P})
+                           reason=f"time limit reached before {backend} returned (stopped)", stats={"positions": P, **written})
     outcome, chosen = ran
-    stats = dict(outcome.stats, variables=len(y) + len(w) + len(on) + 2 * P + 1, constraints=prob.numConstraints(), positions=P)
+    stats = dict(outcome.stats, variables=len(y) + len(w) + len(on) + 2 * P + 1, constraints=prob.numConstraints(), positions=P,
+                 **written)
 
     def decode() -> PipelineSolution:
         plan = [o for p, o in sorted(chosen or ())]

@@ -84,4 +84,5 @@ def build_solution(instance: PipelineInstance, blocks: Sequence[Block], *, simul
         simulated_s=simulated,
         idle_s=idle,
         simulation_note=note,
+        microbatches=M,
     )

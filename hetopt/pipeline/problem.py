@@ -434,6 +434,7 @@ class PipelineSolution:
     simulated_s: float = math.nan
     idle_s: tuple[float, ...] = field(default=())
     simulation_note: str = ""  # why simulated_s is NaN for a feasible plan (too large to simulate)
+    microbatches: int = 0  # M of the instance, so a result file alone can be re-simulated (0: not filled)
 
     def to_dict(self) -> dict:
         """Plain data for JSON (``solution`` in ``hetopt solve --json``)."""
@@ -443,6 +444,7 @@ class PipelineSolution:
             "simulated_s": None if math.isnan(self.simulated_s) else self.simulated_s,
             "simulated_minus_analytic_s": None if math.isnan(self.simulated_s) else self.simulated_s - self.iteration_time_s,
             "simulation_note": self.simulation_note or None,
+            "microbatches": self.microbatches or None,
             "blocks": [
                 {
                     "island": self.island_names[b.island] if self.island_names else b.island,

@@ -111,12 +111,65 @@ def simulate_1f1b(
     >>> simulate_1f1b([1.0] * 3, [2.0] * 3, [0.0] * 3, 4).makespan_s
     18.0
     """
+    makespan, _ = _sweep(forward_s, backward_s, link_after_s, microbatches, record=False)
+    M = microbatches
+    idle = tuple(makespan - M * (forward_s[s] + backward_s[s]) for s in range(len(forward_s)))
+    return Simulation(makespan, idle)
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One forward ("F") or backward ("B") of micro-batch ``microbatch`` on ``stage``."""
+
+    stage: int
+    kind: str
+    microbatch: int
+    start_s: float
+    end_s: float
+
+
+def schedule_1f1b(
+    forward_s: Sequence[float],
+    backward_s: Sequence[float],
+    link_after_s: Sequence[float],
+    microbatches: int,
+) -> tuple[float, tuple[Operation, ...]]:
+    """The schedule :func:`simulate_1f1b` simulates: the makespan and every operation's interval.
+
+    The same sweep, keeping every operation (memory O(S · M), for pictures and tests);
+    the parameters, limit and errors are those of :func:`simulate_1f1b`.
+
+    Returns
+    -------
+    tuple of float and tuple of Operation
+        The makespan (equal to ``simulate_1f1b(...).makespan_s``) and the operations in the
+        order they were placed.
+
+    Examples
+    --------
+    >>> makespan, ops = schedule_1f1b([1.0, 1.0], [2.0, 2.0], [0.0, 0.0], 2)
+    >>> makespan, [(o.stage, o.kind, o.microbatch, o.start_s) for o in ops if o.stage == 1]
+    (9.0, [(1, 'F', 0, 1.0), (1, 'B', 0, 2.0), (1, 'F', 1, 4.0), (1, 'B', 1, 5.0)])
+    """
+    return _sweep(forward_s, backward_s, link_after_s, microbatches, record=True)
+
+
+def _sweep(
+    forward_s: Sequence[float],
+    backward_s: Sequence[float],
+    link_after_s: Sequence[float],
+    microbatches: int,
+    *,
+    record: bool,
+) -> tuple[float, tuple[Operation, ...]]:
+    """The makespan, and with ``record`` every operation placed (else an empty tuple)."""
     S, M = len(forward_s), microbatches
     if simulation_size(S, M) > MAX_SIMULATED_OPERATIONS:
         raise InputError(
             f"the 1F1B simulation of {S} stages x {M} micro-batches has {simulation_size(S, M):,} operations, "
             f"above the limit of {MAX_SIMULATED_OPERATIONS:,}"
         )
+    placed: list[Operation] = []
     # fwd[s]: arrival times at stage s+1 of F_s(m)'s activations, in m order, not yet consumed;
     # bwd[s]: arrival times at stage s of B_{s+1}(m)'s gradients; own: F ends of the last stage
     fwd = [deque() for _ in range(S)]
@@ -140,6 +193,8 @@ def simulate_1f1b(
                     else:
                         break
                     end = stage_free[s] = max(ready, stage_free[s]) + forward_s[s]
+                    if record:
+                        placed.append(Operation(s, "F", m, end - forward_s[s], end))
                     if s == S - 1:
                         own.append(end)
                     else:  # the activations cross the link after s, one micro-batch at a time
@@ -153,6 +208,8 @@ def simulate_1f1b(
                     else:
                         break
                     end = stage_free[s] = max(ready, stage_free[s]) + backward_s[s]
+                    if record:
+                        placed.append(Operation(s, "B", m, end - backward_s[s], end))
                     makespan = max(makespan, end)
                     if s > 0:  # the gradients cross the link before s
                         bwd_channel_free[s - 1] = max(end, bwd_channel_free[s - 1]) + link_after_s[s - 1] / 2.0
@@ -163,5 +220,4 @@ def simulate_1f1b(
                     done += 1
         if not progress:  # cannot happen for 1F1B orders; a guard against an endless loop
             raise RuntimeError("the 1F1B simulation is stuck: the operation orders deadlock")
-    idle = tuple(makespan - M * (forward_s[s] + backward_s[s]) for s in range(S))
-    return Simulation(makespan, idle)
+    return makespan, tuple(placed)

@@ -1,0 +1,251 @@
+"""Pictures of results: ``hetopt draw RESULT.json -o FILE.svg|png`` and ``--draw FILE``.
+
+One module per kind of picture (:mod:`~hetopt.draw.pipeline`, :mod:`~hetopt.draw.allocation`,
+:mod:`~hetopt.draw.islands`, :mod:`~hetopt.draw.plan`), each a function
+``render(document, title) -> Figure`` over the plain JSON a result prints with ``--json``;
+this module picks the kind, checks the target file and saves.
+
+matplotlib is an optional extra (``pip install -e ".[plot]"``): importing this module does
+not import it, so the command line can check its arguments (and say what to install) first.
+No screen is used: figures are built as :class:`matplotlib.figure.Figure` objects without
+pyplot and saved through the Agg (PNG) and SVG canvases.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hetopt.errors import InputError
+
+#: The kind of picture of each result: the solve families by their ``problem``, and the plan.
+#: Values are the modules that draw them (imported only when drawing, as they import matplotlib).
+KINDS = {
+    "allocation": "hetopt.draw.allocation",
+    "islands": "hetopt.draw.islands",
+    "pipeline": "hetopt.draw.pipeline",
+    "plan": "hetopt.draw.plan",
+}
+
+#: The file types a picture is written as, by suffix (lower case).
+FORMATS = {".svg": "svg", ".png": "png"}
+
+#: What to run when matplotlib is missing: the editable install of a clone, or the package.
+INSTALL_HINT = 'pip install -e ".[plot]" (or pip install "hetopt[plot]")'
+
+
+@dataclass(frozen=True)
+class Picture:
+    """A written picture: its ``kind``, ``path`` and size in pixels (SVG: points at 72 per inch)."""
+
+    kind: str
+    path: Path
+    width_px: int
+    height_px: int
+
+
+def require_matplotlib(what: str = "draw") -> None:
+    """Check that the ``plot`` extra is installed.
+
+    Raises
+    ------
+    InputError
+        When matplotlib cannot be imported; the message says what to install.
+
+    Examples
+    --------
+    >>> require_matplotlib()  # with the plot extra installed: nothing happens
+    """
+    try:
+        import matplotlib  # noqa: F401 - only whether it imports
+    except ImportError:
+        raise InputError(f"{what} needs matplotlib, an optional extra: {INSTALL_HINT}") from None
+
+
+def check_target(path: str, flag: str = "-o") -> Path:
+    """The picture file, checked before any work: a .svg or .png file in an existing, writable folder.
+
+    Parameters
+    ----------
+    path
+        The file name given.
+    flag
+        The option that gave it, for messages (``-o``, ``--draw``).
+
+    Raises
+    ------
+    InputError
+        Another suffix, a folder, a missing folder or an unwritable place.
+
+    Examples
+    --------
+    >>> check_target("pipeline.pdf")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: -o pipeline.pdf: a picture is written as .svg or .png (e.g. pipeline.svg)
+    """
+    target = Path(path)
+    if path.endswith(("/", os.sep)) or target.is_dir():
+        raise InputError(f"{flag} {path}: is a folder; give a file name (e.g. {os.path.join(path, 'picture.svg')})")
+    if target.suffix.lower() not in FORMATS:
+        raise InputError(f"{flag} {path}: a picture is written as .svg or .png (e.g. {target.stem or 'picture'}.svg)")
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"{flag} {path}: no folder {folder} (create it first)")
+    if target.exists() and not os.access(target, os.W_OK) or not target.exists() and not os.access(folder, os.W_OK):
+        raise InputError(f"{flag} {path}: not writable (permission denied)")
+    return target
+
+
+def kind_of(document: Any, source: str = "result") -> str:
+    """The kind of picture a result document makes.
+
+    ``hetopt solve --json`` documents name their family in ``problem``; ``hetopt plan
+    --json`` documents have ``stages``, ``islands`` and ``alternatives``.
+
+    Raises
+    ------
+    InputError
+        Not a result of ``solve`` or ``plan``, a family without a picture, or a result
+        without a solution; the message names ``source``.
+
+    Examples
+    --------
+    >>> kind_of({"problem": "pipeline", "status": "OPTIMAL", "solution": {"stages": []}})
+    'pipeline'
+    >>> kind_of({"problem": "allocation", "status": "INFEASIBLE", "solution": None}, "r.json")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: r.json: solution: none (status INFEASIBLE): there is no plan to draw
+    """
+    if not isinstance(document, dict):
+        raise InputError(f"{source}: not a hetopt result (give the JSON of hetopt solve --json or hetopt plan --json)")
+    if "problem" in document and "results" in document:
+        raise InputError(f"{source}: a crosscheck result has no single plan to draw "
+                         f"(draw one method's result: hetopt solve FILE --method M --json)")
+    if "problem" in document:
+        problem = document["problem"]
+        if problem not in KINDS or problem == "plan":
+            known = ", ".join(k for k in KINDS if k != "plan")
+            raise InputError(f"{source}: problem: no picture for {problem!r} "
+                             f"(pictures exist for {known}, and hetopt plan results)")
+        if not isinstance(document.get("solution"), dict):
+            raise InputError(f"{source}: solution: none (status {document.get('status', '?')}): there is no plan to draw")
+        return problem
+    if all(key in document for key in ("stages", "islands", "alternatives")):
+        if not document["stages"]:
+            raise InputError(f"{source}: stages: none (status {document.get('status', '?')}): there is no plan to draw")
+        return "plan"
+    raise InputError(f"{source}: not a hetopt result: no 'problem' key and no plan "
+                     f"(give the JSON of hetopt solve --json or hetopt plan --json)")
+
+
+def read_result(path: str) -> Any:
+    """The JSON document in ``path``.
+
+    Raises
+    ------
+    InputError
+        A missing or unreadable file, or a file that is not JSON.
+
+    Examples
+    --------
+    >>> read_result("no-such-result.json")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: no-such-result.json: no such file
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        if Path(path).suffix.lower() == ".toml":
+            raise InputError(f"{path}: an instance file, not a result: solve it and draw the answer "
+                             f"(hetopt solve {path} --draw PICTURE.svg)") from None
+        raise InputError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+                         f"give the output of hetopt solve --json or hetopt plan --json") from None
+
+
+def draw(document: Any, path: str | Path, *, title: str | None = None, source: str = "result") -> Picture:
+    """Draw a result document (``hetopt solve --json`` or ``hetopt plan --json``) into a file.
+
+    Parameters
+    ----------
+    document
+        The result as plain data (parsed JSON, or ``hetopt.io.result_to_dict(result)``).
+    path
+        The picture file, ``.svg`` or ``.png`` (see :func:`check_target`).
+    title
+        The name shown in the picture's title (default: ``source``).
+    source
+        The file the document came from, for messages.
+
+    Returns
+    -------
+    Picture
+
+    Raises
+    ------
+    InputError
+        A document that is not a drawable result, a field it lacks, a file type other than
+        SVG or PNG, or matplotlib missing.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> from hetopt import load, solve
+    >>> from hetopt.io import result_to_dict
+    >>> from hetopt.catalog import instances_dir
+    >>> result = solve(load(instances_dir() / "pipeline" / "tiny.toml"))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     picture = draw(result_to_dict(result), pathlib.Path(folder) / "tiny.png", title="tiny")
+    >>> picture.kind, picture.width_px
+    ('pipeline', 1000)
+    """
+    target = check_target(str(path))
+    kind = kind_of(document, source)
+    require_matplotlib()
+    import matplotlib
+
+    from hetopt.draw import style
+
+    from hetopt.readers.fields import located
+
+    module = importlib.import_module(KINDS[kind])
+    with matplotlib.rc_context(style.RC), located(source):  # e.g. the simulator's size limit names the file
+        figure = module.render(document, title or source, source)
+        width_px, height_px = style.save(figure, target, FORMATS[target.suffix.lower()])
+    return Picture(kind, target, width_px, height_px)
+
+
+def draw_file(result_path: str, picture_path: str) -> Picture:
+    """Draw the result JSON file ``result_path`` into ``picture_path`` (the ``hetopt draw`` command).
+
+    Raises
+    ------
+    InputError
+        As :func:`draw` and :func:`read_result`; the target is checked first.
+
+    Examples
+    --------
+    >>> draw_file("result.json", "picture.jpg")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: -o picture.jpg: a picture is written as .svg or .png (e.g. picture.svg)
+    """
+    check_target(picture_path)
+    document = read_result(result_path)
+    return draw(document, picture_path, title=Path(result_path).stem, source=result_path)
+
+
+__all__ = ["FORMATS", "INSTALL_HINT", "KINDS", "Picture", "check_target", "draw", "draw_file", "kind_of", "read_result",
+           "require_matplotlib"]
