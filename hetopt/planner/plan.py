@@ -380,7 +380,8 @@ def plan(
             out.given_layout["plan_speedup"] = given.iteration_time_s / out.iteration_time_s
     if alternatives:
         t1 = time.perf_counter()
-        setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, atoms, global_batch, seq, microbatch_size)
+        setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, atoms, global_batch, seq, microbatch_size,
+                          time_model)
         out.alternatives = plan_alternatives(setting, deadline)
         timing["alternatives_s"] = time.perf_counter() - t1
         _rank(out)
