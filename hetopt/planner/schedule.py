@@ -116,6 +116,21 @@ def relaxed_instance(instance: PipelineInstance) -> PipelineInstance:
     return replace(instance, name=f"{instance.name}-relaxed", options=options, link_s=links)
 
 
+def relaxed_time(solution: PipelineSolution, microbatches: int) -> float:
+    """The closed form of ``solution``'s pipeline in :func:`relaxed_instance` (without building it).
+
+    Examples
+    --------
+    >>> from hetopt.pipeline.problem import StageReport
+    >>> st = StageReport(0, "a", 0, 1, 1, 1.0, 2.0, 3.0, 1, 0.0, 1.0)
+    >>> relaxed_time(PipelineSolution((), stages=(st, st), link_s=(1.0,)), 4)
+    10.5
+    """
+    stage = [max(s.forward_s, s.backward_s) for s in solution.stages]
+    links = [c / 2.0 for c in solution.link_s]
+    return sum(stage) + sum(links) + (microbatches - 1) * max(max(stage), max(links, default=0.0))
+
+
 def subset(instance: PipelineInstance, removed: frozenset[int]) -> tuple[PipelineInstance, list[int]]:
     """The instance without the options in ``removed``, and the kept options' original indices."""
     keep = [o for o in range(len(instance.options)) if o not in removed]
@@ -211,19 +226,19 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
                 best, best_sim = sol, sol.simulated_s
 
     root = tuple(b.option for b in first.blocks)
-    relaxed = relaxed_instance(instance)
     if not exhaustive:
         # the relaxed closed form of a plan is at least the relaxed optimum: below the best
         # simulated time, the root's bound cannot close the proof, and the search's DP runs
         # (each about one composition) would only add candidates; planning keeps its time
         simulate_orders(root, math.nan)
-        if evaluate(relaxed, PipelineSolution(best.blocks)).objective < best_sim:
+        if relaxed_time(best, instance.microbatches) < best_sim:
             return Reranked(best, best_sim, best.iteration_time_s, math.nan, False, candidates, solves,
                             "the relaxed bound (formulations/pipeline.md) is below the best simulated time, so it "
                             f"cannot prove it; the candidates were the composition's optimum and its {candidates} "
                             "block orders")
         seen_sets.clear()
         candidates = 0
+    relaxed = relaxed_instance(instance)
     root_bound, _ = _solve(relaxed, frozenset(), deadline)  # the bound: worth the caller's whole deadline
     solves += 1
     if root_bound.status is not Status.OPTIMAL:

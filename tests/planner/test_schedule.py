@@ -13,7 +13,7 @@ from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.problem import (GIB, PipelineInstance, PipelineIsland, PipelineOption, PipelineSolution,
                                      StagePlan, evaluate)
 from hetopt.pipeline.simulate import simulate_1f1b
-from hetopt.planner.schedule import SIMULATED, path_bound, relaxed_instance, rerank, rescore
+from hetopt.planner.schedule import SIMULATED, path_bound, relaxed_instance, relaxed_time, rerank, rescore
 from hetopt.result import Status
 
 
@@ -112,6 +112,7 @@ def test_re_ranking_is_never_beaten_by_a_plan_left_out(seed):
         relaxed = relaxed_instance(inst)
         for p in plans:  # the relaxed closed form lower-bounds every plan's schedule
             assert evaluate(relaxed, p).objective <= p.simulated_s * (1 + 1e-12)
+            assert relaxed_time(p, inst.microbatches) == pytest.approx(evaluate(relaxed, p).objective, rel=1e-12)
             assert path_bound([s.forward_s for s in p.stages], [s.backward_s for s in p.stages],
                               _links_after(inst, p), inst.microbatches) <= p.simulated_s * (1 + 1e-12)
         r = rerank(inst, composed, Deadline(None), max_solves=10_000, exhaustive=True)  # no budget: it must close
