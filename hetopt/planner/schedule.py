@@ -217,6 +217,9 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
         else:
             orders = list(itertools.permutations(chosen))
         for order in orders:
+            if order == root:  # the composition's own plan, simulated already
+                candidates += 1
+                continue
             blocks = blocks_from_choices(instance, order)
             if not evaluate(instance, PipelineSolution(blocks)).feasible:
                 continue
