@@ -187,3 +187,36 @@ def test_the_command_line_shows_both_times_and_takes_the_closed_form(capsys):
     with pytest.raises(SystemExit) as bad:  # argparse: usage line, exit 2
         main([*args, "--time-model", "exact"])
     assert bad.value.code == 2
+
+
+def test_the_alternatives_are_timed_like_the_plan(monkeypatch):
+    import sys
+
+    import hetopt.planner.alternatives  # noqa: F401
+    from hetopt.planner import plan
+
+    alternatives = sys.modules["hetopt.planner.alternatives"]
+    seen = []
+    original = alternatives._restricted
+
+    def spy(*args, **kwargs):
+        r = original(*args, **kwargs)
+        seen.append(r)
+        return r
+
+    monkeypatch.setattr(alternatives, "_restricted", spy)
+    times = {}
+    for model in ("simulated", "closed-form"):
+        seen.clear()
+        p = plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, time_model=model)
+        by_name = {a.name: a for a in p.alternatives}
+        assert len(seen) == 2  # one micro-batch size: uniform-layers, then compute-proportional
+        for name, r in zip(("uniform-layers", "compute-proportional"), seen):
+            if r is None or not r.status.has_solution:
+                continue
+            want = r.solution.simulated_s if model == "simulated" else r.objective
+            assert by_name[name].iteration_time_s == want, (model, name)
+            times[model, name] = want
+        for name, speedup in p.speedups.items():  # the plan's time over each alternative's, one time model
+            assert speedup == pytest.approx(by_name[name].iteration_time_s / p.iteration_time_s, rel=1e-12)
+    assert times  # at least one restricted pipeline fits, so the test checks something
