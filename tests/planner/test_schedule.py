@@ -167,6 +167,10 @@ def test_the_plan_reports_the_simulated_time_and_keeps_the_closed_form_visible()
     assert old.time_model == "closed form" and old.iteration_time_s == old.analytic_s
     # re-ranking only adds candidates: the simulated answer is never slower than the closed form's pick
     assert p.iteration_time_s <= old.simulated_s * (1 + 1e-12)
+    from hetopt.errors import InputError
+
+    with pytest.raises(InputError, match="time_model 'exact': must be one of simulated, closed-form"):
+        plan("tangram-c2", "gpt3-1.3b", global_batch=16, time_model="exact")
 
 
 def test_the_command_line_shows_both_times_and_takes_the_closed_form(capsys):
