@@ -423,6 +423,46 @@ def memory_time_s(nbytes: float, gpu: GpuType) -> float:
 
 # ----------------------------------------------------------------------- collectives
 
+#: What NCCL achieves per link, over the link's datasheet figure per direction: its topology
+#: model's bandwidths (NVIDIA/nccl, src/graph/topo.h: ``SMxx_NVLINK_BW`` per NVLink link by
+#: GPU generation, ``PCI_BW`` 12 GB/s for PCIe 3.0 x16, ``NET_BW`` 12 GB/s for 100 Gb/s),
+#: which its tuner uses to pick algorithms, divided by the datasheet per-link figures
+#: (NVLink1 20, NVLink2–4 25, NVLink5 50 GB/s per link per direction; PCIe 3.0 x16 15.75 GB/s;
+#: 100 Gb/s = 12.5 GB/s). Protocol headers, flow control and the copy engines' gaps are why a
+#: link never carries its signalling rate. NCCL's older tuner capped A100 rings at 235 GB/s
+#: of 300 (0.78), the same figure within 2%.
+LINK_EFFICIENCY = {
+    "NVLink1": 18.0 / 20.0,
+    "NVLink2": 20.0 / 25.0,
+    "NVLink3": 20.0 / 25.0,
+    "NVLink4": 20.6 / 25.0,
+    "NVLink5": 40.1 / 50.0,
+    "PCIe": 12.0 / 15.75,
+    "network": 12.0 / 12.5,
+}
+
+
+def link_efficiency(link: str) -> float:
+    """The share of a link's datasheet bandwidth that collectives and transfers achieve.
+
+    ``link`` is a GPU catalog's ``intra_link`` ("NVLink3", "PCIe 4.0 x16", "NVLink bridge",
+    "xGMI") or "network". A link NCCL's model does not name (AMD xGMI, a bridge) keeps its
+    datasheet figure: there is no measurement to take its share from.
+
+    Examples
+    --------
+    >>> link_efficiency("NVLink3"), link_efficiency("PCIe 4.0 x16") == LINK_EFFICIENCY["PCIe"]
+    (0.8, True)
+    >>> link_efficiency("xGMI")
+    1.0
+    """
+    if link in LINK_EFFICIENCY:
+        return LINK_EFFICIENCY[link]
+    if link.lower().startswith("pcie"):
+        return LINK_EFFICIENCY["PCIe"]
+    return 1.0
+
+
 #: NCCL's own latency model for the ring algorithm with its Simple protocol (NVIDIA/nccl,
 #: src/graph/tuning.cc, ``baseLat`` and ``hwLat``): a fixed launch latency per collective
 #: plus a latency per ring step, by the link the step crosses. Seconds.
@@ -449,6 +489,27 @@ def ring_latency_s(steps: int, hop_latency_s: float) -> float:
     if steps <= 0 or hop_latency_s <= 0:
         return 0.0
     return RING_BASE_LATENCY_S + steps * hop_latency_s
+
+
+def ring_hop_latency_s(gpus: int, nodes: int, intra_hop_s: float, inter_hop_s: float) -> float:
+    """The mean per-step latency of a ring of ``gpus`` GPUs over ``nodes`` nodes.
+
+    NCCL orders a ring node by node, so of its p − 1 links n − 1 cross the network and the
+    rest stay inside a node; every collective's steps walk those links in turn, a share
+    (n − 1)/(p − 1) of them at the network's latency (NCCL's tuning.cc: ``nInterSteps``
+    steps at ``hwLat[NET]``, the others at the intra-node figure).
+
+    Examples
+    --------
+    >>> ring_hop_latency_s(8, 1, 3.4e-6, 9.6e-6) == 3.4e-6, ring_hop_latency_s(2, 2, 3.4e-6, 9.6e-6) == 9.6e-6
+    (True, True)
+    >>> round(ring_hop_latency_s(16, 2, 3.4e-6, 9.6e-6) * 1e6, 3)
+    3.813
+    """
+    if gpus <= 1:
+        return intra_hop_s
+    inter = min(max(nodes, 1), gpus) - 1
+    return ((gpus - 1 - inter) * intra_hop_s + inter * inter_hop_s) / (gpus - 1)
 
 
 def ring_allreduce_s(nbytes: float, gpus: int, bandwidth: float, hop_latency_s: float = 0.0) -> float:
@@ -528,9 +589,30 @@ class DataParallelComm:
     per_iteration_s: float
 
 
+def exposed_s(comm_s: float, compute_s: float, buckets: int) -> float:
+    """The part of ``comm_s`` of communication that ``compute_s`` of independent compute cannot hide.
+
+    Runtimes cut data-parallel traffic into buckets (Megatron-Core ``--overlap-grad-reduce``
+    and ``--overlap-param-gather``, PyTorch DDP and FSDP, DeepSpeed ZeRO prefetching) and
+    run each on a separate stream while the next layer computes: the traffic hides behind
+    the compute up to its length, except one bucket, the last reduced (or the first
+    gathered), which nothing follows (or precedes). ``buckets`` is the number of such
+    pieces (one per layer of the stage here).
+
+    Examples
+    --------
+    >>> exposed_s(1.0, 0.4, 10), exposed_s(1.0, 5.0, 10), exposed_s(1.0, 5.0, 1)
+    (0.6, 0.1, 1.0)
+    """
+    if comm_s <= 0:
+        return 0.0
+    return max(comm_s - compute_s, comm_s / max(1, buckets))
+
+
 def data_parallel_comm(
     parameters: float, dp: int, bandwidth: float, *, zero_stage: int, microbatches: int,
     hop_latency_s: float = 0.0, collectives: int = 1, recompute_gather: bool = False,
+    overlap: tuple[float, float] | None = None, buckets: int = 1,
 ) -> DataParallelComm:
     """Data-parallel (and ZeRO) traffic of a stage holding ``parameters`` per ring.
 
@@ -542,11 +624,21 @@ def data_parallel_comm(
     reduce-scattered, every micro-batch, as ``collectives`` separate collectives each (one
     per parameter tensor: each pays the ring latency α).
 
+    ``overlap`` = (forward, backward) compute seconds of one micro-batch of the stage: with
+    it, the traffic overlaps compute as a runtime with bucketed, asynchronous collectives
+    runs it (:func:`exposed_s`, ``buckets`` pieces): the once-per-iteration gradient
+    reduction behind the last micro-batch's backward, the once-per-iteration weight gather
+    behind the first micro-batch's forward, ZeRO-3's per-micro-batch gathers and
+    reduce-scatters behind the forward and backward they feed. Without it (None) nothing
+    overlaps (Megatron-LM 2021 reduced gradients after the backward pass).
+
     Examples
     --------
     >>> c = data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8)
     >>> c.per_iteration_s, c.backward_s
     (0.3, 0.0375)
+    >>> round(data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8, overlap=(0.1, 0.2), buckets=4).backward_s, 9)
+    0.0125
     """
     if zero_stage not in ZERO_STAGES:
         raise ValueError(f"unknown ZeRO stage {zero_stage!r} (valid: 0, 1, 2, 3)")
@@ -558,18 +650,25 @@ def data_parallel_comm(
     weights = WEIGHT_BYTES * parameters
     if dp <= 1:
         return DataParallelComm(0.0, 0.0, 0.0)
+    fwd, bwd = overlap if overlap is not None else (0.0, 0.0)
+    buckets = buckets if overlap is not None else 1
+
+    def hidden(comm_s: float, compute_s: float) -> float:
+        return exposed_s(comm_s, compute_s, buckets) if overlap is not None else comm_s
+
     if zero_stage <= 1:
         once = ring_allreduce_s(grads, dp, bandwidth, hop_latency_s)
-        return DataParallelComm(0.0, once / microbatches, once)
+        return DataParallelComm(0.0, hidden(once, bwd) / microbatches, once)
     if zero_stage == 2:
         once = ring_allgather_s(weights, dp, bandwidth, hop_latency_s)
-        return DataParallelComm(0.0, ring_reduce_scatter_s(grads, dp, bandwidth, hop_latency_s) + once / microbatches, once)
+        scatter = ring_reduce_scatter_s(grads, dp, bandwidth, hop_latency_s)
+        return DataParallelComm(0.0, hidden(scatter, bwd) + hidden(once, fwd) / microbatches, once)
     # ZeRO-3: the traffic is cut into `collectives` pieces, each paying its own latency
     latency = collectives * ring_latency_s(dp - 1, hop_latency_s)
     gather = ring_allgather_s(weights, dp, bandwidth) + latency
     scatter = ring_reduce_scatter_s(grads, dp, bandwidth) + latency
     backward = gather + scatter + (gather if recompute_gather else 0.0)
-    return DataParallelComm(gather, backward, 0.0)
+    return DataParallelComm(hidden(gather, fwd), hidden(backward, bwd), 0.0)
 
 
 __all__ = [
@@ -579,6 +678,7 @@ __all__ = [
     "CHECKPOINT_WIDTHS",
     "DISTRIBUTED_OPTIMIZER_BYTES",
     "DataParallelComm",
+    "exposed_s",
     "EMBEDDING_TP_ALLREDUCES",
     "FFN_TENSORS",
     "GRADIENT_BYTES",
@@ -599,6 +699,7 @@ __all__ = [
     "RESIDUALS_PER_LAYER",
     "RESIDUAL_BYTES",
     "RING_BASE_LATENCY_S",
+    "ring_hop_latency_s",
     "SCORE_BYTES",
     "SCORE_DROPOUT_BYTES",
     "attention_score_flops",

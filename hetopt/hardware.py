@@ -5,6 +5,7 @@ Units inside: bytes, FLOP/s, bytes/s. The catalog file uses GiB, TFLOPs and GB/s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -118,9 +119,62 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
     return catalog
 
 
+#: Words a GPU name may carry that do not tell two catalog entries apart.
+_NOISE_WORDS = ("NVIDIA", "AMD", "TESLA", "INSTINCT", "TENSOR", "CORE", "GPU")
+#: Form factors, by the spelling that names them (SXM4 and SXM5 are both "SXM").
+_FORMS = (("SXM", "SXM"), ("PCIE", "PCIE"), ("NVL", "NVL"), ("HGX", "SXM"), ("DGX", "SXM"))
+
+
+def _name_parts(name: str) -> tuple[str, str | None, int | None]:
+    """(family, form factor, memory in GB) read off a GPU name, e.g. "H100 SXM5 80GB" → ("H100", "SXM", 80)."""
+    text = name.upper()
+    for word in _NOISE_WORDS:
+        text = text.replace(word, " ")
+    memory = re.search(r"(\d+)\s*G(?:I?B)?\b", text)
+    gb = int(memory.group(1)) if memory else None
+    if memory:
+        text = text[: memory.start()] + " " + text[memory.end():]
+    form = next((f for word, f in _FORMS if word in text), None)
+    for word, _ in _FORMS:
+        text = re.sub(word + r"\d*", " ", text)
+    family = re.sub(r"[^A-Z0-9]", "", text)
+    return family, form, gb
+
+
 def gpu(catalog: dict[str, GpuType], name: str, *, where: str = "") -> GpuType:
-    """Look a GPU type up by name, with a message listing the known names."""
-    if name not in catalog:
-        prefix = f"{where}: " if where else ""
-        raise InputError(f"{prefix}unknown GPU type {name!r} (known: {', '.join(sorted(catalog))})")
-    return catalog[name]
+    """Look a GPU type up by its catalog name or an unambiguous spelling of it.
+
+    Publications and cloud documents spell one part many ways ("H100 SXM5 80GB",
+    "NVIDIA H100-SXM", "A100-80GB-SXM4"); a name that is not a catalog key is matched by
+    family, form factor and memory, and accepted only when exactly one entry matches.
+
+    Raises
+    ------
+    InputError
+        For an unknown or ambiguous name, listing the known names.
+
+    Examples
+    --------
+    >>> cat = load_gpus()
+    >>> gpu(cat, "NVIDIA A100 SXM4 80GB").name, gpu(cat, "h100-sxm").name
+    ('A100-SXM4-80GB', 'H100-SXM5')
+    """
+    if name in catalog:
+        return catalog[name]
+    family, form, gb = _name_parts(name)
+    matches = []
+    for entry in catalog.values():
+        f2, form2, _ = _name_parts(entry.name)
+        if f2 != family or (form is not None and form2 is not None and form2 != form):
+            continue
+        if gb is not None and round(entry.memory_bytes / GIB) != gb:
+            continue
+        matches.append(entry)
+    if len(matches) > 1 and form is None:  # "A100 80GB": the SXM part is the one meant in training papers
+        matches = [e for e in matches if _name_parts(e.name)[1] == "SXM"] or matches
+    if len(matches) == 1:
+        return matches[0]
+    prefix = f"{where}: " if where else ""
+    known = ", ".join(sorted(e.name for e in matches) if matches else sorted(catalog))
+    problem = "ambiguous" if matches else "unknown"
+    raise InputError(f"{prefix}{problem} GPU type {name!r} (give one of: {known})")

@@ -31,8 +31,9 @@ Examples
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
 import numpy as np
@@ -198,11 +199,12 @@ class Layout:
     split: tuple[int, ...]
     recompute: str
     zero_stage: int
+    vpp: int = 1  # virtual stages per GPU (Megatron's interleaved 1F1B); > 1 only for whole models
 
 
 def _stage(
     sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
-    *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float,
+    *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
 ) -> StageCost:
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage")."""
     cfg, s, gpu = sl.model, sl.seq, island.gpu
@@ -215,7 +217,7 @@ def _stage(
     head = sl.head and q == lay.pp - 1
     samples = microbatch_size / dp  # b: samples per replica per micro-batch
     tokens = samples * s  # the GEMMs' token rows on every GPU of the replica (TP splits the weights)
-    intra, inter = island.intra_bandwidth, island.inter_bandwidth
+    intra, inter = island.intra_achieved, island.inter_achieved  # what NCCL gets of the datasheet links
     intra_hop, inter_hop = cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"]
 
     # compute: the matrix multiplications at the GEMM efficiency, the memory-bound kernels
@@ -229,6 +231,7 @@ def _stage(
     forward = cm.gemm_time_s(layer_fwd + head_fwd, gpu, tokens) + cm.memory_time_s(ew_fwd, gpu)
     backward = cm.gemm_time_s(cm.BACKWARD_PER_FORWARD * (layer_fwd + head_fwd) + extra, gpu, tokens)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra, gpu)
+    compute = (forward, backward)  # what data-parallel traffic can hide behind (TP's cannot: it is on the path)
 
     # tensor parallelism (inside a node)
     allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, samples), tp, intra, intra_hop)
@@ -242,10 +245,17 @@ def _stage(
             return cm.p2p_transfer_s(cfg, s, samples / tp, intra)
         return cm.p2p_transfer_s(cfg, s, microbatch_size, inter)  # the node's network carries the whole micro-batch
 
+    # interleaved (v virtual stages per GPU): a micro-batch passes every GPU v times, so each
+    # hand-over happens v times, and the last stage's v − 1 chunk ends go round to the first
+    v = lay.vpp
     if q + 1 < lay.pp:
-        forward += handover(q, q + 1)
+        forward += v * handover(q, q + 1)
+    elif v > 1 and lay.pp > 1:
+        forward += (v - 1) * handover(q, 0)
     if q > 0:
-        backward += handover(q - 1, q)
+        backward += v * handover(q - 1, q)
+    elif v > 1 and lay.pp > 1:
+        backward += (v - 1) * handover(lay.pp - 1, q)
 
     # data parallelism: one ring per TP rank; inside a node each on its own GPU link, across
     # nodes all t rings share the node's network, so the node moves the stage's whole gradient
@@ -255,8 +265,9 @@ def _stage(
     one_node = nodes[q][0] == nodes[q][1]
     comm = cm.data_parallel_comm(
         params / tp if one_node else params, dp, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
-        hop_latency_s=intra_hop if one_node else inter_hop, collectives=max(1, tab.tensors[b] - tab.tensors[a]),
-        recompute_gather=rc == "full",
+        hop_latency_s=cm.ring_hop_latency_s(dp, nodes[q][1] - nodes[q][0] + 1, intra_hop, inter_hop),
+        collectives=max(1, tab.tensors[b] - tab.tensors[a]),
+        recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=ell,
     )
     forward += comm.forward_s
     backward += comm.backward_s
@@ -281,6 +292,52 @@ def _stage(
         scores = 0.0 if rc == "selective" else ell * cm.ATTENTION_SCORE_BYTES * cfg.heads * s * s * samples / tp
         activation = s * samples * per_token + scores
     return StageCost(ell, forward, backward, static, activation, tp * dp)
+
+
+def interleaved_in_flight(q: int, pp: int, vpp: int, microbatches: int) -> float:
+    """Micro-batches of activations stage q holds at its peak under Megatron's interleaved 1F1B.
+
+    Megatron-LM's schedule runs (p − q − 1)·2 + (v − 1)·p warm-up chunk forwards on rank q
+    (``get_forward_backward_func``, interleaved: ``num_warmup_microbatches``), at most all
+    M·v chunks, then holds one more; a chunk is 1/v of the stage's layers.
+
+    Examples
+    --------
+    >>> interleaved_in_flight(0, 4, 2, 16), interleaved_in_flight(3, 4, 2, 16)
+    (5.5, 2.5)
+    """
+    chunks = min((pp - q - 1) * 2 + (vpp - 1) * pp, microbatches * vpp - 1) + 1
+    return chunks / vpp
+
+
+def interleaved_stages(stages: Sequence[StageCost], vpp: int, microbatches: int) -> tuple[StageCost, ...]:
+    """The stages of an interleaved layout as the composition's 1F1B closed form must see them.
+
+    The interleaved schedule (Narayanan et al. SC'21, §2.2.2) takes
+    T = M·max t + (Σ t − max t)/v: the bottleneck GPU is busy M·t and the warm-up and
+    cool-down are made of chunks of 1/v of a stage. The closed form Σ x + (M − 1)·max x
+    gives exactly that when the slowest stage keeps its time and the others enter at 1/v of
+    theirs; the activations are scaled so that the composition's in-flight count (p − q for a
+    whole-model block) times them is :func:`interleaved_in_flight` times the real ones.
+    Only a whole-model plan may be interleaved (nothing runs in front of or behind it).
+
+    Examples
+    --------
+    >>> st = StageCost(2, 0.1, 0.2, static_bytes=4.0, activation_bytes=2.0, gpus=1)
+    >>> slow = StageCost(2, 0.2, 0.4, static_bytes=4.0, activation_bytes=2.0, gpus=1)
+    >>> out = interleaved_stages([st, slow], 2, 8)
+    >>> [round(x.time_s, 6) for x in out], round(sum(x.time_s for x in out) + 7 * max(x.time_s for x in out), 9)
+    ([0.15, 0.6], 4.95)
+    """
+    pp = len(stages)
+    slowest = max(range(pp), key=lambda q: stages[q].time_s)
+    out = []
+    for q, st in enumerate(stages):
+        share = 1.0 if q == slowest else 1.0 / vpp
+        scale = interleaved_in_flight(q, pp, vpp, microbatches) / min(pp - q, microbatches)
+        out.append(replace(st, forward_s=st.forward_s * share, backward_s=st.backward_s * share,
+                           activation_bytes=st.activation_bytes * scale))
+    return tuple(out)
 
 
 def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]:
@@ -330,6 +387,9 @@ class BuiltinParallelizer:
         Cap on the inner pipeline depth (None: as many stages as layers and GPUs allow).
     layers_per_atom
         Layers per atom in :meth:`slice_model`.
+    overlap_communication
+        Data-parallel and ZeRO traffic overlaps compute, as today's runtimes run it
+        (``cm.exposed_s``); False prices it all on the critical path (Megatron-LM 2021).
 
     Notes
     -----
@@ -347,6 +407,7 @@ class BuiltinParallelizer:
     reserved_bytes: float = RESERVED_BYTES
     max_pp: int | None = None
     layers_per_atom: int = 1
+    overlap_communication: bool = True
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -407,8 +468,14 @@ class BuiltinParallelizer:
             memory_bytes=island.memory_bytes,
         )
 
-    def layouts(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int) -> list[Layout]:
-        """Every layout enumerated for the slice (before pricing and pruning)."""
+    def layouts(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int,
+                microbatches: int | None = None) -> list[Layout]:
+        """Every layout enumerated for the slice (before pricing and pruning).
+
+        With ``microbatches`` given, a whole-model slice also gets Megatron's interleaved
+        schedule: v ≥ 2 virtual stages per GPU for every v dividing the layers of an even
+        split (k/p), when M is a multiple of p (Megatron-LM's requirement).
+        """
         sl = as_slice(slice)
         cfg, k, G = sl.model, sl.layers, island.gpus
         weights = [
@@ -416,6 +483,7 @@ class BuiltinParallelizer:
             for i in range(sl.first_layer, sl.first_layer + k)
         ]
         splits_memo = self._cache("splits")  # the min-max split of the same weights recurs per TP degree and query
+        whole = sl.embedding and sl.head
         key = tuple(weights)
         out = []
         for tp in divisors(island.gpus_per_node):
@@ -427,13 +495,18 @@ class BuiltinParallelizer:
                 if balanced is None:
                     balanced = splits_memo[key, pp] = minmax_split(weights, pp)
                 splits = dict.fromkeys((even_split(k, pp), balanced))
+                even = even_split(k, pp)
+                interleave = [v for v in divisors(k // pp)[1:]] if (
+                    whole and pp > 1 and k % pp == 0 and microbatches is not None and microbatches % pp == 0) else []
                 for dp in divisors(microbatch_size):
                     if tp * pp * dp > G:
                         break
-                    for split in splits:
-                        for rc in self.recompute:
-                            for z in self.zero_stages if dp > 1 else self.zero_stages[:1]:
+                    for rc in self.recompute:
+                        for z in self.zero_stages if dp > 1 else self.zero_stages[:1]:
+                            for split in splits:
                                 out.append(Layout(tp, pp, dp, split, rc, z))
+                            for v in interleave:
+                                out.append(Layout(tp, pp, dp, even, rc, z, v))
         return out
 
     def plan(
@@ -456,7 +529,8 @@ class BuiltinParallelizer:
         starts = tuple(accumulate(lay.split, initial=0))
         stages, times, fits = [], [], []
         embedding, head, last = sl.embedding, sl.head, lay.pp - 1
-        shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage)
+        shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage, lay.vpp)
+        wrap_one = nodes[0][0] == nodes[0][1] == nodes[-1][0] == nodes[-1][1]  # interleaving's last → first hand-over
         kinds, run_end = tab.kinds, tab.run_end
         for q in range(lay.pp):
             # everything _stage reads: the stage's layers (by content, not position: a run
@@ -469,15 +543,21 @@ class BuiltinParallelizer:
                 embedding and q == 0, head and q == last, shape, one,
                 None if q == last else one and nodes[q] == nodes[q + 1],
                 None if q == 0 else one and nodes[q - 1] == nodes[q],
+                lay.vpp > 1 and q in (0, last) and wrap_one,
             )
             priced = prices.get(key)
             if priced is None:
                 cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
-                              sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes)
+                              sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
+                              overlap=self.overlap_communication)
                 priced = prices[key] = (cost, in_flight_fit(cost, capacity, M), cost.time_s)
             stages.append(priced[0])
             fits.append(priced[1])
             times.append(priced[2])
+        if lay.vpp > 1:
+            stages = list(interleaved_stages(stages, lay.vpp, M))
+            fits = [in_flight_fit(st, capacity, M) for st in stages]
+            times = [st.time_s for st in stages]
         return tuple(stages), times, limit_from_fits(fits)
 
     def _partial_plan(
@@ -488,7 +568,7 @@ class BuiltinParallelizer:
             island=island.name, signature=sl.signature, first_layer=sl.first_layer, layers=sl.layers, role=sl.role,
             tp=lay.tp, pp=lay.pp, dp=lay.dp, microbatch_size=m, microbatches=M, recompute=lay.recompute,
             zero_stage=lay.zero_stage, sequence_parallel=self.sequence_parallel and lay.tp > 1, stages=stages,
-            capacity_bytes=capacity, behind=limit,
+            capacity_bytes=capacity, behind=limit, vpp=lay.vpp,
         )
 
     def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, m: int, M: int, phi: float) -> PartialPlan:
@@ -541,14 +621,31 @@ class BuiltinParallelizer:
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
-        for lay in self.layouts(sl, island, microbatch_size=m):
+        layouts = self.layouts(sl, island, microbatch_size=m, microbatches=M)
+        whole = sl.embedding and sl.head
+        if whole:
+            # a whole-model plan is a pipeline of one block: only its own 1F1B time matters,
+            # so the fastest that fits is the answer, and a layout whose GPUs cannot beat it
+            # even at full speed (the iteration's FLOPs over its t·p·d GPUs) is never priced
+            layouts.sort(key=lambda x: -x.tp * x.pp * x.dp)
+            work = cm.TRAINING_PER_FORWARD * (tab.forward[-1] + (cm.head_forward_flops(sl.model, sl.seq) if sl.head else 0.0))
+            work *= global_batch / (island.gpu.training_flops * island.gpu.gemm_efficiency)
+            best = math.inf
+        for lay in layouts:
+            if whole and work / (lay.tp * lay.pp * lay.dp) >= best:
+                continue
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
                 rows.append((lay, stages, limit))
                 # the same sums PartialPlan.total_time_s and max_time_s compute
                 keys.append(_key(sum(times), max(times), len(stages), limit))
+                if whole:
+                    best = min(best, sum(times) + (M - 1) * max(times))
         if not rows:
             return ()
+        if whole:
+            fastest = min(range(len(rows)), key=lambda n: (keys[n][0] + (M - 1) * keys[n][1], keys[n]))
+            rows, keys = [rows[fastest]], [keys[fastest]]
         # PartialPlans are built for the survivors only (most layouts are dominated)
         plans = {}
 

@@ -25,6 +25,7 @@ import numpy as np
 from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, TERA, GpuType, load_gpus
+from hetopt.hardware import gpu as find_gpu
 from hetopt.units import GIB
 from hetopt.io import READERS, read_toml
 from hetopt.islands.problem import IslandsInstance
@@ -86,6 +87,10 @@ def resolve(name_or_path: str, folder: Path, kind: str) -> Path:
     candidate = folder / f"{name_or_path}.toml"
     if candidate.exists():
         return candidate
+    # the same name spelled in another case ("GPT3-175B" for gpt3-175b)
+    same = [p for p in folder.glob("*.toml") if p.stem.lower() == str(name_or_path).lower()]
+    if len(same) == 1:
+        return same[0]
     known = ", ".join(sorted(p.stem for p in folder.glob("*.toml")))
     raise InputError(f"{name_or_path}: unknown {kind} (give a file, or one of: {known})")
 
@@ -105,8 +110,21 @@ def load_cluster(name_or_path: str | Path, catalog: dict[str, GpuType] | None = 
         With the file, the key path and the fix (an unknown GPU type lists the known ones).
     """
     path = resolve(str(name_or_path), clusters_dir(), "cluster")
+    return cluster_from_data(read_toml(path), str(path), catalog)
+
+
+def cluster_from_data(data: dict, path: str, catalog: dict[str, GpuType] | None = None) -> Cluster:
+    """A cluster from the tables of a cluster file (``path`` names it in errors).
+
+    Examples
+    --------
+    >>> node = {"gpu": "A100-SXM4-80GB", "gpus": 8, "switch": "ib", "switch_gbps": 1600.0}
+    >>> data = {"name": "two-dgx", "node": [dict(node, name="a"), dict(node, name="b")],
+    ...         "network": {"switch": [{"name": "ib"}]}}
+    >>> cluster_from_data(data, "(built)").gpus
+    16
+    """
     catalog = load_gpus() if catalog is None else catalog
-    data = read_toml(path)
     if "problem" in data:
         raise InputError(f"{path}: problem: a cluster file has no 'problem' key (it is not an instance)")
     nodes = data.get("node")
@@ -117,12 +135,12 @@ def load_cluster(name_or_path: str | Path, catalog: dict[str, GpuType] | None = 
         if not isinstance(node, dict):
             raise InputError(f"{path}: node[{i}]: must be a table")
         name = node.get("gpu")
-        if name not in catalog:
-            raise InputError(f"{path}: node[{i}].gpu: unknown GPU type {name!r} (known: {', '.join(sorted(catalog))})")
-        gpu = catalog[name]
+        if not isinstance(name, str):
+            raise InputError(f"{path}: node[{i}].gpu: missing or not text: give a GPU type of instances/gpus.toml")
+        gpu = find_gpu(catalog, name, where=f"{path}: node[{i}].gpu")
         types.append(gpu)
         node.setdefault("tflops", gpu.training_flops / TERA)
         node.setdefault("memory_gib", gpu.memory_bytes / GIB)
         node.setdefault("intra_gbs", gpu.intra_bandwidth / GIGA)
-    islands = READERS["islands"](dict(data, problem="islands"), str(path))
-    return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=str(path))
+    islands = READERS["islands"](dict(data, problem="islands"), path)
+    return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=path)

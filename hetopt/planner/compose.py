@@ -8,6 +8,8 @@ uniform and compute-proportional baselines are compositions with fixed layer cou
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,13 +23,14 @@ from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.workload import ModelConfig
 
 
-#: Micro-batch sizes tried when none is given: powers of two up to this (samples).
-MAX_AUTO_MICROBATCH = 16
-
-
 def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> list[int]:
-    """The micro-batch sizes to plan for: the one given, or every power of two up to
-    ``MAX_AUTO_MICROBATCH`` that divides the global batch.
+    """The micro-batch sizes to plan for: the one given, or every divisor of the global batch,
+    powers of two first (ascending), then the others (ascending).
+
+    Every divisor, because a data-parallel degree d needs d | m and practitioners run any d
+    the GPU count allows (Megatron's 2,520-sample batch on 2,520 GPUs runs d = 9). The
+    planner skips a size whose lower bound (:func:`pipeline_lower_bound`) cannot beat the
+    best plan found, so the order puts the likely fast sizes first.
 
     Raises
     ------
@@ -37,7 +40,7 @@ def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> lis
     Examples
     --------
     >>> microbatch_candidates(24, None)
-    [1, 2, 4, 8]
+    [1, 2, 4, 8, 3, 6, 12, 24]
     """
     if microbatch_size is not None:
         if microbatch_size < 1 or global_batch % microbatch_size:
@@ -47,12 +50,38 @@ def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> lis
                 f"(try one of {', '.join(str(d) for d in divisors)})"
             )
         return [microbatch_size]
-    out, m = [], 1
-    while m <= min(MAX_AUTO_MICROBATCH, global_batch):
-        if global_batch % m == 0:
-            out.append(m)
-        m *= 2
-    return out
+    every = _all_divisors(global_batch)
+    powers = [m for m in every if m & (m - 1) == 0]
+    return powers + [m for m in every if m & (m - 1)]
+
+
+def pipeline_lower_bound(work_flops: float, island_flops: Sequence[float], microbatches: int) -> float:
+    """A lower bound on the 1F1B iteration time of every plan with ``microbatches`` micro-batches.
+
+    ``work_flops`` is the iteration's training FLOPs (no recomputation), ``island_flops`` each
+    island's peak × GEMM-efficiency asymptote: no stage of this cost model runs faster. With
+    M micro-batches and island i computing for u_i seconds per micro-batch, every plan has
+    T ≥ Σ u_i + (M − 1)·max u_i and Σ u_i·F_i ≥ W/M. The least such T over u ≥ 0 is
+    min over k of (M − 1 + k)·(W/M)/(F_1 + … + F_k), islands by F descending
+    (formulations/costmodel.md, "The planner on top").
+
+    Examples
+    --------
+    >>> pipeline_lower_bound(100.0, [10.0], 4)  # one island: the ideal, whatever M
+    10.0
+    >>> pipeline_lower_bound(100.0, [10.0, 10.0], 1)  # one micro-batch cannot use two islands at once
+    10.0
+    >>> pipeline_lower_bound(100.0, [10.0, 10.0], 100)  # many: close to the ideal W / ΣF
+    5.05
+    """
+    if microbatches < 1 or work_flops < 0 or not island_flops or min(island_flops) <= 0:
+        raise ValueError("need M >= 1, W >= 0 and positive island FLOP/s")
+    per = work_flops / microbatches
+    best, total = math.inf, 0.0
+    for k, f in enumerate(sorted(island_flops, reverse=True), start=1):
+        total += f
+        best = min(best, (microbatches - 1 + k) * per / total)
+    return best
 
 
 def island_specs(cluster: Cluster, members: Sequence[Sequence[int]]) -> list[IslandSpec]:
@@ -88,7 +117,7 @@ def link_matrix(cluster: Cluster, members: Sequence[Sequence[int]], cfg: ModelCo
     for i in range(n):
         for j in range(i + 1, n):
             bw = max(inter[a, b] for a in members[i] for b in members[j])
-            out[i, j] = out[j, i] = cm.pipeline_link_s(cfg, seq, microbatch_size, float(bw))
+            out[i, j] = out[j, i] = cm.pipeline_link_s(cfg, seq, microbatch_size, float(bw) * cm.link_efficiency("network"))
     return tuple(tuple(float(x) for x in row) for row in out)
 
 

@@ -50,6 +50,7 @@ class EnumerationStats:
     queried: int = 0
     plans: int = 0
     answered: int = 0  # queries answered before the deadline (= queried without one)
+    unreachable: int = 0  # pairs whose slice needs more islands than there are (never queried)
 
     @property
     def complete(self) -> bool:
@@ -57,8 +58,8 @@ class EnumerationStats:
         return self.answered == self.queried
 
     def to_dict(self) -> dict:
-        return {"pairs": self.pairs, "pruned": dict(self.pruned), "queried": self.queried, "answered": self.answered,
-                "plans": self.plans}
+        return {"pairs": self.pairs, "pruned": dict(self.pruned), "unreachable": self.unreachable,
+                "queried": self.queried, "answered": self.answered, "plans": self.plans}
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,27 @@ def _answer(
     return [plans for batch, answer in zip(batches, answers) for plans in (answer or [None] * len(batch))]
 
 
+def blocks_needed(sl: Slice, first_layer: int, total_layers: int) -> int:
+    """Fewest blocks of a pipeline that holds ``sl`` as one of its blocks: itself, plus one
+    block in front when it does not start the model and one behind when it does not end it.
+
+    Islands host one block each (``formulations/pipeline.md``, "island once"), so on a
+    cluster of I islands a slice with ``blocks_needed > I`` can be in no composition: on one
+    island only the whole model is queried, on two only prefixes and suffixes.
+
+    Examples
+    --------
+    >>> from hetopt.planner.parallelizer import slice_model
+    >>> from hetopt.workload import ModelConfig
+    >>> atoms = slice_model(ModelConfig("x", "gpt", 4, 64, 4, 256, 100, 32))
+    >>> [blocks_needed(Slice(atoms[a:b]), 0, 4) for a, b in ((0, 4), (0, 2), (2, 4), (1, 3))]
+    [1, 2, 2, 3]
+    """
+    front = sl.first_layer > first_layer
+    behind = sl.first_layer + sl.layers < first_layer + total_layers
+    return 1 + front + behind
+
+
 def all_slices(parallelizer: Parallelizer, atoms: Sequence) -> list[Slice]:
     """Every run of consecutive atoms, built with the parallelizer's ``concatenate``."""
     out = []
@@ -189,6 +211,10 @@ def enumerate_plans(
         share = capacity[i] / cluster_flops
         for sl in slices:
             stats.pairs += 1
+            if blocks_needed(sl, whole.first_layer, total_layers) > len(islands):
+                # exact, not a policy: the composition puts one block on each island at most
+                stats.unreachable += 1
+                continue
             key = (sl.signature, i)
             if "redundancy" in policies and key in seen:
                 stats.pruned["redundancy"] += 1

@@ -12,16 +12,14 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0)
->>> parse_layout("tp=2 pp=2 dp=1 vpp=2")
-Traceback (most recent call last):
-...
-hetopt.errors.InputError: --layout vpp=2: the interleaved schedule is not modelled yet (give vpp=1 or leave it out)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1)
+>>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
+2
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
@@ -33,7 +31,9 @@ from hetopt.workload import ModelConfig
 #: The keys of a ``--layout`` string, as Megatron-LM's arguments name the same things:
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp")
+LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap")
+#: Spellings of ``overlap=``: Megatron-Core's --overlap-grad-reduce / --overlap-param-gather on or off.
+OVERLAP_VALUES = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
 
 
 @dataclass(frozen=True)
@@ -46,11 +46,15 @@ class GivenLayout:
     microbatch: int = 0
     recompute: str = "none"
     zero: int = 0
+    overlap: bool = True  # data-parallel / ZeRO traffic overlaps compute (cm.exposed_s)
+    vpp: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B)
 
     def text(self) -> str:
         """The layout in ``--layout`` form."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
-        return f"tp={self.tp} pp={self.pp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}"
+        tail = "" if self.overlap else " overlap=no"
+        vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
+        return f"tp={self.tp} pp={self.pp}{vpp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{tail}"
 
 
 @dataclass(frozen=True)
@@ -90,7 +94,7 @@ def parse_layout(text: str) -> GivenLayout:
     Raises
     ------
     InputError
-        An unknown key, a value out of range, or ``vpp`` > 1 (not modelled), naming it.
+        An unknown key or a value out of range, naming it.
     """
     values: dict[str, str] = {}
     for part in text.replace(",", " ").split():
@@ -109,15 +113,19 @@ def parse_layout(text: str) -> GivenLayout:
     for key in ("tp", "pp", "dp", "mbs"):
         if key in sizes and sizes[key] < 1:
             raise InputError(f"--layout {key}={sizes[key]}: must be >= 1")
-    if sizes.get("vpp", 1) != 1:
-        raise InputError(f"--layout vpp={sizes['vpp']}: the interleaved schedule is not modelled yet (give vpp=1 or leave it out)")
+    if sizes.get("vpp", 1) < 1:
+        raise InputError(f"--layout vpp={sizes['vpp']}: must be >= 1")
     zero = sizes.get("zero", 0)
     if zero not in cm.ZERO_STAGES:
         raise InputError(f"--layout zero={zero}: must be one of {', '.join(map(str, cm.ZERO_STAGES))}")
     recompute = values.get("recompute", "none")
     if recompute not in cm.RECOMPUTE_MODES:
         raise InputError(f"--layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
-    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero)
+    overlap = values.get("overlap", "yes").lower()
+    if overlap not in OVERLAP_VALUES:
+        raise InputError(f"--layout overlap={values['overlap']}: must be yes or no")
+    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, OVERLAP_VALUES[overlap],
+                       sizes.get("vpp", 1))
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int) -> None:
@@ -140,6 +148,15 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
         raise InputError(f"--layout pp={p}: more stages than the {cfg.layers} layers of {cfg.name}")
     if t * p * d > island.gpus:
         raise InputError(f"--layout tp·pp·dp = {t * p * d}: more GPUs than the {island.gpus} of {island.name}")
+    v = layout.vpp
+    if v > 1 and p == 1:
+        raise InputError(f"--layout vpp={v}: interleaving needs pp >= 2 (got pp=1)")
+    if v > 1 and cfg.layers % (p * v):
+        raise InputError(f"--layout vpp={v} pp={p}: the {cfg.layers} layers of {cfg.name} must split into pp·vpp = {p * v} "
+                         "equal chunks")
+    if v > 1 and layout.microbatch and (global_batch // (layout.microbatch * d)) % p:
+        raise InputError(f"--layout vpp={v}: the interleaved schedule needs the micro-batches per iteration "
+                         f"({global_batch // (layout.microbatch * d)}) to be a multiple of pp={p}")
     if layout.microbatch and global_batch % (layout.microbatch * d):
         raise InputError(f"--layout mbs={layout.microbatch} dp={d}: a micro-batch of {layout.microbatch * d} samples "
                          f"must divide the global batch {global_batch}")
@@ -168,13 +185,15 @@ def price_layout(
     """
     check_layout(layout, island, cfg, global_batch)
     par = parallelizer or BuiltinParallelizer()
+    if par.overlap_communication != layout.overlap:  # the runtime the layout ran on
+        par = replace(par, overlap_communication=layout.overlap)
     seq = seq or cfg.sequence
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"
-    lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero)
+    lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero, layout.vpp)
     for b in (layout.microbatch,) if layout.microbatch else microbatches_tried:
         m = b * layout.dp
-        if global_batch % m:
+        if global_batch % m or (layout.vpp > 1 and (global_batch // m) % layout.pp):
             continue
         plan = par.plan(whole, island, lay, microbatch_size=m, microbatches=global_batch // m)
         if plan.behind is not None and plan.behind < 0:

@@ -43,10 +43,15 @@ class Attempt:
     stats: EnumerationStats
     enumerate_s: float = 0.0
     compose_s: float = 0.0
+    #: Set when the size was skipped: its lower bound, at least the best plan found (a proof
+    #: that no plan of this size is faster, so it needs no enumeration).
+    pruned_bound: float | None = None
 
 
 def _attempt_bound(a: Attempt) -> float | None:
     """A proven lower bound on every plan with this micro-batch size (inf: none fits; None: unknown)."""
+    if a.pruned_bound is not None:
+        return a.pruned_bound
     if a.result is None or not a.complete:
         return None
     if a.result.status is Status.OPTIMAL:
@@ -66,6 +71,8 @@ def _not_proven(islands: Result, chosen: ChosenIslands | None, attempts: list[At
     if planned > len(attempts):
         why.append(f"time limit: {planned - len(attempts)} of {planned} micro-batch sizes not planned")
     for a in attempts:
+        if a.pruned_bound is not None:
+            continue  # proven not to beat the plan found
         if not a.complete:
             why.append(f"micro-batch {a.microbatch_size}: time limit during the enumeration")
         elif a.result is None:

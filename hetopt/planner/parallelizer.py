@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Protocol, runtime_checkable
 
+from hetopt import costmodel as cm
 from hetopt.hardware import GpuType
 from hetopt.pipeline.problem import MEMORY_RTOL, PipelineOption, StagePlan, most_in_flight
 from hetopt.pipeline.problem import PipelineIsland
@@ -195,6 +196,16 @@ class IslandSpec:
         return self.nodes * self.gpus_per_node
 
     @property
+    def intra_achieved(self) -> float:
+        """Bytes/s per GPU per direction that NCCL achieves inside a node (``cm.link_efficiency``)."""
+        return self.intra_bandwidth * cm.link_efficiency(self.gpu.intra_link)
+
+    @property
+    def inter_achieved(self) -> float:
+        """Bytes/s that NCCL achieves over one node's network (``cm.link_efficiency``)."""
+        return self.inter_bandwidth * cm.link_efficiency("network")
+
+    @property
     def memory_bytes(self) -> float:
         """Memory per GPU, bytes."""
         return self.gpu.memory_bytes
@@ -314,6 +325,9 @@ class PartialPlan:
     stages: tuple[StageCost, ...]
     capacity_bytes: float
     behind: int | None
+    #: Virtual stages per GPU (Megatron's interleaved 1F1B); > 1 only for a whole-model plan,
+    #: whose ``stages`` are then as the 1F1B closed form must see them (builtin.interleaved_stages).
+    vpp: int = 1
 
     @property
     def gpus(self) -> int:
@@ -345,7 +359,8 @@ class PartialPlan:
     def layout(self) -> str:
         """A short description, e.g. ``tp2 pp3 dp2 selective zero1 sp``."""
         sp = " sp" if self.sequence_parallel and self.tp > 1 else ""
-        return f"tp{self.tp} pp{self.pp} dp{self.dp} {self.recompute} zero{self.zero_stage}{sp}"
+        vpp = f" vpp{self.vpp}" if self.vpp > 1 else ""
+        return f"tp{self.tp} pp{self.pp}{vpp} dp{self.dp} {self.recompute} zero{self.zero_stage}{sp}"
 
     def to_option(self, island_index: int, role: str | None = None) -> PipelineOption:
         """The pipeline family's option for this plan on island number ``island_index``.

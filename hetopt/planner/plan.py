@@ -29,18 +29,17 @@ from hetopt.units import GIB
 from hetopt.planner.alternatives import Alternative, Setting, plan_alternatives
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster, load_cluster, resolve
-from hetopt.planner.compose import (MAX_AUTO_MICROBATCH, island_specs, link_matrix, microbatch_candidates,
-                                    pipeline_instance)
+from hetopt.planner.compose import (island_specs, link_matrix, microbatch_candidates, pipeline_instance,
+                                    pipeline_lower_bound)
 from hetopt.planner.layout import GivenLayout, PricedLayout, parse_layout, price_layout
-from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, all_slices, enumerate_plans
+from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
 from hetopt.planner.schedule import TIME_MODELS, rescore
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops, load_model
 
-__all__ = ["Alternative", "HeteroPlan", "StageRow", "conclude_plan", "ideal_time", "microbatch_candidates", "plan",
-           "MAX_AUTO_MICROBATCH"]
+__all__ = ["Alternative", "HeteroPlan", "StageRow", "conclude_plan", "ideal_time", "microbatch_candidates", "plan"]
 
 #: Most islands the planner composes exactly: the pipeline DP's state grows with the subsets
 #: of islands used, and it declines past about 16 (formulations/pipeline.md).
@@ -268,8 +267,10 @@ def plan(
         Loaded objects, paths to their files, or names in ``instances/clusters`` and
         ``instances/models`` (as the command line takes them).
     microbatch_size
-        Fixed micro-batch size; by default every power of two up to 16 that divides the
-        global batch is planned and the fastest kept.
+        Fixed micro-batch size; by default every divisor of the global batch is a
+        candidate (powers of two first) and the fastest plan kept; a size whose lower bound
+        (:func:`~hetopt.planner.compose.pipeline_lower_bound`) cannot beat the best plan
+        found is skipped, which proves it cannot.
     seq
         Sequence length (default: the model's).
     parallelizer
@@ -355,9 +356,17 @@ def plan(
     ctx = _Context(cluster, cfg, seq, global_batch, chosen, par, all_slices(par, atoms), policies, imbalance, executor,
                    tasks, on_progress, time_model)
     attempts: list[Attempt] = []
+    work = global_batch * model_training_flops(cfg, seq)
+    island_flops = [x.gpus * x.gpu.training_flops * x.gpu.gemm_efficiency for x in chosen.specs]
     for m in candidates:
         if composing.expired():
             break
+        bound = pipeline_lower_bound(work, island_flops, global_batch // m)
+        incumbent = _incumbent_s(attempts)
+        if incumbent is not None and bound >= incumbent:
+            # exact: no plan with this micro-batch size beats the best one found
+            attempts.append(Attempt(m, None, True, [], EnumerationStats(), pruned_bound=bound))
+            continue
         # in turn, each with what is left: one micro-batch size composed completely is worth
         # more than five enumerated in part
         attempt = _attempt(ctx, m, composing)
@@ -370,7 +379,8 @@ def plan(
         attempts.append(attempt)
         timing["enumeration_s"] += attempts[-1].enumerate_s
         timing["composition_s"] += attempts[-1].compose_s
-    out.enumeration = {a.microbatch_size: a.stats.to_dict() for a in attempts}
+    out.enumeration = {a.microbatch_size: a.stats.to_dict() if a.pruned_bound is None else {"skipped_bound_s": a.pruned_bound}
+                       for a in attempts}
     best = conclude_plan(out, islands, chosen, attempts, len(candidates))
     if best is not None:
         _fill(out, best, chosen.specs, cluster, cfg, seq)
@@ -386,6 +396,13 @@ def plan(
         timing["alternatives_s"] = time.perf_counter() - t1
         _rank(out)
     return out
+
+
+def _incumbent_s(attempts: list[Attempt]) -> float | None:
+    """The best iteration time found so far (None: no plan yet): what a micro-batch size's
+    lower bound must beat for the size to be planned."""
+    times = [a.result.objective for a in attempts if a.result is not None and a.result.status.has_solution]
+    return min(times, default=None)
 
 
 def _imbalance_hid_plans(attempt: Attempt) -> bool:

@@ -81,9 +81,15 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         f"composition {t['composition_s']:.2f} s, alternatives {t.get('alternatives_s', 0.0):.2f} s",
         highlight=False,
     )
+    skipped = {m: s["skipped_bound_s"] for m, s in p.enumeration.items() if "skipped_bound_s" in s}
+    if skipped:
+        out.print(f"  micro-batch sizes {', '.join(map(str, skipped))}: skipped, their lower bounds "
+                  f"({min(skipped.values()):.4g} s and up) cannot beat the plan", highlight=False)
     for m, s in p.enumeration.items():
+        if m in skipped:
+            continue
         pruned = ", ".join(f"{k} {v}" for k, v in s["pruned"].items())
-        out.print(f"  micro-batch {m}: {s['pairs']} (slice, island) pairs, pruned {pruned}; {s['queried']} queried, {s['plans']} plans", highlight=False)
+        out.print(f"  micro-batch {m}: {s['pairs']} (slice, island) pairs, pruned {pruned}; {s.get('unreachable', 0)} need more islands; {s['queried']} queried, {s['plans']} plans", highlight=False)
 
 
 def _time_model(p) -> str:

@@ -29,12 +29,15 @@ from pathlib import Path
 from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
+from hetopt.hardware import gpu as find_gpu
 from hetopt.io import read_toml
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.layout import GivenLayout, check_layout, price_layout
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.readers.fields import Fields
-from hetopt.workload import ModelConfig, model_from_fields
+from hetopt.workload import ModelConfig, load_model, model_from_fields
+from hetopt.planner.cluster import Cluster, cluster_from_data, resolve
+from hetopt.planner.plan import HeteroPlan, plan
 
 #: The metrics a measurement may state, and how a predicted iteration time becomes each.
 METRICS = ("tflops_per_gpu", "samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "iteration_time_s")
@@ -89,6 +92,21 @@ class Row:
     priced: PartialPlan | None
     predicted: float | None  # in the measurement's metric
     reason: str = ""
+    planned: "HeteroPlan | None" = None  # hetopt plan on the row's cluster (with --plan)
+
+    @property
+    def plan_predicted(self) -> float | None:
+        """The planner's plan in the measurement's metric (None: not planned or no plan)."""
+        if self.planned is None or self.planned.iteration_time_s is None:
+            return None
+        return throughput(self.measurement, self.planned.iteration_time_s)
+
+    @property
+    def plan_speedup(self) -> float | None:
+        """Published layout's time / the plan's time under the same model (≥ 1: the plan is no slower)."""
+        if self.priced is None or self.plan_predicted is None:
+            return None
+        return self.priced.iteration_time_s / self.planned.iteration_time_s
 
     @property
     def ratio(self) -> float | None:
@@ -121,19 +139,25 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
     models: dict[str, ModelConfig] = {}
     for key, table in top.table("models", required=True).data.items():
         f = top.table("models").table(key, required=True)
-        if "catalog" in table:
-            raise f.error("catalog", "not supported here: give the model's shape keys")
-        models[key] = model_from_fields(f)
+        if "catalog" in table:  # a model of instances/models, by name (nothing else beside it)
+            f.reject_unknown(("catalog", "name", "source", "note"))
+            try:
+                models[key] = load_model(resolve(f.string("catalog"), instances_dir() / "models", "model"))
+            except InputError as exc:
+                raise f.error("catalog", str(exc)) from None
+        else:
+            models[key] = model_from_fields(f)
     islands: dict[str, IslandSpec] = {}
     clusters = top.table("clusters", required=True)
     for key in clusters.data:
         c = clusters.table(key, required=True)
         c.reject_unknown(("gpu", "nodes", "gpus_per_node", "inter_gbps", "note"))
-        gpu_name = c.string("gpu")
-        if gpu_name not in catalog:
-            raise c.error("gpu", f"unknown GPU type {gpu_name!r} (known: {', '.join(sorted(catalog))})")
+        try:
+            gpu_type = find_gpu(catalog, c.string("gpu"))
+        except InputError as exc:
+            raise c.error("gpu", str(exc)) from None
         islands[key] = IslandSpec(
-            key, catalog[gpu_name], nodes=c.integer("nodes", minimum=1, maximum=100_000),
+            key, gpu_type, nodes=c.integer("nodes", minimum=1, maximum=100_000),
             gpus_per_node=c.integer("gpus_per_node", minimum=1, maximum=64),
             inter_bandwidth=c.number("inter_gbps", minimum=MIN_INTER_GBPS) * GIGA / BITS_PER_BYTE,
         )
@@ -146,11 +170,12 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         if cluster not in islands:
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         lay = m.table("layout", required=True)
-        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero"))
+        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp"))
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
             zero=lay.integer("zero", 0, minimum=0, maximum=3),
+            overlap=_flag(lay, "overlap", True), vpp=lay.integer("vpp", 1, minimum=1),
         )
         isl = islands[cluster]
         if layout.tp * layout.pp * layout.dp != isl.gpus:
@@ -170,6 +195,14 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             layout=layout,
         ))
     return tuple(out)
+
+
+def _flag(f: Fields, name: str, default: bool) -> bool:
+    """A true/false key."""
+    value = f.data.get(name, default)
+    if not isinstance(value, bool):
+        raise f.error(name, f"must be true or false (got {value!r})")
+    return value
 
 
 def publisher_flops(m: Measurement) -> float:
@@ -210,14 +243,34 @@ def price_published(m: Measurement, parallelizer: BuiltinParallelizer | None = N
     return priced.plan, priced.reason
 
 
-def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = None) -> list[Row]:
-    """Price every measurement's published layout (``only``: these ids)."""
+def measurement_cluster(m: Measurement) -> Cluster:
+    """The row's cluster as ``hetopt plan`` reads one: its nodes on one switch of the node's network."""
+    isl = m.island
+    node = {"gpu": isl.gpu.name, "gpus": isl.gpus_per_node, "switch": "fabric",
+            "intra_gbs": isl.intra_bandwidth / GIGA, "switch_gbps": max(isl.inter_bandwidth, 1.0) * BITS_PER_BYTE / GIGA}
+    data = {"name": f"{m.id}-cluster", "node": [dict(node, name=f"node{i}") for i in range(isl.nodes)],
+            "network": {"switch": [{"name": "fabric"}]}}
+    return cluster_from_data(data, f"{m.id} (cluster {isl.name})")
+
+
+def plan_published(m: Measurement, *, time_limit: float | None = None) -> HeteroPlan:
+    """``hetopt plan`` on the row's cluster, model, batch and sequence, with the row's runtime
+    (its ``overlap``): what the planner would have chosen instead of the published layout."""
+    par = BuiltinParallelizer(overlap_communication=m.layout.overlap)
+    return plan(measurement_cluster(m), m.model, global_batch=m.global_batch, seq=m.seq, parallelizer=par,
+                alternatives=False, time_limit=time_limit)
+
+
+def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = None, with_plan: bool = False) -> list[Row]:
+    """Price every measurement's published layout (``only``: these ids); ``with_plan``: also
+    run the planner on each row's cluster."""
     rows = []
     for m in measurements:
         if only and m.id not in only:
             continue
-        plan, why = price_published(m)
-        rows.append(Row(m, plan, None if plan is None else throughput(m, plan.iteration_time_s), why))
+        priced, why = price_published(m)
+        planned = plan_published(m) if with_plan else None
+        rows.append(Row(m, priced, None if priced is None else throughput(m, priced.iteration_time_s), why, planned))
     return rows
 
 
@@ -239,7 +292,8 @@ def summarize(rows: list[Row]) -> dict[str, dict]:
 
 def _layout_text(lay: GivenLayout) -> str:
     b = lay.microbatch or "?"
-    return f"tp{lay.tp} pp{lay.pp} dp{lay.dp} b{b} {lay.recompute} zero{lay.zero}"
+    vpp = f" vpp{lay.vpp}" if lay.vpp > 1 else ""
+    return f"tp{lay.tp} pp{lay.pp}{vpp} dp{lay.dp} b{b} {lay.recompute} zero{lay.zero}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -247,9 +301,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", type=Path, default=None, help="a published measurement set (default: Megatron-LM SC'21)")
     parser.add_argument("--only", default=None, help="comma-separated measurement ids")
     parser.add_argument("--json", action="store_true", help="one JSON document")
+    parser.add_argument("--plan", action="store_true",
+                        help="also run the planner on every row's cluster (slow: minutes for the shipped set)")
     args = parser.parse_args(argv)
     try:
-        rows = validate(load_published(args.file), only=args.only.split(",") if args.only else None)
+        rows = validate(load_published(args.file), only=args.only.split(",") if args.only else None, with_plan=args.plan)
     except InputError as exc:
         print(f"hetopt: {exc}", file=sys.stderr)
         return 2
@@ -260,16 +316,27 @@ def main(argv: list[str] | None = None) -> int:
                       "metric": r.measurement.metric, "published": r.measurement.value, "predicted": r.predicted,
                       "ratio": r.ratio, "layout": _layout_text(r.measurement.layout),
                       "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
-                      "reason": r.reason} for r in rows],
+                      "reason": r.reason,
+                      **({} if r.planned is None else {
+                          "plan": {"predicted": r.plan_predicted, "speedup_over_published": r.plan_speedup,
+                                   "layouts": sorted({st.layout for st in r.planned.stages}),
+                                   "microbatch_size": r.planned.microbatch_size, "status": r.planned.status.value}})}
+                     for r in rows],
             "summary": summary,
         }, indent=2, allow_nan=False))
         return 0
-    print(f"{'id':28} {'GPUs':>5} {'published layout':32} {'metric':>15} {'published':>9} {'predicted':>9} {'ratio':>6}")
+    plan_head = f" {'plan':>9} {'speed-up':>8}  plan layout" if args.plan else ""
+    print(f"{'id':28} {'GPUs':>5} {'published layout':32} {'metric':>15} {'published':>9} {'predicted':>9} {'ratio':>6}{plan_head}")
     for r in rows:
         m = r.measurement
         pred = "-" if r.predicted is None else f"{r.predicted:.1f}"
         ratio = r.reason if r.ratio is None else f"{r.ratio:.2f}"
-        print(f"{m.id:28} {m.gpus:5d} {_layout_text(m.layout):32} {m.metric:>15} {m.value:9.1f} {pred:>9} {ratio:>6}")
+        tail = ""
+        if r.planned is not None:
+            got = "-" if r.plan_predicted is None else f"{r.plan_predicted:.1f}"
+            up = "-" if r.plan_speedup is None else f"{r.plan_speedup:.2f}x"
+            tail = f" {got:>9} {up:>8}  {', '.join(sorted({st.layout for st in r.planned.stages})) or r.planned.reason}"
+        print(f"{m.id:28} {m.gpus:5d} {_layout_text(m.layout):32} {m.metric:>15} {m.value:9.1f} {pred:>9} {ratio:>6}{tail}")
     for g, s in summary.items():
         print(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
     return 0

@@ -33,7 +33,7 @@ def test_a_shape_follows_a_changed_catalog():
 
 
 def test_an_unknown_catalog_gpu_is_an_input_error():
-    with pytest.raises(InputError, match="unknown GPU type 'T5'.*known: .*T4"):
+    with pytest.raises(InputError, match="unknown GPU type 'T5'.*give one of: .*T4"):
         cat.Shape.from_catalog("T5", "T5", 4, 32.0, "test", catalog=load_gpus())
 
 

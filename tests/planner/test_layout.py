@@ -11,6 +11,9 @@ from hetopt.errors import InputError
 from hetopt.planner.cluster import load_cluster
 from hetopt.planner.layout import GivenLayout, parse_layout
 from hetopt.planner.plan import plan
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 #: One DGX-like node of 8 A100-SXM4-80GB: a cluster that forms one island.
 ONE_NODE = """name = "dgx-a100"
@@ -32,7 +35,8 @@ def dgx(tmp_path):
 
 @pytest.mark.parametrize(("text", "message"), [
     ("tp=8 pp=1", "give dp"),
-    ("tp=8 pp=1 dp=1 vpp=2", "interleaved schedule is not modelled"),
+    ("tp=8 pp=1 dp=1 vpp=0", "vpp=0: must be >= 1"),
+    ("tp=8 pp=1 dp=1 overlap=maybe", "overlap=maybe: must be yes or no"),
     ("tp=8 pp=1 dp=1 zero=4", "zero=4: must be one of"),
     ("tp=8 pp=1 dp=1 recompute=some", "recompute=some: must be one of"),
     ("tp=8 pp=1 dp=1 cp=2", "unknown key 'cp'"),
@@ -55,7 +59,8 @@ def test_the_plan_never_loses_to_a_layout_in_its_search_space(dgx):
     # every layout below has mbs·dp a power of two ≤ 16 and an even split: the built-in
     # parallelizer enumerates it, so the exact composition can only match or beat it
     for text in ("tp=8 pp=1 dp=1 mbs=1", "tp=4 pp=2 dp=1 mbs=2 recompute=full", "tp=2 pp=2 dp=2 mbs=1 zero=1",
-                 "tp=1 pp=1 dp=8 mbs=1 zero=3 recompute=selective"):
+                 "tp=1 pp=1 dp=8 mbs=1 zero=3 recompute=selective", "tp=2 pp=2 vpp=3 dp=2 mbs=1",
+                 "tp=1 pp=4 vpp=2 dp=2 mbs=2"):
         p = plan(dgx, "gpt3-1.3b", global_batch=64, alternatives=False, layout=text)
         g = p.given_layout
         assert g["fits"], (text, g["reason"])
@@ -95,3 +100,35 @@ def test_a_layout_that_does_not_fit_says_why(dgx):
     # GPT-3 13B on one GPU of 80 GB: 16 bytes per parameter of training state alone is 200 GB
     p = plan(dgx, "gpt3-13b", global_batch=8, alternatives=False, layout="tp=1 pp=1 dp=1 mbs=1")
     assert not p.given_layout["fits"] and "does not fit in memory at mbs=1" in p.given_layout["reason"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("tp=8 pp=1 dp=1 vpp=2", "interleaving needs pp >= 2"),
+    ("tp=2 pp=4 dp=1 vpp=4", "must split into pp·vpp = 16 equal chunks"),
+    ("tp=2 pp=4 dp=1 mbs=1 vpp=2", "multiple of pp=4"),
+])
+def test_an_impossible_interleaving_is_named(dgx, text, message):
+    with pytest.raises(InputError, match=message):
+        plan(dgx, "gpt3-1.3b", global_batch=6, alternatives=False, layout=text)
+
+
+def test_interleaving_shrinks_the_bubble_by_v_and_costs_hand_overs(dgx):
+    from hetopt.planner.cluster import load_cluster
+    from hetopt.planner.compose import island_specs
+    from hetopt.planner.layout import price_layout
+    from hetopt.workload import load_model
+
+    cl = load_cluster(dgx)
+    (isl,) = island_specs(cl, [[0]])
+    cfg = load_model(ROOT / "instances" / "models" / "gpt3-1.3b.toml")
+    flat = price_layout(parse_layout("tp=1 pp=4 dp=1 mbs=1"), isl, cfg, global_batch=8).plan
+    v2 = price_layout(parse_layout("tp=1 pp=4 vpp=2 dp=1 mbs=1"), isl, cfg, global_batch=8).plan
+    assert v2.vpp == 2 and "vpp2" in v2.layout
+    # by hand: T_v = M·max t' + (Σ t' − max t')/v, t' = t + (v − 1) hand-overs per stage
+    raw = [s.time_s for s in flat.stages]
+    t = [s.time_s for s in v2.stages]
+    slow = max(range(4), key=lambda q: t[q])
+    real = [t[q] if q == slow else 2 * t[q] for q in range(4)]
+    assert all(r >= f for r, f in zip(real, raw))  # extra hand-overs only add
+    assert v2.iteration_time_s == pytest.approx(8 * max(real) + (sum(real) - max(real)) / 2, rel=1e-12)
+    assert v2.iteration_time_s < flat.iteration_time_s  # the bubble (Σ − max)·(1 − 1/v) outweighs 4 hand-overs here

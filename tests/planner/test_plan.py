@@ -110,3 +110,36 @@ def test_cluster_files_match_their_generator(tmp_path):
 
     for path in write(tmp_path):
         assert path.read_text() == (ROOT / "instances" / "clusters" / path.name).read_text(), path.name
+
+
+def test_microbatch_lower_bound_never_exceeds_a_composed_plan():
+    # the bound that lets the planner skip micro-batch sizes must hold for the plans it finds
+    from hetopt.planner.compose import pipeline_lower_bound
+    from hetopt.planner.plan import model_training_flops
+
+    cfg, cl = model("gpt3-2.7b"), load_cluster("tangram-c1")
+    for m in (1, 4, 16, 64):
+        p = plan(cl, cfg, global_batch=64, microbatch_size=m, seq=512, alternatives=False)
+        if p.iteration_time_s is None:
+            continue
+        flops = [x.gpus * x.gpu.training_flops * x.gpu.gemm_efficiency for x in plan_specs(p, cl)]
+        bound = pipeline_lower_bound(64 * model_training_flops(cfg, 512), flops, 64 // m)
+        assert bound <= p.iteration_time_s * (1 + 1e-12), (m, bound, p.iteration_time_s)
+
+
+def plan_specs(p, cl):
+    from hetopt.planner.compose import island_specs
+
+    names = {n.name: i for i, n in enumerate(cl.islands.nodes)}
+    return island_specs(cl, [[names[n] for n in isl["members"]] for isl in p.islands])
+
+
+def test_every_divisor_is_a_candidate_and_skipped_sizes_keep_the_plan_optimal():
+    cfg, cl = model("gpt3-2.7b"), load_cluster("cephalo-a")
+    p = plan(cl, cfg, global_batch=32, seq=512, alternatives=False)
+    assert sorted(p.enumeration) == [1, 2, 4, 8, 16, 32]
+    skipped = [m for m, s in p.enumeration.items() if "skipped_bound_s" in s]
+    assert skipped and p.status.value == "OPTIMAL"
+    for m in skipped:  # planning a skipped size anyway finds nothing faster
+        q = plan(cl, cfg, global_batch=32, microbatch_size=m, seq=512, alternatives=False)
+        assert q.iteration_time_s is None or q.iteration_time_s >= p.iteration_time_s

@@ -39,7 +39,7 @@ def test_unstated_microbatch_takes_the_best_under_the_model():
     row = v.validate((m,))[0]
     times = []
     for b in v.UNSTATED_MICROBATCHES:
-        lay = GivenLayout(m.layout.tp, m.layout.pp, m.layout.dp, b, m.layout.recompute, m.layout.zero)
+        lay = GivenLayout(m.layout.tp, m.layout.pp, m.layout.dp, b, m.layout.recompute, m.layout.zero, m.layout.overlap)
         plan, _ = v.price_published(v.Measurement(**{**m.__dict__, "layout": lay}))
         if plan is not None:
             times.append(plan.iteration_time_s)
@@ -92,3 +92,61 @@ def test_a_time_metric_is_compared_the_other_way_round():
     t = row.priced.iteration_time_s
     timed = v.Row(v.Measurement(**{**m.__dict__, "metric": "iteration_time_s", "value": 2 * t}), row.priced, t)
     assert timed.ratio == pytest.approx(2.0)  # published twice as slow as predicted: optimistic
+
+
+CATALOG_ROW = """
+[models.m]
+catalog = "{model}"
+[clusters.c]
+gpu = "{gpu}"
+nodes = 48
+gpus_per_node = 8
+inter_gbps = 1600.0
+[[measurement]]
+id = "x"
+model = "m"
+cluster = "c"
+global_batch = 1536
+metric = "tflops_per_gpu"
+value = 153
+layout = {{ tp = 8, pp = 12, dp = 4, b = 1, recompute = "full", zero = 0 }}
+"""
+
+
+def test_a_catalog_model_and_a_publication_spelling_of_the_gpu_are_read(tmp_path):
+    # the format's header allows `catalog = "name"`; papers spell GPUs their own way
+    path = tmp_path / "pub.toml"
+    path.write_text(CATALOG_ROW.format(model="GPT3-175B", gpu="NVIDIA A100 SXM4 80GB"))
+    (m,) = v.load_published(path)
+    assert m.model.layers == 96 and m.model.hidden == 12288
+    assert m.island.gpu.name == "A100-SXM4-80GB"
+
+
+@pytest.mark.parametrize("model, gpu, message", [
+    ("gpt-9", "A100-SXM4-80GB", "models.m.catalog: gpt-9: unknown model"),
+    ("gpt3-175b", "A100", "clusters.c.gpu: ambiguous GPU type 'A100' (give one of: A100-SXM4-40GB, A100-SXM4-80GB)"),
+])
+def test_an_unknown_catalog_model_or_an_ambiguous_gpu_is_named(tmp_path, model, gpu, message):
+    path = tmp_path / "pub.toml"
+    path.write_text(CATALOG_ROW.format(model=model, gpu=gpu))
+    with pytest.raises(InputError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        v.load_published(path)
+
+
+def _never_loses(ids):
+    rows = v.validate(tuple(m for m in v.load_published() if m.id in ids), with_plan=True)
+    assert len(rows) == len(ids)
+    for r in rows:
+        assert r.planned.status.value == "OPTIMAL", (r.measurement.id, r.planned.reason)
+        # the search contains the published layout, so the exact plan is never slower under the model
+        assert r.planned.iteration_time_s <= r.priced.iteration_time_s * (1 + 1e-9), r.measurement.id
+        assert r.plan_speedup >= 1 - 1e-9
+
+
+def test_the_planner_never_loses_to_a_published_layout_small_rows():
+    _never_loses({"mlm-t1-1.7b", "mlm-t1-3.6b"})
+
+
+@pytest.mark.slow
+def test_the_planner_never_loses_to_any_published_layout():
+    _never_loses({m.id for m in v.load_published()})
