@@ -35,7 +35,7 @@ from hetopt.planner.layout import GivenLayout, PricedLayout, parse_layout, price
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
-from hetopt.planner.schedule import TIME_MODELS, rescore
+from hetopt.planner.schedule import TIME_MODELS, rescore, simulated_lower_bound
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops, load_model
 
@@ -361,7 +361,9 @@ def plan(
     for m in candidates:
         if composing.expired():
             break
-        bound = pipeline_lower_bound(work, island_flops, global_batch // m)
+        # the closed form's bound does not bound the schedule: by simulated time, its own
+        bound = (simulated_lower_bound if time_model == "simulated" else pipeline_lower_bound)(
+            work, island_flops, global_batch // m)
         incumbent = _incumbent_s(attempts)
         if incumbent is not None and bound >= incumbent:
             # exact: no plan with this micro-batch size beats the best one found

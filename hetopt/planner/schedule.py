@@ -116,6 +116,35 @@ def relaxed_instance(instance: PipelineInstance) -> PipelineInstance:
     return replace(instance, name=f"{instance.name}-relaxed", options=options, link_s=links)
 
 
+def simulated_lower_bound(work_flops: float, island_flops: Sequence[float], microbatches: int) -> float:
+    """A lower bound on the simulated 1F1B time of every plan with ``microbatches`` micro-batches.
+
+    The closed form's bound (``compose.pipeline_lower_bound``, min over k of
+    (M − 1 + k)·(W/M)/(F_1 + … + F_k)) bounds T, not the schedule, which can be up to 17%
+    below it (``tests/planner/test_schedule.py``). Here: every stage s has
+    makespan ≥ Σ_{r<s} t_r + M·t_s (:func:`path_bound`'s path without its waits), and
+    stage s does at most t_s·f_s of the W/M FLOPs of a micro-batch, f_s its GPUs' FLOP/s
+    (at most its island's F). The most work a pipeline of makespan X fits is then c·X, with
+    c from the back over islands by F descending (one stage per island and the fastest first
+    do the most): c ← max(c, F/M + c·(1 − 1/M)). So X ≥ (W/M)/c.
+
+    Examples
+    --------
+    >>> simulated_lower_bound(100.0, [10.0], 4)  # one island: the ideal
+    10.0
+    >>> simulated_lower_bound(100.0, [10.0, 10.0], 1)  # one micro-batch: the fastest island alone
+    10.0
+    >>> round(simulated_lower_bound(100.0, [10.0, 10.0], 100), 3)  # many: close to the ideal W / ΣF
+    5.025
+    """
+    if microbatches < 1 or work_flops < 0 or not island_flops or min(island_flops) <= 0:
+        raise ValueError("need M >= 1, W >= 0 and positive island FLOP/s")
+    M, c = microbatches, 0.0
+    for f in sorted(island_flops):  # from the back of the pipeline: the slowest island last
+        c = max(c, f / M + c * (1.0 - 1.0 / M))
+    return work_flops / M / c
+
+
 def relaxed_time(solution: PipelineSolution, microbatches: int) -> float:
     """The closed form of ``solution``'s pipeline in :func:`relaxed_instance` (without building it).
 

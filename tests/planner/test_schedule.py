@@ -224,3 +224,32 @@ def test_the_alternatives_are_timed_like_the_plan(monkeypatch):
         for name, speedup in p.speedups.items():  # the plan's time over each alternative's, one time model
             assert speedup == pytest.approx(by_name[name].iteration_time_s / p.iteration_time_s, rel=1e-12)
     assert times  # at least one restricted pipeline fits, so the test checks something
+
+
+def test_a_micro_batch_size_is_skipped_only_by_a_bound_of_the_schedule():
+    from hetopt.planner.compose import pipeline_lower_bound
+    from hetopt.planner.schedule import simulated_lower_bound
+
+    # two islands, one stage each at exactly its island's speed: the closed form's bound is
+    # above the simulated time, so it cannot skip a size by simulated time
+    speed, f, b, M = [2.042, 2.206], [0.128, 0.075], [0.268, 0.152], 2
+    work = M * sum((x + y) * s for x, y, s in zip(f, b, speed))
+    sim = simulate_1f1b(f, b, [0.0, 0.0], M).makespan_s
+    assert pipeline_lower_bound(work, speed, M) > sim
+    assert simulated_lower_bound(work, speed, M) <= sim
+    rng = np.random.default_rng(7)
+    for _ in range(2000):  # islands of one or two stages, each at most as fast as its share of the island
+        n, M = int(rng.integers(1, 5)), int(rng.integers(1, 16))
+        flops = rng.uniform(0.2, 3.0, n)
+        f, b, work = [], [], 0.0
+        for i in range(n):
+            parts = rng.dirichlet(np.ones(int(rng.integers(1, 3)))) * rng.uniform(0.5, 1.0)
+            for share in parts:
+                w = rng.uniform(0.1, 2.0)
+                t = w / (flops[i] * share) * rng.uniform(1.0, 1.3)
+                split = rng.uniform(0.2, 0.5)
+                f.append(t * split)
+                b.append(t * (1 - split))
+                work += M * w
+        sim = simulate_1f1b(f, b, rng.choice([0.0, 0.1], len(f)).tolist(), M).makespan_s
+        assert simulated_lower_bound(work, flops.tolist(), M) <= sim * (1 + 1e-12)
