@@ -126,7 +126,10 @@ def simulated_lower_bound(work_flops: float, island_flops: Sequence[float], micr
     stage s does at most t_s·f_s of the W/M FLOPs of a micro-batch, f_s its GPUs' FLOP/s
     (at most its island's F). The most work a pipeline of makespan X fits is then c·X, with
     c from the back over islands by F descending (one stage per island and the fastest first
-    do the most): c ← max(c, F/M + c·(1 − 1/M)). So X ≥ (W/M)/c.
+    do the most): c ← max(c, F/M + c·(1 − 1/M)). So X ≥ (W/M)/c. Also every plan has
+    X ≥ A + (M − 1)·max(F_s, B_s) ≥ Σ t + (M − 1)/2·max t (:func:`relaxed_instance`), the
+    closed form's shape with (M − 1)/2: its bound min over k of (M − 1)/2 + k over the k
+    fastest islands' FLOP/s. The larger of the two.
 
     Examples
     --------
@@ -142,7 +145,11 @@ def simulated_lower_bound(work_flops: float, island_flops: Sequence[float], micr
     M, c = microbatches, 0.0
     for f in sorted(island_flops):  # from the back of the pipeline: the slowest island last
         c = max(c, f / M + c * (1.0 - 1.0 / M))
-    return work_flops / M / c
+    per, total, shape = work_flops / M, 0.0, math.inf
+    for k, f in enumerate(sorted(island_flops, reverse=True), start=1):
+        total += f
+        shape = min(shape, ((M - 1) / 2.0 + k) * per / total)
+    return max(per / c, shape)
 
 
 def relaxed_time(solution: PipelineSolution, microbatches: int) -> float:
