@@ -395,6 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="run the queries on a Dask distributed cluster")
     p.add_argument("--no-prune", default=None, metavar="POLICIES", help="switch pruning policies off: redundancy,infeasibility,imbalance or all")
     p.add_argument("--no-alternatives", action="store_true", help="skip the baselines")
+    p.add_argument("--replicas", action="store_true",
+                   help="also plan data-parallel replicas: islands cut into units, pipelines on units of one shape, "
+                        "the replicas family choosing them and their batch shares")
     p.add_argument("--max-islands", type=int, default=None, metavar="K",
                    help="compose only the K islands with the most compute (default: all, or the 4 fastest past 16 islands); leaving islands out gives a FEASIBLE plan")
     p.add_argument("--tasks", type=int, default=None, metavar="N",
@@ -491,6 +494,7 @@ GENERATORS = {
     "pipeline": ("hetopt.generate.pipeline", "pipeline"),
     "pipeline-synthetic": ("hetopt.pipeline.synthetic", "pipeline"),
     "clusters": ("hetopt.generate.clusters", "clusters"),
+    "replicas": ("hetopt.generate.replicas", "replicas"),
 }
 
 

@@ -206,8 +206,13 @@ def layer_activation_bytes(
     sequence_parallel: bool = False,
     recompute: str = "none",
     index: int = 0,
+    flash: bool = False,
 ) -> float:
     """Activation bytes one layer keeps per GPU for ``samples`` samples until its backward.
+
+    ``flash``: FlashAttention keeps no s×s scores (nor their dropout mask), so the 5·a·s/h
+    term is gone as with selective recomputation; its per-row softmax statistics (4 bytes
+    per head and token) are left out, < 0.1% of the rest.
 
     Korthikanti et al. (2022), generalized to GQA, SwiGLU and MoE (``formulations/costmodel.md``).
     For GPT shapes: no parallelism s·b·h·(34 + 5·a·s/h); TP t: s·b·h·(10 + 24/t + 5·a·s/(h·t));
@@ -231,12 +236,13 @@ def layer_activation_bytes(
     replicated = REPLICATED_ACTIVATION_WIDTHS * h
     sharded = sharded_activation_widths(cfg, index)
     per_token = (replicated + sharded) / tp if sequence_parallel else replicated + sharded / tp
-    scores = 0.0 if recompute == "selective" else ATTENTION_SCORE_BYTES * cfg.heads * seq * seq * samples / tp
+    scores = 0.0 if recompute == "selective" or flash else ATTENTION_SCORE_BYTES * cfg.heads * seq * seq * samples / tp
     return seq * samples * per_token + scores
 
 
 def recompute_working_bytes(
-    cfg: ModelConfig, seq: int, samples: float, *, tp: int = 1, sequence_parallel: bool = False, recompute: str = "none", index: int = 0
+    cfg: ModelConfig, seq: int, samples: float, *, tp: int = 1, sequence_parallel: bool = False, recompute: str = "none",
+    index: int = 0, flash: bool = False,
 ) -> float:
     """Transient bytes while one layer is recomputed in backward (0 without recomputation).
 
@@ -245,10 +251,11 @@ def recompute_working_bytes(
     _check_recompute(recompute)
     if recompute == "none":
         return 0.0
-    full = layer_activation_bytes(cfg, seq, samples, tp=tp, sequence_parallel=sequence_parallel, index=index)
+    full = layer_activation_bytes(cfg, seq, samples, tp=tp, sequence_parallel=sequence_parallel, index=index, flash=flash)
     if recompute == "full":
         return full
-    kept = layer_activation_bytes(cfg, seq, samples, tp=tp, sequence_parallel=sequence_parallel, recompute="selective", index=index)
+    kept = layer_activation_bytes(cfg, seq, samples, tp=tp, sequence_parallel=sequence_parallel, recompute="selective",
+                                  index=index, flash=flash)
     return full - kept
 
 
@@ -343,7 +350,26 @@ def gemm_time_s(flops: float, gpu: GpuType, tokens: float) -> float:
     return flops / (gpu.training_flops * gemm_efficiency(gpu, tokens))
 
 
+def attention_time_s(flops: float, gpu: GpuType) -> float:
+    """Seconds of FlashAttention: its FLOPs at the catalog's ``attention_efficiency`` of peak.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> h100 = load_gpus()["H100-SXM5"]
+    >>> round(attention_time_s(989e12, h100), 3)  # FlashAttention-2 reaches 35% of an H100
+    2.857
+    """
+    return flops / (gpu.training_flops * gpu.flash_efficiency) if flops > 0 else 0.0
+
+
 # ------------------------------------------------------- memory-bound (elementwise) kernels
+
+#: FlashAttention's backward per forward for the attention scores: it keeps no s×s scores,
+#: so its backward recomputes Q·Kᵀ (5 matrix products against the forward's 2, where a
+#: backward that reads stored scores runs 4): 2.5, not ``BACKWARD_PER_FORWARD`` (Dao et al.,
+#: FlashAttention, NeurIPS 2022, §3.1 and Alg. 4; FlashAttention-2 §3.1.2).
+FLASH_SCORE_BACKWARD_PER_FORWARD = 2.5
 
 #: Bytes a LayerNorm or RMSNorm moves per element: reads the 16-bit input, writes the output.
 NORM_BYTES = 4
@@ -369,16 +395,19 @@ SCORE_DROPOUT_BYTES = 5
 DROPOUT_ARCHITECTURES = ("gpt", "vit")
 
 
-def score_elementwise_widths(cfg: ModelConfig, seq: int) -> float:
+def score_elementwise_widths(cfg: ModelConfig, seq: int, *, flash: bool = False) -> float:
     """Bytes per token the attention-score kernels move in forward: a·s·(8 + 5 with dropout).
 
-    This part is what selective recomputation runs again.
+    This part is what selective recomputation runs again. With FlashAttention (``flash``) the
+    scores stay in on-chip memory and none of it reaches HBM: 0.
     """
+    if flash:
+        return 0.0
     dropout = cfg.architecture in DROPOUT_ARCHITECTURES
     return cfg.heads * seq * (SCORE_BYTES + (SCORE_DROPOUT_BYTES if dropout else 0))
 
 
-def elementwise_widths(cfg: ModelConfig, seq: int, index: int = 0) -> tuple[float, float]:
+def elementwise_widths(cfg: ModelConfig, seq: int, index: int = 0, *, flash: bool = False) -> tuple[float, float]:
     """Bytes per token the memory-bound kernels of layer ``index`` move in forward: (h-wide, TP-sharded).
 
     h-wide: norms 2·4h and residual additions 2·6h (+ 2·1h of dropout masks for GPT/ViT);
@@ -390,7 +419,7 @@ def elementwise_widths(cfg: ModelConfig, seq: int, index: int = 0) -> tuple[floa
     dropout = cfg.architecture in DROPOUT_ARCHITECTURES
     wide = NORMS_PER_LAYER * NORM_BYTES * h + RESIDUALS_PER_LAYER * (RESIDUAL_BYTES + (DROPOUT_MASK_BYTES if dropout else 0)) * h
     ffn = cfg.top_k * (cfg.expert_ffn or cfg.ffn) if cfg.is_moe_layer(index) else cfg.ffn
-    return float(wide), float(FFN_ACTIVATION_BYTES[_ffn_matrices(cfg)] * ffn + score_elementwise_widths(cfg, seq))
+    return float(wide), float(FFN_ACTIVATION_BYTES[_ffn_matrices(cfg)] * ffn + score_elementwise_widths(cfg, seq, flash=flash))
 
 
 def elementwise_bytes(
@@ -681,6 +710,7 @@ __all__ = [
     "exposed_s",
     "EMBEDDING_TP_ALLREDUCES",
     "FFN_TENSORS",
+    "FLASH_SCORE_BACKWARD_PER_FORWARD",
     "GRADIENT_BYTES",
     "HEAD_TP_ALLREDUCES",
     "LOGIT_BYTES",
@@ -703,6 +733,7 @@ __all__ = [
     "SCORE_BYTES",
     "SCORE_DROPOUT_BYTES",
     "attention_score_flops",
+    "attention_time_s",
     "elementwise_bytes",
     "elementwise_widths",
     "score_elementwise_widths",

@@ -27,7 +27,7 @@ DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency", "gemm_half_tokens",
-    "calibration",
+    "calibration", "attention_efficiency",
 )
 
 
@@ -60,6 +60,14 @@ class GpuType:
     gemm_efficiency: float = DEFAULT_EFFICIENCY
     gemm_half_tokens: float = DEFAULT_HALF_EFFICIENCY_TOKENS
     calibration: str = ""
+    #: Share of peak FlashAttention's kernels reach (None: as ``gemm_efficiency``, said in
+    #: ``calibration``); the attention scores' FLOPs run at it when attention is flash.
+    attention_efficiency: float | None = None
+
+    @property
+    def flash_efficiency(self) -> float:
+        """FlashAttention's share of peak: the catalog's figure, else the GEMM asymptote."""
+        return self.gemm_efficiency if self.attention_efficiency is None else self.attention_efficiency
 
     @property
     def uses_fp32(self) -> bool:
@@ -115,6 +123,7 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             gemm_efficiency=(DEFAULT_EFFICIENCY if efficiency is None else efficiency) if gemm is None else gemm,
             gemm_half_tokens=(DEFAULT_HALF_EFFICIENCY_TOKENS if half is None else half) if gemm_half is None else gemm_half,
             calibration=f.string("calibration", ""),
+            attention_efficiency=f.number("attention_efficiency", None, positive=True, maximum=1.0),
         )
     return catalog
 

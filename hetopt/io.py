@@ -21,6 +21,7 @@ from hetopt.errors import InputError
 from hetopt.readers.allocation import read_allocation
 from hetopt.readers.islands import read_islands
 from hetopt.readers.pipeline import read_pipeline
+from hetopt.readers.replicas import read_replicas
 from hetopt.result import CrossCheck, Result
 
 #: Instance readers by ``problem`` key.
@@ -28,6 +29,7 @@ READERS: dict[str, Callable[[dict, str], Any]] = {
     "allocation": read_allocation,
     "islands": read_islands,
     "pipeline": read_pipeline,
+    "replicas": read_replicas,
 }
 
 #: Largest instance file read (bytes): a bigger file is a mistake, not an instance.

@@ -21,13 +21,13 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from hetopt import allocation, islands, pipeline
+from hetopt import allocation, islands, pipeline, replicas
 from hetopt.backends import MILP_BACKENDS
 from hetopt.family import Family, resolve_method
 from hetopt.result import CrossCheck, Result, Status, objectives_agree, relative_gap
 
 #: Every family, by its ``problem`` key.
-FAMILIES: dict[str, Family] = {f.name: f for f in (allocation.FAMILY, pipeline.FAMILY, islands.FAMILY)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (allocation.FAMILY, pipeline.FAMILY, islands.FAMILY, replicas.FAMILY)}
 
 
 def family(problem_or_instance: str | Any) -> Family:

@@ -28,14 +28,16 @@ def _kind(data: dict) -> str:
         return "model"
     if "node" in data:
         return "cluster"
+    if "measurement" in data:
+        return "published"
     raise AssertionError(f"docs/formats.md: a toml block of no known kind: {sorted(data)}")
 
 
 def test_the_page_has_an_example_of_every_kind():
     kinds = [_kind(tomllib.loads(b)) for b in BLOCKS]
     problems = {tomllib.loads(b)["problem"] for b in BLOCKS if "problem" in tomllib.loads(b)}
-    assert {"instance", "cluster", "catalog", "model"} <= set(kinds)
-    assert problems == {"allocation", "pipeline", "islands"}
+    assert {"instance", "cluster", "catalog", "model", "published"} <= set(kinds)
+    assert problems == {"allocation", "pipeline", "islands", "replicas"}
 
 
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
@@ -52,6 +54,11 @@ def test_every_example_loads(index, tmp_path):
         assert load_cluster(path).gpus > 0
     elif kind == "catalog":
         assert set(load_gpus(path)) == set(tomllib.loads(block)["gpu"])
+    elif kind == "published":
+        from hetopt.planner.validate import load_published, validate
+
+        (row,) = validate(load_published(path))
+        assert row.ratio is not None and row.ratio > 0
     else:
         assert load_model(path).layers > 0
 
@@ -66,6 +73,7 @@ def _documented(key: str) -> bool:
     ("hetopt.readers.pipeline", ("TOP_KEYS", "ISLAND_KEYS", "LINK_KEYS", "OPTION_KEYS", "STAGE_KEYS")),
     ("hetopt.readers.islands", ("TOP_KEYS", "TOLERANCE_KEYS", "NODE_KEYS", "NETWORK_KEYS", "LINK_KEYS",
                                 "GROUP_KEYS", "SWITCH_KEYS", "MACHINE_KEYS")),
+    ("hetopt.readers.replicas", ("TOP_KEYS", "SHAPE_KEYS", "CANDIDATE_KEYS")),
     ("hetopt.hardware", ("GPU_KEYS",)),
 ])
 def test_every_accepted_key_is_documented(module, names):

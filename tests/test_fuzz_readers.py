@@ -35,13 +35,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SEED = 20261201
 
 #: Cases per family (about 200 in all); each runs every method of the family on an accepted file.
-CASES = {"allocation": 70, "pipeline": 65, "islands": 65}
+CASES = {"allocation": 70, "pipeline": 65, "islands": 65, "replicas": 40}
 
 #: The shipped instances the cases mutate.
 BASES = {
     "allocation": ["allocation/tiny-2gpu.toml", "allocation/tiny-uneven.toml", "allocation/tiny-infeasible.toml"],
     "pipeline": ["pipeline/tiny.toml", "pipeline/tiny-t4-v100.toml"],
     "islands": ["islands/tiny.toml", "islands/tiny-switch.toml", "islands/tiny-ring-8.toml"],
+    "replicas": ["replicas/tiny.toml", "replicas/tiny-infeasible.toml", "replicas/random-1.toml"],
 }
 
 #: Seconds per method run (the CLI's --time-limit).

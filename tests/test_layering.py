@@ -28,6 +28,8 @@ def _imports(folder: str) -> dict[str, set[str]]:
     ("planner", "hetopt.generate"),  # the planner uses instance builders, never file generators
     ("builders", "hetopt.planner"),  # builders sit below the planner
     ("builders", "hetopt.generate"),
+    ("replicas", "hetopt.planner"),  # families never use the planner
+    ("replicas", "hetopt.generate"),
 ])
 def test_no_import_against_the_arrows(folder, forbidden):
     offending = {path: sorted(n for n in names if n == forbidden or n.startswith(forbidden + "."))

@@ -1,6 +1,6 @@
 """Tangram's pipeline composition: which islands, in which order, with which partial plans.
 
-Methods (registry names): ``dp`` (bottleneck enumeration around an exact DP; ``auto``),
+Methods (registry names): ``dp`` (a branch and bound over bottleneck thresholds around an exact DP; ``auto``),
 ``milp`` (HiGHS; ``milp-cbc`` with CBC), ``cpsat``, ``bruteforce`` (tiny instances),
 ``greedy`` (a baseline, proves nothing). ``simulate_1f1b`` checks the cost formula.
 See ``formulations/pipeline.md``.

@@ -20,7 +20,7 @@ from hetopt.family import Deadline, conclude, conclude_model, no_solution
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.positions import position_data, too_large
+from hetopt.pipeline.positions import canonical_plan, position_data, too_large
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
 
@@ -171,9 +171,13 @@ def solve_cpsat_model(
             return out_of_time()
         model.add(v >= on[p, i] + on[p + 1, j] - 1)
         model.add(z >= scaled(cost[i, j])).only_enforce_if(v)
-    # symmetry: of two identical islands, the second is used only if the first is
+    # symmetry: of two identical islands, the second is used only if the first is, and when
+    # both are, the first sits in front: position(a) − position(b) + P·used(b) ≤ P
     for a, b in data.twins:
         model.add(Sum([on[p, b] for p in range(P)]) <= Sum([on[p, a] for p in range(P)]))
+        on_a = [(v, p) for (p, o), v in y.items() if opts[o].island == a]
+        on_b = [(v, P - p) for (p, o), v in y.items() if opts[o].island == b]
+        model.add(Weighted([v for v, _ in on_a + on_b], [c for _, c in on_a + on_b]) <= P)
     model.minimize(Weighted(
         list(y.values()) + list(link.values()) + [z],
         [scaled(opts[o].total_time_s) for (p, o) in y] + [scaled(cost[i, j]) for (p, i, j) in link] + [M - 1],
@@ -183,6 +187,7 @@ def solve_cpsat_model(
         return out_of_time()
     hint = greedy_plan(instance, deadline)
     if hint is not None:
+        hint = canonical_plan(instance, data, hint)  # the same T, and it meets the symmetry rows
         chosen = {(p, o) for p, o in enumerate(hint)}
         for key, v in y.items():
             model.add_hint(v, key in chosen)

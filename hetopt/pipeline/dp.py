@@ -1,294 +1,257 @@
-"""Tangram's composition, exact: bottleneck enumeration around a memoized DP built from the back.
+"""Tangram's composition, exact: a branch and bound over bottleneck thresholds around the table DP.
 
-For a bottleneck τ, D_τ = least Σ t + Σ c over pipelines whose stages and links all take at
-most τ. The DP adds blocks in front of a suffix of the pipeline; its state after a block is
+With c_0 < … < c_{m−1} the values the bottleneck β = max(max t, max c) can take and D(i) the
+least Σ t + Σ c of a pipeline with β ≤ c_i (``dp_table._run``), T* = min_i D(i) + (M − 1)·c_i.
+D is non-increasing in i, so an interval of thresholds [a, b] whose D is known to be at least
+d costs at least d + (M − 1)·c_a. The search starts from the greedy's plan as the incumbent
+and from τ_0, the least feasible threshold (bisection on the cost-free DP of
+``dp_feasible.py``); it keeps the unsettled thresholds as intervals, drops every interval
+whose bound reaches the incumbent, and evaluates D in the most promising one:
 
-    (u, κ, r, b) = (islands used, link class of the front island, first covered layer,
-                    stages behind the front of the suffix),
+* a run at c_i that finds a plan with β = c_j ≤ c_i settles [j, i] (D is constant there, and
+  the plan's own T is the best of it) and tells the thresholds below j that D ≥ D(i);
+* a run gets a budget (the interval's floor plus a step that doubles after each failure,
+  at most incumbent − (M − 1)·c_a) and drops the states a cover bound (``bound.py``) proves
+  cannot finish under it; one that finds nothing proves D ≥ budget on [a, i], which settles
+  it when the budget was the incumbent's.
 
-so the in-flight count of every stage of the block being added, min(b + n − q, M), is known
-when it is added and its 1F1B memory is checked there. Identical islands (same GPUs,
-memory, options and links) are interchangeable, so ``u`` counts islands used per *kind*
-(a bitmask when all islands differ), and ``κ`` keeps only what the link to the next block
-in front depends on. Each state is a numpy array over (r, b); a transition adds one group
-of options of one kind (same slice length, stage count and role; under τ the cheapest one
-for each b) and is a shifted elementwise minimum.
-
-Then T* = min_τ D_τ + (M − 1)·τ over the sorted distinct candidate values, and the scan
-stops once (M − 1)·τ + D_∞ ≥ the best total (D_∞ ≤ D_τ for every τ). The proof that this
-is exact is in ``formulations/pipeline.md``.
+A search stopped by the time limit reports its incumbent with the least interval bound as
+``Result.bound``. The proofs are in ``formulations/pipeline.md``.
 """
 
 from __future__ import annotations
 
-import itertools
+import bisect
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-import numpy as np
-
-from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
-from hetopt.pipeline.options import GENERIC_INFEASIBLE, bottleneck_candidates, max_stages, usable_options, why_infeasible
+from hetopt.pipeline import dp_table
+from hetopt.pipeline.bound import cover_bound, unused_cover_bound, unused_cover_work
+from hetopt.pipeline.dp_feasible import feasible
+from hetopt.pipeline.dp_table import MAX_USAGE_STATES, _prepare, _run, _Timeout, _TooLarge
+from hetopt.pipeline.heuristic import greedy_plan
+from hetopt.pipeline.options import GENERIC_INFEASIBLE, bottleneck_candidates, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
 
-INF = np.inf
-
-#: Largest DP table (usage states × link classes × (L + 1) × (B + 1) cells, 8 bytes each)
-#: dp will build: 2e8 cells = 1.6 GB, a third of what a 2-core benchmark box can spare.
-MAX_DP_CELLS = 200_000_000
-
-
-class _Timeout(Exception):
-    """The deadline passed inside one DP run."""
-
-
-def _link_classes(instance: PipelineInstance, islands: list[int]) -> list[list[int]]:
-    """Islands j, j' are link-equivalent when c(i, j) = c(i, j') for every other island i.
-
-    Classes are built so that every two members are equivalent (checked pairwise), so the
-    link from a new island i to the class of the block behind it is well defined.
-    """
-    c = instance.link_s
-    classes: list[list[int]] = []
-    for j in islands:
-        for cl in classes:
-            if all(all(c[i][j] == c[i][m] for i in islands if i not in (j, m)) for m in cl):
-                cl.append(j)
-                break
-        else:
-            classes.append([j])
-    return classes
-
-
-def _option_key(instance: PipelineInstance, o: int) -> tuple:
-    opt = instance.options[o]
-    return (opt.layers, opt.role, tuple((s.layers, s.forward_s, s.backward_s, s.static_bytes, s.activation_bytes, s.gpus) for s in opt.stages))
+#: Relative slack added to every run's budget: D and T add the same times in different
+#: orders, so a plan at exactly the incumbent's value may round a few ulps either way;
+#: the budget is widened by far more than that (a wider budget only keeps more states).
+BUDGET_RTOL = 1e-9
+#: Most cells of the per-usage-vector pruning bound H (usage vectors × (L + 1), 8 bytes each):
+#: 5e7 = 400 MB, beside a run's own tables; beyond it the runs prune with the cover bound of
+#: all islands instead (scale-16x128 needs 8.5e5).
+MAX_BOUND_CELLS = 50_000_000
+#: ... and most element operations to compute it (numpy, ~1 ns each: well under a second;
+#: scale-16x128 needs at most 1.1e8 at τ = ∞, far less near its optimum).
+MAX_BOUND_WORK = 300_000_000
+#: A run's budget is the interval's floor on D plus a step, doubled after each run that
+#: finds nothing under it (which raises the floor by the step): small budgets keep few DP
+#: states. The first step is this fraction of the floor (the cover bound is usually within
+#: a few tens of percent of D on the shipped instances, so one or two doublings suffice) ...
+FIRST_STEP_RTOL = 0.25
+#: ... and at least this fraction of the interval's bound on T (a floor of 0 still moves) ...
+MIN_STEP_RTOL = 1e-4
+#: ... and at least this many seconds (every time may be 0).
+MIN_STEP_S = 1e-6
 
 
 @dataclass
-class _Prep:
-    """Everything about the instance the DP runs share, independent of τ."""
+class _Interval:
+    """Thresholds c_lo..c_hi (indices) not settled yet; D ≥ ``floor`` on all of them."""
 
-    kinds: list[list[int]]  # islands of each kind
-    kind_class: list[int]
-    link: np.ndarray  # link[K, κ] = c(island of kind K, island of class κ), inf when never used
-    options: list[list[int]]  # per island: its usable options in canonical order
-    cap: int  # B: stages-behind values ≥ B behave alike
-    radix: list[int]  # n_K + 1
-    usage: list[tuple[int, ...]]  # every usage vector, by number of islands used (empty when too many)
-    skipped: int
-    usage_count: int  # Π (n_K + 1), known before the vectors are listed
-
-    @property
-    def cells(self) -> int:
-        """Cells of one (usage, class) table layer per layer row: usage states × classes × (B + 1)."""
-        return self.usage_count * len(self.link[0]) * (self.cap + 1)
+    lo: int
+    hi: int
+    floor: float  # a known lower bound on D over the interval (0 when none is known)
+    evaluated_above: bool  # D was computed at hi + 1 (floor is that value)
+    step: float = 0.0  # how far above the floor the next run's budget goes (0: not set yet)
+    bottom_first: bool = False  # lo is the least feasible threshold τ_0, not evaluated yet
 
 
-def _prepare(instance: PipelineInstance) -> _Prep:
-    usable = usable_options(instance)
-    per_island: dict[int, list[int]] = {}
-    for o in usable:
-        per_island.setdefault(instance.options[o].island, []).append(o)
-    islands = sorted(per_island)
-    classes = _link_classes(instance, islands)
-    class_of = {j: k for k, cl in enumerate(classes) for j in cl}
-    options = [[] for _ in instance.islands]
-    signature: dict[tuple, list[int]] = {}
-    for i in islands:
-        options[i] = sorted(per_island[i], key=lambda o: _option_key(instance, o))
-        isl = instance.islands[i]
-        sig = (isl.gpus, isl.memory_bytes, class_of[i], tuple(_option_key(instance, o) for o in options[i]))
-        signature.setdefault(sig, []).append(i)
-    kinds = list(signature.values())
-    link = np.full((len(kinds), len(classes)), INF)
-    for K, members in enumerate(kinds):
-        rep = members[0]
-        for k, cl in enumerate(classes):
-            other = [m for m in cl if m != rep]
-            if other:
-                link[K, k] = instance.link_s[rep][other[0]]
-    limits = [instance.behind_limits[o] for o in usable]
-    finite = [lim for lim in limits if lim is not None]
-    cap = min(max(finite) + 1 if finite else 0, max_stages(instance))
-    radix = [len(m) + 1 for m in kinds]
-    count = math.prod(radix)
-    # list the usage vectors only when dp will run: 2^64 of them would never finish
-    fits = count * len(classes) * (cap + 1) * (instance.layers + 1) <= MAX_DP_CELLS
-    usage = sorted(itertools.product(*(range(r) for r in radix)), key=sum) if fits else []
-    return _Prep(kinds, [class_of[m[0]] for m in kinds], link, options, cap, radix, usage, len(instance.options) - len(usable), count)
+class _Search:
+    """The intervals, the incumbent and the bound; see the module docstring."""
 
+    def __init__(self, instance: PipelineInstance, prep, cands: list[float], deadline: Deadline, stats: dict) -> None:
+        self.instance, self.prep, self.cands, self.deadline, self.stats = instance, prep, cands, deadline, stats
+        self.M = instance.microbatches
+        self.best_t, self.best_plan = math.inf, None
+        self.open: list[_Interval] = []
+        self._relaxed: dict[int, float] = {}
 
-@dataclass
-class _Group:
-    """Options of one kind with the same slice length k, stage count n and role, under τ."""
+    # -- bounds -------------------------------------------------------------------------
+    def relaxed(self, i: int) -> float:
+        """R_{c_i}(L): a lower bound on D(i) (inf: no choice of options covers L layers)."""
+        if i not in self._relaxed:
+            self._relaxed[i] = float(cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[-1])
+        return self._relaxed[i]
 
-    layers: int
-    stages: int
-    role: str
-    best: np.ndarray  # best[b] = least Σ t of a member that fits with b stages behind
-    arg: np.ndarray  # canonical position of that member
-    members: list[int] = field(default_factory=list)
+    def lower(self, iv: _Interval) -> float:
+        """A lower bound on D(j) + (M − 1)·c_j for every j in the interval."""
+        return max(iv.floor, self.relaxed(iv.hi)) + (self.M - 1) * self.cands[iv.lo]
 
+    def bound(self) -> float | None:
+        """The proven lower bound on T*: the incumbent or the least open interval's bound."""
+        values = [self.lower(iv) for iv in self.open]
+        if self.best_plan is not None:
+            values.append(self.best_t)
+        return min(values) if values else None
 
-def _groups(instance: PipelineInstance, prep: _Prep, tau: float) -> list[list[_Group]]:
-    out = []
-    for members in prep.kinds:
-        rep = members[0]
-        by_key: dict[tuple, _Group] = {}
-        for pos, o in enumerate(prep.options[rep]):
-            opt = instance.options[o]
-            if opt.max_time_s > tau:
-                continue
-            key = (opt.layers, len(opt.stages), opt.role)
-            g = by_key.get(key)
-            if g is None:
-                g = by_key[key] = _Group(*key, np.full(prep.cap + 1, INF), np.full(prep.cap + 1, -1))
-            lim = instance.behind_limits[o]
-            top = prep.cap if lim is None else min(lim, prep.cap)
-            better = opt.total_time_s < g.best[: top + 1]
-            g.best[: top + 1][better] = opt.total_time_s
-            g.arg[: top + 1][better] = pos
-        out.append(list(by_key.values()))
-    return out
+    # -- the incumbent ------------------------------------------------------------------
+    def offer(self, plan: list[int], *, greedy: bool = False) -> None:
+        """Keep ``plan`` if it is better; on a tie prefer a DP plan to the greedy's, then the smaller
+        bottleneck (the plan the ascending scan of earlier versions returned)."""
+        t = evaluate(self.instance, _bare(self.instance, plan)).objective
+        key = (t, greedy, self.bottleneck_index(plan))
+        if self.best_plan is None or key < self._best_key:
+            self.best_t, self.best_plan, self._best_key = t, plan, key
 
+    def bottleneck_index(self, plan: list[int]) -> int:
+        """Index of β(plan) among the candidates (β is one of them by construction)."""
+        inst = self.instance
+        opts = [inst.options[o] for o in plan]
+        beta = max(o.max_time_s for o in opts)
+        for a, b in zip(opts, opts[1:]):
+            beta = max(beta, inst.link_s[a.island][b.island])
+        return bisect.bisect_left(self.cands, beta)
 
-def _push(target: np.ndarray, cand: np.ndarray, rows: slice, n: int, cap: int) -> None:
-    """target[r − k, min(b + n, B)] ← min(·, cand[r − k, b]) for the target rows ``rows``."""
-    direct = cap - n + 1  # b < direct maps to b + n ≤ B
-    if direct > 0:
-        view = target[rows, n:]
-        np.minimum(view, cand[rows, :direct], out=view)
-    if direct <= cap:
-        tail = cand[rows, max(direct, 0) :].min(axis=1)
-        col = target[rows, cap]
-        np.minimum(col, tail, out=col)
+    # -- the search ---------------------------------------------------------------------
+    def start(self) -> None:
+        """The first interval: from the least feasible threshold up to where D ≥ R_∞(L) alone
+        makes every candidate at least the incumbent."""
+        m = len(self.cands)
+        if math.isinf(self.relaxed(m - 1)):
+            return  # no choice of options covers the model: infeasible (why_infeasible says so first)
+        lo, hi = 0, m - 1  # least i with R_{c_i}(L) finite: R is non-increasing in i
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if math.isinf(self.relaxed(mid)):
+                lo = mid + 1
+            else:
+                hi = mid
+        top = m - 1
+        if self.best_plan is not None and self.M > 1:
+            # D(i) ≥ R_∞(L) for every i, so thresholds with R_∞(L) + (M − 1)·c_i ≥ incumbent are settled
+            slack = self.best_t - self.relaxed(m - 1)
+            top = min(top, bisect.bisect_right(self.cands, slack / (self.M - 1)))
+        if lo > top:
+            return
+        # the τ_0 found below is evaluated first: with many micro-batches (M − 1)·τ dominates
+        # T, so its plan is usually close to the optimum and makes the budgets above it small
+        iv = _Interval(lo, top, 0.0, False, bottom_first=True)
+        self.open.append(iv)  # open from here on: a deadline in the bisection below leaves it in the bound
+        # the least feasible threshold τ_0, by bisection on the cost-free DP (feasibility is
+        # monotone in τ); the greedy's plan proves its own bottleneck feasible
+        hi = min(self.bottleneck_index(self.best_plan), top) if self.best_plan is not None else top
+        if self.best_plan is None and not self.feasible(hi):
+            self.open.remove(iv)  # no pipeline at all: every threshold is settled
+            return
+        while iv.lo < hi:
+            mid = (iv.lo + hi) // 2
+            if self.feasible(mid):
+                hi = mid
+            else:
+                iv.lo = mid + 1
 
+    def remaining(self, i: int):
+        """The pruning bound of a run at c_i: per usage vector when that table is small enough,
+        else the cover bound of all islands for every vector (weaker, as valid)."""
+        small = self.prep.usage_count * (self.instance.layers + 1) <= MAX_BOUND_CELLS
+        if small and unused_cover_work(self.instance, self.prep.kinds, self.prep.options, self.cands[i]) <= MAX_BOUND_WORK:
+            return unused_cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
+        return cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[None, :]
 
-def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline) -> tuple[float, list[int] | None, int]:
-    """One DP at bottleneck τ: (D_τ, the option indices front to back, finite cells)."""
-    L, B = instance.layers, prep.cap
-    link = np.where(prep.link <= tau, prep.link, INF)
-    groups = _groups(instance, prep, tau)
-    index = {u: k for k, u in enumerate(prep.usage)}
-    tables: dict[int, np.ndarray] = {}
-    n_classes = link.shape[1]
+    def feasible(self, i: int) -> bool:
+        self.stats["feasibility_runs"] += 1
+        return feasible(self.instance, self.prep, self.cands[i], self.deadline)
 
-    def table(u: tuple[int, ...]) -> np.ndarray:
-        k = index[u]
-        if k not in tables:
-            tables[k] = np.full((n_classes, L + 1, B + 1), INF)
-        return tables[k]
+    def prune(self) -> None:
+        self.open = [iv for iv in self.open if self.lower(iv) < self.best_t]
 
-    zero = tuple(0 for _ in prep.kinds)
-    for K, gs in enumerate(groups):  # the last block: no link behind it, b = 0, source row L
-        nxt = tuple(c + (j == K) for j, c in enumerate(zero))
-        for g in gs:
-            ok = ("whole", "any") if g.layers == L else ("last", "any")
-            if g.layers <= L and g.role in ok and g.best[0] < INF:
-                t = table(nxt)[prep.kind_class[K], L - g.layers]
-                col = min(g.stages, B)
-                t[col] = min(t[col], g.best[0])
-    for u in prep.usage:
-        if sum(u) == 0 or index[u] not in tables:
-            continue
-        if deadline.expired():
-            raise _Timeout
-        here = tables[index[u]]
-        for K, gs in enumerate(groups):
-            if u[K] + 1 >= prep.radix[K] or not gs:
-                continue
-            front = (here + link[K][:, None, None]).min(axis=0)  # G[r, b] = min_κ F + c(K, κ)
-            if not np.isfinite(front).any():
-                continue
-            target = table(tuple(c + (j == K) for j, c in enumerate(u)))[prep.kind_class[K]]
-            for g in gs:
-                k = g.layers
-                if k > L:
-                    continue
-                first = g.role in ("first", "any")
-                middle = g.role in ("middle", "any")
-                if not (first or middle):
-                    continue
-                cand = front[k:, :] + g.best[None, :]
-                rows = slice(0 if first else 1, L + 1 - k if middle else 1)
-                _push(target, cand, rows, g.stages, B)
-    cells = sum(int(np.isfinite(t).sum()) for t in tables.values())
-    best, where = INF, None
-    for k, t in tables.items():
-        row = t[:, 0, :]
-        if row.size and row.min() < best:
-            best = float(row.min())
-            c, b = np.unravel_index(int(row.argmin()), row.shape)
-            where = (prep.usage[k], int(c), 0, int(b))
-    if where is None:
-        return INF, None, cells
-    return best, _rebuild(instance, prep, groups, link, tables, index, where), cells
+    def budget(self, iv: _Interval, i: int) -> tuple[float, bool]:
+        """The budget of a run at c_i in ``iv``, and whether it is the incumbent's (a run that
+        finds nothing under it settles [lo, i])."""
+        base = max(iv.floor, self.relaxed(i))
+        probe = base + iv.step
+        if self.best_plan is None:
+            return probe, False
+        cap = self.best_t - (self.M - 1) * self.cands[iv.lo] + BUDGET_RTOL * abs(self.best_t)
+        return (cap, True) if cap <= probe else (probe, False)
 
-
-def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:
-    """Walk from the front block to the back, finding a transition that gives each value."""
-    L, B = instance.layers, prep.cap
-    pools = [list(m) for m in prep.kinds]
-    chosen: list[int] = []
-    u, cls, r, b = state
-    value = tables[index[u]][cls, r, b]
-    while True:
-        step = None
-        for K, gs in enumerate(groups):
-            if u[K] == 0 or prep.kind_class[K] != cls:
-                continue
-            prev = tuple(c - (j == K) for j, c in enumerate(u))
-            for g in gs:
-                src = r + g.layers
-                if src > L:
-                    continue
-                olds = [b - g.stages] if b < B else range(max(0, B - g.stages), B + 1)
-                for old in olds:
-                    if old < 0 or g.best[old] == INF:
-                        continue
-                    if sum(prev) == 0:
-                        ok = ("whole", "any") if r == 0 else ("last", "any")
-                        if src == L and old == 0 and g.role in ok and g.best[0] == value:
-                            step = (K, g, old, None, 0.0)
-                    else:
-                        ok = ("first", "any") if r == 0 else ("middle", "any")
-                        t = tables.get(index[prev])
-                        if g.role in ok and t is not None:
-                            for c2 in range(link.shape[1]):
-                                if (t[c2, src, old] + link[K, c2]) + g.best[old] == value:
-                                    step = (K, g, old, c2, t[c2, src, old])
-                                    break
-                    if step:
-                        break
-                if step:
-                    break
-            if step:
-                break
-        if step is None:
-            raise SolverBug("pipeline dp: no transition reproduces a table value")
-        K, g, old, c2, before = step
-        island = pools[K].pop(0)
-        chosen.append(prep.options[island][int(g.arg[old])])
-        if c2 is None:
-            return chosen
-        u, cls, r, b, value = tuple(c - (j == K) for j, c in enumerate(u)), c2, r + g.layers, old, before
+    def step(self) -> bool:
+        """Evaluate one threshold; False when every interval is settled."""
+        self.prune()
+        if not self.open:
+            return False
+        # the bottom τ_0 until it is evaluated, then the least bound first
+        iv = next((iv for iv in self.open if iv.bottom_first), None) or min(self.open, key=self.lower)
+        if iv.step <= 0.0:
+            iv.step = max(FIRST_STEP_RTOL * max(iv.floor, self.relaxed(iv.hi)), MIN_STEP_RTOL * self.lower(iv), MIN_STEP_S)
+        # the top of an interval whose D is only bounded from below first (its plan settles a
+        # stretch below it and gives the rest a floor), otherwise bisect
+        i = iv.lo if iv.bottom_first else (iv.lo + iv.hi) // 2 if iv.evaluated_above else iv.hi
+        budget, final = self.budget(iv, i)
+        remaining = self.remaining(i)
+        try:
+            run = _run(self.instance, self.prep, self.cands[i], self.deadline, budget=budget, remaining=remaining)
+        except _TooLarge:
+            # the budget kept too many states: try again with a smaller one (it still raises the floor)
+            self.stats["runs_too_large"] += 1
+            iv.step /= 4.0
+            if iv.step < MIN_STEP_RTOL * self.lower(iv):
+                raise
+            return True
+        self.stats["thresholds_tried"] += 1
+        self.stats["states_memoized"] += run.cells
+        self.stats["states_pruned"] += run.pruned
+        self.stats["usage_tables"] = max(self.stats["usage_tables"], run.tables)
+        self.open.remove(iv)  # only now: a run stopped by the deadline leaves its interval open for the bound
+        if i < iv.hi:
+            self.open.append(_Interval(i + 1, iv.hi, iv.floor, iv.evaluated_above, iv.step))
+        if run.plan is None:
+            # D(i) ≥ budget, so D ≥ budget on [lo, i]; with the incumbent's budget or when the
+            # budget dropped nothing (D(i) = ∞) nothing there beats the incumbent
+            if run.cut and not final:
+                self.open.append(_Interval(iv.lo, i, max(iv.floor, budget), iv.evaluated_above, 2.0 * iv.step, iv.bottom_first))
+            return True
+        self.offer(run.plan)
+        j = min(self.bottleneck_index(run.plan), i)
+        if iv.lo < j:
+            self.open.append(_Interval(iv.lo, j - 1, max(iv.floor, run.value), True, 0.0))
+        return True
 
 
 def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> Result:
-    """Solve by bottleneck enumeration around the DP above.
+    """Solve by a branch and bound over bottleneck thresholds around the table DP.
+
+    Parameters
+    ----------
+    instance
+        The composition instance.
+    time_limit
+        Seconds for the whole call (None: no limit).
 
     Returns
     -------
     Result
-        OPTIMAL, INFEASIBLE (with the reason), FEASIBLE with a bound when the time limit
-        stops the scan after a plan was found, TIME_LIMIT before one, DECLINED when the DP
-        table would exceed ``MAX_DP_CELLS``. ``stats``: thresholds_tried, thresholds,
-        states_memoized (finite table cells over all runs), options_skipped (fit no
-        position in memory), kinds, usage_states, link_classes, behind_cap.
+        OPTIMAL, INFEASIBLE (with the reason), FEASIBLE with the bound of the unsettled
+        thresholds when the time limit stops the search after a plan was found (the greedy's
+        plan counts), TIME_LIMIT before one, DECLINED when the usage vectors or one run's
+        tables exceed ``MAX_USAGE_STATES`` / ``MAX_DP_CELLS`` (FEASIBLE with the bound when a
+        plan is known by then). ``stats``: thresholds_tried (DP runs), thresholds,
+        states_memoized (finite cells left over all runs), states_pruned (cells dropped by
+        the budgets), usage_tables (most tables one run made), options_skipped (fit no
+        position in memory), kinds, usage_states (Π (n_K + 1)), island_subsets (2^islands,
+        what a state per subset would need), link_classes, behind_cap.
+
+    Examples
+    --------
+    >>> import hetopt
+    >>> from hetopt.catalog import instances_dir
+    >>> r = hetopt.solve(hetopt.load(instances_dir() / "pipeline" / "tiny.toml"), "dp")
+    >>> r.status.name, r.gap
+    ('OPTIMAL', 0.0)
     """
     deadline = Deadline(time_limit)
     reason = why_infeasible(instance)
@@ -296,56 +259,51 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
         return no_solution(problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
     prep = _prepare(instance)
     cands = bottleneck_candidates(instance)
+    hosts = sum(len(m) for m in prep.kinds)
     stats = {
-        "thresholds_tried": 0, "thresholds": len(cands), "states_memoized": 0, "options_skipped": prep.skipped,
-        "kinds": len(prep.kinds), "usage_states": prep.usage_count, "link_classes": int(prep.link.shape[1]), "behind_cap": prep.cap,
+        "thresholds_tried": 0, "thresholds": len(cands), "states_memoized": 0, "states_pruned": 0, "usage_tables": 0, "runs_too_large": 0, "feasibility_runs": 0,
+        "options_skipped": prep.skipped, "kinds": len(prep.kinds), "usage_states": prep.usage_count,
+        "island_subsets": 2**hosts, "link_classes": int(prep.link.shape[1]), "behind_cap": prep.cap,
     }
-    if prep.cells * (instance.layers + 1) > MAX_DP_CELLS:
+    if not prep.listed:
         return no_solution(
             problem="pipeline", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
-            reason=f"the DP table would hold {prep.cells * (instance.layers + 1):.3g} cells, above {MAX_DP_CELLS:.3g}: "
-            f"{len(prep.kinds)} distinct island kinds are too many for the bitmask DP; use milp or cpsat",
+            reason=f"the DP would list {prep.usage_count:.3g} usage vectors (tables of up to "
+            f"{prep.cells * (instance.layers + 1):.3g} cells), above {MAX_USAGE_STATES:.3g}: "
+            f"{len(prep.kinds)} distinct island kinds are too many for the DP; use milp or cpsat",
         )
-    M = instance.microbatches
-    best_t, best_plan, sum_min = math.inf, None, math.inf
-
-    def attempt(tau: float) -> float:
-        nonlocal best_t, best_plan
-        value, plan, cells = _run(instance, prep, tau, deadline)
-        stats["thresholds_tried"] += 1
-        stats["states_memoized"] += cells
-        if plan is not None:
-            t = evaluate(instance, _bare(instance, plan)).objective
-            if t < best_t:
-                best_t, best_plan = t, plan
-        return value
-
-    lo = 0
+    search = _Search(instance, prep, cands, deadline, stats)
+    plan = greedy_plan(instance, deadline)
+    if plan is not None:
+        search.offer(plan, greedy=True)
     try:
-        sum_min = attempt(math.inf)  # D_∞: a lower bound on Σt + Σc of every pipeline
-        if sum_min == INF:
-            return no_solution(
-                problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
-                reason=GENERIC_INFEASIBLE.format(layers=instance.layers),
-            )
-        # feasibility is monotone in τ: binary-search the smallest feasible threshold
-        hi = len(cands) - 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if attempt(cands[mid]) < INF:
-                hi = mid
-            else:
-                lo = mid + 1
-        while lo < len(cands) and (M - 1) * cands[lo] + sum_min < best_t:
-            attempt(cands[lo])
-            lo += 1
+        search.start()
+        while search.step():
+            pass
     except _Timeout:
-        if best_plan is None:
-            return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline, stats=stats,
-                               reason="time limit reached before the DP found a pipeline")
-        bound = (M - 1) * cands[lo] + sum_min if sum_min < INF else None
-        return _conclude(instance, best_plan, deadline, False, bound, stats)
-    return _conclude(instance, best_plan, deadline, True, None, stats)
+        return _stopped(instance, search, deadline, stats, "time limit reached before the DP found a pipeline")
+    except _TooLarge:
+        return _stopped(instance, search, deadline, stats, None)
+    if search.best_plan is None:
+        return no_solution(
+            problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
+            reason=GENERIC_INFEASIBLE.format(layers=instance.layers),
+        )
+    return _conclude(instance, search.best_plan, deadline, True, None, stats)
+
+
+def _stopped(instance, search: _Search, deadline, stats, timeout_reason: str | None) -> Result:
+    """The search did not finish: FEASIBLE with the bound when a plan is known, else no solution."""
+    bound = search.bound()
+    if search.best_plan is not None:
+        return _conclude(instance, search.best_plan, deadline, False, bound, stats)
+    if timeout_reason is not None:
+        return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline, stats=stats,
+                           bound=bound, reason=timeout_reason)
+    return no_solution(
+        problem="pipeline", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats, bound=bound,
+        reason=f"one DP run would hold more than {dp_table.MAX_DP_CELLS:.3g} cells before any pipeline was found; use milp or cpsat",
+    )
 
 
 def _bare(instance: PipelineInstance, plan: list[int]) -> PipelineSolution:

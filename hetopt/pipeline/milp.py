@@ -149,9 +149,11 @@ def solve_milp(
     for (p, i, j), v in w.items():
         row([(on[p, i], 1), (on[p + 1, j], 1), (v, -1)], LE, 1, f"link_{p}_{i}_{j}")
         row([(v, cost[i, j]), (z, -1)], LE, 0, f"link_bottleneck_{p}_{i}_{j}")
-    # symmetry: of two identical islands, the second is used only if the first is
+    # symmetry: of two identical islands, the second is used only if the first is, and when
+    # both are, the first sits in front: position(a) − position(b) + P·used(b) ≤ P
     for a, b in data.twins:
         row([(on[p, b], 1) for p in range(P)] + [(on[p, a], -1) for p in range(P)], LE, 0, f"twins_{a}_{b}")
+        row([(on[p, a], p) for p in range(1, P)] + [(on[p, b], P - p) for p in range(P)], LE, P, f"twins_order_{a}_{b}")
     if deadline.expired():
         return out_of_time()
     written = {} if write_model is None else {"model_file": write_pulp_model(prob, write_model)}

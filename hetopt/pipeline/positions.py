@@ -89,3 +89,41 @@ def position_data(instance: PipelineInstance) -> PositionData:
                 twins.append((a, b))
                 break  # chain each island to the next identical one only
     return PositionData(P, tuple(at), limit, s_max, hosts, links, tuple(twins))
+
+
+def canonical_plan(instance: PipelineInstance, data: PositionData, plan: list[int]) -> list[int]:
+    """``plan`` with identical islands renamed so that it meets the models' symmetry rules.
+
+    Along each chain of identical islands (``data.twins``), the plan's blocks on the chain get
+    the chain's first islands, in pipeline order; each option becomes the same option (equal
+    slice, role and stages) on its new island. Swapping identical islands changes no cost or
+    rule (``formulations/pipeline.md``), so the result is a plan of the same T; the CP-SAT
+    model uses it as its warm start, which a plan breaking the symmetry rows could not be.
+
+    Examples
+    --------
+    >>> from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineOption, StagePlan
+    >>> isl = tuple(PipelineIsland(f"i{k}", 1, 8 * GIB) for k in range(2))
+    >>> opts = tuple(PipelineOption(k, 1, (StagePlan(1, 0.1, 0.2, GIB, GIB),)) for k in range(2))
+    >>> inst = PipelineInstance("x", 1, 4, isl, opts, ((0.0, 0.0), (0.0, 0.0)))
+    >>> canonical_plan(inst, position_data(inst), [1])
+    [0]
+    """
+    chains: list[list[int]] = []
+    for a, b in data.twins:
+        for chain in chains:
+            if chain[-1] == a:
+                chain.append(b)
+                break
+        else:
+            chains.append([a, b])
+    same = {}
+    for o in range(len(instance.options)):
+        same.setdefault((instance.options[o].island, _option_key(instance, o)), o)
+    out = list(plan)
+    for chain in chains:
+        members = set(chain)
+        at = [k for k, o in enumerate(plan) if instance.options[o].island in members]
+        for k, island in zip(at, chain):
+            out[k] = same[(island, _option_key(instance, plan[k]))]
+    return out

@@ -85,7 +85,7 @@ class _Table:
     run_end: tuple[int, ...]  # run_end[j]: where the run of layers of kind kinds[j] from j ends
 
 
-def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None) -> _Table:
+def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None, *, flash: bool = False) -> _Table:
     """The slice's prefix sums; ``kind_ids`` numbers the distinct per-layer figures (a memo)."""
     kind_ids = {} if kind_ids is None else kind_ids
     cfg, s = sl.model, sl.seq
@@ -93,7 +93,7 @@ def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None) -> _Table:
     forward = [cm.layer_forward_flops(cfg, s, i) for i in idx]
     params = [float(cm.layer_parameters(cfg, i)) for i in idx]
     sharded = [cm.sharded_activation_widths(cfg, i) for i in idx]
-    ew = [cm.elementwise_widths(cfg, s, i) for i in idx]
+    ew = [cm.elementwise_widths(cfg, s, i, flash=flash) for i in idx]
 
     def pre(xs):
         return tuple(accumulate(xs, initial=0.0))
@@ -205,6 +205,7 @@ class Layout:
 def _stage(
     sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
+    flash: bool = False,
 ) -> StageCost:
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage")."""
     cfg, s, gpu = sl.model, sl.seq, island.gpu
@@ -224,12 +225,20 @@ def _stage(
     # at the memory bandwidth (formulations/costmodel.md, "Time")
     layer_fwd = (tab.forward[b] - tab.forward[a]) * samples / tp
     head_fwd = cm.head_forward_flops(cfg, s) * samples / tp if head else 0.0
-    extra = {"none": 0.0, "selective": (tab.scores[b] - tab.scores[a]) * samples / tp, "full": layer_fwd}[rc]
+    scores = (tab.scores[b] - tab.scores[a]) * samples / tp
+    # FlashAttention: the scores' FLOPs run in its own kernels at its own share of peak; it
+    # stores no scores, so selective recomputation has nothing to redo, and its backward
+    # recomputes Q·Kᵀ itself (FLASH_SCORE_BACKWARD_PER_FORWARD)
+    attn = scores if flash else 0.0
+    dense = layer_fwd + head_fwd - attn  # the FLOPs of the GEMMs
+    extra = {"none": 0.0, "selective": 0.0 if flash else scores, "full": layer_fwd - attn}[rc]
+    attn_bwd = cm.FLASH_SCORE_BACKWARD_PER_FORWARD * attn + (attn if rc == "full" else 0.0)
     wide = tab.ew_wide[b] - tab.ew_wide[a]
     ew_fwd = s * samples * ((wide / tp if sp else wide) + (tab.ew_sharded[b] - tab.ew_sharded[a]) / tp)
-    ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s) / tp, "full": ew_fwd}[rc]
-    forward = cm.gemm_time_s(layer_fwd + head_fwd, gpu, tokens) + cm.memory_time_s(ew_fwd, gpu)
-    backward = cm.gemm_time_s(cm.BACKWARD_PER_FORWARD * (layer_fwd + head_fwd) + extra, gpu, tokens)
+    ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s, flash=flash) / tp,
+                "full": ew_fwd}[rc]
+    forward = cm.gemm_time_s(dense, gpu, tokens) + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd, gpu)
+    backward = cm.gemm_time_s(cm.BACKWARD_PER_FORWARD * dense + extra, gpu, tokens) + cm.attention_time_s(attn_bwd, gpu)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra, gpu)
     compute = (forward, backward)  # what data-parallel traffic can hide behind (TP's cannot: it is on the path)
 
@@ -279,7 +288,7 @@ def _stage(
         static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
     if rc != "none":  # the layer being recomputed materializes what recomputation dropped
         i = sl.first_layer + a + max(range(ell), key=lambda j: tab.sharded_each[a + j])
-        static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sp, recompute=rc, index=i)
+        static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sp, recompute=rc, index=i, flash=flash)
     if head:
         static += cm.logit_bytes(cfg, s, samples, tp=tp)
     h = cfg.hidden
@@ -289,8 +298,8 @@ def _stage(
         replicated = ell * cm.REPLICATED_ACTIVATION_WIDTHS * h
         sharded = tab.sharded[b] - tab.sharded[a]
         per_token = (replicated + sharded) / tp if sp else replicated + sharded / tp
-        scores = 0.0 if rc == "selective" else ell * cm.ATTENTION_SCORE_BYTES * cfg.heads * s * s * samples / tp
-        activation = s * samples * per_token + scores
+        kept_scores = 0.0 if rc == "selective" or flash else ell * cm.ATTENTION_SCORE_BYTES * cfg.heads * s * s * samples / tp
+        activation = s * samples * per_token + kept_scores
     return StageCost(ell, forward, backward, static, activation, tp * dp)
 
 
@@ -390,6 +399,10 @@ class BuiltinParallelizer:
     overlap_communication
         Data-parallel and ZeRO traffic overlaps compute, as today's runtimes run it
         (``cm.exposed_s``); False prices it all on the critical path (Megatron-LM 2021).
+    flash_attention
+        Attention runs as FlashAttention (no s×s scores in memory, Q·Kᵀ recomputed in
+        backward), as every current runtime does; False: the scores are materialized
+        (Megatron-LM 2021, the memory model of Korthikanti et al.).
 
     Notes
     -----
@@ -408,6 +421,7 @@ class BuiltinParallelizer:
     max_pp: int | None = None
     layers_per_atom: int = 1
     overlap_communication: bool = True
+    flash_attention: bool = True
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -447,7 +461,7 @@ class BuiltinParallelizer:
         """The slice's FLOPs, parameters and memory floor on ``island``."""
         sl = as_slice(slice)
         cfg, s = sl.model, sl.seq
-        tab = _table(sl, self._cache("kinds"))
+        tab = _table(sl, self._cache("kinds"), flash=self.flash_attention)
         forward = tab.forward[-1] + (cm.head_forward_flops(cfg, s) if sl.head else 0.0)
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
@@ -514,7 +528,7 @@ class BuiltinParallelizer:
     ) -> PartialPlan:
         """Price one layout (no pruning): its stages' times and memory."""
         sl = as_slice(slice)
-        return self._plan(sl, island, _table(sl, self._cache("kinds")), layout, microbatch_size, microbatches, memory_fraction)
+        return self._plan(sl, island, _table(sl, self._cache("kinds"), flash=self.flash_attention), layout, microbatch_size, microbatches, memory_fraction)
 
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
         # one table per pricing context (the parallelizer's own settings are fixed)
@@ -549,7 +563,7 @@ class BuiltinParallelizer:
             if priced is None:
                 cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
-                              overlap=self.overlap_communication)
+                              overlap=self.overlap_communication, flash=self.flash_attention)
                 priced = prices[key] = (cost, in_flight_fit(cost, capacity, M), cost.time_s)
             stages.append(priced[0])
             fits.append(priced[1])
@@ -616,7 +630,7 @@ class BuiltinParallelizer:
         if not 0.0 < memory_fraction <= 1.0:
             raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
         sl = as_slice(slice)
-        tab = _table(sl, self._cache("kinds"))
+        tab = _table(sl, self._cache("kinds"), flash=self.flash_attention)
         m, M = microbatch_size, microbatches
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes

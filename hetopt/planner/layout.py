@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True)
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
 2
 """
@@ -31,8 +31,9 @@ from hetopt.workload import ModelConfig
 #: The keys of a ``--layout`` string, as Megatron-LM's arguments name the same things:
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap")
-#: Spellings of ``overlap=``: Megatron-Core's --overlap-grad-reduce / --overlap-param-gather on or off.
+LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash")
+#: Spellings of the yes/no keys: ``overlap=`` (Megatron-Core's --overlap-grad-reduce /
+#: --overlap-param-gather on or off) and ``flash=`` (FlashAttention or materialized scores).
 OVERLAP_VALUES = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
 
 
@@ -48,11 +49,12 @@ class GivenLayout:
     zero: int = 0
     overlap: bool = True  # data-parallel / ZeRO traffic overlaps compute (cm.exposed_s)
     vpp: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B)
+    flash: bool = True  # attention as FlashAttention (no s×s scores kept)
 
     def text(self) -> str:
         """The layout in ``--layout`` form."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
-        tail = "" if self.overlap else " overlap=no"
+        tail = ("" if self.overlap else " overlap=no") + ("" if self.flash else " flash=no")
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         return f"tp={self.tp} pp={self.pp}{vpp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{tail}"
 
@@ -121,11 +123,14 @@ def parse_layout(text: str) -> GivenLayout:
     recompute = values.get("recompute", "none")
     if recompute not in cm.RECOMPUTE_MODES:
         raise InputError(f"--layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
-    overlap = values.get("overlap", "yes").lower()
-    if overlap not in OVERLAP_VALUES:
-        raise InputError(f"--layout overlap={values['overlap']}: must be yes or no")
-    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, OVERLAP_VALUES[overlap],
-                       sizes.get("vpp", 1))
+    flags = {}
+    for key in ("overlap", "flash"):
+        word = values.get(key, "yes").lower()
+        if word not in OVERLAP_VALUES:
+            raise InputError(f"--layout {key}={values[key]}: must be yes or no")
+        flags[key] = OVERLAP_VALUES[word]
+    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
+                       sizes.get("vpp", 1), flags["flash"])
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int) -> None:
@@ -185,8 +190,8 @@ def price_layout(
     """
     check_layout(layout, island, cfg, global_batch)
     par = parallelizer or BuiltinParallelizer()
-    if par.overlap_communication != layout.overlap:  # the runtime the layout ran on
-        par = replace(par, overlap_communication=layout.overlap)
+    if (par.overlap_communication, par.flash_attention) != (layout.overlap, layout.flash):  # the runtime it ran on
+        par = replace(par, overlap_communication=layout.overlap, flash_attention=layout.flash)
     seq = seq or cfg.sequence
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"

@@ -35,6 +35,7 @@ from hetopt.planner.layout import GivenLayout, PricedLayout, parse_layout, price
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
+from hetopt.planner.replicas import REPLICAS_SHARE, ReplicasPlan, plan_replicas
 from hetopt.planner.schedule import TIME_MODELS, rescore, simulated_lower_bound
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops, load_model
@@ -112,6 +113,7 @@ class HeteroPlan:
     enumeration: dict = field(default_factory=dict)
     composition: dict = field(default_factory=dict)
     given_layout: dict | None = None  # --layout priced by the same cost model, with the plan's speed-up over it
+    replicas: ReplicasPlan | None = None  # data-parallel replicas beside the pipeline (``replicas=True``)
 
 
 def model_training_flops(cfg: ModelConfig, seq: int) -> float:
@@ -258,6 +260,7 @@ def plan(
     tasks: int = DEFAULT_TASKS,
     layout: GivenLayout | str | None = None,
     time_model: str = "simulated",
+    replicas: bool = False,
 ) -> HeteroPlan:
     """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
 
@@ -307,6 +310,11 @@ def plan(
         A layout to price beside the plan (``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"``
         or a :class:`~hetopt.planner.layout.GivenLayout`), on a cluster that forms one
         island; ``given_layout`` then holds its iteration time and the plan's speed-up.
+    replicas
+        Also plan data-parallel replicas (``hetopt.planner.replicas``): the islands cut into
+        units, whole-model pipelines on units of one shape, the replicas family's ``dp``
+        choosing the replicas and their micro-batch shares; in ``HeteroPlan.replicas``,
+        FEASIBLE with the ideal time as bound.
 
     Raises
     ------
@@ -333,6 +341,8 @@ def plan(
     candidates = microbatch_candidates(global_batch, microbatch_size)
     composing = Deadline(None if time_limit is None else deadline.limit * (1 - ALTERNATIVES_SHARE) if alternatives
                          else deadline.limit)
+    if replicas and time_limit is not None:  # leave the replicas their share of the budget
+        composing = Deadline(composing.limit * (1 - REPLICAS_SHARE))
     timing = {"islands_s": 0.0, "enumeration_s": 0.0, "composition_s": 0.0, "alternatives_s": 0.0}
     out = HeteroPlan(cluster=cluster.name, model=cfg.name, global_batch=global_batch, microbatch_size=0, microbatches=0,
                      seq=seq, status=Status.ERROR, timing_s=timing, ideal_time_s=ideal_time(cluster, cfg, global_batch, seq))
@@ -390,6 +400,11 @@ def plan(
         out.given_layout = given.to_dict()
         if given.plan is not None and out.iteration_time_s:
             out.given_layout["plan_speedup"] = given.iteration_time_s / out.iteration_time_s
+    if replicas:
+        t2 = time.perf_counter()
+        out.replicas = plan_replicas(cluster, cfg, islands, global_batch=global_batch, ideal_s=out.ideal_time_s,
+                                     microbatch_size=microbatch_size or 1, seq=seq, deadline=deadline)
+        timing["replicas_s"] = time.perf_counter() - t2
     if alternatives:
         t1 = time.perf_counter()
         setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, atoms, global_batch, seq, microbatch_size,

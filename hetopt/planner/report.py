@@ -35,6 +35,27 @@ def _status_line(p: HeteroPlan) -> str:
     return line + (f": {p.reason}" if p.reason else "")
 
 
+def _print_replicas(p: HeteroPlan, out: Console) -> None:
+    """The data-parallel replicas beside the single pipeline (``hetopt plan --replicas``)."""
+    r = p.replicas
+    line = f"replicas: status {r.status.value}"
+    if r.status.has_solution:
+        line += (f", bound {_f(r.bound_s)} s (the ideal), gap {_f(r.gap, '.3g')}; the replicas family's dp: "
+                 f"{r.method_status} over {r.candidates} candidates")
+    out.print(line + (f": {r.reason}" if r.reason else ""), highlight=False)
+    if not r.status.has_solution:
+        return
+    out.print(_table(
+        "data-parallel replicas (units: " + ", ".join(f"{s['name']}×{s['count']}" for s in r.shapes) + ")",
+        ["replica", "units", "islands", "pipeline", "micro-batches", "samples", "time_s"],
+        [[str(k), x.units, x.islands, x.stages, str(x.microbatches), str(x.samples), _f(x.time_s)]
+         for k, x in enumerate(r.replicas)],
+    ))
+    speedup = f", {p.iteration_time_s / r.iteration_time_s:.2f}× the single pipeline" if p.iteration_time_s else ""
+    out.print(f"replicas iteration {_f(r.iteration_time_s)} s (slowest replica + sync {_f(r.sync_s)} s), "
+              f"efficiency {_f(100 * r.efficiency, '.1f')}% of the ideal{speedup}", highlight=False)
+
+
 def print_plan(p: HeteroPlan, out: Console) -> None:
     """The islands, the composed pipeline, its speed and efficiency, the alternatives."""
     out.print(f"[bold]{p.model}[/bold] on [bold]{p.cluster}[/bold]: global batch {p.global_batch}, sequence {p.seq}", highlight=False)
@@ -57,6 +78,8 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             f"efficiency {_f(100 * p.efficiency, '.1f')}% of the ideal {_f(p.ideal_time_s)} s",
             highlight=False,
         )
+    if p.replicas is not None:
+        _print_replicas(p, out)
     if p.alternatives:
         rows = [["tangram-composed", p.status.value, _f(p.iteration_time_s), "1.00" if p.iteration_time_s else "-", "this plan"]]
         for a in p.alternatives:
@@ -78,7 +101,8 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         return
     out.print(
         f"planning: islands {t['islands_s']:.2f} s, enumeration {t['enumeration_s']:.2f} s, "
-        f"composition {t['composition_s']:.2f} s, alternatives {t.get('alternatives_s', 0.0):.2f} s",
+        f"composition {t['composition_s']:.2f} s, alternatives {t.get('alternatives_s', 0.0):.2f} s"
+        + (f", replicas {t['replicas_s']:.2f} s" if "replicas_s" in t else ""),
         highlight=False,
     )
     skipped = {m: s["skipped_bound_s"] for m, s in p.enumeration.items() if "skipped_bound_s" in s}

@@ -12,6 +12,8 @@
 from __future__ import annotations
 
 import concurrent.futures as cf
+import concurrent.futures.process  # noqa: F401  (cf.process, for the manager thread's class)
+import threading
 import contextlib
 import socket
 import struct
@@ -83,6 +85,7 @@ class ProcessPool(Executor):
         At a deadline the running batches are no longer wanted, and the executor's own
         shutdown would wait for them (minutes, with a slow parallelizer or few large batches).
         """
+        _quiet_cancelled_futures()
         old = self._pool
         workers = list(getattr(old, "_processes", {}).values())  # CPython's ProcessPoolExecutor keeps them here
         old.shutdown(wait=False, cancel_futures=True)
@@ -90,6 +93,30 @@ class ProcessPool(Executor):
             if proc.is_alive():
                 proc.terminate()
         self._pool = ProcessPoolExecutor(max_workers=self.max_workers)
+
+
+def _quiet_cancelled_futures() -> None:
+    """Keep a terminated pool's manager thread from printing a traceback for a cancelled future.
+
+    When its workers are terminated, CPython 3.11's ``ProcessPoolExecutor`` manager thread
+    marks every pending work item broken, and one the planner already cancelled at its
+    deadline raises ``InvalidStateError`` there (``set_exception`` on a CANCELLED future),
+    which the thread prints to stderr. Nothing is lost (the planner no longer waits for that
+    future), so exactly that error, from exactly that thread, is dropped; every other
+    thread exception reaches the previous hook.
+    """
+    previous = threading.excepthook
+    if getattr(previous, "_hetopt_quiet", False):
+        return
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        manager = getattr(cf.process, "_ExecutorManagerThread", None)
+        if args.exc_type is cf.InvalidStateError and manager is not None and isinstance(args.thread, manager):
+            return
+        previous(args)
+
+    hook._hetopt_quiet = True  # type: ignore[attr-defined]
+    threading.excepthook = hook
 
 
 def parse_scheduler(address: str) -> tuple[str, str, int]:

@@ -375,3 +375,36 @@ def test_imbalance_pruning_never_makes_a_false_infeasible(tmp_path):
     assert with_rule.status in (Status.OPTIMAL, Status.FEASIBLE), with_rule.reason
     assert with_rule.status is Status.OPTIMAL or "simulated 1F1B" in with_rule.reason, with_rule.reason
     assert with_rule.iteration_time_s == pytest.approx(without.iteration_time_s, rel=1e-9)
+
+
+def test_abandoning_a_pool_silences_only_the_cancelled_future_error_of_its_manager_thread(capsys):
+    # CPython's manager thread calls set_exception on futures the planner cancelled at its
+    # deadline; that InvalidStateError is noise, every other thread error still prints
+    import concurrent.futures as cf
+    import concurrent.futures.process
+    import threading
+
+    from hetopt.planner import workers
+
+    saved = threading.excepthook
+    try:
+        threading.excepthook = threading.__excepthook__
+        workers._quiet_cancelled_futures()
+        manager = object.__new__(cf.process._ExecutorManagerThread)
+        manager._initialized, manager._name = True, "manager"  # what the default hook reads
+        other = threading.Thread(name="other")
+
+        def raise_in(thread, exc):
+            try:
+                raise exc
+            except BaseException as e:  # noqa: BLE001
+                threading.excepthook(threading.ExceptHookArgs((type(e), e, e.__traceback__, thread)))
+
+        raise_in(manager, cf.InvalidStateError("CANCELLED: <Future>"))
+        assert "InvalidStateError" not in capsys.readouterr().err
+        raise_in(other, cf.InvalidStateError("elsewhere"))
+        raise_in(manager, ValueError("a real bug"))
+        err = capsys.readouterr().err
+        assert "InvalidStateError: elsewhere" in err and "ValueError: a real bug" in err
+    finally:
+        threading.excepthook = saved

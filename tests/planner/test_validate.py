@@ -39,7 +39,8 @@ def test_unstated_microbatch_takes_the_best_under_the_model():
     row = v.validate((m,))[0]
     times = []
     for b in v.UNSTATED_MICROBATCHES:
-        lay = GivenLayout(m.layout.tp, m.layout.pp, m.layout.dp, b, m.layout.recompute, m.layout.zero, m.layout.overlap)
+        lay = GivenLayout(m.layout.tp, m.layout.pp, m.layout.dp, b, m.layout.recompute, m.layout.zero, m.layout.overlap,
+                          m.layout.vpp, m.layout.flash)
         plan, _ = v.price_published(v.Measurement(**{**m.__dict__, "layout": lay}))
         if plan is not None:
             times.append(plan.iteration_time_s)
