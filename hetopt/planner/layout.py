@@ -19,6 +19,8 @@ GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=Tr
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from hetopt import costmodel as cm
@@ -209,4 +211,156 @@ def price_layout(
     return PricedLayout(layout, best, "" if best else why)
 
 
-__all__ = ["LAYOUT_KEYS", "GivenLayout", "PricedLayout", "check_layout", "parse_layout", "price_layout"]
+# ---- one layout per island (heterogeneous clusters) ------------------------------------
+
+
+@dataclass(frozen=True)
+class IslandBlock:
+    """One island's part of a given heterogeneous pipeline: ``layers`` consecutive layers laid out as ``layout``."""
+
+    island: str
+    layers: int
+    layout: GivenLayout
+
+    def text(self) -> str:
+        return f"{self.island}: layers={self.layers} {self.layout.text()}"
+
+
+def parse_island_layouts(text: str) -> tuple[IslandBlock, ...]:
+    """Read ``"t4: layers=2 tp=2 pp=1 dp=2 mbs=1; a100-80gb: layers=38 tp=1 pp=2 dp=2 mbs=1"``.
+
+    One ``ISLAND: layers=K <layout>`` per island, front of the pipeline first, separated by
+    ``;``; island names as ``hetopt plan`` prints them. Interleaving (vpp > 1) is for a model
+    on one island only.
+
+    Raises
+    ------
+    InputError
+        A part without ``ISLAND:``, without ``layers=K``, or with a bad layout, naming it.
+
+    Examples
+    --------
+    >>> [(b.island, b.layers, b.layout.tp) for b in parse_island_layouts("a: layers=2 tp=2 pp=1 dp=1; b: layers=6 tp=1 pp=2 dp=1")]
+    [('a', 2, 2), ('b', 6, 1)]
+    """
+    out = []
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        name, sep, rest = part.partition(":")
+        if not sep or not name.strip():
+            raise InputError(f"--layout {part!r}: give the island first, as \"ISLAND: layers=K tp=.. pp=.. dp=..\"")
+        words = rest.split()
+        counts = [w for w in words if w.startswith("layers=")]
+        if len(counts) != 1:
+            raise InputError(f"--layout {part!r}: give the island's layer count once, layers=K")
+        layers = _whole(part, "layers", counts[0].partition("=")[2])
+        if layers < 1:
+            raise InputError(f"--layout {part!r}: layers={layers} must be >= 1")
+        layout = parse_layout(" ".join(w for w in words if not w.startswith("layers=")))
+        if layout.vpp > 1:
+            raise InputError(f"--layout {part!r}: vpp={layout.vpp}: interleaving is priced for a model on one island only")
+        out.append(IslandBlock(name.strip(), layers, layout))
+    if not out:
+        raise InputError("--layout: empty (give \"ISLAND: layers=K tp=.. pp=.. dp=..; ...\")")
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class PricedPipeline:
+    """A given heterogeneous pipeline under the cost model (``solution`` None: it does not fit, ``reason`` why)."""
+
+    blocks: tuple[IslandBlock, ...]
+    microbatch_size: int
+    solution: object | None  # hetopt.pipeline.problem.PipelineSolution
+    iteration_time_s: float | None
+    reason: str = ""
+
+    def to_dict(self) -> dict:
+        """Plain data for JSON."""
+        out = {"layout": "; ".join(b.text() for b in self.blocks), "iteration_time_s": self.iteration_time_s,
+               "fits": self.solution is not None, "reason": self.reason, "microbatch_size": self.microbatch_size}
+        if self.solution is not None:
+            out["simulated_s"] = self.solution.simulated_s
+            out["peak_memory_gib"] = max(st.memory_bytes for st in self.solution.stages) / GIB
+        return out
+
+
+def price_island_layouts(
+    blocks: tuple[IslandBlock, ...],
+    islands: list[IslandSpec],
+    links: Callable[[int], tuple[tuple[float, ...], ...]],
+    cfg: ModelConfig,
+    *,
+    global_batch: int,
+    seq: int | None = None,
+    parallelizer: BuiltinParallelizer | None = None,
+    microbatches_tried: tuple[int, ...] = (1, 2, 4, 8),
+) -> PricedPipeline:
+    """A pipeline of one given layout per island, priced by the pipeline family's closed form.
+
+    Each island's layers are one slice laid out as given (layers split evenly over its
+    stages) by the built-in parallelizer's stage prices, so the time is exactly what the
+    composition would charge for those blocks; ``links(m)`` gives c(i, j) at micro-batch m.
+    The micro-batch m = mbs·dp must be the same on every island; without mbs anywhere the
+    best of ``microbatches_tried`` × lcm(dp) is taken.
+
+    Raises
+    ------
+    InputError
+        An unknown or repeated island, layer counts that do not add up to the model's, a
+        layout an island cannot hold, or micro-batches that differ between islands.
+    """
+    from hetopt.pipeline.plan import build_solution
+    from hetopt.pipeline.problem import Block, PipelineInstance, evaluate, PipelineSolution
+
+    par = parallelizer or BuiltinParallelizer()
+    seq = seq or cfg.sequence
+    index = {x.name: i for i, x in enumerate(islands)}
+    seen = set()
+    for b in blocks:
+        if b.island not in index:
+            raise InputError(f"--layout {b.island}: not an island of this cluster (its islands: {', '.join(index)})")
+        if b.island in seen:
+            raise InputError(f"--layout {b.island}: given twice (an island hosts one block)")
+        seen.add(b.island)
+        check_layout(b.layout, islands[index[b.island]], cfg, global_batch)
+        if b.layout.pp > b.layers:
+            raise InputError(f"--layout {b.island}: pp={b.layout.pp} is more stages than its {b.layers} layers")
+    if sum(b.layers for b in blocks) != cfg.layers:
+        raise InputError(f"--layout: the islands' layers add up to {sum(b.layers for b in blocks)}, "
+                         f"not the {cfg.layers} layers of {cfg.name}")
+    stated = {b.layout.microbatch * b.layout.dp for b in blocks if b.layout.microbatch}
+    if len(stated) > 1 or (stated and any(not b.layout.microbatch for b in blocks)):
+        raise InputError("--layout: mbs·dp must be the same micro-batch on every island (give mbs on all or none): "
+                         + ", ".join(f"{b.island} {b.layout.microbatch or '?'}×{b.layout.dp}" for b in blocks))
+    lcm = math.lcm(*(b.layout.dp for b in blocks))
+    sizes = sorted(stated) if stated else sorted({k * lcm for k in microbatches_tried})
+    atoms = par.slice_model(cfg, seq=seq)
+    best = PricedPipeline(blocks, 0, None, None, f"no micro-batch of {', '.join(map(str, sizes))} samples divides the global batch")
+    for m in sizes:
+        if global_batch % m:
+            continue
+        M = global_batch // m
+        options, placed, first = [], [], 0
+        for k, b in enumerate(blocks):
+            lay = Layout(b.layout.tp, b.layout.pp, b.layout.dp, even_split(b.layers, b.layout.pp), b.layout.recompute, b.layout.zero)
+            run = replace(par, overlap_communication=b.layout.overlap, flash_attention=b.layout.flash)
+            partial = run.plan(Slice(atoms[first:first + b.layers]), islands[index[b.island]], lay, microbatch_size=m, microbatches=M)
+            options.append(partial.to_option(index[b.island]))
+            placed.append(Block(index[b.island], k, first, b.layers))
+            first += b.layers
+        instance = PipelineInstance(f"given-{cfg.name}-m{m}", cfg.layers, M, tuple(x.to_island() for x in islands),
+                                    tuple(options), links(m))
+        ev = evaluate(instance, PipelineSolution(tuple(placed)))
+        if not ev.feasible:
+            if best.solution is None:
+                best = PricedPipeline(blocks, m, None, None, f"m={m}: " + "; ".join(ev.violations[:2]))
+            continue
+        if best.iteration_time_s is None or ev.objective < best.iteration_time_s:
+            best = PricedPipeline(blocks, m, build_solution(instance, placed), ev.objective)
+    return best
+
+
+__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "check_layout", "parse_island_layouts",
+           "parse_layout", "price_island_layouts", "price_layout"]

@@ -31,7 +31,8 @@ from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster, load_cluster, resolve
 from hetopt.planner.compose import (island_specs, link_matrix, microbatch_candidates, pipeline_instance,
                                     pipeline_lower_bound)
-from hetopt.planner.layout import GivenLayout, PricedLayout, parse_layout, price_layout
+from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, parse_island_layouts,
+                                   parse_layout, price_island_layouts, price_layout)
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
@@ -308,8 +309,10 @@ def plan(
         "closed-form": the pipeline family's closed form T, as Tangram composes.
     layout
         A layout to price beside the plan (``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"``
-        or a :class:`~hetopt.planner.layout.GivenLayout`), on a cluster that forms one
-        island; ``given_layout`` then holds its iteration time and the plan's speed-up.
+        or a :class:`~hetopt.planner.layout.GivenLayout`) on a cluster that forms one
+        island, or one per island (``"ISLAND: layers=K tp=.. pp=.. dp=..; ..."``, front of
+        the pipeline first, or a tuple of :class:`~hetopt.planner.layout.IslandBlock`);
+        ``given_layout`` then holds its iteration time and the plan's speed-up.
     replicas
         Also plan data-parallel replicas (``hetopt.planner.replicas``): the islands cut into
         units, whole-model pipelines on units of one shape, the replicas family's ``dp``
@@ -335,8 +338,8 @@ def plan(
     if global_batch < 1:
         raise InputError(f"--global-batch {global_batch}: must be >= 1")
     cluster, cfg = as_cluster(cluster), as_model(cfg)
-    if isinstance(layout, str):
-        layout = parse_layout(layout)
+    if isinstance(layout, str):  # "ISLAND: layers=K ...; ..." gives one layout per island
+        layout = parse_island_layouts(layout) if ":" in layout else parse_layout(layout)
     seq = seq or cfg.sequence
     candidates = microbatch_candidates(global_batch, microbatch_size)
     composing = Deadline(None if time_limit is None else deadline.limit * (1 - ALTERNATIVES_SHARE) if alternatives
@@ -398,7 +401,7 @@ def plan(
         _fill(out, best, chosen.specs, cluster, cfg, seq)
     if given is not None:
         out.given_layout = given.to_dict()
-        if given.plan is not None and out.iteration_time_s:
+        if given.iteration_time_s is not None and out.iteration_time_s:
             out.given_layout["plan_speedup"] = given.iteration_time_s / out.iteration_time_s
     if replicas:
         t2 = time.perf_counter()
@@ -428,12 +431,19 @@ def _imbalance_hid_plans(attempt: Attempt) -> bool:
             and attempt.stats.pruned.get("imbalance", 0) > 0)
 
 
-def _price_given(layout: GivenLayout, chosen: ChosenIslands, cluster: Cluster, cfg: ModelConfig, global_batch: int,
-                 seq: int) -> PricedLayout:
-    """``--layout`` priced on the cluster's one island (several islands: per-island layouts are not offered)."""
+def _price_given(layout: GivenLayout | tuple[IslandBlock, ...], chosen: ChosenIslands, cluster: Cluster, cfg: ModelConfig,
+                 global_batch: int, seq: int) -> PricedLayout | PricedPipeline:
+    """``--layout`` priced: one layout on a cluster of one island, or one per island (``IslandBlock`` s)."""
+    if isinstance(layout, tuple):
+        if chosen.left_out:
+            raise InputError(f"--layout: the plan composes {len(chosen.specs)} of the cluster's islands "
+                             f"({', '.join(chosen.left_out)} left out); give --max-islands to compose them all")
+        return price_island_layouts(layout, chosen.specs, lambda m: link_matrix(cluster, chosen.members, cfg, seq, m), cfg,
+                                    global_batch=global_batch, seq=seq)
     if len(chosen.specs) + len(chosen.left_out) != 1:
-        raise InputError(f"--layout: {cluster.name} forms {len(chosen.specs) + len(chosen.left_out)} islands; a given layout "
-                         "is priced on a cluster that forms one (per-island layouts are not supported yet)")
+        names = ", ".join(s.name for s in chosen.specs)
+        raise InputError(f"--layout: {cluster.name} forms {len(chosen.specs) + len(chosen.left_out)} islands ({names}); "
+                         "give one layout per island: \"ISLAND: layers=K tp=.. pp=.. dp=..; ...\"")
     return price_layout(layout, chosen.specs[0], cfg, global_batch=global_batch, seq=seq)
 
 

@@ -92,7 +92,8 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         g = p.given_layout
         if g["fits"]:
             speed = f"; the plan is {g['plan_speedup']:.2f}× faster" if "plan_speedup" in g else ""
-            out.print(f"your layout {g['layout']} (mbs={g['microbatch']}): {_f(g['iteration_time_s'])} s per iteration, "
+            size = f"mbs={g['microbatch']}" if "microbatch" in g else f"micro-batch {g['microbatch_size']}"
+            out.print(f"your layout {g['layout']} ({size}): {_f(g['iteration_time_s'])} s per iteration, "
                       f"{_f(g['peak_memory_gib'], '.1f')} GiB per GPU{speed}", highlight=False)
         else:
             out.print(f"your layout {g['layout']}: {g['reason']}", highlight=False)

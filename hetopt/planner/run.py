@@ -11,7 +11,6 @@ from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import load_cluster
 from hetopt.planner.enumerate import DEFAULT_TASKS, POLICIES
-from hetopt.planner.layout import parse_layout
 from hetopt.planner.plan import HeteroPlan, as_model, check_time_limit, plan
 from hetopt.planner.workers import ProcessPool, dask_executor
 #: Largest global batch ``hetopt plan`` accepts (samples per iteration).
@@ -91,7 +90,7 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             on_progress=on_progress,
             max_islands=args.max_islands,
             tasks=args.tasks or DEFAULT_TASKS,
-            layout=None if getattr(args, "layout", None) is None else parse_layout(args.layout),
+            layout=None if getattr(args, "layout", None) is None else args.layout,
             time_model=getattr(args, "time_model", "simulated"),
             # unset: plan() picks the atoms (coarser on clusters of very many islands)
             parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom) if args.layers_per_atom else None,

@@ -132,3 +132,50 @@ def test_interleaving_shrinks_the_bubble_by_v_and_costs_hand_overs(dgx):
     assert all(r >= f for r, f in zip(real, raw))  # extra hand-overs only add
     assert v2.iteration_time_s == pytest.approx(8 * max(real) + (sum(real) - max(real)) / 2, rel=1e-12)
     assert v2.iteration_time_s < flat.iteration_time_s  # the bubble (Σ − max)·(1 − 1/v) outweighs 4 hand-overs here
+
+
+def _own_layout(p):
+    """The plan's composition written back as a per-island --layout (its stages here are pp 1)."""
+    parts = []
+    for st in p.stages:
+        tp, pp, dp, rc, z = st.layout.split()[:5]
+        assert pp == "pp1"
+        parts.append(f"{st.island}: layers={st.layers} tp={tp[2:]} pp=1 dp={dp[2:]} mbs={p.microbatch_size // int(dp[2:])} "
+                     f"recompute={rc} zero={z[4:]}")
+    return "; ".join(parts)
+
+
+def test_a_per_island_layout_is_priced_as_the_composition_prices_those_blocks():
+    cl = load_cluster("cephalo-a")
+    p = plan(cl, "gpt3-2.7b", global_batch=32, seq=512, alternatives=False)
+    assert len({st.island for st in p.stages}) == len(p.stages) > 1
+    q = plan(cl, "gpt3-2.7b", global_batch=32, seq=512, alternatives=False, layout=_own_layout(p))
+    g = q.given_layout
+    assert g["fits"] and g["microbatch_size"] == p.microbatch_size
+    assert g["iteration_time_s"] == pytest.approx(p.iteration_time_s, rel=1e-12)
+    assert g["plan_speedup"] == pytest.approx(1.0, rel=1e-12)
+    # another split of the same islands is never faster than the plan
+    first, *rest = _own_layout(p).split("; ")
+    name, _, tail = first.partition(": ")
+    k = int(tail.split()[0].removeprefix("layers="))
+    other = "; ".join([f"{name}: layers={k + 1} {' '.join(tail.split()[1:])}"] + rest[:-1]
+                      + [rest[-1].replace(f"layers={p.stages[-1].layers}", f"layers={p.stages[-1].layers - 1}")])
+    r = plan(cl, "gpt3-2.7b", global_batch=32, seq=512, alternatives=False, layout=other).given_layout
+    assert not r["fits"] or r["iteration_time_s"] >= p.iteration_time_s
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (": layers=32 tp=1 pp=1 dp=2", "give the island first"),
+    ("m1-l4: tp=1 pp=1 dp=2", "give the island's layer count once"),
+    ("m1-l4: layers=32 tp=1 pp=2 dp=1 vpp=2", "interleaving is priced for a model on one island only"),
+    ("m9: layers=32 tp=1 pp=1 dp=1", "m9: not an island of this cluster"),
+    ("m1-l4: layers=16 tp=1 pp=1 dp=1; m1-l4: layers=16 tp=1 pp=1 dp=1", "m1-l4: given twice"),
+    ("m1-l4: layers=16 tp=1 pp=1 dp=1; m1-a6000: layers=10 tp=1 pp=1 dp=1", "add up to 26, not the 32 layers"),
+    ("m1-l4: layers=16 tp=1 pp=1 dp=2 mbs=1; m1-a6000: layers=16 tp=1 pp=1 dp=1 mbs=1", "must be the same micro-batch"),
+    ("tp=1 pp=1 dp=1", "forms 5 islands"),
+])
+def test_bad_per_island_layouts_exit_2_with_the_reason(capsys, text, message):
+    code = cli.main(["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--global-batch", "32", "--seq", "512",
+                     "--no-alternatives", "--layout", text])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and err.count("\n") == 1, err
