@@ -196,7 +196,8 @@ def _solve(instance: PipelineInstance, removed: frozenset[int], deadline: Deadli
 
 
 def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
-           max_solves: int = MAX_RERANK_SOLVES, budget_s: float | None = None, exhaustive: bool = False) -> Reranked:
+           max_solves: int = MAX_RERANK_SOLVES, budget_s: float | None = None, exhaustive: bool = False,
+           search: bool = True) -> Reranked:
     """The best plan of ``instance`` by simulated 1F1B time, with a proven bound.
 
     Parameters
@@ -215,6 +216,9 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
         Search even when the relaxed bound cannot close the proof at the root (False: then
         only the block orders of ``composed``'s options are simulated, no DP runs, and the
         bound is left to the caller, NaN).
+    search
+        False: only the block orders of ``composed``'s options, never a search (for instances
+        whose options are not all plain 1F1B stages).
 
     Returns
     -------
@@ -270,6 +274,9 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
         # simulated time, the root's bound cannot close the proof, and the search's DP runs
         # (each about one composition) would only add candidates; planning keeps its time
         simulate_orders(root, math.nan)
+        if not search:
+            return Reranked(best, best_sim, best.iteration_time_s, math.nan, False, candidates, solves,
+                            f"only the composition's block orders were simulated ({INTERLEAVED} in other options)")
         if relaxed_time(best, instance.microbatches) < best_sim:
             return Reranked(best, best_sim, best.iteration_time_s, math.nan, False, candidates, solves,
                             "the relaxed bound (formulations/pipeline.md) is below the best simulated time, so it "
@@ -337,13 +344,21 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
     return Reranked(best, best_sim, best.iteration_time_s, bound, proven, candidates, solves, "" if proven else note)
 
 
-def rescore(instance: PipelineInstance, composed: Result | None, deadline: Deadline) -> Result | None:
+#: Why a plan with an interleaved option keeps its closed form.
+INTERLEAVED = ("interleaved 1F1B: its stages are shaped so that the closed form gives the interleaved schedule's "
+               "time; the simulator runs plain 1F1B")
+
+
+def rescore(instance: PipelineInstance, composed: Result | None, deadline: Deadline,
+            unsimulable: frozenset[int] = frozenset()) -> Result | None:
     """The composition's result restated in simulated 1F1B time (the planner's objective).
 
     An OPTIMAL closed-form composition becomes OPTIMAL in simulated time only when
     :func:`rerank` proves it, else FEASIBLE with its bound and the reason. A pipeline too
     large to simulate (``MAX_SIMULATED_OPERATIONS``) keeps the closed form and its status;
-    ``stats["time_model"]`` says which time the result carries, and why.
+    ``stats["time_model"]`` says which time the result carries, and why. So does a plan using
+    an option of ``unsimulable`` (interleaved whole-model plans, ``builtin.interleaved_stages``);
+    with such options in the instance, no search runs (its bounds assume plain 1F1B).
 
     Examples
     --------
@@ -359,7 +374,9 @@ def rescore(instance: PipelineInstance, composed: Result | None, deadline: Deadl
     if simulation_size(len(sol.stages), instance.microbatches) > MAX_SIMULATED_OPERATIONS or math.isnan(sol.simulated_s):
         why = sol.simulation_note or f"the 1F1B simulation exceeds {MAX_SIMULATED_OPERATIONS:,} operations"
         return replace(composed, stats={**composed.stats, "time_model": f"closed form ({why})"})
-    r = rerank(instance, composed, deadline)
+    if any(b.option in unsimulable for b in sol.blocks):
+        return replace(composed, stats={**composed.stats, "time_model": f"closed form ({INTERLEAVED})"})
+    r = rerank(instance, composed, deadline, exhaustive=False, search=not unsimulable)
     if r.solution is None:
         return replace(composed, stats={**composed.stats, "time_model": f"closed form ({r.note})"})
     bound = r.simulated_s if r.proven else (None if math.isnan(r.bound_s) else r.bound_s)

@@ -158,15 +158,22 @@ def test_a_pipeline_too_large_to_simulate_keeps_the_closed_form_and_says_why():
 def test_the_plan_reports_the_simulated_time_and_keeps_the_closed_form_visible():
     from hetopt.planner import plan
 
-    p = plan("tangram-c2", "gpt3-1.3b", global_batch=16, microbatch_size=4, alternatives=False)
+    p = plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False)
+    assert len({s.island for s in p.stages}) > 1  # a heterogeneous pipeline
     assert p.status.has_solution and p.time_model == SIMULATED
     assert p.iteration_time_s == p.simulated_s and p.analytic_s is not None and not math.isnan(p.analytic_s)
     assert p.bound_s <= p.iteration_time_s
     assert p.status is not Status.OPTIMAL or p.bound_s == p.iteration_time_s
-    old = plan("tangram-c2", "gpt3-1.3b", global_batch=16, microbatch_size=4, alternatives=False, time_model="closed-form")
+    old = plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False,
+               time_model="closed-form")
     assert old.time_model == "closed form" and old.iteration_time_s == old.analytic_s
     # re-ranking only adds candidates: the simulated answer is never slower than the closed form's pick
     assert p.iteration_time_s <= old.simulated_s * (1 + 1e-12)
+    # an interleaved whole-model plan: its stages are shaped for the closed form, which it keeps
+    inter = plan("tangram-c2", "gpt3-1.3b", global_batch=16, microbatch_size=4, alternatives=False)
+    if any("vpp" in s.layout for s in inter.stages):
+        assert inter.time_model.startswith("closed form") and "interleaved" in inter.time_model
+        assert inter.iteration_time_s == inter.analytic_s
     from hetopt.errors import InputError
 
     with pytest.raises(InputError, match="time_model 'exact': must be one of simulated, closed-form"):
