@@ -472,3 +472,14 @@ def test_megatron_parses_and_validates_the_arguments(path: Path, world: int, mon
         arguments.validate_args(args)
         assert args.num_layers == sum(s["layers"] for s in doc["stages"])
         assert args.global_batch_size // (args.micro_batch_size * args.data_parallel_size) == doc["microbatches"]
+
+
+def test_the_planners_own_layout_text_round_trips_through_the_export_reader() -> None:
+    # the reader must take exactly what PartialPlan.layout writes, interleaved plans included
+    from hetopt.export.source import parse_layout
+    from hetopt.planner.parallelizer import PartialPlan
+
+    for vpp in (1, 3):
+        p = PartialPlan("a", "sig", 0, 8, "whole", 8, 4, 32, 32, 4, "selective", 1, True, (), 1.0, None, vpp=vpp)
+        lay = parse_layout(p.layout, "p.json", "stages[0].")
+        assert (lay.tp, lay.pp, lay.dp, lay.vpp, lay.recompute, lay.zero, lay.sequence_parallel) == (8, 4, 32, vpp, "selective", 1, True)

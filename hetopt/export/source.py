@@ -23,9 +23,9 @@ SOLVED = ("OPTIMAL", "FEASIBLE")
 #: Keys every ``hetopt plan --json`` document has (``hetopt.planner.plan.HeteroPlan``).
 PLAN_KEYS = ("cluster", "model", "global_batch", "microbatch_size", "microbatches", "seq", "status", "islands", "stages")
 #: The planner's layout text of one island's partial plan, ``tp2 pp3 dp2 selective zero1 sp``
-#: (``hetopt.planner.parallelizer.PartialPlan.layout``); ``vpp<n>`` is accepted for a
-#: planner that models the interleaved schedule, which today's does not.
-_LAYOUT = re.compile(r"^tp(\d+) pp(\d+) dp(\d+)(?: vpp(\d+))? (none|selective|full) zero([0-3])( sp)?$")
+#: (``hetopt.planner.parallelizer.PartialPlan.layout``), with ``vpp<n>`` after ``pp`` for an
+#: interleaved plan (``tp8 pp4 vpp2 dp32 selective zero1 sp``).
+_LAYOUT = re.compile(r"^tp(\d+) pp(\d+)(?: vpp(\d+))? dp(\d+) (none|selective|full) zero([0-3])( sp)?$")
 #: The planner's FSDP alternative's detail, ``FSDP, per-GPU batch A100 4×8; H100 1×4, 7×4
 #: (batch×GPUs, total 64)`` (``hetopt.planner.alternatives.fsdp_batches``).
 _FSDP_DETAIL = re.compile(r"^FSDP, per-GPU batch (.+) \(batch×GPUs, total (\d+)\)$")
@@ -199,12 +199,14 @@ def parse_layout(text: str, source: str, where: str) -> Layout:
     --------
     >>> parse_layout("tp2 pp3 dp2 selective zero1 sp", "p.json", "stages[0].")
     Layout(tp=2, pp=3, dp=2, vpp=1, recompute='selective', zero=1, sequence_parallel=True)
+    >>> parse_layout("tp8 pp4 vpp2 dp32 none zero1 sp", "p.json", "stages[0].").vpp
+    2
     """
     m = _LAYOUT.match(text) if isinstance(text, str) else None
     if m is None:
         raise InputError(f"{source}: {where}layout: {text!r} is not a planner layout "
                          "(expected e.g. 'tp2 pp4 dp1 none zero1'; re-run `hetopt plan --json`)")
-    tp, pp, dp, vpp, rc, zero, sp = m.groups()
+    tp, pp, vpp, dp, rc, zero, sp = m.groups()
     return Layout(int(tp), int(pp), int(dp), int(vpp or 1), rc, int(zero), bool(sp))
 
 
