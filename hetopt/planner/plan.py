@@ -37,6 +37,7 @@ from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES,
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
 from hetopt.planner.replicas import REPLICAS_SHARE, ReplicasPlan, plan_replicas
+from hetopt.planner.schedule import TIME_MODELS, rescore, simulated_lower_bound
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops, load_model
 
@@ -99,8 +100,10 @@ class HeteroPlan:
     reason: str = ""
     islands: list[dict] = field(default_factory=list)
     stages: list[StageRow] = field(default_factory=list)
-    iteration_time_s: float | None = None
+    iteration_time_s: float | None = None  # by ``time_model``: the 1F1B simulation unless it says why not
     simulated_s: float | None = None
+    analytic_s: float | None = None  # the family's closed form T of the same pipeline
+    time_model: str = ""  # what iteration_time_s is: "1F1B simulation", or "closed form" with the reason
     throughput_samples_s: float | None = None
     tflops_per_gpu: float | None = None
     ideal_time_s: float | None = None
@@ -212,6 +215,7 @@ class _Context:
     executor: Executor | None
     tasks: int
     on_progress: Callable[[str, int, int], None] | None
+    time_model: str = "simulated"
 
 
 def _attempt(ctx: _Context, m: int, deadline: Deadline) -> Attempt:
@@ -235,6 +239,10 @@ def _attempt(ctx: _Context, m: int, deadline: Deadline) -> Attempt:
         result = None
     else:
         result = solvers.solve(instance, "dp", time_limit=_limited(deadline))
+        if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/schedule.py)
+            # interleaved plans' stages are shaped for the closed form, not for the simulator
+            interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
+            result = rescore(instance, result, deadline, interleaved)
     return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
 
 
@@ -258,6 +266,7 @@ def plan(
     max_islands: int | None = None,
     tasks: int = DEFAULT_TASKS,
     layout: GivenLayout | str | None = None,
+    time_model: str = "simulated",
     replicas: bool = False,
 ) -> HeteroPlan:
     """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
@@ -300,6 +309,10 @@ def plan(
         ``MAX_COMPOSE_ISLANDS`` (and then, if no ``parallelizer`` was given, the built-in
         one cuts the model into at most ``LARGE_CLUSTER_ATOMS`` atoms).
 
+    time_model
+        "simulated" (default): the plan is the best by simulated 1F1B time among the
+        candidates re-ranked (``hetopt.planner.schedule``), OPTIMAL only when that is proven;
+        "closed-form": the pipeline family's closed form T, as Tangram composes.
     layout
         A layout to price beside the plan (``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"``
         or a :class:`~hetopt.planner.layout.GivenLayout`) on a cluster that forms one
@@ -323,6 +336,8 @@ def plan(
         without workers).
     """
     check_time_limit(time_limit)
+    if time_model not in TIME_MODELS:
+        raise InputError(f"time_model {time_model!r}: must be one of {', '.join(TIME_MODELS)}")
     # the steps stop by this inner deadline: each may overshoot it by its own last unit of
     # work (a DP layer, an evaluate), which the margin and the stated slack absorb
     deadline = Deadline(None if time_limit is None else time_limit - min(INNER_MARGIN_S, time_limit / 2))
@@ -358,14 +373,16 @@ def plan(
     out.left_out = chosen.left_out
     atoms = par.slice_model(cfg, seq=seq)
     ctx = _Context(cluster, cfg, seq, global_batch, chosen, par, all_slices(par, atoms), policies, imbalance, executor,
-                   tasks, on_progress)
+                   tasks, on_progress, time_model)
     attempts: list[Attempt] = []
     work = global_batch * model_training_flops(cfg, seq)
     island_flops = [x.gpus * x.gpu.training_flops * x.gpu.gemm_efficiency for x in chosen.specs]
     for m in candidates:
         if composing.expired():
             break
-        bound = pipeline_lower_bound(work, island_flops, global_batch // m)
+        # the closed form's bound does not bound the schedule: by simulated time, its own
+        bound = (simulated_lower_bound if time_model == "simulated" else pipeline_lower_bound)(
+            work, island_flops, global_batch // m)
         incumbent = _incumbent_s(attempts)
         if incumbent is not None and bound >= incumbent:
             # exact: no plan with this micro-batch size beats the best one found
@@ -390,8 +407,13 @@ def plan(
         _fill(out, best, chosen.specs, cluster, cfg, seq)
     if given is not None:
         out.given_layout = given.to_dict()
-        if given.iteration_time_s is not None and out.iteration_time_s:
-            out.given_layout["plan_speedup"] = given.iteration_time_s / out.iteration_time_s
+        simulated = out.given_layout.get("simulated_s")
+        if time_model == "simulated" and simulated is not None and simulated == simulated:
+            # a per-island layout is a pipeline: priced like the plan, by its simulated schedule
+            out.given_layout["analytic_s"] = out.given_layout["iteration_time_s"]
+            out.given_layout["iteration_time_s"] = simulated
+        if out.given_layout.get("iteration_time_s") is not None and out.iteration_time_s:
+            out.given_layout["plan_speedup"] = out.given_layout["iteration_time_s"] / out.iteration_time_s
     if replicas:
         t2 = time.perf_counter()
         out.replicas = plan_replicas(cluster, cfg, islands, global_batch=global_batch, ideal_s=out.ideal_time_s,
@@ -399,7 +421,8 @@ def plan(
         timing["replicas_s"] = time.perf_counter() - t2
     if alternatives:
         t1 = time.perf_counter()
-        setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, atoms, global_batch, seq, microbatch_size)
+        setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, atoms, global_batch, seq, microbatch_size,
+                          time_model)
         out.alternatives = plan_alternatives(setting, deadline)
         timing["alternatives_s"] = time.perf_counter() - t1
         _rank(out)
@@ -443,6 +466,8 @@ def _fill(out: HeteroPlan, best: Attempt, specs: list[IslandSpec], cluster: Clus
     out.microbatches = out.global_batch // best.microbatch_size
     out.iteration_time_s = res.objective
     out.simulated_s = getattr(sol, "simulated_s", None)
+    out.analytic_s = getattr(sol, "iteration_time_s", None)
+    out.time_model = res.stats.get("time_model", "closed form")
     out.throughput_samples_s = out.global_batch / res.objective
     out.tflops_per_gpu = out.global_batch * model_training_flops(cfg, seq) / res.objective / cluster.gpus / 1e12
     out.efficiency = out.ideal_time_s / res.objective

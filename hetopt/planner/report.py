@@ -75,7 +75,7 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
               _f(s.time_s), _f(s.memory_gib, ".3g"), str(s.in_flight)] for k, s in enumerate(p.stages)],
         ))
         out.print(
-            f"iteration {_f(p.iteration_time_s)} s (1F1B simulation {_f(p.simulated_s)} s), "
+            f"iteration {_f(p.iteration_time_s)} s ({_time_model(p)}), "
             f"{_f(p.throughput_samples_s)} samples/s, {_f(p.tflops_per_gpu, '.3g')} TFLOPs per GPU, "
             f"efficiency {_f(100 * p.efficiency, '.1f')}% of the ideal {_f(p.ideal_time_s)} s",
             highlight=False,
@@ -117,3 +117,10 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             continue
         pruned = ", ".join(f"{k} {v}" for k, v in s["pruned"].items())
         out.print(f"  micro-batch {m}: {s['pairs']} (slice, island) pairs, pruned {pruned}; {s.get('unreachable', 0)} need more islands; {s['queried']} queried, {s['plans']} plans", highlight=False)
+
+
+def _time_model(p) -> str:
+    """Which time the plan's figures use, with the other one beside it."""
+    if p.time_model.startswith("closed form"):
+        return f"{p.time_model}; 1F1B simulation {_f(p.simulated_s)} s"
+    return f"{p.time_model}; closed form {_f(p.analytic_s)} s"

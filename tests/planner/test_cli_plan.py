@@ -25,7 +25,9 @@ def test_plan_prints_islands_pipeline_alternatives_and_timing(capsys):
 def test_plan_json_carries_the_same(capsys):
     assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["status"] == "OPTIMAL" and doc["microbatch_size"] == 2 and doc["microbatches"] == 16
+    # OPTIMAL only when the schedule's bound closes (planner/schedule.py); the time is the simulated one
+    assert doc["status"] in ("OPTIMAL", "FEASIBLE") and doc["microbatch_size"] == 2 and doc["microbatches"] == 16
+    assert doc["time_model"] == "1F1B simulation" and doc["iteration_time_s"] == doc["simulated_s"] and doc["analytic_s"] > 0
     assert sum(s["layers"] for s in doc["stages"]) == 32
     assert {a["name"] for a in doc["alternatives"]} == {"cephalo-fsdp", "single-island", "uniform-layers", "compute-proportional"}
     assert 0 < doc["efficiency"] <= 1 and doc["best"]
@@ -105,7 +107,9 @@ def test_max_islands_composes_the_fastest_islands(capsys):
 
 
 def test_all_islands_composed_is_optimal_with_a_zero_gap(capsys):
-    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json", "--no-alternatives"]) == 0
+    # the closed form, which the composition proves; by simulated time see tests/planner/test_schedule.py
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json", "--no-alternatives",
+                 "--time-model", "closed-form"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["status"] == "OPTIMAL" and doc["left_out"] == [] and doc["gap"] == 0
     assert doc["bound_s"] == doc["iteration_time_s"] >= doc["ideal_time_s"]

@@ -39,7 +39,11 @@ def test_adding_an_island_never_slows_the_plan():
     c3 = load_cluster("tangram-c3")
     times = []
     for names in (["a100-80gb", "v100-32gb"], ["a100-80gb", "v100-32gb", "v100-16gb"], ["a100-80gb", "v100-32gb", "v100-16gb", "t4"]):
-        times.append(plan(c3.subset(names), cfg, global_batch=128, microbatch_size=2, alternatives=False).iteration_time_s)
+        # by the closed form, which the composition proves; by simulated time the plan is the best
+        # of the candidates re-ranked, not proven, and an added island can lead the composition
+        # to a plan that simulates slower (15.44 s against 15.31 s here; formulations/pipeline.md)
+        times.append(plan(c3.subset(names), cfg, global_batch=128, microbatch_size=2, alternatives=False,
+                          time_model="closed-form").iteration_time_s)
     assert times[0] >= times[1] * (1 - 1e-12) >= times[2] * (1 - 1e-12)
 
 
@@ -136,10 +140,11 @@ def plan_specs(p, cl):
 
 def test_every_divisor_is_a_candidate_and_skipped_sizes_keep_the_plan_optimal():
     cfg, cl = model("gpt3-2.7b"), load_cluster("cephalo-a")
-    p = plan(cl, cfg, global_batch=32, seq=512, alternatives=False)
-    assert sorted(p.enumeration) == [1, 2, 4, 8, 16, 32]
-    skipped = [m for m, s in p.enumeration.items() if "skipped_bound_s" in s]
-    assert skipped and p.status.value == "OPTIMAL"
-    for m in skipped:  # planning a skipped size anyway finds nothing faster
-        q = plan(cl, cfg, global_batch=32, microbatch_size=m, seq=512, alternatives=False)
-        assert q.iteration_time_s is None or q.iteration_time_s >= p.iteration_time_s
+    for time_model in ("closed-form", "simulated"):  # each skips by a bound of its own time
+        p = plan(cl, cfg, global_batch=32, seq=512, alternatives=False, time_model=time_model)
+        assert sorted(p.enumeration) == [1, 2, 4, 8, 16, 32]
+        skipped = [m for m, s in p.enumeration.items() if "skipped_bound_s" in s]
+        assert skipped and (p.status.value == "OPTIMAL" or time_model == "simulated")
+        for m in skipped:  # planning a skipped size anyway finds nothing faster
+            q = plan(cl, cfg, global_batch=32, microbatch_size=m, seq=512, alternatives=False, time_model=time_model)
+            assert q.iteration_time_s is None or q.iteration_time_s >= p.iteration_time_s
