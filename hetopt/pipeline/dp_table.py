@@ -203,7 +203,9 @@ def _push(target: np.ndarray, cand: np.ndarray, rows: slice, n: int, cap: int, b
         view = target[rows, b0 + n : direct + n]
         np.minimum(view, cand[:, : direct - b0], out=view)
     if direct < b0 + w:
-        tail = cand[:, direct - b0 :].min(axis=1)
+        # every b ≥ max(direct, b0) lands in the capped column; when even b0 + n > B
+        # (direct < b0) that is all of them, not the last -(direct - b0) columns
+        tail = cand[:, max(direct - b0, 0) :].min(axis=1)
         col = target[rows, cap]
         np.minimum(col, tail, out=col)
 
