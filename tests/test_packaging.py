@@ -74,7 +74,8 @@ def test_an_installed_wheel_plans_a_shipped_cluster_by_name(wheel, tmp_path):
                          cwd=elsewhere, env=env, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     doc = json.loads(run.stdout)
-    assert doc["cluster"] == "tangram-c2" and doc["status"] == "OPTIMAL"
+    # by simulated 1F1B time a plan is FEASIBLE unless a bound closes (README, the planner)
+    assert doc["cluster"] == "tangram-c2" and doc["status"] in ("OPTIMAL", "FEASIBLE") and doc["iteration_time_s"] > 0
 
 
 @pytest.mark.slow

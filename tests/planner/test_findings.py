@@ -71,7 +71,7 @@ def test_half_mixtral_on_c2_puts_more_layers_on_the_h100s():
 
     cfg = half_layers(_model("mixtral-8x7b"))
     assert cfg.layers == 16 and cfg.experts == 8
-    p = plan("tangram-c2", cfg, global_batch=128, microbatch_size=4, seq=4096, alternatives=False)
+    p = plan("tangram-c2", cfg, global_batch=128, microbatch_size=4, seq=4096, alternatives=False, time_model="closed-form")
     h100 = sum(s.layers for s in p.stages if s.gpu.startswith("H100"))
     assert p.status.value == "OPTIMAL" and h100 > cfg.layers - h100
     # one uniform layout on both islands is a restriction of the composition: never faster
