@@ -388,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", required=True, help="a cluster file, or a name in instances/clusters/")
     p.add_argument("--model", required=True, help="a model file, or a name in instances/models/")
     p.add_argument("--global-batch", type=int, required=True, help="samples per iteration")
-    p.add_argument("--microbatch", type=int, default=None, help="micro-batch size (default: try powers of two up to 16)")
+    p.add_argument("--microbatch", type=int, default=None, help="micro-batch size (default: every divisor of the global batch, powers of two first; sizes a bound proves slower are skipped)")
     p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="run the parallelizer queries in N worker processes (default: the CPU count; 1: in this process)")

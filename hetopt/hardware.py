@@ -68,6 +68,13 @@ class GpuType:
     host_bandwidth: float | None = None
 
     @property
+    def sustained_flops(self) -> float:
+        """FLOP/s no kernel of the planner's cost model exceeds on this GPU: peak × the larger of
+        the GEMM asymptote and FlashAttention's share. The ideal time, the planner's lower
+        bounds and its exact prunings all rest on it."""
+        return self.training_flops * max(self.gemm_efficiency, self.flash_efficiency)
+
+    @property
     def flash_efficiency(self) -> float:
         """FlashAttention's share of peak: the catalog's figure, else the GEMM asymptote."""
         return self.gemm_efficiency if self.attention_efficiency is None else self.attention_efficiency

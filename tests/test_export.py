@@ -483,3 +483,12 @@ def test_the_planners_own_layout_text_round_trips_through_the_export_reader() ->
         p = PartialPlan("a", "sig", 0, 8, "whole", 8, 4, 32, 32, 4, "selective", 1, True, (), 1.0, None, vpp=vpp)
         lay = parse_layout(p.layout, "p.json", "stages[0].")
         assert (lay.tp, lay.pp, lay.dp, lay.vpp, lay.recompute, lay.zero, lay.sequence_parallel) == (8, 4, 32, vpp, "selective", 1, True)
+
+
+def test_deepspeed_says_it_cannot_interleave() -> None:
+    from hetopt.export.deepspeed import _plan
+    from hetopt.export.source import Block, Layout, PlanView
+
+    block = Block("a", "A100", Layout(1, 2, 1, 2, "none", 0, False), 0, (4, 4), 4, 1)
+    _, gaps = _plan(PlanView("c", "m", 8, 1, 8, 128, "OPTIMAL", (block,), None))
+    assert any(g.startswith("virtual pipeline stages 2: DeepSpeed") for g in gaps)

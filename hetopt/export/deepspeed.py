@@ -57,6 +57,10 @@ def _plan(plan: PlanView) -> tuple[dict[str, str], list[str]]:
                     f"topology num_mp={tp} (pipeline.json)")
     if any(b.layout.sequence_parallel for b in plan.blocks):
         gaps.append("sequence parallelism: not a DeepSpeed setting; it belongs to the Megatron-DeepSpeed model")
+    vpp = max(b.layout.vpp for b in plan.blocks)
+    if vpp > 1:
+        gaps.append(f"virtual pipeline stages {vpp}: DeepSpeed's pipeline engine runs plain 1F1B (no interleaved "
+                    "schedule); the partition is written for one stage per GPU, slower than the plan")
     boundaries = [0]
     for n in plan.stage_layers:
         boundaries.append(boundaries[-1] + n)

@@ -689,7 +689,7 @@ class BuiltinParallelizer:
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
         training = cm.TRAINING_PER_FORWARD * forward
         state = float(cm.state_bytes_per_parameter() * params)
-        island_flops = island.gpus * island.gpu.training_flops * island.gpu.gemm_efficiency
+        island_flops = island.gpus * island.gpu.sustained_flops
         return SliceProfile(
             signature=sl.signature,
             island=island.name,
@@ -896,7 +896,7 @@ class BuiltinParallelizer:
             # even at full speed (the iteration's FLOPs over its t·p·d GPUs) is never priced
             layouts.sort(key=lambda x: -x.stage_gpus * x.pp)
             work = cm.TRAINING_PER_FORWARD * (tab.forward[-1] + (cm.head_forward_flops(sl.model, sl.seq) if sl.head else 0.0))
-            work *= global_batch / (island.gpu.training_flops * island.gpu.gemm_efficiency)
+            work *= global_batch / island.gpu.sustained_flops
             best = math.inf
         # an offloading layout comes right after the same layout without it (``layouts``; the sort
         # below is stable and keeps the pair together): whether that one showed offloading useless

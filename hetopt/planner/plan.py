@@ -129,9 +129,9 @@ def model_training_flops(cfg: ModelConfig, seq: int) -> float:
 
 def ideal_time(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int) -> float:
     """The iteration's training FLOPs spread over every GPU at its modeled speed
-    (peak × the GEMM efficiency's asymptote), no memory traffic, no communication: this cost
+    (``GpuType.sustained_flops``), no memory traffic, no communication: this cost
     model's physical limit, a lower bound on every plan's iteration time."""
-    speed = sum(node.gpus * gpu.training_flops * gpu.gemm_efficiency for node, gpu in zip(cluster.islands.nodes, cluster.gpu_types))
+    speed = sum(node.gpus * gpu.sustained_flops for node, gpu in zip(cluster.islands.nodes, cluster.gpu_types))
     return global_batch * model_training_flops(cfg, seq) / speed
 
 
@@ -189,7 +189,7 @@ def _choose_islands(cluster: Cluster, found: Result, max_islands: int | None, co
     limit = max_islands or (LARGE_CLUSTER_ISLANDS if large else len(specs))
     if len(specs) <= limit:
         return ChosenIslands(specs, members, names, [], "")
-    speed = [s.gpus * s.gpu.training_flops * s.gpu.gemm_efficiency for s in specs]
+    speed = [s.gpus * s.gpu.sustained_flops for s in specs]
     keep = sorted(sorted(range(len(specs)), key=lambda i: -speed[i])[:limit])
     how = "--max-islands" if max_islands else f"the default for clusters of more than {MAX_COMPOSE_ISLANDS} islands"
     return ChosenIslands(
@@ -376,7 +376,7 @@ def plan(
                    tasks, on_progress, time_model)
     attempts: list[Attempt] = []
     work = global_batch * model_training_flops(cfg, seq)
-    island_flops = [x.gpus * x.gpu.training_flops * x.gpu.gemm_efficiency for x in chosen.specs]
+    island_flops = [x.gpus * x.gpu.sustained_flops for x in chosen.specs]
     for m in candidates:
         if composing.expired():
             break
@@ -384,7 +384,9 @@ def plan(
         bound = (simulated_lower_bound if time_model == "simulated" else pipeline_lower_bound)(
             work, island_flops, global_batch // m)
         incumbent = _incumbent_s(attempts)
-        if incumbent is not None and bound >= incumbent:
+        # the bound rests on the built-in cost model's speeds; another parallelizer (a subclass
+        # too: it may price stages its own way) gets every size planned
+        if type(par) is BuiltinParallelizer and incumbent is not None and bound >= incumbent:
             # exact: no plan with this micro-batch size beats the best one found
             attempts.append(Attempt(m, None, True, [], EnumerationStats(), pruned_bound=bound))
             continue

@@ -74,6 +74,10 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
               f"{s.ep}{' fsep' if s.fsep else ''}", str(s.cp), "yes" if s.offload else "no", str(s.gpus),
               _f(s.time_s), _f(s.memory_gib, ".3g"), str(s.in_flight)] for k, s in enumerate(p.stages)],
         ))
+        if any(" vpp" in s.layout for s in p.stages):
+            out.print("interleaved (vpp v): each stage shows what the 1F1B closed form sees, the slowest at its full time "
+                      "and the others at 1/v of theirs, with activations scaled to Megatron's warm-up "
+                      "(formulations/costmodel.md, Interleaved 1F1B)", highlight=False)
         out.print(
             f"iteration {_f(p.iteration_time_s)} s ({_time_model(p)}), "
             f"{_f(p.throughput_samples_s)} samples/s, {_f(p.tflops_per_gpu, '.3g')} TFLOPs per GPU, "

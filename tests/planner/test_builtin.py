@@ -352,3 +352,28 @@ def test_the_memo_of_stage_prices_never_changes_an_answer_and_stays_home():
             assert warm.parallelize(sl, isl, **args) == BuiltinParallelizer().parallelize(sl, isl, **args), (isl.name, a, b)
     assert warm._memo["prices"] and pickle.loads(pickle.dumps(warm))._memo == {}
     assert warm == BuiltinParallelizer() and hash(warm) == hash(BuiltinParallelizer())
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_whole_model_pruning_holds_when_attention_runs_faster_than_the_gemms(seed):
+    # the review's case: a catalog whose FlashAttention share of peak tops the GEMM asymptote;
+    # the pruning (and every bound) must use the faster of the two (GpuType.sustained_flops)
+    import dataclasses
+    import math
+    import random
+
+    rnd = random.Random(seed)
+    gpu = dataclasses.replace(GPUS[rnd.choice(["P100-SXM2", "T4", "A100-SXM4-80GB"])], attention_efficiency=1.0)
+    h = rnd.choice([128, 256])
+    cfg = ModelConfig("t", "gpt", rnd.choice([2, 4, 6]), h, rnd.choice([4, 8]), 4 * h, 1000, rnd.choice([8192, 16384]))
+    isl = IslandSpec("i", gpu, nodes=1, gpus_per_node=rnd.choice([2, 4]))
+    m, M = rnd.choice([1, 2]), rnd.choice([1, 2, 4])
+    par = BuiltinParallelizer()
+    whole = Slice(par.slice_model(cfg))
+    got = par.parallelize(whole, isl, microbatch_size=m, microbatches=M, global_batch=m * M)
+    every = math.inf
+    for lay in BuiltinParallelizer().layouts(whole, isl, microbatch_size=m, microbatches=M):
+        p = BuiltinParallelizer().plan(whole, isl, lay, microbatch_size=m, microbatches=M)
+        if p.behind is None or p.behind >= 0:
+            every = min(every, p.iteration_time_s)
+    assert (got[0].iteration_time_s if got else math.inf) == pytest.approx(every, rel=1e-12)

@@ -148,3 +148,25 @@ def test_every_divisor_is_a_candidate_and_skipped_sizes_keep_the_plan_optimal():
         for m in skipped:  # planning a skipped size anyway finds nothing faster
             q = plan(cl, cfg, global_batch=32, microbatch_size=m, seq=512, alternatives=False, time_model=time_model)
             assert q.iteration_time_s is None or q.iteration_time_s >= p.iteration_time_s
+
+
+def test_another_parallelizer_gets_every_micro_batch_size_planned():
+    # the review's case: the skip bound rests on the built-in cost model's speeds, so a
+    # parallelizer that prices stages its own way (here 5–10× faster) must not be skipped on
+    from dataclasses import dataclass, replace
+
+    from hetopt.planner.builtin import BuiltinParallelizer
+
+    @dataclass(frozen=True)
+    class Fast(BuiltinParallelizer):
+        def parallelize(self, slice, island, **kw):
+            f = 0.2 if kw["microbatch_size"] == 1 else 0.1
+            return tuple(replace(p, stages=tuple(replace(s, forward_s=s.forward_s * f, backward_s=s.backward_s * f)
+                                                 for s in p.stages)) for p in super().parallelize(slice, island, **kw))
+
+    cl = load_cluster("tangram-c1")
+    p = plan(cl, "gpt3-1.3b", global_batch=8, parallelizer=Fast(), alternatives=False, seq=512, time_model="closed-form")
+    assert not any("skipped_bound_s" in s for s in p.enumeration.values())
+    each = [plan(cl, "gpt3-1.3b", global_batch=8, microbatch_size=m, parallelizer=Fast(), alternatives=False, seq=512,
+                 time_model="closed-form").iteration_time_s for m in (1, 2, 4, 8)]
+    assert p.iteration_time_s == pytest.approx(min(t for t in each if t is not None), rel=1e-12)
