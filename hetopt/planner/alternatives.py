@@ -63,6 +63,9 @@ class Setting:
     seq: int
     microbatch_size: int | None
     time_model: str = "closed-form"  # "simulated": the pipelines' times are their simulated 1F1B schedules
+    #: The micro-batch sizes the plan was composed over (None: ``microbatch_candidates``), so
+    #: the alternatives are planned over the same ones.
+    microbatch_sizes: tuple[int, ...] | None = None
 
 
 def _remaining(deadline: Deadline) -> float | None:
@@ -229,7 +232,7 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
     proportional = _Best("compute-proportional", "no fit with layers split by compute")
     gpus = [x.gpus for x in s.specs]
     speed = [x.gpus * x.gpu.sustained_flops for x in s.specs]
-    for m in microbatch_candidates(s.global_batch, s.microbatch_size):
+    for m in s.microbatch_sizes or microbatch_candidates(s.global_batch, s.microbatch_size):
         M = s.global_batch // m
         for x in s.specs:
             if deadline.expired():

@@ -55,6 +55,10 @@ LARGE_CLUSTER_ISLANDS = 4
 #: at most this many atoms: the slices, and so the queries, shrink with the atoms squared.
 #: GPT-3 175B's 96 layers become 24 atoms of 4.
 LARGE_CLUSTER_ATOMS = 24
+#: Micro-batch sizes tried on that default path (powers of two up to 16 samples): there the
+#: plan is FEASIBLE by construction, and each size costs minutes of enumeration on islands of
+#: hundreds of GPUs. Everywhere else every divisor of the global batch is a candidate.
+LARGE_CLUSTER_MICROBATCHES = (1, 2, 4, 8, 16)
 #: Under a time limit, the share of it kept for the alternatives (the composed plan comes first).
 ALTERNATIVES_SHARE = 0.1
 #: Seconds before the time limit at which the planner's steps stop starting work (at most half
@@ -266,7 +270,7 @@ def plan(
     max_islands: int | None = None,
     tasks: int = DEFAULT_TASKS,
     layout: GivenLayout | str | None = None,
-    time_model: str = "simulated",
+    time_model: str = "closed-form",
     replicas: bool = False,
 ) -> HeteroPlan:
     """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
@@ -366,6 +370,12 @@ def plan(
             and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS:
         par = replace(par, layers_per_atom=math.ceil(cfg.layers / LARGE_CLUSTER_ATOMS))
         coarsened = f", atoms of {par.layers_per_atom} layers"
+    if max_islands is None and microbatch_size is None and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS:
+        # the large-cluster path is a heuristic already (islands left out, FEASIBLE against
+        # the ideal); every divisor of B on islands of hundreds of GPUs would take it from
+        # minutes to tens of minutes, so it keeps the sizes of LARGE_CLUSTER_MICROBATCHES
+        candidates = [m for m in candidates if m in LARGE_CLUSTER_MICROBATCHES] or candidates[:1]
+        coarsened += f", micro-batch sizes {', '.join(map(str, candidates))}"
     chosen = _choose_islands(cluster, islands, max_islands, coarsened)
     out.islands = [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
                    for s, names in zip(chosen.specs, chosen.names)]
@@ -424,7 +434,7 @@ def plan(
     if alternatives:
         t1 = time.perf_counter()
         setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, atoms, global_batch, seq, microbatch_size,
-                          time_model)
+                          time_model, tuple(candidates))
         out.alternatives = plan_alternatives(setting, deadline)
         timing["alternatives_s"] = time.perf_counter() - t1
         _rank(out)

@@ -91,7 +91,7 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             max_islands=args.max_islands,
             tasks=args.tasks or DEFAULT_TASKS,
             layout=None if getattr(args, "layout", None) is None else args.layout,
-            time_model=getattr(args, "time_model", "simulated"),
+            time_model=getattr(args, "time_model", "closed-form"),
             # unset: plan() picks the atoms (coarser on clusters of very many islands)
             parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom) if args.layers_per_atom else None,
             replicas=getattr(args, "replicas", False),

@@ -158,7 +158,8 @@ def test_a_pipeline_too_large_to_simulate_keeps_the_closed_form_and_says_why():
 def test_the_plan_reports_the_simulated_time_and_keeps_the_closed_form_visible():
     from hetopt.planner import plan
 
-    p = plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False)
+    p = plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False,
+             time_model="simulated")
     assert len({s.island for s in p.stages}) > 1  # a heterogeneous pipeline
     assert p.status.has_solution and p.time_model == SIMULATED
     assert p.iteration_time_s == p.simulated_s and p.analytic_s is not None and not math.isnan(p.analytic_s)
@@ -170,7 +171,7 @@ def test_the_plan_reports_the_simulated_time_and_keeps_the_closed_form_visible()
     # re-ranking only adds candidates: the simulated answer is never slower than the closed form's pick
     assert p.iteration_time_s <= old.simulated_s * (1 + 1e-12)
     # an interleaved whole-model plan: its stages are shaped for the closed form, which it keeps
-    inter = plan("tangram-c2", "gpt3-1.3b", global_batch=16, microbatch_size=4, alternatives=False)
+    inter = plan("tangram-c2", "gpt3-1.3b", global_batch=16, microbatch_size=4, alternatives=False, time_model="simulated")
     if any("vpp" in s.layout for s in inter.stages):
         assert inter.time_model.startswith("closed form") and "interleaved" in inter.time_model
         assert inter.iteration_time_s == inter.analytic_s
@@ -187,7 +188,7 @@ def test_the_command_line_shows_both_times_and_takes_the_closed_form(capsys):
 
     args = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1",
             "--global-batch", "32", "--microbatch", "2", "--no-alternatives"]
-    assert main([*args, "--json"]) == 0
+    assert main([*args, "--json", "--time-model", "simulated"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["time_model"] == SIMULATED and doc["iteration_time_s"] == doc["simulated_s"]
     assert doc["analytic_s"] > 0 and doc["bound_s"] <= doc["iteration_time_s"]
