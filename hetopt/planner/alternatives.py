@@ -231,7 +231,7 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
     uniform = _Best("uniform-layers", "no fit with layers split by GPU count")
     proportional = _Best("compute-proportional", "no fit with layers split by compute")
     gpus = [x.gpus for x in s.specs]
-    speed = [x.gpus * x.gpu.sustained_flops for x in s.specs]
+    speed = [x.sustained_flops for x in s.specs]
     for m in s.microbatch_sizes or microbatch_candidates(s.global_batch, s.microbatch_size):
         M = s.global_batch // m
         for x in s.specs:

@@ -689,7 +689,7 @@ class BuiltinParallelizer:
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
         training = cm.TRAINING_PER_FORWARD * forward
         state = float(cm.state_bytes_per_parameter() * params)
-        island_flops = island.gpus * island.gpu.sustained_flops
+        island_flops = island.sustained_flops
         return SliceProfile(
             signature=sl.signature,
             island=island.name,

@@ -75,6 +75,17 @@ class GivenLayout:
         more += " offload=1" if self.offload else ""
         return f"tp={self.tp} pp={self.pp}{vpp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{tail}{more}"
 
+    def builtin_layout(self, layers: int) -> Layout:
+        """The built-in parallelizer's layout of ``layers`` layers: split evenly over the pp stages."""
+        return Layout(self.tp, self.pp, self.dp, even_split(layers, self.pp), self.recompute, self.zero, self.vpp,
+                      ep=self.ep, fsep=self.fsep, cp=self.cp, offload=self.offload)
+
+    def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
+        """``par`` pricing the runtime this layout ran on (its overlap and attention)."""
+        if (par.overlap_communication, par.flash_attention) == (self.overlap, self.flash):
+            return par
+        return replace(par, overlap_communication=self.overlap, flash_attention=self.flash)
+
 
 @dataclass(frozen=True)
 class PricedLayout:
@@ -231,13 +242,10 @@ def price_layout(
     """
     seq = seq or cfg.sequence
     check_layout(layout, island, cfg, global_batch, seq=seq)
-    par = parallelizer or BuiltinParallelizer()
-    if (par.overlap_communication, par.flash_attention) != (layout.overlap, layout.flash):  # the runtime it ran on
-        par = replace(par, overlap_communication=layout.overlap, flash_attention=layout.flash)
+    par = layout.runtime(parallelizer or BuiltinParallelizer())
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"
-    lay = Layout(layout.tp, layout.pp, layout.dp, even_split(cfg.layers, layout.pp), layout.recompute, layout.zero, layout.vpp,
-                 ep=layout.ep, fsep=layout.fsep, cp=layout.cp, offload=layout.offload)
+    lay = layout.builtin_layout(cfg.layers)
     for b in (layout.microbatch,) if layout.microbatch else microbatches_tried:
         m = b * layout.dp
         if global_batch % m or (layout.vpp > 1 and (global_batch // m) % layout.pp):
@@ -384,10 +392,8 @@ def price_island_layouts(
         M = global_batch // m
         options, placed, first = [], [], 0
         for k, b in enumerate(blocks):
-            lay = Layout(b.layout.tp, b.layout.pp, b.layout.dp, even_split(b.layers, b.layout.pp), b.layout.recompute, b.layout.zero,
-                         ep=b.layout.ep, fsep=b.layout.fsep, cp=b.layout.cp, offload=b.layout.offload)
-            run = replace(par, overlap_communication=b.layout.overlap, flash_attention=b.layout.flash)
-            partial = run.plan(Slice(atoms[first:first + b.layers]), islands[index[b.island]], lay, microbatch_size=m, microbatches=M)
+            lay = b.layout.builtin_layout(b.layers)  # vpp is 1 here (parse_island_layouts)
+            partial = b.layout.runtime(par).plan(Slice(atoms[first:first + b.layers]), islands[index[b.island]], lay, microbatch_size=m, microbatches=M)
             options.append(partial.to_option(index[b.island]))
             placed.append(Block(index[b.island], k, first, b.layers))
             first += b.layers

@@ -196,6 +196,11 @@ class IslandSpec:
         return self.nodes * self.gpus_per_node
 
     @property
+    def sustained_flops(self) -> float:
+        """FLOP/s no stage of the island exceeds: its GPUs × ``GpuType.sustained_flops``."""
+        return self.gpus * self.gpu.sustained_flops
+
+    @property
     def intra_achieved(self) -> float:
         """Bytes/s per GPU per direction that NCCL achieves inside a node (``cm.link_efficiency``)."""
         return self.intra_bandwidth * cm.link_efficiency(self.gpu.intra_link)

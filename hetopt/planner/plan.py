@@ -193,7 +193,7 @@ def _choose_islands(cluster: Cluster, found: Result, max_islands: int | None, co
     limit = max_islands or (LARGE_CLUSTER_ISLANDS if large else len(specs))
     if len(specs) <= limit:
         return ChosenIslands(specs, members, names, [], "")
-    speed = [s.gpus * s.gpu.sustained_flops for s in specs]
+    speed = [s.sustained_flops for s in specs]
     keep = sorted(sorted(range(len(specs)), key=lambda i: -speed[i])[:limit])
     how = "--max-islands" if max_islands else f"the default for clusters of more than {MAX_COMPOSE_ISLANDS} islands"
     return ChosenIslands(
@@ -386,7 +386,7 @@ def plan(
                    tasks, on_progress, time_model)
     attempts: list[Attempt] = []
     work = global_batch * model_training_flops(cfg, seq)
-    island_flops = [x.gpus * x.gpu.sustained_flops for x in chosen.specs]
+    island_flops = [x.sustained_flops for x in chosen.specs]
     for m in candidates:
         if composing.expired():
             break
