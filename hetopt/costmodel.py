@@ -450,6 +450,32 @@ def memory_time_s(nbytes: float, gpu: GpuType) -> float:
     return nbytes / gpu.memory_bandwidth
 
 
+#: Bytes the mixed-precision Adam step moves per parameter of a GPU's optimizer shard, by its
+#: memory-bound kernels in Megatron-LM's ``Float16OptimizerWithFloat16Params.step``
+#: (megatron/core/optimizer/optimizer.py): copy the 16-bit gradient into the fp32 main
+#: gradient (read 2, write 4), unscale it and check for inf/NaN in place (read 4, write 4),
+#: its norm for clipping (read 4), the fused Adam update (read weight, gradient, m and v,
+#: 4 each; write weight, m and v, 4 each: 28), and copy the fp32 weight back to the 16-bit
+#: one (read 4, write 2). A count of bytes, not a measurement.
+OPTIMIZER_STEP_BYTES = (2 + 4) + (4 + 4) + 4 + (16 + 12) + (4 + 2)
+
+
+def optimizer_step_s(parameters: float, gpu: GpuType) -> float:
+    """Seconds of one optimizer step over ``parameters`` (the GPU's shard) at the memory bandwidth.
+
+    Once per iteration, after the last micro-batch's backward. Under ZeRO ≥ 1 (and Megatron's
+    distributed optimizer) each GPU steps only its 1/d of the state.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> a100 = load_gpus()["A100-SXM4-80GB"]
+    >>> OPTIMIZER_STEP_BYTES, round(optimizer_step_s(1.7e9, a100) * 1e3, 1)  # GPT 1.7B on one GPU: 43 ms
+    (52, 43.4)
+    """
+    return OPTIMIZER_STEP_BYTES * parameters / gpu.memory_bandwidth
+
+
 # ----------------------------------------------------------------------- collectives
 
 #: What NCCL achieves per link, over the link's datasheet figure per direction: its topology
@@ -493,10 +519,38 @@ def link_efficiency(link: str) -> float:
 
 
 #: NCCL's own latency model for the ring algorithm with its Simple protocol (NVIDIA/nccl,
-#: src/graph/tuning.cc, ``baseLat`` and ``hwLat``): a fixed launch latency per collective
-#: plus a latency per ring step, by the link the step crosses. Seconds.
+#: src/graph/tuning.cc, ``baseLatencies`` and ``hwLatencies``, as recalibrated in NCCL 2.18):
+#: a fixed launch latency per collective plus a latency per ring step, by the link the step
+#: crosses. Seconds.
 RING_BASE_LATENCY_S = 8.4e-6
-HOP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "network": 9.6e-6}
+HOP_LATENCY_S = {"nvlink": 3.4e-6, "pcie": 5.7e-6, "network": 14.0e-6}
+
+#: The network proxy's cost of posting one step's send or receive, by host CPU vendor
+#: (tuning.cc, ``getNetOverhead``: 2 µs on AMD x86 hosts, 1 µs on Intel and on every other
+#: host). Seconds.
+NET_POST_OVERHEAD_S = {"amd": 2.0e-6, "intel": 1.0e-6}
+#: The overhead NCCL assumes for a host it does not name (Intel, Arm, unknown). Seconds.
+DEFAULT_NET_POST_OVERHEAD_S = 1.0e-6
+#: The Simple protocol posts three times per step (tuning.cc: ``netOverhead *= 3``).
+SIMPLE_POST_FACTOR = 3
+
+
+def ring_step_floor_s(host_cpu: str = "") -> float:
+    """The least latency of any step of a ring that spans nodes, seconds.
+
+    A ring over several nodes advances in lock step with its network proxy, so even its
+    steps inside a node cannot be faster than the proxy posting them: NCCL's tuner charges
+    every step of an inter-node ring at least 3 × the host's post overhead ("inter-node
+    rings still have to launch nsteps * net overhead", tuning.cc, since NCCL 2.18). That is
+    6 µs on AMD hosts (DGX A100), 3 µs on Intel hosts, above NVLink's 3.4 µs per step on
+    the first.
+
+    Examples
+    --------
+    >>> round(ring_step_floor_s("amd") * 1e6, 1), round(ring_step_floor_s("intel") * 1e6, 1), round(ring_step_floor_s() * 1e6, 1)
+    (6.0, 3.0, 3.0)
+    """
+    return SIMPLE_POST_FACTOR * NET_POST_OVERHEAD_S.get(host_cpu, DEFAULT_NET_POST_OVERHEAD_S)
 
 
 def intra_hop_latency_s(gpu: GpuType) -> float:
@@ -513,32 +567,37 @@ def ring_latency_s(steps: int, hop_latency_s: float) -> float:
     Examples
     --------
     >>> round(ring_latency_s(7, HOP_LATENCY_S["network"]) * 1e6, 1)
-    75.6
+    106.4
     """
     if steps <= 0 or hop_latency_s <= 0:
         return 0.0
     return RING_BASE_LATENCY_S + steps * hop_latency_s
 
 
-def ring_hop_latency_s(gpus: int, nodes: int, intra_hop_s: float, inter_hop_s: float) -> float:
+def ring_hop_latency_s(gpus: int, nodes: int, intra_hop_s: float, inter_hop_s: float, step_floor_s: float = 0.0) -> float:
     """The mean per-step latency of a ring of ``gpus`` GPUs over ``nodes`` nodes.
 
     NCCL orders a ring node by node, so of its p − 1 links n − 1 cross the network and the
     rest stay inside a node; every collective's steps walk those links in turn, a share
     (n − 1)/(p − 1) of them at the network's latency (NCCL's tuning.cc: ``nInterSteps``
-    steps at ``hwLat[NET]``, the others at the intra-node figure).
+    steps at the network figure, the others at the intra-node figure). When the ring spans
+    nodes, an intra-node step costs at least ``step_floor_s`` (:func:`ring_step_floor_s`,
+    the network proxy's posting).
 
     Examples
     --------
-    >>> ring_hop_latency_s(8, 1, 3.4e-6, 9.6e-6) == 3.4e-6, ring_hop_latency_s(2, 2, 3.4e-6, 9.6e-6) == 9.6e-6
+    >>> ring_hop_latency_s(8, 1, 3.4e-6, 14e-6) == 3.4e-6, ring_hop_latency_s(2, 2, 3.4e-6, 14e-6) == 14e-6
     (True, True)
-    >>> round(ring_hop_latency_s(16, 2, 3.4e-6, 9.6e-6) * 1e6, 3)
-    3.813
+    >>> round(ring_hop_latency_s(16, 2, 3.4e-6, 14e-6) * 1e6, 3)
+    4.107
+    >>> round(ring_hop_latency_s(16, 2, 3.4e-6, 14e-6, step_floor_s=6e-6) * 1e6, 3)
+    6.533
     """
     if gpus <= 1:
         return intra_hop_s
     inter = min(max(nodes, 1), gpus) - 1
-    return ((gpus - 1 - inter) * intra_hop_s + inter * inter_hop_s) / (gpus - 1)
+    intra = max(intra_hop_s, step_floor_s) if inter > 0 else intra_hop_s
+    return ((gpus - 1 - inter) * intra + inter * inter_hop_s) / (gpus - 1)
 
 
 def ring_allreduce_s(nbytes: float, gpus: int, bandwidth: float, hop_latency_s: float = 0.0) -> float:

@@ -27,8 +27,10 @@ DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency", "gemm_half_tokens",
-    "calibration", "attention_efficiency", "host_gbs",
+    "calibration", "attention_efficiency", "host_gbs", "host_cpu",
 )
+#: Host CPU vendors the catalog's ``host_cpu`` names (``hetopt.costmodel.ring_step_floor_s``).
+HOST_CPUS = ("amd", "intel", "arm")
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,10 @@ class GpuType:
     #: The host link (PCIe to CPU memory), bytes/s per direction; None where the catalog has
     #: no figure (activation offloading then cannot be priced on this GPU).
     host_bandwidth: float | None = None
+    #: The host CPU's vendor in the GPU's reference node ("amd", "intel", "arm"; "" not
+    #: stated): NCCL's network proxy posts slower on AMD hosts, which sets the least latency
+    #: of every step of a ring that spans nodes (``hetopt.costmodel.ring_step_floor_s``).
+    host_cpu: str = ""
 
     @property
     def sustained_flops(self) -> float:
@@ -135,6 +141,7 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             calibration=f.string("calibration", ""),
             attention_efficiency=f.number("attention_efficiency", None, positive=True, maximum=1.0),
             host_bandwidth=None if (host := f.number("host_gbs", None, positive=True)) is None else host * GIGA,
+            host_cpu=f.string("host_cpu", "", choices=HOST_CPUS),
         )
     return catalog
 

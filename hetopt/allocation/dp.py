@@ -360,15 +360,20 @@ def _choices(ranges: _Ranges, counts: np.ndarray, root: _Node, target: int) -> l
     leaves: list[tuple[int, int]] = []
     _batches(root, target, leaves)
     leaves.sort(key=lambda gb: gb[0])  # stable: groups in file order
+    # GPUs of one group with one batch take the same option: look each (group, batch) up once
+    # (a 100,000-GPU instance has a handful of them)
+    picked: dict[tuple[int, int], tuple[int, int]] = {}
     choices = []
     for g, b in leaves:
-        seg = ranges.segment(g)
-        m, ell_max = ranges.m[seg], counts[seg]
-        ok = np.flatnonzero((b % m == 0) & (b // m <= ell_max) & (ell_max > 0))
-        if ok.size == 0:
-            raise SolverBug(f"allocation/dp: batch {b} of group {g} has no admissible option")
-        mi = int(m[ok[0]])
-        choices.append((mi, b // mi))
+        if (g, b) not in picked:
+            seg = ranges.segment(g)
+            m, ell_max = ranges.m[seg], counts[seg]
+            ok = np.flatnonzero((b % m == 0) & (b // m <= ell_max) & (ell_max > 0))
+            if ok.size == 0:
+                raise SolverBug(f"allocation/dp: batch {b} of group {g} has no admissible option")
+            mi = int(m[ok[0]])
+            picked[(g, b)] = (mi, b // mi)
+        choices.append(picked[(g, b)])
     return choices
 
 

@@ -432,6 +432,7 @@ def evaluate(instance: AllocationInstance, solution: AllocationSolution) -> Eval
         return Evaluation(False, math.inf, (f"the plan lists {len(solution.gpus)} GPUs, the instance has {n}",))
     u = instance.max_microbatch_per_group
     times = []
+    time_of: dict[tuple[int, int, int], float] = {}
     activations = 0
     for i, (p, g) in enumerate(zip(solution.gpus, instance.group_of_gpu)):
         grp = instance.groups[g]
@@ -452,7 +453,10 @@ def evaluate(instance: AllocationInstance, solution: AllocationSolution) -> Eval
         limit = instance.memory_fraction * grp.memory_bytes
         if used > limit * (1.0 + MEMORY_RTOL):
             v.append(f"state: GPU {i} ({grp.type}) needs {used / GIB:.4f} GiB, above {limit / GIB:.4f} GiB usable")
-        times.append(instance.time(g, p.microbatches, p.microbatch_size))
+        key = (g, p.microbatches, p.microbatch_size)  # GPUs of a group repeat their (ℓ, m): price each once
+        if key not in time_of:
+            time_of[key] = instance.time(*key)
+        times.append(time_of[key])
     total = sum(p.batch for p in solution.gpus)
     if total != instance.global_batch:
         v.append(f"(I) the local batches sum to {total}, not the global batch {instance.global_batch}")

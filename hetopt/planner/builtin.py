@@ -309,6 +309,7 @@ def _stage(
     tokens = samples * s  # the GEMMs' token rows on every GPU of the replica (TP splits the weights)
     intra, inter = island.intra_achieved, island.inter_achieved  # what NCCL gets of the datasheet links
     intra_hop, inter_hop = cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"]
+    step_floor = cm.ring_step_floor_s(gpu.host_cpu)  # the least step latency of a ring across nodes
 
     # experts (MoE layers only; all zero for a dense model): their GEMMs run on the expert's
     # own token rows, and the busiest EP rank sets the pace unless FSEP rebalances
@@ -414,19 +415,26 @@ def _stage(
     span = nodes[q][1] - nodes[q][0] + 1
     comm = cm.data_parallel_comm(
         dense / tp if one_node else dense, replicas, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
-        hop_latency_s=cm.ring_hop_latency_s(replicas, span, intra_hop, inter_hop),
+        hop_latency_s=cm.ring_hop_latency_s(replicas, span, intra_hop, inter_hop, step_floor),
         collectives=max(1, tab.tensors[b] - tab.tensors[a] - n_moe * expert_tensors),
         recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=ell,
     )
     forward += comm.forward_s
     backward += comm.backward_s
     expert_replicas = tp * replicas // (ep * etp)
+    # the optimizer step over this GPU's shard of the state (ZeRO >= 1 shards it over the
+    # data-parallel group), once per iteration: amortized over M as the gradient reduction
+    sharded_over = (lambda group: group if z >= 1 else 1)
+    step_params = dense / tp / sharded_over(replicas)
+    if n_moe:
+        step_params += exp_params / (ep * etp) / sharded_over(expert_replicas)
+    backward += cm.optimizer_step_s(step_params, gpu) / microbatches
     if n_moe:
         shard = exp_params / (ep * etp)
         # the experts' reduction hides behind the same compute as the dense one (optimistic)
         ecomm = cm.data_parallel_comm(
             shard if one_node else exp_params / ep, expert_replicas, intra if one_node else inter, zero_stage=z,
-            microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(expert_replicas, span, intra_hop, inter_hop),
+            microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(expert_replicas, span, intra_hop, inter_hop, step_floor),
             collectives=n_moe, recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=n_moe,
         )
         forward += ecomm.forward_s

@@ -56,7 +56,7 @@ MAX_HOP_LATENCY_S = 1.0
 #: network, so NCCL's ring/Simple network figure, ``hetopt.costmodel.HOP_LATENCY_S["network"]``
 #: (a test checks the two agree; the cost model is not imported at module level because it
 #: imports the catalogs, which import ``hetopt.io``, which imports this family's reader).
-DEFAULT_HOP_LATENCY_S = 9.6e-6
+DEFAULT_HOP_LATENCY_S = 14.0e-6
 
 
 def ring_s(nbytes: float, replicas: int, bandwidth: float, hop_latency_s: float) -> float:

@@ -209,10 +209,13 @@ def test_monotone_in_tp_and_recompute():
             f = price(tp, pp, dp, split, "full", z)
             assert all(b.activation_bytes < a.activation_bytes and b.backward_s > a.backward_s for a, b in zip(p.stages, f.stages))
             assert all(b.forward_s == a.forward_s for a, b in zip(p.stages, f.stages))
-        if dp > 1 and z < 3:  # a higher ZeRO stage is never faster; 1 and 2 always save memory
+        if dp > 1 and z < 3:  # 1 and 2 always save memory
             # (stage 3 may not: its two gathered layers can outweigh the weights it shards at small d)
             y = price(tp, pp, dp, split, rc, z + 1)
-            assert all(b.time_s >= a.time_s for a, b in zip(p.stages, y.stages))
+            if z == 0:  # ZeRO-1 moves the same bytes and steps 1/d of the optimizer: faster
+                assert all(b.time_s < a.time_s for a, b in zip(p.stages, y.stages))
+            else:  # ZeRO-2 and 3 add traffic: never faster
+                assert all(b.time_s >= a.time_s for a, b in zip(p.stages, y.stages))
             assert z == 2 or all(b.static_bytes < a.static_bytes for a, b in zip(p.stages, y.stages))
 
 
@@ -226,16 +229,19 @@ def test_dp_allreduce_is_amortized_over_the_microbatches():
     four = par.plan(sl, isl, lay, microbatch_size=8, microbatches=4).stages[0]
     params = 2 * (12 * 1024**2 + 13 * 1024)
     # 8 replicas across 2 nodes: the node network carries it, 2·7 ring steps each crossing it
-    # NCCL gets 96% of the network; of the ring's 7 links one crosses it (PCIe hops 5.7 µs, network 9.6 µs)
-    allreduce = 2 * 7 / 8 * 2 * params / (4e9 * 12 / 12.5) + 8.4e-6 + 14 * (6 * 5.7e-6 + 9.6e-6) / 7
-    assert one.backward_s - four.backward_s == pytest.approx(allreduce * (1 - 1 / 4))
+    # NCCL gets 96% of the network; of the ring's 7 links one crosses it (PCIe hops 5.7 µs,
+    # network 14 µs; a T4's host is unnamed, so the proxy's 3 µs floor is below PCIe's 5.7)
+    allreduce = 2 * 7 / 8 * 2 * params / (4e9 * 12 / 12.5) + 8.4e-6 + 14 * (6 * 5.7e-6 + 14e-6) / 7
+    # and the optimizer step over the GPU's whole copy (ZeRO-0): 52 bytes a parameter at 320 GB/s
+    step = 52 * params / 320e9
+    assert one.backward_s - four.backward_s == pytest.approx((allreduce + step) * (1 - 1 / 4))
     faster = IslandSpec("t4", GPUS["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=40e9)
     assert par.plan(sl, faster, lay, microbatch_size=8, microbatches=4).stages[0].backward_s < four.backward_s
     # overlapped: only what the last micro-batch's backward cannot hide, at least one layer's bucket
     hidden = PAR.plan(sl, isl, lay, microbatch_size=8, microbatches=4).stages[0]
-    compute_bwd = four.backward_s - allreduce / 4
+    compute_bwd = four.backward_s - allreduce / 4 - step / 4
     exposed = max(allreduce - compute_bwd, allreduce / 2)  # two layers: two buckets
-    assert hidden.backward_s == pytest.approx(compute_bwd + exposed / 4)
+    assert hidden.backward_s == pytest.approx(compute_bwd + exposed / 4 + step / 4)
 
 
 # ------------------------------------------------------------ conversion and composition
