@@ -12,7 +12,9 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True)
+>>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()
+'tp=8 pp=1 dp=4 mbs=? recompute=none zero=0 sp=no'
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
 2
 >>> parse_layout("tp=1 pp=2 dp=4 ep=4 fsep=1 cp=2 offload=yes").text()
@@ -39,9 +41,11 @@ from hetopt.workload import ModelConfig
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
 #: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "ep", "fsep", "cp", "offload")
+LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "sp", "ep", "fsep", "cp", "offload")
 #: Spellings of the yes/no keys: ``overlap=`` (Megatron-Core's --overlap-grad-reduce /
-#: --overlap-param-gather on or off) and ``flash=`` (FlashAttention or materialized scores).
+#: --overlap-param-gather on or off), ``flash=`` (FlashAttention or materialized scores) and
+#: ``sp=`` (Megatron's --sequence-parallel: the LayerNorm, dropout and residual kernels on
+#: 1/t of the tokens each; off, every TP rank runs them on all tokens).
 OVERLAP_VALUES = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
 #: Spellings of a yes/no value (``offload``, ``fsep``): the same.
 SWITCHES = OVERLAP_VALUES
@@ -64,11 +68,13 @@ class GivenLayout:
     fsep: bool = False
     cp: int = 1
     offload: bool = False
+    sequence_parallel: bool = True  # Megatron's sequence parallelism with TP > 1 (Korthikanti et al. 2022)
 
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
         tail = ("" if self.overlap else " overlap=no") + ("" if self.flash else " flash=no")
+        tail += "" if self.sequence_parallel else " sp=no"
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
@@ -81,10 +87,12 @@ class GivenLayout:
                       ep=self.ep, fsep=self.fsep, cp=self.cp, offload=self.offload)
 
     def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
-        """``par`` pricing the runtime this layout ran on (its overlap and attention)."""
-        if (par.overlap_communication, par.flash_attention) == (self.overlap, self.flash):
+        """``par`` pricing the runtime this layout ran on (its overlap, attention and sequence parallelism)."""
+        runtime = (self.overlap, self.flash, self.sequence_parallel)
+        if (par.overlap_communication, par.flash_attention, par.sequence_parallel) == runtime:
             return par
-        return replace(par, overlap_communication=self.overlap, flash_attention=self.flash)
+        return replace(par, overlap_communication=self.overlap, flash_attention=self.flash,
+                       sequence_parallel=self.sequence_parallel)
 
 
 @dataclass(frozen=True)
@@ -160,14 +168,14 @@ def parse_layout(text: str) -> GivenLayout:
     if switches.get("fsep") and sizes.get("ep", 1) == 1:
         raise InputError("--layout fsep=1: fully sharded EP needs an expert-parallel degree (give ep > 1)")
     flags = {}
-    for key in ("overlap", "flash"):
+    for key in ("overlap", "flash", "sp"):
         word = values.get(key, "yes").lower()
         if word not in OVERLAP_VALUES:
             raise InputError(f"--layout {key}={values[key]}: must be yes or no")
         flags[key] = OVERLAP_VALUES[word]
     return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                        sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
-                       sizes.get("cp", 1), switches.get("offload", False))
+                       sizes.get("cp", 1), switches.get("offload", False), flags["sp"])
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:

@@ -170,13 +170,13 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         if cluster not in islands:
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         lay = m.table("layout", required=True)
-        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention"))
+        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel"))
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
             zero=lay.integer("zero", 0, minimum=0, maximum=3),
             overlap=_flag(lay, "overlap", True), vpp=lay.integer("vpp", 1, minimum=1),
-            flash=_flag(lay, "flash_attention", True),
+            flash=_flag(lay, "flash_attention", True), sequence_parallel=_flag(lay, "sequence_parallel", True),
         )
         isl = islands[cluster]
         if layout.tp * layout.pp * layout.dp != isl.gpus:
@@ -257,7 +257,7 @@ def measurement_cluster(m: Measurement) -> Cluster:
 def plan_published(m: Measurement, *, time_limit: float | None = None) -> HeteroPlan:
     """``hetopt plan`` on the row's cluster, model, batch and sequence, with the row's runtime
     (its ``overlap``): what the planner would have chosen instead of the published layout."""
-    par = BuiltinParallelizer(overlap_communication=m.layout.overlap, flash_attention=m.layout.flash)
+    par = m.layout.runtime(BuiltinParallelizer())
     # the published layout is priced by the closed form: the plan is compared on the same model
     return plan(measurement_cluster(m), m.model, global_batch=m.global_batch, seq=m.seq, parallelizer=par,
                 alternatives=False, time_limit=time_limit, time_model="closed-form")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -39,8 +40,7 @@ def test_unstated_microbatch_takes_the_best_under_the_model():
     row = v.validate((m,))[0]
     times = []
     for b in v.UNSTATED_MICROBATCHES:
-        lay = GivenLayout(m.layout.tp, m.layout.pp, m.layout.dp, b, m.layout.recompute, m.layout.zero, m.layout.overlap,
-                          m.layout.vpp, m.layout.flash)
+        lay = dataclasses.replace(m.layout, microbatch=b)
         plan, _ = v.price_published(v.Measurement(**{**m.__dict__, "layout": lay}))
         if plan is not None:
             times.append(plan.iteration_time_s)
@@ -151,3 +151,18 @@ def test_the_planner_never_loses_to_a_published_layout_small_rows():
 @pytest.mark.slow
 def test_the_planner_never_loses_to_any_published_layout():
     _never_loses({m.id for m in v.load_published()})
+
+
+def test_a_row_without_sequence_parallelism_runs_the_wide_kernels_on_every_tp_rank():
+    """SC'21 predates sequence parallelism: with TP the LayerNorm/dropout/residual kernels run on
+    all tokens on every rank (slower); without TP the flag changes nothing."""
+    rows = {m.id: m for m in v.load_published()}
+    for key, tp in (("mlm-t1-18.4b", 8), ("mlm-t1-1.7b", 1)):
+        m = rows[key]
+        assert m.layout.tp == tp and not m.layout.sequence_parallel  # as the data file says
+        with_sp = v.Measurement(**{**m.__dict__, "layout": dataclasses.replace(m.layout, sequence_parallel=True)})
+        off, on = v.price_published(m)[0], v.price_published(with_sp)[0]
+        if tp > 1:
+            assert off.iteration_time_s > on.iteration_time_s
+        else:
+            assert off.iteration_time_s == on.iteration_time_s
