@@ -366,7 +366,11 @@ def _stage(
     def handover(x: int, y: int) -> float:
         if nodes[x][0] == nodes[x][1] == nodes[y][0] == nodes[y][1]:  # one node: every GPU sends its 1/t share
             return cm.p2p_transfer_s(cfg, s, samples / tp, intra)
-        return cm.p2p_transfer_s(cfg, s, microbatch_size, inter)  # the node's network carries the whole micro-batch
+        # across nodes each node's network carries the samples of the replicas it holds (its
+        # share of the stage's t·c·d GPUs; the whole micro-batch when the stage is one node),
+        # all the stage's nodes sending at once
+        node_share = min(lay.stage_gpus, island.gpus_per_node) / lay.stage_gpus
+        return cm.p2p_transfer_s(cfg, s, microbatch_size * node_share, inter)
 
     # interleaved (v virtual stages per GPU): a micro-batch passes every GPU v times, so each
     # hand-over happens v times, and the last stage's v − 1 chunk ends go round to the first

@@ -52,8 +52,13 @@ MIN_INTER_GBPS = 1e-6
 MAX_GLOBAL_BATCH = 1 << 20
 MAX_SEQ = 1 << 20
 #: FLOP-count conventions of ``tflops_per_gpu``: Megatron's eq. 3 (Narayanan et al. SC'21),
-#: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration, which counts the recomputed forward.
-FLOP_CONVENTIONS = ("megatron-eq3",)
+#: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration, which counts the recomputed forward; and
+#: Megatron-Core's ``num_floating_point_operations`` (megatron/training/training.py as of
+#: core r0.8, July 2024), 12·B·s·l·h²·((1 + g/n + s/h)·w/h + (f/h)·k·γ + V/(2lh)) with g/n the
+#: KV heads per head, w the attention width, f the FFN width, k the experts per token and
+#: γ = 3/2 for a SwiGLU FFN: three passes, no recomputation, no causal halving of the scores
+#: (for GPT shapes 72·B·s·l·h²·(1 + s/6h + V/12lh)).
+FLOP_CONVENTIONS = ("megatron-eq3", "megatron-core")
 #: Micro-batch sizes (samples per replica) tried when the publication does not state it:
 #: the layout is then priced at its best micro-batch size under the model.
 UNSTATED_MICROBATCHES = (1, 2, 4, 8)
@@ -217,6 +222,12 @@ def publisher_flops(m: Measurement) -> float:
     """
     cfg, B, s = m.model, m.global_batch, m.seq
     l, h, V = cfg.layers, cfg.hidden, cfg.vocab
+    if m.flops == "megatron-core":
+        groups = cfg.kv_width / cfg.attention_width  # num_query_groups / num_attention_heads
+        ffn, k = (cfg.expert_ffn or cfg.ffn, cfg.top_k) if cfg.experts > 1 else (cfg.ffn, 1)
+        gated = 1.5 if cfg.architecture == "llama" else 1.0  # SwiGLU's third matrix
+        attention = (1 + groups + s / h) * cfg.attention_width / h
+        return 12.0 * B * s * l * h * h * (attention + ffn / h * k * gated + V / (2 * l * h))
     return 96.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
 
 
@@ -303,14 +314,17 @@ def _layout_text(lay: GivenLayout) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hetopt.planner.validate", description=__doc__.split("\n")[0])
-    parser.add_argument("--file", type=Path, default=None, help="a published measurement set (default: Megatron-LM SC'21)")
+    parser.add_argument("--file", default=None,
+                        help="a published measurement set: a file, or the name of a shipped one "
+                        "(megatron-sc21, the default calibration set; megatron-core-h100, held out)")
     parser.add_argument("--only", default=None, help="comma-separated measurement ids")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.add_argument("--plan", action="store_true",
                         help="also run the planner on every row's cluster (slow: minutes for the shipped set)")
     args = parser.parse_args(argv)
     try:
-        rows = validate(load_published(args.file), only=args.only.split(",") if args.only else None, with_plan=args.plan)
+        path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
+        rows = validate(load_published(path), only=args.only.split(",") if args.only else None, with_plan=args.plan)
     except InputError as exc:
         print(f"hetopt: {exc}", file=sys.stderr)
         return 2

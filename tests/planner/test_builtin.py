@@ -219,6 +219,21 @@ def test_monotone_in_tp_and_recompute():
             assert z == 2 or all(b.static_bytes < a.static_bytes for a, b in zip(p.stages, y.stages))
 
 
+def test_a_handover_across_nodes_carries_each_nodes_replicas_only():
+    """A stage of t·d GPUs over several nodes: every node sends its own replicas' activations to
+    the next stage's node at once, so a node's network carries m·(GPUs per node)/(t·d) samples."""
+    sl = Slice(slice_model(SMALL_GPT)[2:6])
+    slow, fast = (IslandSpec("t4", GPUS["T4"], nodes=4, gpus_per_node=4, inter_bandwidth=w) for w in (4e9, 8e9))
+    lay = next(x for x in PAR.layouts(sl, slow, microbatch_size=8)
+               if (x.tp, x.pp, x.dp, x.recompute, x.zero_stage) == (1, 2, 8, "none", 0))
+    assert stage_nodes(slow, 1, 8, 2) == ((0, 1), (2, 3))  # 8 GPUs a stage: 2 nodes each
+    f_slow, f_fast = (PAR.plan(sl, isl, lay, microbatch_size=8, microbatches=4).stages[0].forward_s for isl in (slow, fast))
+    # only the hand-over depends on the network in the forward of ZeRO-0: 8 samples over 2 nodes,
+    # 4 a node, 2·s·h bytes each (NCCL gets 96% of the network)
+    per_node = 4 * 2 * 1024 * 1024
+    assert f_slow - f_fast == pytest.approx(per_node / (4e9 * 0.96) - per_node / (8e9 * 0.96), rel=1e-9)
+
+
 def test_dp_allreduce_is_amortized_over_the_microbatches():
     """ZeRO-0: the per-micro-batch backward carries the iteration's all-reduce / M."""
     isl = IslandSpec("t4", GPUS["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=4e9)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.planner import validate as v
 from hetopt.planner.layout import GivenLayout
@@ -24,6 +25,21 @@ def test_eq3_flops_by_hand():
     m = next(m for m in v.load_published() if m.id == "mlm-t1-18.4b")
     B, s, l, h, V = 1024, 2048, 40, 6144, 51200
     assert v.publisher_flops(m) == pytest.approx(96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h)), rel=1e-12)
+
+
+def test_megatron_core_flops_by_hand_and_the_held_out_set_is_read_by_name(capsys):
+    """Megatron-Core's count (core r0.8): 72·B·s·l·h²·(1 + s/6h + V/12lh) for GPT shapes; the
+    row's MFU is the README's (408.8 of the H100's 989 TFLOP/s: 41%)."""
+    rows = v.load_published(instances_dir() / "published" / "megatron-core-h100.toml")
+    assert len(rows) == 9 and all(m.layout.tp * m.layout.pp * m.layout.dp == m.gpus for m in rows)
+    m = next(m for m in rows if m.id == "mcore-h100-1.7b")
+    B, s, l, h, V = 192, 4096, 24, 2048, 131072
+    assert v.publisher_flops(m) == pytest.approx(72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)), rel=1e-12)
+    assert round(m.value / (m.island.gpu.training_flops / 1e12), 2) == 0.41
+    assert v.main(["--file", "megatron-core-h100", "--only", "mcore-h100-1.7b"]) == 0
+    assert "mcore-h100-1.7b" in capsys.readouterr().out
+    assert v.main(["--file", "no-such-set"]) == 2
+    assert "unknown published measurement set" in capsys.readouterr().err
 
 
 def test_ratio_is_predicted_over_published_and_throughput_falls_with_time():
