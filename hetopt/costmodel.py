@@ -57,6 +57,14 @@ EMBEDDING_TP_ALLREDUCES = 1
 HEAD_TP_ALLREDUCES = 1
 #: Bytes per logit the loss keeps while it runs: fp32 logits and their gradient (4 + 4).
 LOGIT_BYTES = 8
+#: Bytes per logit the loss's memory-bound kernels move, counted kernel by kernel in
+#: Megatron-Core's ``_VocabParallelCrossEntropy`` (megatron/core/tensor_parallel/
+#: cross_entropy.py, core r0.8), forward: the 16-bit logits cast to fp32 (read 2, write 4),
+#: their max (read 4), minus the max in place (4 + 4), exp in place (4 + 4), its sum (read 4),
+#: divided by the sum in place (4 + 4); backward: times the output gradient in place (4 + 4),
+#: cast back to 16 bits for the head's matmuls (4 + 2). Forward 38, backward 14.
+LOSS_FORWARD_BYTES = (2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4)
+LOSS_BACKWARD_BYTES = (4 + 4) + (4 + 2)
 #: Bytes per attention-score element kept without recomputation (Korthikanti et al.):
 #: softmax output (2), dropout mask (1), dropout output (2).
 ATTENTION_SCORE_BYTES = 5
@@ -262,6 +270,23 @@ def recompute_working_bytes(
 def logit_bytes(cfg: ModelConfig, seq: int, samples: float, *, tp: int = 1) -> float:
     """Bytes of the loss's fp32 logits and their gradient, vocabulary-sharded over t."""
     return LOGIT_BYTES * seq * samples * cfg.vocab / tp
+
+
+def loss_traffic_bytes(cfg: ModelConfig, seq: int, samples: float, *, tp: int = 1) -> tuple[float, float]:
+    """(forward, backward) bytes the cross-entropy's memory-bound kernels move on one GPU.
+
+    s · b · V / t logits, ``LOSS_FORWARD_BYTES`` and ``LOSS_BACKWARD_BYTES`` each (V = 0, as a
+    ViT's catalog entry has it, moves nothing).
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 2048, 16, 8192, 131072, 4096)
+    >>> fwd, bwd = loss_traffic_bytes(gpt, 4096, 1)
+    >>> fwd == 38 * 4096 * 131072, bwd == 14 * 4096 * 131072
+    (True, True)
+    """
+    logits = seq * samples * cfg.vocab / tp
+    return LOSS_FORWARD_BYTES * logits, LOSS_BACKWARD_BYTES * logits
 
 
 # ---------------------------------------------------------------------- training state
@@ -773,6 +798,8 @@ __all__ = [
     "GRADIENT_BYTES",
     "HEAD_TP_ALLREDUCES",
     "LOGIT_BYTES",
+    "LOSS_BACKWARD_BYTES",
+    "LOSS_FORWARD_BYTES",
     "OPTIMIZER_BYTES",
     "RECOMPUTE_MODES",
     "REPLICATED_ACTIVATION_WIDTHS",
@@ -817,6 +844,7 @@ __all__ = [
     "layer_forward_flops",
     "layer_parameters",
     "logit_bytes",
+    "loss_traffic_bytes",
     "p2p_transfer_s",
     "pipeline_link_s",
     "recompute_working_bytes",

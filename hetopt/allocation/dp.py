@@ -67,6 +67,10 @@ class _TooWide(Exception):
 # --------------------------------------------------------------------- options as ranges
 
 
+#: Above this many (group, micro-batch size) entries the listing reads the clock between groups.
+CLOCKED_LISTING_ENTRIES = 200_000
+
+
 class _Ranges:
     """Every (group, m) of the instance, flat: the options are ℓ = 1..lmax (times grow with ℓ).
 
@@ -74,7 +78,9 @@ class _Ranges:
     times compared with τ here are the floats ``evaluate`` recomputes.
     """
 
-    def __init__(self, instance: AllocationInstance) -> None:
+    def __init__(self, instance: AllocationInstance, deadline: Deadline | None = None) -> None:
+        """List the options; with a ``deadline``, raises ``_Expired`` between groups once it has
+        passed (millions of (group, m) entries take a noticeable time to list)."""
         self.instance = instance
         u = [max(0, x) for x in instance.max_microbatch_per_group]
         bmax = instance.global_batch - (instance.num_gpus - 1)
@@ -82,8 +88,14 @@ class _Ranges:
         self.sizes = np.asarray(u, dtype=np.int64)
         self.group = np.repeat(np.arange(len(u)), u)
         self.m = np.concatenate([np.arange(1, x + 1) for x in u]).astype(np.int64)
-        self.f = np.concatenate([grp.forward(np.arange(1, x + 1)) for grp, x in zip(instance.groups, u)])
-        self.g = np.concatenate([grp.backward(np.arange(1, x + 1)) for grp, x in zip(instance.groups, u)])
+        forward, backward = [], []
+        for grp, x in zip(instance.groups, u):
+            if deadline is not None and deadline.expired():
+                raise _Expired
+            forward.append(grp.forward(np.arange(1, x + 1)))
+            backward.append(grp.backward(np.arange(1, x + 1)))
+        self.f = np.concatenate(forward)
+        self.g = np.concatenate(backward)
         even = np.repeat(np.asarray(instance.even_shard_max_microbatch_per_group), u)
         penalty = np.where(self.m > even, 1.0 + instance.uneven_shard_overhead, 1.0)
         self.ag = instance.allgather_s * penalty
@@ -130,8 +142,13 @@ class _Ranges:
         sel = np.flatnonzero(counts > 0)
         return float(self.times(counts[sel], sel).max()) if sel.size else -INF
 
-    def pivot(self, low: np.ndarray, high: np.ndarray, first: float, last: float) -> float:
-        """An option time in [first, last) between the sets ``low`` ⊂ ``high``, near their median."""
+    def pivot(
+        self, low: np.ndarray, high: np.ndarray, first: float, last: float, deadline: Deadline | None = None,
+    ) -> float:
+        """An option time in [first, last) between the sets ``low`` ⊂ ``high``, near their median.
+
+        With a ``deadline``, raises ``_Expired`` as :meth:`counts` does (snapping the median to
+        an option time is a bisection over every (group, m) entry)."""
         gap = high - low
         total = int(gap.sum())
         sel = np.flatnonzero(gap > 0)
@@ -143,7 +160,7 @@ class _Ranges:
         else:
             times = self.times((low[sel] + high[sel] + 1) // 2, sel)
             pick = float(np.median(times))
-            pick = self.last_time(self.counts(pick, low, high))  # snap to an option time
+            pick = self.last_time(self.counts(pick, low, high, deadline))  # snap to an option time
         return pick if first <= pick < last else first
 
     def segment(self, g: int) -> slice:
@@ -430,10 +447,22 @@ def solve_dp(
             reason=f"{entries} (group, micro-batch size) pairs exceed dp's limit of {MAX_RANGE_ENTRIES} "
             f"(tiny activations per sample let micro-batches reach the global batch {instance.global_batch})",
         )
-    ranges = _Ranges(instance)
-    # every option time up to `least` is ruled out (some group has none faster than its fastest)
-    fastest = ranges.times(np.ones_like(ranges.lmax))
-    least = max(float(fastest[ranges.group == g].min()) for g in range(len(instance.groups)))
+    # a long listing looks at the clock between groups (millions of entries take seconds on
+    # a loaded machine); a short one is listed whole, so even a zero limit returns a bound
+    clock = deadline if entries > CLOCKED_LISTING_ENTRIES else None
+    least = -INF
+    try:
+        ranges = _Ranges(instance, clock)
+        # every option time up to `least` is ruled out (some group has none faster than its
+        # fastest), so the largest seen so far is a bound at any point
+        for g in range(len(instance.groups)):
+            seg = ranges.segment(g)
+            least = max(least, float(ranges.times(np.ones(seg.stop - seg.start), seg).min()))
+            if clock is not None and clock.expired():
+                raise _Expired
+    except _Expired:
+        return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+                           bound=least if least > 0 else None, reason="time limit reached while dp listed the options")
     if deadline.expired():
         return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline, bound=least,
                            reason="time limit reached while dp listed the options")
@@ -476,7 +505,7 @@ def solve_dp(
                 return low, high, last
             if deadline.expired():
                 raise _Expired
-            tau = ranges.pivot(low, high, first, last)
+            tau = ranges.pivot(low, high, first, last, deadline)
             counts = ranges.counts(tau, low, high, deadline)
             if pred(counts):
                 high, last = counts, ranges.last_time(counts)
@@ -501,7 +530,7 @@ def solve_dp(
                 top = ranges.last_time(ceiling)
                 if first >= top:  # even the next option time needs too wide a window
                     raise wide
-                counts = ranges.counts(ranges.pivot(low, ceiling, first, top), low, ceiling, deadline)
+                counts = ranges.counts(ranges.pivot(low, ceiling, first, top, deadline), low, ceiling, deadline)
             try:
                 found = decide(counts)
             except _TooWide as exc:

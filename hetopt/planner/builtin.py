@@ -339,10 +339,12 @@ def _stage(
     ew_fwd = s * samples * ((wide / tp if sp else wide) + (tab.ew_sharded[b] - tab.ew_sharded[a]) / tp)
     ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s, flash=flash) / tp,
                 "full": ew_fwd}[rc]
-    forward = gemm(dense, expert_fwd) + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd, gpu)
+    # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
+    loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)
+    forward = gemm(dense, expert_fwd) + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
     backward = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, (cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * expert_fwd)
     backward += cm.attention_time_s(attn_bwd, gpu)
-    backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra, gpu)
+    backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
     compute = (forward, backward)  # what data-parallel traffic can hide behind (TP's cannot: it is on the path)
     compute_fwd, compute_bwd = compute  # and what offloading's copies overlap
 
