@@ -224,7 +224,9 @@ def test_torchtitan_toml_parses_with_known_keys_and_matches_the_plan(path: Path)
     stages = [s["layers"] for s in doc["stages"]]
     assert par["pipeline_parallel_degree"] == len(stages)
     dp = par["data_parallel_shard_degree"] * par["data_parallel_replicate_degree"]
-    assert train["local_batch_size"] * dp == train["global_batch_size"] == doc["global_batch"]
+    # torchtitan's train.py: gradient accumulation steps = global / (local x dp); a pipeline's micro-batches instead
+    steps = doc["microbatches"] if len(stages) == 1 else 1
+    assert train["local_batch_size"] * dp * steps == train["global_batch_size"] == doc["global_batch"]
     if len(stages) > 1:
         assert train["local_batch_size"] // par["pipeline_parallel_microbatch_size"] == doc["microbatches"]
         parts = par["module_fqns_per_model_part"]

@@ -4,7 +4,9 @@ torchtitan builds one device mesh for the job, so the tensor and data-parallel d
 activation checkpointing mode and the sharding are the same on every stage: where the islands
 differ, the file takes the first island's and a gap line says so. The uneven stage split is
 ``module_fqns_per_model_part``, one list of module names per stage in torchtitan's decoder
-naming (``tok_embeddings``, ``layers.N``, ``norm``, ``output``). Keys are those of
+naming (``tok_embeddings``, ``layers.N``, ``norm``, ``output``). Without pipeline stages the plan's
+micro-batches are torchtitan's gradient accumulation (``local_batch_size`` one micro-batch per
+replica). Keys are those of
 torchtitan v0.2.2 ``torchtitan/config/job_config.py`` (later versions configure jobs in
 Python); ``tests/test_export.py`` holds the allow-list.
 
@@ -146,7 +148,9 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
         lines += ["[model]", f"name = {_toml(names[0])}", f"flavor = {_toml(names[1])}", ""]
     lines += [
         "[training]",
-        f"local_batch_size = {plan.global_batch // dp}",
+        # with pipeline stages a step's micro-batches are the pipeline's; without, torchtitan
+        # accumulates global / (local x dp) micro-batches (train.py gradient_accumulation_steps)
+        f"local_batch_size = {plan.global_batch // dp if len(plan.stage_layers) > 1 else plan.microbatch_size // dp}",
         f"global_batch_size = {plan.global_batch}",
         f"seq_len = {plan.seq}",
         f"mixed_precision_param = {_toml('float32' if no_bf16 else 'bfloat16')}",
