@@ -30,10 +30,19 @@ ONE = INPUTS / "plan-one-island-gpt3-1.3b.json"  # one island, 13+11 split
 TINY = INPUTS / "allocation-tiny-uneven.json"  # batches 8, 2, 2; uneven shares
 CEPHALO_A = INPUTS / "allocation-cephalo-a-gpt3-2.7b-b128.json"  # 8 GPUs of 4 types, accumulation
 INFEASIBLE = INPUTS / "allocation-tiny-infeasible.json"
+MOE_EP = INPUTS / "plan-one-island-gshard-moe-2.4b.json"  # tp1 pp1 dp8 zero2 ep4: EP inside DP
+DENSE_CP = INPUTS / "plan-one-island-llama-3.2-3b-s32768.json"  # tp1 pp1 dp2 zero2 cp4; no FSDP alternative
+EP_CP = INPUTS / "plan-tangram-c2-mixtral-8x7b-s4096.json"  # A100 ep4 cp4 in front of H100 tp2 pp4
+FSEP_OFFLOAD = INPUTS / "plan-one-island-gshard-moe-2.4b-fsep-offload.json"  # hand-made: tp2 pp2 dp2 ep4 fsep offload
+#: The plans with expert or context parallelism or offloading.
+BREADTH = [MOE_EP, DENSE_CP, EP_CP, FSEP_OFFLOAD]
+PLANS = [C2, C1, ONE, *BREADTH]
 
 #: (input, target) pairs with golden output folders ``<input stem>--<target>``.
 CASES = [(C2, t) for t in TARGETS] + [(ONE, t) for t in TARGETS] + [(C1, "megatron"), (C1, "torchtitan"), (C1, "deepspeed")] \
-    + [(TINY, "deepspeed"), (TINY, "cephalo"), (CEPHALO_A, "deepspeed"), (CEPHALO_A, "cephalo")]
+    + [(TINY, "deepspeed"), (TINY, "cephalo"), (CEPHALO_A, "deepspeed"), (CEPHALO_A, "cephalo")] \
+    + [(p, t) for p in (MOE_EP, EP_CP, FSEP_OFFLOAD) for t in TARGETS] \
+    + [(DENSE_CP, t) for t in TARGETS if t != "cephalo"]
 
 #: Megatron-LM arguments the exporter may write; every one is an ``add_argument`` of
 #: Megatron-LM ``megatron/training/arguments.py`` at tag core_v0.15.3.
@@ -46,7 +55,18 @@ MEGATRON_ARGUMENTS = {
     "--max-position-embeddings", "--kv-channels", "--normalization", "--position-embedding-type", "--swiglu",
     "--disable-bias-linear", "--group-query-attention", "--num-query-groups", "--untie-embeddings-and-output-weights",
     "--num-experts", "--moe-router-topk", "--moe-ffn-hidden-size", "--moe-layer-freq",
+    # the same file: _add_moe_args (--expert-model-parallel-size, --expert-tensor-parallel-size) and
+    # _add_distributed_args (--context-parallel-size)
+    "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--context-parallel-size",
+} | {
+    # Megatron-LM core_v0.16.0: megatron/training/arguments.py _add_network_size_args turns the fields of
+    # megatron/core/transformer/transformer_config.py (fine_grained_activation_offloading, offload_modules)
+    # into arguments (megatron/training/argument_utils.py ArgumentGroupFactory: "--" + name with "-")
+    "--fine-grained-activation-offloading", "--offload-modules",
 }
+#: ``--offload-modules`` values: the allowed_modules of TransformerConfig.__post_init__ (core_v0.16.0
+#: megatron/core/transformer/transformer_config.py).
+MEGATRON_OFFLOAD_MODULES = {"attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm", "expert_fc1", "moe_act"}
 #: Their ``choices`` in the same file.
 MEGATRON_CHOICES = {"--recompute-granularity": {"full", "selective"}, "--recompute-method": {"uniform", "block"},
                     "--normalization": {"LayerNorm", "RMSNorm"},
@@ -79,7 +99,12 @@ TORCHTITAN_CHOICES = {("activation_checkpoint", "mode"): {"selective", "full", "
 #: TRAIN_MICRO_BATCH_SIZE_PER_GPU, GRADIENT_ACCUMULATION_STEPS, ZERO_OPTIMIZATION, FP16, BFLOAT16)
 #: and deepspeed/runtime/zero/config.py ("stage"), v0.18.
 DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-                  "zero_optimization", "fp16", "bf16"}
+                  "zero_optimization", "fp16", "bf16",
+                  # deepspeed/runtime/activation_checkpointing/config.py (ACT_CHKPT), v0.18.9
+                  "activation_checkpointing"}
+#: Its keys: ACT_CHKPT_* of the same file, v0.18.9.
+DEEPSPEED_ACTIVATION_CHECKPOINTING_KEYS = {"partition_activations", "number_checkpoints", "contiguous_memory_optimization",
+                                           "synchronize_checkpoint_boundary", "profile", "cpu_checkpointing"}
 #: Cephalo's config keys: the json.dump of Cephalo's split_workload.py (github.com/benson-guo/cephalo).
 CEPHALO_KEYS = {"model_name", "uneven_batch_sizes", "split_uneven_partitions", "split_uneven", "uneven_microbatches",
                 "seq_length", "recompute_layer", "experiment_name", "ga", "use_activation_buffers",
@@ -139,7 +164,7 @@ def test_every_target_has_golden_files() -> None:
 # -- round trips through the runtimes' formats ---------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [C2, C1, ONE], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", PLANS, ids=lambda p: p.stem)
 def test_megatron_arguments_are_megatrons(path: Path) -> None:
     for name, args in _megatron(path).items():
         assert set(args) <= MEGATRON_ARGUMENTS, name
@@ -147,7 +172,7 @@ def test_megatron_arguments_are_megatrons(path: Path) -> None:
             assert args.get(flag, next(iter(allowed))) in allowed
 
 
-@pytest.mark.parametrize("path", [C2, C1, ONE], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", PLANS, ids=lambda p: p.stem)
 def test_megatron_batches_and_split_match_the_plan(path: Path) -> None:
     """micro-batch × data-parallel × micro-batches = global batch; the split gives the plan's stages."""
     doc = _doc(path)
@@ -186,7 +211,7 @@ def test_megatron_island_files_carry_each_islands_own_layout() -> None:
     assert "--sequence-parallel" in t4 and "--sequence-parallel" in v100
 
 
-@pytest.mark.parametrize("path", [C2, C1, ONE], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", PLANS, ids=lambda p: p.stem)
 def test_torchtitan_toml_parses_with_known_keys_and_matches_the_plan(path: Path) -> None:
     doc = _doc(path)
     job = tomllib.loads(export_file(path, "torchtitan").files["torchtitan.toml"])
@@ -199,7 +224,9 @@ def test_torchtitan_toml_parses_with_known_keys_and_matches_the_plan(path: Path)
     stages = [s["layers"] for s in doc["stages"]]
     assert par["pipeline_parallel_degree"] == len(stages)
     dp = par["data_parallel_shard_degree"] * par["data_parallel_replicate_degree"]
-    assert train["local_batch_size"] * dp == train["global_batch_size"] == doc["global_batch"]
+    # torchtitan's train.py: gradient accumulation steps = global / (local x dp); a pipeline's micro-batches instead
+    steps = doc["microbatches"] if len(stages) == 1 else 1
+    assert train["local_batch_size"] * dp * steps == train["global_batch_size"] == doc["global_batch"]
     if len(stages) > 1:
         assert train["local_batch_size"] // par["pipeline_parallel_microbatch_size"] == doc["microbatches"]
         parts = par["module_fqns_per_model_part"]
@@ -208,17 +235,19 @@ def test_torchtitan_toml_parses_with_known_keys_and_matches_the_plan(path: Path)
         assert flat == ["tok_embeddings", *(f"layers.{i}" for i in range(sum(stages))), "norm", "output"]
 
 
-@pytest.mark.parametrize("path", [C2, C1, ONE, TINY, CEPHALO_A], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [*PLANS, TINY, CEPHALO_A], ids=lambda p: p.stem)
 def test_deepspeed_config_parses_with_known_keys_and_consistent_batch(path: Path) -> None:
     files = export_file(path, "deepspeed").files
     config = json.loads(files["ds_config.json"])
     assert set(config) <= DEEPSPEED_KEYS and set(config["zero_optimization"]) == {"stage"}
+    assert set(config.get("activation_checkpointing", {})) <= DEEPSPEED_ACTIVATION_CHECKPOINTING_KEYS
     side = json.loads(files["pipeline.json" if "pipeline.json" in files else "per_gpu_batch.json"])
     ranks = side["topology"]["num_dp"] if "topology" in side else len(side["gpus"])
     # DeepSpeed's own check: train_batch_size = micro-batch × accumulation × data-parallel ranks
     assert config["train_batch_size"] == config["train_micro_batch_size_per_gpu"] * config["gradient_accumulation_steps"] * ranks
     if "topology" in side:
-        assert config["zero_optimization"]["stage"] <= 1  # the pipeline engine refuses ZeRO-2/3
+        if side["num_stages"] > 1:
+            assert config["zero_optimization"]["stage"] <= 1  # the pipeline engine refuses ZeRO-2/3
         bounds = side["decoder_layer_boundaries"]
         assert [b - a for a, b in zip(bounds, bounds[1:])] == [s["layers"] for s in _doc(path)["stages"]]
     else:
@@ -226,7 +255,7 @@ def test_deepspeed_config_parses_with_known_keys_and_consistent_batch(path: Path
         assert [g["batch"] for g in side["gpus"]] == [g["batch"] for g in _doc(path)["solution"]["gpus"]]
 
 
-@pytest.mark.parametrize("path", [TINY, CEPHALO_A, C2], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [TINY, CEPHALO_A, C2, MOE_EP, EP_CP, FSEP_OFFLOAD], ids=lambda p: p.stem)
 def test_cephalo_config_has_cephalos_keys_and_the_allocation(path: Path) -> None:
     config = json.loads(export_file(path, "cephalo").files["cephalo_config.json"])
     assert set(config) <= CEPHALO_KEYS
@@ -492,3 +521,172 @@ def test_deepspeed_says_it_cannot_interleave() -> None:
     block = Block("a", "A100", Layout(1, 2, 1, 2, "none", 0, False), 0, (4, 4), 4, 1)
     _, gaps = _plan(PlanView("c", "m", 8, 1, 8, 128, "OPTIMAL", (block,), None))
     assert any(g.startswith("virtual pipeline stages 2: DeepSpeed") for g in gaps)
+
+
+# -- expert and context parallelism, activation offloading ------------------------------------------
+
+
+def test_the_planners_ep_cp_offload_layout_text_round_trips_through_the_export_reader() -> None:
+    # what the export once refused (ep, ep fsep, cp, offload) now reads into the Layout fields
+    from hetopt.export.source import parse_layout
+    from hetopt.planner.parallelizer import PartialPlan
+
+    for ep, fsep, cp, offload in ((4, False, 1, False), (4, True, 1, False), (1, False, 2, True), (8, True, 2, True)):
+        p = PartialPlan("a", "sig", 0, 8, "whole", 2, 2, 4, 8, 4, "none", 1, True, (), 1.0, None,
+                        ep=ep, fsep=fsep, cp=cp, offload=offload)
+        lay = parse_layout(p.layout, "p.json", "stages[0].")
+        assert (lay.tp, lay.pp, lay.dp, lay.ep, lay.fsep, lay.cp, lay.offload) == (2, 2, 4, ep, fsep, cp, offload)
+        assert lay.stage_gpus == 2 * cp * 4
+
+
+@pytest.mark.parametrize("text", ["tp1 pp2 dp4 none zero1 ep4", "tp1 pp2 dp4 none zero1 ep4 fsep",
+                                  "tp2 pp1 dp1 none zero0 sp cp2 offload"])
+@pytest.mark.parametrize("target", ["megatron", "torchtitan", "deepspeed"])
+def test_ep_cp_offload_layouts_export(text: str, target: str) -> None:
+    doc = _doc(MOE_EP)  # GShard MoE 2.4B: 16 layers, 16 experts
+    doc["stages"] = [{"island": "a100-0+1", "gpu": "A100-PCIe-80GB", "first_layer": 8 * k, "layers": 8,
+                      "layout": text.replace("pp1", "pp2")} for k in range(2)]
+    doc["global_batch"], doc["microbatch_size"], doc["microbatches"] = 16, 4, 4
+    out = export(doc, target)
+    assert out.files and all("\n" not in g for g in out.gaps)
+    written = "".join(out.files.values()) + "\n".join(out.gaps)
+    ep, cp = {"megatron": ("--expert-model-parallel-size 4", "--context-parallel-size 2"),
+              "torchtitan": ("expert_parallel_degree = 4", "context_parallel_degree = 2"),
+              "deepspeed": ('"ep_size_by_stage"', "context parallelism cp2 on a100-0+1")}[target]
+    assert (ep in written) == ("ep4" in text) and (cp in written) == ("cp2" in text)
+    assert ("fully sharded EP" in written) == ("fsep" in text) and ("activation offloading" in written) == ("offload" in text)
+
+
+def test_megatron_world_size_is_tp_pp_cp_dp_and_fits_the_experts() -> None:
+    """Megatron-LM's rules (arguments.py, parallel_state.initialize_model_parallel) on one-island exports."""
+    from hetopt.export import find_model
+    from hetopt.parallelism.expert import expert_tp
+
+    for path in (MOE_EP, DENSE_CP, FSEP_OFFLOAD):
+        doc = _doc(path)
+        (args,) = _megatron(path).values()
+        tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
+        cp, ep = int(args.get("--context-parallel-size", 1)), int(args.get("--expert-model-parallel-size", 1))
+        world = sum(s["gpus"] for s in doc["stages"])  # the GPUs the plan uses
+        assert world % (tp * pp * cp) == 0
+        dp = world // (tp * pp * cp)  # Megatron-LM's data-parallel size
+        assert f" dp{dp} " in doc["stages"][0]["layout"]
+        assert int(args["--micro-batch-size"]) * dp * doc["microbatches"] == int(args["--global-batch-size"])
+        etp = int(args.get("--expert-tensor-parallel-size", tp))
+        assert etp == expert_tp(tp=tp, ep=ep, cp=cp, dp=dp)
+        assert world % (etp * ep * pp) == 0
+        if ep > 1:
+            assert find_model(doc["model"]).experts % ep == 0 and int(args["--num-experts"]) % ep == 0
+        if cp > 1:
+            assert doc["seq"] % (2 * cp) == 0
+
+
+def test_megatron_writes_ep_cp_and_folds_expert_tp_where_the_planner_does() -> None:
+    (ep,) = _megatron(MOE_EP).values()
+    assert ep["--expert-model-parallel-size"] == "4" and "--expert-tensor-parallel-size" not in ep  # etp = tp = 1
+    (folded,) = _megatron(FSEP_OFFLOAD).values()  # ep4 over tp2 x dp2: experts whole, EP across the TP ranks
+    assert folded["--expert-model-parallel-size"] == "4" and folded["--expert-tensor-parallel-size"] == "1"
+    (cp,) = _megatron(DENSE_CP).values()
+    assert cp["--context-parallel-size"] == "4" and "--expert-model-parallel-size" not in cp
+    a100 = next(a for n, a in _megatron(EP_CP).items() if "a100" in n)
+    assert (a100["--context-parallel-size"], a100["--expert-model-parallel-size"]) == ("4", "4")
+
+
+def test_megatron_asks_for_bf16_with_expert_parallelism() -> None:
+    for path in (MOE_EP, EP_CP):
+        out = export_file(path, "megatron")
+        assert all("\n--bf16\n" in t and "--fp16" not in t for t in out.files.values())
+        assert sum(g.startswith("precision: Megatron-LM refuses --fp16 with expert parallelism") for g in out.gaps) == 1
+        assert not any("prices no expert parallelism" in g for g in out.gaps)
+    assert all("\n--fp16\n" in t for t in export_file(DENSE_CP, "megatron").files.values())
+
+
+def test_megatron_offloads_with_fine_grained_offloading_and_gaps_fsep() -> None:
+    out = export_file(FSEP_OFFLOAD, "megatron")
+    (text,) = out.files.values()
+    (modules,) = [a[1:] for a in _arguments(text) if a[0] == "--offload-modules"]
+    assert set(modules) <= MEGATRON_OFFLOAD_MODULES and ("attn_proj" not in modules or "core_attn" in modules)
+    assert "--fine-grained-activation-offloading" in text
+    assert sum(g.startswith("fully sharded EP on a100-0+1: Megatron-LM has no FSEP") for g in out.gaps) == 1
+    assert sum(g.startswith("activation offloading on a100-0+1: written as Megatron-Core's fine-grained") for g in out.gaps) == 1
+
+
+def test_megatron_gaps_ep_and_cp_that_differ_by_island() -> None:
+    gaps = export_file(EP_CP, "megatron").gaps
+    assert any(g.startswith("expert parallel size differs by island (a100-0+1 ep4, h100nvl-0+3 ep1)") for g in gaps)
+    assert any(g.startswith("context parallel size differs by island (a100-0+1 cp4, h100nvl-0+3 cp1)") for g in gaps)
+    files = export_file(EP_CP, "megatron").files
+    h100 = next(t for n, t in files.items() if "h100" in n)
+    assert "on global ranks 8-15" in h100  # after the A100 island's tp1 x cp4 x dp2 = 8 GPUs
+
+
+def test_torchtitan_mesh_holds_the_plans_ep_and_cp() -> None:
+    """torchtitan v0.2.2 ParallelDims: world = replicate·shard·cp·tp·pp, EP inside shard·cp·tp, etp 1 or tp."""
+    for path, ep, cp in ((MOE_EP, 4, 1), (DENSE_CP, 1, 4), (EP_CP, 4, 4), (FSEP_OFFLOAD, 4, 1)):
+        par = tomllib.loads(export_file(path, "torchtitan").files["torchtitan.toml"])["parallelism"]
+        assert (par.get("expert_parallel_degree", 1), par.get("context_parallel_degree", 1)) == (ep, cp)
+        tp, etp = par["tensor_parallel_degree"], par.get("expert_tensor_parallel_degree", 1)
+        assert etp in (1, tp)
+        assert (par["data_parallel_shard_degree"] * cp * tp) % (etp * ep) == 0
+        first = _doc(path)["stages"][0]
+        assert par["data_parallel_shard_degree"] * par["data_parallel_replicate_degree"] * cp * tp == first["gpus"]
+
+
+def test_torchtitan_gaps_fsep_and_offloading() -> None:
+    gaps = export_file(FSEP_OFFLOAD, "torchtitan").gaps
+    assert any(g.startswith("fully sharded EP on a100-0+1: torchtitan has no FSEP") for g in gaps)
+    assert any(g.startswith("activation offloading on a100-0+1: torchtitan has none") for g in gaps)
+
+
+def test_torchtitan_shards_replicas_so_ep_can_borrow_them() -> None:
+    doc = _doc(MOE_EP)
+    doc["stages"][0]["layout"] = "tp1 pp1 dp8 none zero0 ep4"
+    out = export(doc, "torchtitan")
+    par = tomllib.loads(out.files["torchtitan.toml"])["parallelism"]
+    assert (par["data_parallel_shard_degree"], par["data_parallel_replicate_degree"]) == (8, 1)
+    assert any(g.startswith("expert parallel degree 4: torchtitan's EP takes its ranks from dp_shard") for g in out.gaps)
+
+
+def test_deepspeed_writes_ep_in_the_model_notes_and_gaps_cp() -> None:
+    out = export_file(MOE_EP, "deepspeed")
+    moe = json.loads(out.files["pipeline.json"])["moe"]
+    assert moe["ep_size_by_stage"] == [4] and (moe["num_experts"], moe["k"]) == (16, 2)
+    assert moe["class"] == "deepspeed.moe.layer.MoE"
+    assert any(g.startswith("expert parallelism ep4 on a100-0+1: not a ds_config key") for g in out.gaps)
+    assert not any("cannot (re-plan)" in g for g in out.gaps)  # ep4 inside dp8, as DeepSpeed's groups
+    folded = export_file(FSEP_OFFLOAD, "deepspeed").gaps  # ep4 across tp2 x dp2
+    assert any("DeepSpeed's expert groups lie inside the dp2 data-parallel group" in g for g in folded)
+    cp = export_file(DENSE_CP, "deepspeed")
+    assert any(g.startswith("context parallelism cp4 on a100-0+1: DeepSpeed's sequence parallelism is Ulysses")
+               for g in cp.gaps)
+    assert "sequence_parallel_size" not in cp.files["ds_config.json"]
+
+
+def test_deepspeed_offloads_only_activation_checkpoints() -> None:
+    out = export_file(FSEP_OFFLOAD, "deepspeed")  # selective: checkpoints every layer
+    assert json.loads(out.files["ds_config.json"])["activation_checkpointing"] == {"cpu_checkpointing": True}
+    doc = _doc(FSEP_OFFLOAD)
+    for s in doc["stages"]:
+        s["layout"] = s["layout"].replace("selective", "none")
+    out = export(doc, "deepspeed")
+    assert "activation_checkpointing" not in json.loads(out.files["ds_config.json"])
+    assert any(g.startswith("activation offloading without recomputation: DeepSpeed offloads only") for g in out.gaps)
+
+
+def test_cephalo_says_the_export_is_the_fsdp_alternative_not_the_ep_cp_pipeline() -> None:
+    gaps = export_file(EP_CP, "cephalo").gaps
+    assert any(g.startswith("the composed plan uses expert/context parallelism or activation offloading "
+                            "(a100-0+1 ep4 cp4)") for g in gaps)
+    assert not any("composed plan" in g for g in export_file(C2, "cephalo").gaps)
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda s: s.update(ep=2), "stages[0].ep: 2 disagrees with the layout"),
+    (lambda s: s.update(layout="tp1 pp1 dp8 none zero2 ep0"), "has ep0"),
+    (lambda s: s.update(layout="tp1 pp1 dp8 none zero2 cp2 ep4"), "is not a planner layout"),
+])
+def test_bad_ep_cp_input_exits_2_with_one_line(edit, expected, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = _doc(MOE_EP)
+    edit(doc["stages"][0])
+    code, out, err = _run(["export", _bad(tmp_path, "x.json", json.dumps(doc)), "--to", "megatron"], capsys)
+    assert code == 2 and out == "" and len(err.splitlines()) == 1 and expected in err, err

@@ -5,7 +5,10 @@ Cephalo's ``split_workload.py`` writes a JSON with, per GPU in rank order, the b
 of the model state (``split_uneven_partitions``, fractions adding up to 1); this writes the
 same from an allocation result, with the flags its ``dp_ga`` strategy sets (gradient
 accumulation with activation buffers). From a plan, the ``cephalo-fsdp`` alternative gives the
-per-GPU batches only: one micro-batch each and even shares, with a gap line. Keys: Cephalo
+per-GPU batches only: one micro-batch each and even shares, with a gap line; a plan whose
+composed pipeline uses expert or context parallelism or activation offloading (which Cephalo,
+plain FSDP, has none of) gets one more gap line saying the export is the alternative, not that
+pipeline. Keys: Cephalo
 (github.com/benson-guo/cephalo) ``split_workload.py`` and ``example/gpt_2.7b.json``.
 """
 
@@ -45,6 +48,10 @@ def build(alloc: AllocationView, model: ModelConfig | None) -> tuple[dict[str, s
                     "(e.g. deepspeedgpt_2.7b) and seq_length")
     else:
         gaps.append(f"model_name: Cephalo names its models itself; set its name for {alloc.model}")
+    if alloc.breadth:
+        gaps.append(f"the composed plan uses expert/context parallelism or activation offloading "
+                    f"({', '.join(alloc.breadth)}), which Cephalo has not: this is the {alloc.origin} "
+                    "(FSDP over every GPU, experts and sequences unsplit, activations on the GPU)")
     if alloc.exact:
         counts = [g.microbatches for g in alloc.gpus]
         shares = [g.state_share for g in alloc.gpus]

@@ -11,6 +11,17 @@ the topology. From an allocation result: ZeRO-3 over every GPU with the per-GPU 
 Keys: DeepSpeed ``deepspeed/runtime/constants.py`` and ``deepspeed/runtime/zero/config.py``
 (v0.18); the pipeline facts from ``deepspeed/runtime/pipe/module.py`` (``_partition_layers``:
 uniform, parameters, type:REGEX) and ``engine.py`` (ZeRO-2/3 refused with pipelines).
+
+Expert parallelism is not a config key: DeepSpeed sets it in the model,
+``deepspeed.moe.layer.MoE(num_experts, ep_size, k)``, so ``pipeline.json`` gets a ``moe`` entry
+with each stage's ``ep_size`` and a gap line says so; DeepSpeed's expert groups lie inside the
+data-parallel group with the experts split by TP (``deepspeed/utils/groups.py``), so a plan
+whose experts fold TP into EP gets a gap. DeepSpeed's sequence parallelism is Ulysses
+(``sequence_parallel_size``, an all-to-all over the heads), not the ring context parallelism
+the plan prices: CP is a gap, not written. Activation offloading is
+``activation_checkpointing.cpu_checkpointing``, which moves activation checkpoints to the host
+and so needs recomputation (``deepspeed/runtime/activation_checkpointing/config.py``); without
+it, a gap. Fully sharded EP has no DeepSpeed equivalent: a gap.
 """
 
 from __future__ import annotations
@@ -21,6 +32,7 @@ from collections import Counter
 
 from hetopt.export.common import PLANNED_PRECISION, gpu_types, job_value, plan_line
 from hetopt.export.source import AllocationView, PlanView, share_text
+from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan", "allocation")
@@ -40,13 +52,40 @@ def _json(doc: dict) -> str:
     return json.dumps(doc, indent=2) + "\n"
 
 
-def _plan(plan: PlanView) -> tuple[dict[str, str], list[str]]:
+def _breadth_gaps(plan: PlanView, model: ModelConfig | None, gaps: list[str]) -> None:
+    """Gap lines for expert and context parallelism (whatever DeepSpeed's config cannot hold)."""
+    for b in plan.blocks:
+        lay = b.layout
+        if lay.ep > 1:
+            gaps.append(f"expert parallelism ep{lay.ep} on {b.island}: not a ds_config key; DeepSpeed sets it in the "
+                        f"model, deepspeed.moe.layer.MoE(..., ep_size={lay.ep}) (pipeline.json moe)")
+            if expert_tp(tp=lay.tp, ep=lay.ep, cp=lay.cp, dp=lay.dp) != lay.tp or lay.dp % lay.ep:
+                gaps.append(f"expert parallelism ep{lay.ep} on {b.island}: DeepSpeed's expert groups lie inside the "
+                            f"dp{lay.dp} data-parallel group with the experts split by tp{lay.tp}; the plan spreads them "
+                            "over the TP or CP ranks, which DeepSpeed cannot (re-plan)")
+            if model is not None and (model.experts <= 1 or model.experts % lay.ep):
+                gaps.append(f"expert parallelism ep{lay.ep} on {b.island}: MoE asserts that ep_size divides the "
+                            f"experts, and {model.name} has {model.experts} (re-plan)")
+        if lay.fsep:
+            gaps.append(f"fully sharded EP on {b.island}: DeepSpeed's MoE has no FSEP; written as plain EP: each GPU "
+                        "keeps all the parameters of its experts (more memory than planned) and the busiest expert "
+                        "sets the pace")
+        if lay.cp > 1:
+            gaps.append(f"context parallelism cp{lay.cp} on {b.island}: DeepSpeed's sequence parallelism is Ulysses "
+                        "(sequence_parallel_size, an all-to-all over the heads), not the ring CP the plan prices; not "
+                        f"written: each stage runs on tp x dp = {lay.tp * lay.dp} of the plan's {lay.stage_gpus} GPUs "
+                        "with whole sequences (memory above the plan's)")
+
+
+def _plan(plan: PlanView, model: ModelConfig | None = None) -> tuple[dict[str, str], list[str]]:
     gaps: list[str] = []
     first_only = "the files take the first island's"
     tp = int(job_value(plan, "tensor parallel size", lambda b: b.layout.tp, gaps, "DeepSpeed", first_only))
     dp = int(job_value(plan, "data-parallel size", lambda b: b.layout.dp, gaps, "DeepSpeed", first_only))
     zero = int(job_value(plan, "ZeRO stage", lambda b: b.layout.zero, gaps, "DeepSpeed", first_only))
     recompute = str(job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "DeepSpeed", first_only))
+    offload = bool(job_value(plan, "activation offloading", lambda b: b.layout.offload, gaps, "DeepSpeed", first_only))
+    _breadth_gaps(plan, model, gaps)
     stages = len(plan.stage_layers)
     if stages > 1 and zero > PIPELINE_MAX_ZERO:
         gaps.append(f"ZeRO stage {zero} with {stages} pipeline stages: DeepSpeed's pipeline engine allows at most stage "
@@ -82,6 +121,16 @@ def _plan(plan: PlanView) -> tuple[dict[str, str], list[str]]:
         "zero_optimization": {"stage": zero},
         PLANNED_PRECISION: {"enabled": True},
     }
+    if offload and interval:
+        # the checkpointed layer inputs go to host memory (DeepSpeed's checkpointing.py copies them)
+        config["activation_checkpointing"] = {"cpu_checkpointing": True}
+        gaps.append("activation offloading: written as activation_checkpointing.cpu_checkpointing, which moves the "
+                    "activation checkpoints to the host; it takes effect when the model's checkpointing is configured "
+                    "from ds_config (deepspeed.checkpointing.configure) and runs through deepspeed.checkpointing")
+    elif offload:
+        gaps.append("activation offloading without recomputation: DeepSpeed offloads only activation checkpoints "
+                    "(activation_checkpointing.cpu_checkpointing); left out, so the activations stay on the GPU "
+                    "(memory above the plan's)")
     per_stage = tp * dp
     side = {
         "written_by": "hetopt export",
@@ -98,6 +147,15 @@ def _plan(plan: PlanView) -> tuple[dict[str, str], list[str]]:
             for b in plan.blocks for k, n in zip(range(b.first_stage, b.first_stage + len(b.stage_layers)), b.stage_layers)
         ],
     }
+    if any(b.layout.ep > 1 for b in plan.blocks):
+        side["moe"] = {
+            "class": "deepspeed.moe.layer.MoE",
+            "num_experts": model.experts if model is not None else None,
+            "k": model.top_k if model is not None else None,
+            "ep_size_by_stage": [b.layout.ep for b in plan.blocks for _ in b.stage_layers],
+            "note": "ep_size is MoE's argument in each stage's MoE layers; DeepSpeed carves the expert groups out of "
+                    "the data-parallel group",
+        }
     return {"ds_config.json": _json(config), "pipeline.json": _json(side)}, gaps
 
 
@@ -161,4 +219,4 @@ def build(view: PlanView | AllocationView, model: ModelConfig | None) -> tuple[d
     >>> json.loads(files["ds_config.json"])["train_micro_batch_size_per_gpu"], len(gaps)
     (1, 2)
     """
-    return _plan(view) if isinstance(view, PlanView) else _allocation(view)
+    return _plan(view, model) if isinstance(view, PlanView) else _allocation(view)

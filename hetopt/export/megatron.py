@@ -13,12 +13,24 @@ later), else as ``--pipeline-model-parallel-layout`` (0.13 or later). Argument n
 those of Megatron-LM ``megatron/training/arguments.py`` at tag core_v0.15.3 (the last
 release that spells every argument out; later ones derive them from config dataclasses
 under the same names); ``tests/test_export.py`` holds the allow-list.
+
+Expert and context parallelism go out as ``--expert-model-parallel-size`` (with
+``--expert-tensor-parallel-size 1`` where the planner folds the experts' TP into EP,
+``hetopt.parallelism.expert.expert_tp``) and ``--context-parallel-size``. Megatron-LM counts
+its data-parallel size as world / (TP·PP·CP), and a stage of the plan has t·c·d GPUs, so the
+plan's d is Megatron's. Megatron-LM refuses ``--fp16`` with expert parallelism: such a job
+asks for ``--bf16`` (a gap). Activation offloading goes out as Megatron-Core's fine-grained
+activation offloading (``--fine-grained-activation-offloading``, ``--offload-modules``: core
+0.16 or later, where ``arguments.py`` turns ``TransformerConfig`` fields into arguments; its
+layer-level ``--cpu-offloading-num-layers`` refuses pipeline parallelism and recomputation).
+Fully sharded EP has no Megatron-LM equivalent: a gap.
 """
 
 from __future__ import annotations
 
-from hetopt.export.common import PLANNED_PRECISION, gpu_types, job_value, plan_line, safe_name, split_text
-from hetopt.export.source import Block, PlanView
+from hetopt.export.common import PLANNED_PRECISION, gpu_types, job_value, lacks_bf16, plan_line, safe_name, split_text
+from hetopt.export.source import Block, Layout, PlanView
+from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan",)
@@ -28,6 +40,14 @@ NEEDS_MODEL = True
 #: ZeRO stage → Megatron-LM: stage 1 is its distributed optimizer; it has no ZeRO-2/3 beside
 #: pipeline parallelism (``--use-torch-fsdp2`` refuses PP), so those keep the optimizer sharding only.
 DISTRIBUTED_OPTIMIZER_FROM_ZERO = 1
+#: Megatron-LM's precision when the job uses expert parallelism: ``validate_args`` asserts
+#: ``not args.fp16`` when ``--expert-model-parallel-size`` > 1 (core_v0.15.3 arguments.py).
+EXPERT_PARALLEL_PRECISION = "bf16"
+#: ``--offload-modules`` for an offloading stage: the inputs of the attention block's modules
+#: and norms, and of the experts' FC1 and activation on MoE layers (the choices of
+#: ``TransformerConfig.offload_modules``, core_v0.16.0 megatron/core/transformer/transformer_config.py).
+OFFLOAD_MODULES = ("attn_norm", "qkv_linear", "core_attn", "attn_proj", "mlp_norm")
+OFFLOAD_EXPERT_MODULES = ("expert_fc1", "moe_act")
 
 
 def _recompute(mode: str) -> list[str]:
@@ -60,8 +80,12 @@ def split_arguments(layers: tuple[int, ...]) -> list[str]:
     return ["--pipeline-model-parallel-layout " + "|".join(stages)]
 
 
-def model_arguments(cfg: ModelConfig, seq: int, gaps: list[str]) -> list[str]:
-    """The model's shape as Megatron-LM arguments; what they cannot say goes to ``gaps``."""
+def model_arguments(cfg: ModelConfig, seq: int, gaps: list[str], *, expert_parallel: bool = False) -> list[str]:
+    """The model's shape as Megatron-LM arguments; what they cannot say goes to ``gaps``.
+
+    ``expert_parallel``: the plan uses EP somewhere (else an MoE model gets a gap line saying
+    ``--expert-model-parallel-size`` stays 1).
+    """
     args = [f"--hidden-size {cfg.hidden}", f"--num-attention-heads {cfg.heads}", f"--ffn-hidden-size {cfg.ffn}",
             f"--max-position-embeddings {max(seq, cfg.sequence)}"]
     if cfg.head_dim is not None:
@@ -87,13 +111,47 @@ def model_arguments(cfg: ModelConfig, seq: int, gaps: list[str]) -> list[str]:
                 # hetopt's MoE layers are the moe_every-th, 2·moe_every-th, ...: a dense-first pattern
                 pattern = f"([0]*{cfg.moe_every - 1}+[1])*{cfg.layers // cfg.moe_every}"
                 args.append(f"--moe-layer-freq {pattern}")
-        gaps.append("model: the plan prices no expert parallelism; --expert-model-parallel-size is left at 1")
+        if not expert_parallel:
+            gaps.append("model: the plan prices no expert parallelism; --expert-model-parallel-size is left at 1")
     return args
 
 
-def _island_file(plan: PlanView, block: Block, index: int, first_rank: int, common: list[str], blocks: int) -> str:
+def _per_stage(lay: Layout) -> str:
+    # the GPUs of one stage as Megatron-LM multiplies them (CP between TP and DP)
+    return f"tp{lay.tp} x dp{lay.dp}" if lay.cp == 1 else f"tp{lay.tp} x cp{lay.cp} x dp{lay.dp}"
+
+
+def layout_arguments(block: Block, model: ModelConfig | None) -> list[str]:
+    """The expert, context parallelism and offloading arguments of one island (none without them).
+
+    Examples
+    --------
+    >>> from hetopt.export.source import Block, Layout
+    >>> lay = Layout(2, 1, 2, 1, "none", 1, True, ep=4, cp=2)
+    >>> layout_arguments(Block("a", "A100", lay, 0, (8,), 8, 1), None)
+    ['--context-parallel-size 2', '--expert-model-parallel-size 4']
+    >>> layout_arguments(Block("a", "A100", Layout(2, 1, 2, 1, "none", 1, True, ep=8), 0, (8,), 4, 1), None)
+    ['--expert-model-parallel-size 8', '--expert-tensor-parallel-size 1']
+    """
     lay = block.layout
-    per_stage = lay.tp * lay.dp
+    args = []
+    if lay.cp > 1:
+        args.append(f"--context-parallel-size {lay.cp}")
+    if lay.ep > 1:
+        args.append(f"--expert-model-parallel-size {lay.ep}")
+        etp = expert_tp(tp=lay.tp, ep=lay.ep, cp=lay.cp, dp=lay.dp)
+        if etp != lay.tp:  # Megatron-LM's default expert TP is the TP size
+            args.append(f"--expert-tensor-parallel-size {etp}")
+    if lay.offload:
+        modules = OFFLOAD_MODULES + (OFFLOAD_EXPERT_MODULES if model is None or model.experts > 1 else ())
+        args += ["--fine-grained-activation-offloading", "--offload-modules " + " ".join(modules)]
+    return args
+
+
+def _island_file(plan: PlanView, block: Block, index: int, first_rank: int, common: list[str], blocks: int,
+                 model: ModelConfig | None) -> str:
+    lay = block.layout
+    per_stage = lay.stage_gpus
     first, last = block.first_stage, block.first_stage + len(block.stage_layers) - 1
     first_layer = sum(plan.stage_layers[:first])
     used = per_stage * len(block.stage_layers)
@@ -103,24 +161,64 @@ def _island_file(plan: PlanView, block: Block, index: int, first_rank: int, comm
         f"# Plan: {plan_line(plan)}.",
         f"# This island runs pipeline stages {first}-{last} (layers {first_layer}-{first_layer + sum(block.stage_layers) - 1},"
         f" split {split_text(block.stage_layers)}) on global ranks {first_rank}-{first_rank + used - 1}"
-        f" ({per_stage} GPUs per stage: tp{lay.tp} x dp{lay.dp}); "
+        f" ({per_stage} GPUs per stage: {_per_stage(lay)}); "
         + ("its nodes take the first node ranks." if index == 0 else f"its node ranks follow island {index}'s."),
     ]
+    if lay.cp > 1:
+        lines.append(f"# Megatron-LM's data-parallel size is world / (tp x pp x cp): dp{lay.dp}, as planned; "
+                     f"a micro-batch of {plan.microbatch_size // lay.dp} per replica, its sequence split over cp{lay.cp}.")
     if block.island_gpus and used < block.island_gpus:
         lines.append(f"# The plan uses {used} of the island's {block.island_gpus} GPUs; leave the other "
                      f"{block.island_gpus - used} out of the job.")
-    lines += [
-        "# Names: Megatron-LM core_v0.15.3 megatron/training/arguments.py (--pipeline-model-parallel-layout: core 0.13+).",
-        "# Add data, tokenizer, optimizer and checkpoint arguments; e.g. torchrun ... pretrain_gpt.py $(grep -v '^#' FILE)",
-    ]
+    lines.append("# Names: Megatron-LM core_v0.15.3 megatron/training/arguments.py (--pipeline-model-parallel-layout: core 0.13+).")
+    if lay.offload:
+        lines.append("# --fine-grained-activation-offloading, --offload-modules: core 0.16+ (TransformerConfig fields as "
+                     "arguments); with Transformer Engine 2.10+ set NVTE_CPU_OFFLOAD_V1=1.")
+    lines.append("# Add data, tokenizer, optimizer and checkpoint arguments; e.g. torchrun ... pretrain_gpt.py $(grep -v '^#' FILE)")
     island_args = [f"--tensor-model-parallel-size {lay.tp}"]
     if lay.sequence_parallel:
         island_args.append("--sequence-parallel")
+    island_args += layout_arguments(block, model)
     island_args.append(f"--micro-batch-size {plan.microbatch_size // lay.dp}")
     island_args += _recompute(lay.recompute)
     if lay.zero >= DISTRIBUTED_OPTIMIZER_FROM_ZERO:
         island_args.append("--use-distributed-optimizer")
     return "\n".join(lines + island_args + common) + "\n"
+
+
+def _breadth_gaps(plan: PlanView, model: ModelConfig | None, gaps: list[str]) -> None:
+    """Gap lines for the expert, context parallelism and offloading Megatron-LM cannot run as planned."""
+    for b in plan.blocks:
+        lay = b.layout
+        if lay.ep > 1:
+            etp = expert_tp(tp=lay.tp, ep=lay.ep, cp=lay.cp, dp=lay.dp)
+            # initialize_model_parallel: world divisible by etp·ep·pp as well as by tp·cp·pp
+            if lay.stage_gpus % (etp * lay.ep):
+                gaps.append(f"expert parallel size {lay.ep} on {b.island}: Megatron-Core needs expert TP x EP "
+                            f"({etp} x {lay.ep}) to divide a stage's tp x cp x dp = {lay.stage_gpus} GPUs; re-plan")
+            if model is not None and model.experts <= 1:
+                gaps.append(f"expert parallel size {lay.ep} on {b.island}: {model.name} has no experts; Megatron-LM "
+                            "refuses --expert-model-parallel-size without --num-experts")
+            elif model is not None and model.experts % lay.ep:
+                gaps.append(f"expert parallel size {lay.ep} on {b.island}: does not divide the {model.experts} experts "
+                            f"of {model.name} (Megatron-LM refuses it); re-plan")
+            if lay.tp > 1 and not lay.sequence_parallel:
+                gaps.append(f"expert parallelism with tp{lay.tp} on {b.island} without sequence parallelism: "
+                            "Megatron-Core warns that EP with TP must use --sequence-parallel")
+        if lay.fsep:
+            gaps.append(f"fully sharded EP on {b.island}: Megatron-LM has no FSEP; written as plain EP "
+                        f"(--expert-model-parallel-size {lay.ep}): each GPU keeps all the parameters of its experts "
+                        "(FSEP shards them over the EP group: more memory than planned) and the busiest expert sets "
+                        "the pace (the routing imbalance the plan avoids)")
+        if lay.cp > 1 and plan.seq % (2 * lay.cp):
+            gaps.append(f"context parallel size {lay.cp} on {b.island}: Megatron-LM needs the sequence {plan.seq} "
+                        f"to be a multiple of 2 x cp = {2 * lay.cp}; re-plan")
+        if lay.offload:
+            dense = model is None or any(not model.is_moe_layer(i) for i in range(model.layers))
+            gaps.append(f"activation offloading on {b.island}: written as Megatron-Core's fine-grained activation "
+                        "offloading (core 0.16+), which moves the inputs of the listed modules"
+                        + ("; the dense MLPs' inner activations stay on the GPU (memory above the plan's)" if dense else
+                           "") + "; with Transformer Engine 2.10+ set NVTE_CPU_OFFLOAD_V1=1")
 
 
 def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], list[str]]:
@@ -152,6 +250,11 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
               "Megatron-LM", split_each)
     job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "Megatron-LM", split_each)
     job_value(plan, "ZeRO stage", lambda b: f"zero{b.layout.zero}", gaps, "Megatron-LM", split_each)
+    job_value(plan, "context parallel size", lambda b: f"cp{b.layout.cp}", gaps, "Megatron-LM", split_each)
+    job_value(plan, "expert parallel size", lambda b: f"ep{b.layout.ep}", gaps, "Megatron-LM", split_each)
+    job_value(plan, "activation offloading", lambda b: "on" if b.layout.offload else "off", gaps, "Megatron-LM",
+              split_each)
+    _breadth_gaps(plan, model, gaps)
     for b in plan.blocks:
         if b.layout.zero > DISTRIBUTED_OPTIMIZER_FROM_ZERO:
             gaps.append(f"ZeRO stage {b.layout.zero} on {b.island}: Megatron-LM shards only the optimizer state beside "
@@ -162,8 +265,16 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
     if len(types) > 1:
         gaps.append(f"GPU types {', '.join(types)} in one job: Megatron-LM's arguments do not place ranks; the launcher "
                     "must start each island's nodes so they get the global ranks its file lists")
+    expert_parallel = any(b.layout.ep > 1 for b in plan.blocks)
+    precision = PLANNED_PRECISION
+    if expert_parallel:
+        precision = EXPERT_PARALLEL_PRECISION
+        no_bf16 = [g for g in types if lacks_bf16(g)]
+        gaps.append(f"precision: Megatron-LM refuses --{PLANNED_PRECISION} with expert parallelism; the files ask for "
+                    f"--{precision} (the plan prices {PLANNED_PRECISION})"
+                    + (f", which {', '.join(no_bf16)} cannot run: train those islands without EP" if no_bf16 else ""))
     common = [f"--pipeline-model-parallel-size {len(plan.stage_layers)}", f"--global-batch-size {plan.global_batch}",
-              f"--num-layers {plan.layers}", f"--seq-length {plan.seq}", f"--{PLANNED_PRECISION}"]
+              f"--num-layers {plan.layers}", f"--seq-length {plan.seq}", f"--{precision}"]
     split = split_arguments(plan.stage_layers)
     if isinstance(vpp, int) and vpp > 1:
         if split:
@@ -173,10 +284,11 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
         common.append(f"--num-virtual-stages-per-pipeline-rank {vpp}")
     common += split
     if model is not None:
-        common += model_arguments(model, plan.seq, gaps)
+        common += model_arguments(model, plan.seq, gaps, expert_parallel=expert_parallel)
     files = {}
     rank = 0
     for i, block in enumerate(plan.blocks):
-        files[f"megatron-{i + 1}-{safe_name(block.island)}.args"] = _island_file(plan, block, i, rank, common, len(plan.blocks))
-        rank += block.layout.tp * block.layout.dp * len(block.stage_layers)
+        files[f"megatron-{i + 1}-{safe_name(block.island)}.args"] = _island_file(plan, block, i, rank, common,
+                                                                                len(plan.blocks), model)
+        rank += block.layout.stage_gpus * len(block.stage_layers)
     return files, gaps

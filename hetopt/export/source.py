@@ -24,10 +24,11 @@ SOLVED = ("OPTIMAL", "FEASIBLE")
 PLAN_KEYS = ("cluster", "model", "global_batch", "microbatch_size", "microbatches", "seq", "status", "islands", "stages")
 #: The planner's layout text of one island's partial plan, ``tp2 pp3 dp2 selective zero1 sp``
 #: (``hetopt.planner.parallelizer.PartialPlan.layout``), with ``vpp<n>`` after ``pp`` for an
-#: interleaved plan (``tp8 pp4 vpp2 dp32 selective zero1 sp``).
-_LAYOUT = re.compile(r"^tp(\d+) pp(\d+)(?: vpp(\d+))? dp(\d+) (none|selective|full) zero([0-3])( sp)?$")
-#: The planner's expert / context parallelism and offloading suffixes (issue 11), not exported yet.
-_BREADTH = re.compile(r" (ep\d+( fsep)?|cp\d+|offload)(?= |$)")
+#: interleaved plan (``tp8 pp4 vpp2 dp32 selective zero1 sp``) and, at the end, the expert,
+#: context parallelism and offloading suffixes ``ep<e>`` (``ep<e> fsep``: fully sharded),
+#: ``cp<c>`` and ``offload`` when the plan uses them (``tp2 pp1 dp4 none zero1 sp ep4 fsep cp2 offload``).
+_LAYOUT = re.compile(r"^tp(\d+) pp(\d+)(?: vpp(\d+))? dp(\d+) (none|selective|full) zero([0-3])( sp)?"
+                     r"(?: ep(\d+)( fsep)?)?(?: cp(\d+))?( offload)?$")
 #: The planner's FSDP alternative's detail, ``FSDP, per-GPU batch A100 4×8; H100 1×4, 7×4
 #: (batch×GPUs, total 64)`` (``hetopt.planner.alternatives.fsdp_batches``).
 _FSDP_DETAIL = re.compile(r"^FSDP, per-GPU batch (.+) \(batch×GPUs, total (\d+)\)$")
@@ -35,7 +36,10 @@ _FSDP_DETAIL = re.compile(r"^FSDP, per-GPU batch (.+) \(batch×GPUs, total (\d+)
 
 @dataclass(frozen=True)
 class Layout:
-    """One island's Megatron-style layout: t, its stages p, d, virtual stages, recomputation, ZeRO, SP."""
+    """One island's Megatron-style layout: t, its stages p, d, virtual stages, recomputation, ZeRO, SP;
+    the experts' parallel degree e (``fsep``: fully sharded EP), the context-parallel degree c and
+    activation offloading. A stage has t·c·d GPUs (``hetopt.planner.builtin.Layout.stage_gpus``);
+    its micro-batch is split over the d replicas, and c splits each sample's sequence."""
 
     tp: int
     pp: int
@@ -44,6 +48,15 @@ class Layout:
     recompute: str
     zero: int
     sequence_parallel: bool
+    ep: int = 1
+    fsep: bool = False
+    cp: int = 1
+    offload: bool = False
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one stage: t·c·d."""
+        return self.tp * self.cp * self.dp
 
 
 @dataclass(frozen=True)
@@ -106,6 +119,25 @@ class AllocationView:
     origin: str  # "allocation result" or "plan's cephalo-fsdp alternative"
     model: str | None = None
     seq: int | None = None
+    #: From a plan: what its composed pipeline uses beyond TP/PP/DP, per island, e.g.
+    #: ``("a100-0+1 ep4 cp4",)`` (the FSDP alternative exported instead uses none of it).
+    breadth: tuple[str, ...] = ()
+
+
+def breadth_text(lay: Layout) -> str:
+    """The expert, context parallelism and offloading part of a layout ('' without them).
+
+    Examples
+    --------
+    >>> breadth_text(Layout(1, 1, 2, 1, "none", 1, False, ep=4, fsep=True, cp=2, offload=True))
+    'ep4 fsep cp2 offload'
+    >>> breadth_text(Layout(1, 1, 2, 1, "none", 1, False))
+    ''
+    """
+    parts = [f"ep{lay.ep}" + (" fsep" if lay.fsep else "")] if lay.ep > 1 else []
+    parts += [f"cp{lay.cp}"] if lay.cp > 1 else []
+    parts += ["offload"] if lay.offload else []
+    return " ".join(parts)
 
 
 def read_document(path: str | Path) -> dict[str, Any]:
@@ -200,19 +232,38 @@ def parse_layout(text: str, source: str, where: str) -> Layout:
     Examples
     --------
     >>> parse_layout("tp2 pp3 dp2 selective zero1 sp", "p.json", "stages[0].")
-    Layout(tp=2, pp=3, dp=2, vpp=1, recompute='selective', zero=1, sequence_parallel=True)
+    Layout(tp=2, pp=3, dp=2, vpp=1, recompute='selective', zero=1, sequence_parallel=True, ep=1, fsep=False, cp=1, offload=False)
     >>> parse_layout("tp8 pp4 vpp2 dp32 none zero1 sp", "p.json", "stages[0].").vpp
     2
+    >>> lay = parse_layout("tp2 pp1 dp4 none zero1 sp ep4 fsep cp2 offload", "p.json", "stages[0].")
+    >>> lay.ep, lay.fsep, lay.cp, lay.offload, lay.stage_gpus
+    (4, True, 2, True, 16)
     """
     m = _LAYOUT.match(text) if isinstance(text, str) else None
-    if m is None and isinstance(text, str) and _BREADTH.search(text):
-        raise InputError(f"{source}: {where}layout: {text!r} uses expert or context parallelism or activation "
-                         "offloading, which the exporters do not write yet (export a plan without them)")
     if m is None:
         raise InputError(f"{source}: {where}layout: {text!r} is not a planner layout "
                          "(expected e.g. 'tp2 pp4 dp1 none zero1'; re-run `hetopt plan --json`)")
-    tp, pp, vpp, dp, rc, zero, sp = m.groups()
-    return Layout(int(tp), int(pp), int(dp), int(vpp or 1), rc, int(zero), bool(sp))
+    tp, pp, vpp, dp, rc, zero, sp, ep, fsep, cp, offload = m.groups()
+    counts = {"tp": int(tp), "pp": int(pp), "vpp": int(vpp or 1), "dp": int(dp), "ep": int(ep or 1), "cp": int(cp or 1)}
+    zeros = [k for k, v in counts.items() if v < 1]
+    if zeros:
+        raise InputError(f"{source}: {where}layout: {text!r} has {zeros[0]}{counts[zeros[0]]} "
+                         "(every degree is at least 1; re-run `hetopt plan --json`)")
+    return Layout(counts["tp"], counts["pp"], counts["dp"], counts["vpp"], rc, int(zero), bool(sp),
+                  counts["ep"], bool(fsep), counts["cp"], bool(offload))
+
+
+#: The stage row's own fields beside its layout text (``hetopt.planner.plan.StageRow``): they
+#: must say what the text says.
+_ROW_FIELDS = {"ep": lambda lay: lay.ep, "fsep": lambda lay: lay.fsep, "cp": lambda lay: lay.cp,
+               "offload": lambda lay: lay.offload}
+
+
+def _check_row(st: dict, lay: Layout, source: str, where: str) -> None:
+    for key, get in _ROW_FIELDS.items():
+        if key in st and st[key] != get(lay):
+            raise InputError(f"{source}: {where}{key}: {st[key]!r} disagrees with the layout {st.get('layout')!r} "
+                             "(the file was edited; re-run `hetopt plan --json`)")
 
 
 def plan_view(doc: dict[str, Any], source: str) -> PlanView:
@@ -256,6 +307,7 @@ def plan_view(doc: dict[str, Any], source: str) -> PlanView:
                              f"(expected {next_layer}); re-run `hetopt plan --json`")
         next_layer += layers
         lay = parse_layout(st.get("layout"), source, where)
+        _check_row(st, lay, source, where)
         if current and (current[-1][1]["island"] != st["island"] or current[-1][2] != lay):
             close()
             current = []
@@ -336,7 +388,9 @@ def fsdp_from_plan(plan: PlanView, source: str) -> AllocationView:
     if sum(g.batch for g in gpus) != total:
         raise InputError(f"{source}: alternatives: the cephalo-fsdp batches add up to {sum(g.batch for g in gpus)}, "
                          f"not {total} (re-run `hetopt plan --json`)")
-    return AllocationView(tuple(gpus), total, plan.status, False, "plan's cephalo-fsdp alternative", plan.model, plan.seq)
+    breadth = tuple(f"{b.island} {breadth_text(b.layout)}" for b in plan.blocks if breadth_text(b.layout))
+    return AllocationView(tuple(gpus), total, plan.status, False, "plan's cephalo-fsdp alternative", plan.model, plan.seq,
+                          breadth)
 
 
 def share_text(share: float) -> str:

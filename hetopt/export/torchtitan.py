@@ -4,9 +4,19 @@ torchtitan builds one device mesh for the job, so the tensor and data-parallel d
 activation checkpointing mode and the sharding are the same on every stage: where the islands
 differ, the file takes the first island's and a gap line says so. The uneven stage split is
 ``module_fqns_per_model_part``, one list of module names per stage in torchtitan's decoder
-naming (``tok_embeddings``, ``layers.N``, ``norm``, ``output``). Keys are those of
+naming (``tok_embeddings``, ``layers.N``, ``norm``, ``output``). Without pipeline stages the plan's
+micro-batches are torchtitan's gradient accumulation (``local_batch_size`` one micro-batch per
+replica). Keys are those of
 torchtitan v0.2.2 ``torchtitan/config/job_config.py`` (later versions configure jobs in
 Python); ``tests/test_export.py`` holds the allow-list.
+
+Expert parallelism is ``expert_parallel_degree`` with ``expert_tensor_parallel_degree`` the
+planner's expert TP (t or 1, the two torchtitan takes; its default is 1), context parallelism
+``context_parallel_degree``. torchtitan's EP borrows its ranks from ``dp_shard × cp × tp``,
+never from ``dp_replicate``, and it always shards the weights over the CP ranks (FSDP over
+``dp_shard × cp``); where the plan replicates them, the file shards and a gap line says so.
+torchtitan has no fully sharded EP and no activation offloading (``training.enable_cpu_offload``
+moves FSDP's parameters, gradients and optimizer state): gap lines.
 """
 
 from __future__ import annotations
@@ -15,6 +25,7 @@ import json
 
 from hetopt.export.common import gpu_types, job_value, lacks_bf16, plan_line
 from hetopt.export.source import PlanView
+from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan",)
@@ -72,6 +83,19 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
     recompute = str(job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "torchtitan", first_only))
     zero = int(job_value(plan, "ZeRO stage", lambda b: b.layout.zero, gaps, "torchtitan", first_only))
     vpp = int(job_value(plan, "virtual pipeline stages", lambda b: b.layout.vpp, gaps, "torchtitan", first_only))
+    cp = int(job_value(plan, "context parallel degree", lambda b: b.layout.cp, gaps, "torchtitan", first_only))
+    ep = int(job_value(plan, "expert parallel degree", lambda b: b.layout.ep, gaps, "torchtitan", first_only))
+    etp = expert_tp(tp=tp, ep=ep, cp=cp, dp=dp) if ep > 1 else 1
+    for b in plan.blocks:
+        if b.layout.fsep:
+            gaps.append(f"fully sharded EP on {b.island}: torchtitan has no FSEP; written as plain EP "
+                        f"(expert_parallel_degree {b.layout.ep}): each GPU keeps all the parameters of its experts "
+                        "(more memory than planned) and the busiest expert sets the pace (the routing imbalance the "
+                        "plan avoids)")
+        if b.layout.offload:
+            gaps.append(f"activation offloading on {b.island}: torchtitan has none (training.enable_cpu_offload moves "
+                        "FSDP's parameters, gradients and optimizer state, not activations); left out, so the "
+                        "activations stay on the GPU (memory above the plan's)")
     if tp > 1 and not sp:
         gaps.append("sequence parallelism: the plan has TP without it, torchtitan's TP always shards the norms "
                     "along the sequence (less activation memory than planned)")
@@ -95,11 +119,21 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
         gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "
                     "mixed_precision_param is float32 (slower and larger than the fp16 the plan prices)")
     if len(gpu_types(plan)) > 1:
+        per_stage = "tp*dp" if cp == 1 else "tp*cp*dp"
         gaps.append(f"GPU types {', '.join(gpu_types(plan))} in one job: torchtitan assigns pipeline stages by rank; "
-                    "launch so the ranks of each stage are on its island (stage k: ranks k*tp*dp .. (k+1)*tp*dp-1 "
-                    "with torchtitan's pp-outermost mesh)")
+                    f"launch so the ranks of each stage are on its island (stage k: ranks k*{per_stage} .. "
+                    f"(k+1)*{per_stage}-1 with torchtitan's pp-outermost mesh)")
     shard, replicate = (1, dp) if zero == 0 else (dp, 1)
     reshard = "always" if zero == 3 else "never" if zero else "default"
+    if ep > 1 and (shard * cp * tp) % (etp * ep):
+        # parallel_dims.py: the experts' mesh is dp_replicate × (dp_shard·cp·tp / (etp·ep)) × ep × etp
+        shard, replicate, reshard = dp, 1, "never"
+        gaps.append(f"expert parallel degree {ep}: torchtitan's EP takes its ranks from dp_shard x cp x tp, not from "
+                    f"replicas; the {dp} data-parallel ranks are written as FSDP without resharding after forward "
+                    "(weights sharded where the plan replicates them: less memory, an all-gather every step)")
+    elif cp > 1 and zero == 0:
+        gaps.append(f"context parallel degree {cp}: torchtitan shards the weights over the CP ranks (FSDP over "
+                    "dp_shard x cp) where the plan replicates them: less memory, an all-gather every step")
     lines = [
         f"# torchtitan job config written by `hetopt export`: {plan_line(plan)}.",
         "# Keys: torchtitan v0.2.2 torchtitan/config/job_config.py. Add [optimizer], dataset, steps and checkpointing.",
@@ -114,7 +148,9 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
         lines += ["[model]", f"name = {_toml(names[0])}", f"flavor = {_toml(names[1])}", ""]
     lines += [
         "[training]",
-        f"local_batch_size = {plan.global_batch // dp}",
+        # with pipeline stages a step's micro-batches are the pipeline's; without, torchtitan
+        # accumulates global / (local x dp) micro-batches (train.py gradient_accumulation_steps)
+        f"local_batch_size = {plan.global_batch // dp if len(plan.stage_layers) > 1 else plan.microbatch_size // dp}",
         f"global_batch_size = {plan.global_batch}",
         f"seq_len = {plan.seq}",
         f"mixed_precision_param = {_toml('float32' if no_bf16 else 'bfloat16')}",
@@ -126,6 +162,10 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
         f"tensor_parallel_degree = {tp}",
         f"pipeline_parallel_degree = {len(plan.stage_layers)}",
     ]
+    if cp > 1:
+        lines.append(f"context_parallel_degree = {cp}")
+    if ep > 1:
+        lines += [f"expert_parallel_degree = {ep}", f"expert_tensor_parallel_degree = {etp}"]
     if len(plan.stage_layers) > 1:
         lines += [
             f"pipeline_parallel_schedule = {_toml('1F1B')}",

@@ -271,14 +271,16 @@ def test_bad_inputs_exit_2(tmp_path, capsys, gpu, model, text, message):
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
-def test_export_refuses_ep_cp_offload_layouts_with_the_reason():
-    from hetopt.errors import InputError
+def test_export_reads_ep_cp_offload_layouts():
+    # the exporters write these now (tests/test_export.py tests what they write)
     from hetopt.export.source import parse_layout as export_layout
 
     assert export_layout("tp2 pp3 dp2 selective zero1 sp", "p.json", "").tp == 2
-    for text in ("tp1 pp2 dp4 none zero1 ep4", "tp1 pp2 dp4 none zero1 ep4 fsep", "tp2 pp1 dp1 none zero0 sp cp2 offload"):
-        with pytest.raises(InputError, match="exporters do not write yet"):
-            export_layout(text, "p.json", "stages[0].")
+    for text, want in (("tp1 pp2 dp4 none zero1 ep4", (4, False, 1, False)),
+                       ("tp1 pp2 dp4 none zero1 ep4 fsep", (4, True, 1, False)),
+                       ("tp2 pp1 dp1 none zero0 sp cp2 offload", (1, False, 2, True))):
+        lay = export_layout(text, "p.json", "stages[0].")
+        assert (lay.ep, lay.fsep, lay.cp, lay.offload) == want
 
 
 TINY_MOE_FILE = """name = "tiny-moe"
