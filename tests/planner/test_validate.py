@@ -150,8 +150,8 @@ def test_an_unknown_catalog_model_or_an_ambiguous_gpu_is_named(tmp_path, model, 
         v.load_published(path)
 
 
-def _never_loses(ids):
-    rows = v.validate(tuple(m for m in v.load_published() if m.id in ids), with_plan=True)
+def _never_loses(ids, path=None):
+    rows = v.validate(tuple(m for m in v.load_published(path) if m.id in ids), with_plan=True)
     assert len(rows) == len(ids)
     for r in rows:
         assert r.planned.status.value == "OPTIMAL", (r.measurement.id, r.planned.reason)
@@ -162,6 +162,10 @@ def _never_loses(ids):
 
 def test_the_planner_never_loses_to_a_published_layout_small_rows():
     _never_loses({"mlm-t1-1.7b", "mlm-t1-3.6b"})
+
+
+def test_the_planner_never_loses_to_a_held_out_h100_layout_small_rows():
+    _never_loses({"mcore-h100-1.7b", "mcore-h100-7.1b"}, instances_dir() / "published" / "megatron-core-h100.toml")
 
 
 @pytest.mark.slow
