@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import gc
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -971,9 +972,23 @@ class BuiltinParallelizer:
             raise ValueError(f"global batch {global_batch} != micro-batch size {microbatch_size} × {microbatches} micro-batches")
         if not 0.0 < memory_fraction <= 1.0:
             raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
-        sl = as_slice(slice)
+        # a query allocates hundreds of thousands of short-lived objects and makes no reference
+        # cycles, while the memo it fills only grows: the cyclic collector, run every few hundred
+        # allocations, would traverse the memo again and again (a fifth of a planning run on
+        # Mixtral-8x7B / C2). It is paused for the query (left as it was found: off stays off).
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
+        try:
+            return self._search(as_slice(slice), island, microbatch_size, microbatches, global_batch, memory_fraction)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _search(self, sl: Slice, island: IslandSpec, m: int, M: int, global_batch: int,
+                memory_fraction: float) -> tuple[PartialPlan, ...]:
+        """:meth:`parallelize` after checking its arguments."""
         tab = _table(sl, self._cache("kinds"), flash=self.flash_attention)
-        m, M = microbatch_size, microbatches
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []

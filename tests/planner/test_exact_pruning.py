@@ -120,3 +120,31 @@ def test_flash_twins_and_zero1_dominance_hold_stage_by_stage(seed):
                 assert b.static_bytes < a.static_bytes and b.activation_bytes == a.activation_bytes
             checked += 1
     assert checked
+
+
+def test_a_worker_answers_later_batches_with_its_warm_parallelizer():
+    """A worker keeps the last built-in parallelizer it used (with its memo) for the equal,
+    memo-less copies later batches bring; the answers are those of a fresh one."""
+    import pickle
+
+    from hetopt.planner import enumerate as en
+
+    cfg = load_model(MODELS / "gshard-moe-2.4b.toml")
+    atoms = slice_model(cfg)
+    isl = IslandSpec("v100", GPUS["V100-SXM2-16GB"], nodes=2, gpus_per_node=4, inter_bandwidth=12.5e9)
+    par = BuiltinParallelizer()
+
+    def query(a, b):
+        return en._Query(pickle.loads(pickle.dumps(par)), Slice(atoms[a:b]), isl, 2, 8, 16, 1.0)
+
+    first = en._run_batch([query(0, 3), query(3, 6)])
+    warm = en._warm[0]
+    assert warm._memo.get("prices")
+    second = en._run_batch([query(2, 5), query(0, 3)])
+    assert en._warm[0] is warm  # the same instance answered, its memo grown
+    assert second[1] == first[0]
+    assert second[0] == BuiltinParallelizer().parallelize(Slice(atoms[2:5]), isl, microbatch_size=2, microbatches=8,
+                                                          global_batch=16)
+    other = dataclasses.replace(par, fsep=False)  # not equal: answers with its own copy
+    en._run_batch([en._Query(other, Slice(atoms[0:2]), isl, 2, 8, 16, 1.0)])
+    assert en._warm[0] is not warm and en._warm[0] == other
