@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import gc
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -47,6 +48,7 @@ from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.parallelism import offload as off
 from hetopt.units import GIB
+from hetopt.pipeline.problem import stage_fits
 from hetopt.planner.parallelizer import (
     Atom,
     IslandSpec,
@@ -80,6 +82,11 @@ CP_DEGREES = (1, 2, 4, 8)
 #: pipeline instances and findings) are unchanged: a choice of search space, not a proof
 #: that CP or offloading cannot help there.
 LONG_SEQUENCE = 8192
+#: ``parallelize`` computes a stage's memory before its time and stops pricing a layout at the
+#: first stage whose static bytes alone exceed the capacity: such a layout fits in no pipeline
+#: position (its stages-behind limit is -1 whatever the others cost), so it is dropped unpriced.
+#: Exact; False prices every stage in full (the tests compare both).
+STATIC_FIRST = True
 #: Entries a parallelizer's memo of stage prices may hold before it is emptied (memory bound;
 #: see :class:`BuiltinParallelizer`).
 STAGE_CACHE_LIMIT = 1_000_000
@@ -289,9 +296,13 @@ def _expert_locality(gpn: int, offset: int, gpus: int, span: int, ep: int, strid
 def _stage(
     sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
-    flash: bool = False,
-) -> StageCost:
-    """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage")."""
+    flash: bool = False, capacity: float | None = None,
+) -> StageCost | None:
+    """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage").
+
+    With ``capacity`` (bytes per GPU): None instead when the stage's static bytes alone exceed
+    it (``stage_fits`` with nothing in flight), its time left uncomputed.
+    """
     cfg, s, gpu = sl.model, sl.seq, island.gpu
     tp, dp, rc, z = lay.tp, lay.dp, lay.recompute, lay.zero_stage
     cp, ep = lay.cp, lay.ep
@@ -318,6 +329,55 @@ def _stage(
     expert_fwd = (tab.expert[b] - tab.expert[a]) * samples / tp
     imbalance = ex.ROUTING_IMBALANCE if ep > 1 and not lay.fsep else 1.0
     expert_rows = ex.expert_gemm_rows(cfg, tokens, tp=tp, ep=ep, etp=etp) if n_moe else tokens
+
+    # memory per GPU, first: a stage whose static bytes fit nowhere (not even with no
+    # micro-batch in flight) makes its layout infeasible whatever its time, so when given the
+    # ``capacity`` the time is not computed (None; exact: ``parallelize`` drops such layouts)
+    exp_params = tab.expert_params[b] - tab.expert_params[a]
+    params = tab.params[b] - tab.params[a]
+    params += cm.input_embedding_parameters(cfg) if embed else 0
+    params += cm.head_parameters(cfg, with_embedding=embed) if head else 0
+    dense_params = params - exp_params if n_moe else params
+    expert_replicas = tp * replicas // (ep * etp)
+    # a run of layers of one kind (``_Table.kinds``: equal figures): its maxima are its first layer's
+    uniform = tab.run_end[a] >= b
+    static = cm.state_bytes_per_parameter(z, replicas) * dense_params / tp + reserved_bytes
+    if n_moe:
+        static += cm.state_bytes_per_parameter(z, expert_replicas) * exp_params / (ep * etp)
+        if lay.fsep and ep > 1:
+            widest_experts = max(tab.expert_params_each[a:b])
+            static += ex.FSEP_GATHERED_LAYERS * (cm.WEIGHT_BYTES + cm.GRADIENT_BYTES) * widest_experts / (ep * etp)
+    if z == 3 and replicas > 1:
+        if n_moe:  # per GPU: the dense part over t, the experts over e·etp
+            widest = max((tab.params[j + 1] - tab.params[j] - tab.expert_params_each[j]) / tp
+                         + tab.expert_params_each[j] / (ep * etp) for j in range(a, a + 1 if uniform else b))
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest
+        else:
+            widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + (a + 1 if uniform else b)))
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
+    if rc != "none":  # the layer being recomputed materializes what recomputation dropped
+        # the first layer of the widest activations (of a run of equal layers: its first)
+        i = sl.first_layer + a + (0 if uniform else max(range(ell), key=lambda j: tab.sharded_each[a + j]))
+        static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sp, recompute=rc, index=i, flash=flash)
+    if head:
+        static += cm.logit_bytes(cfg, s, samples, tp=tp)
+    h = cfg.hidden
+    if rc == "full":
+        activation = ell * s * samples * cm.CHECKPOINT_WIDTHS * h / (tp if sp else 1)
+    else:
+        replicated = ell * cm.REPLICATED_ACTIVATION_WIDTHS * h
+        sharded = tab.sharded[b] - tab.sharded[a]
+        per_token = (replicated + sharded) / tp if sp else replicated + sharded / tp
+        kept_scores = 0.0 if rc == "selective" or flash else ell * cm.ATTENTION_SCORE_BYTES * cfg.heads * s * s * samples / tp
+        activation = s * samples * per_token + kept_scores
+
+    # activation offloading keeps the layers' activations on the host (their time: below)
+    offloaded = activation
+    if lay.offload:
+        static += off.resident_bytes(activation, layers=ell)
+        activation = 0.0
+    if capacity is not None and not stage_fits(static, activation, 0, capacity):
+        return None
 
     def gemm(flops: float, experts: float) -> float:
         t = cm.gemm_time_s(flops - experts, gpu, tokens)
@@ -389,7 +449,6 @@ def _stage(
     # expert parallelism: dispatch + combine per MoE layer in each pass (again with full
     # recomputation), over the links the EP groups cross; FSEP gathers each layer's experts
     one_node = nodes[q][0] == nodes[q][1]
-    exp_params = tab.expert_params[b] - tab.expert_params[a]
     if ep > 1 and n_moe:
         stage_gpus = lay.stage_gpus
         span = ex.group_span(tp=tp, ep=ep, etp=etp)
@@ -412,10 +471,7 @@ def _stage(
     # data parallelism: one ring per TP rank; inside a node each on its own GPU link, across
     # nodes all t rings share the node's network, so the node moves the stage's whole gradient.
     # Experts' gradients are reduced over their own data-parallel group of t·c·d/(e·etp) GPUs.
-    params = tab.params[b] - tab.params[a]
-    params += cm.input_embedding_parameters(cfg) if embed else 0
-    params += cm.head_parameters(cfg, with_embedding=embed) if head else 0
-    dense = params - exp_params if n_moe else params
+    dense = dense_params
     # an MoE layer's expert tensors (weight, + bias for GPT/ViT) go with the experts' own collectives
     expert_tensors = cfg.experts * cm._ffn_matrices(cfg) * (1 if cfg.architecture == "llama" else 2) if n_moe else 0
     span = nodes[q][1] - nodes[q][0] + 1
@@ -427,7 +483,6 @@ def _stage(
     )
     forward += comm.forward_s
     backward += comm.backward_s
-    expert_replicas = tp * replicas // (ep * etp)
     # the optimizer step over this GPU's shard of the state (ZeRO >= 1 shards it over the
     # data-parallel group), once per iteration: amortized over M as the gradient reduction
     sharded_over = (lambda group: group if z >= 1 else 1)
@@ -446,44 +501,13 @@ def _stage(
         forward += ecomm.forward_s
         backward += ecomm.backward_s
 
-    # memory per GPU
-    static = cm.state_bytes_per_parameter(z, replicas) * dense / tp + reserved_bytes
-    if n_moe:
-        static += cm.state_bytes_per_parameter(z, expert_replicas) * exp_params / (ep * etp)
-        if lay.fsep and ep > 1:
-            widest_experts = max(tab.expert_params_each[a:b])
-            static += ex.FSEP_GATHERED_LAYERS * (cm.WEIGHT_BYTES + cm.GRADIENT_BYTES) * widest_experts / (ep * etp)
-    if z == 3 and replicas > 1:
-        if n_moe:  # per GPU: the dense part over t, the experts over e·etp
-            widest = max((tab.params[j + 1] - tab.params[j] - tab.expert_params_each[j]) / tp
-                         + tab.expert_params_each[j] / (ep * etp) for j in range(a, b))
-            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest
-        else:
-            widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + b))
-            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
-    if rc != "none":  # the layer being recomputed materializes what recomputation dropped
-        i = sl.first_layer + a + max(range(ell), key=lambda j: tab.sharded_each[a + j])
-        static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sp, recompute=rc, index=i, flash=flash)
-    if head:
-        static += cm.logit_bytes(cfg, s, samples, tp=tp)
-    h = cfg.hidden
-    if rc == "full":
-        activation = ell * s * samples * cm.CHECKPOINT_WIDTHS * h / (tp if sp else 1)
-    else:
-        replicated = ell * cm.REPLICATED_ACTIVATION_WIDTHS * h
-        sharded = tab.sharded[b] - tab.sharded[a]
-        per_token = (replicated + sharded) / tp if sp else replicated + sharded / tp
-        kept_scores = 0.0 if rc == "selective" or flash else ell * cm.ATTENTION_SCORE_BYTES * cfg.heads * s * s * samples / tp
-        activation = s * samples * per_token + kept_scores
-
     # activation offloading: the micro-batch's activations go to the host during forward and
     # come back during backward, hidden behind the stage's compute up to the host link
+    # (its bytes were counted with the memory, above)
     if lay.offload:
         host = gpu.host_bandwidth
-        forward += off.exposed_s(activation, host, compute_fwd)
-        backward += off.exposed_s(activation, host, compute_bwd)
-        static += off.resident_bytes(activation, layers=ell)
-        activation = 0.0
+        forward += off.exposed_s(offloaded, host, compute_fwd)
+        backward += off.exposed_s(offloaded, host, compute_bwd)
     return StageCost(ell, forward, backward, static, activation, lay.stage_gpus)
 
 
@@ -565,6 +589,54 @@ def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: i
     saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, rows) + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * slow)
     cost = 3 * ex.fsep_gather_bytes(ex.expert_parameters(cfg, index), ep, etp) * fast
     return cost < saved
+
+
+#: Recomputation modes that FlashAttention prices identically (``_without_redundant``).
+_FLASH_TWINS = ("none", "selective")
+
+
+def _without_redundant(layouts: list[Layout], *, flash: bool, whole: bool) -> list[Layout]:
+    """``layouts`` without those that provably never change ``parallelize``'s answer (exact).
+
+    * **FlashAttention's twins.** With FlashAttention selective recomputation has nothing to
+      redo: no scores are stored, so its extra FLOPs and memory-bound bytes are 0.0 and its
+      transient memory is the difference of two identical sums, 0.0; every other term reads
+      only ``recompute == "full"``. A layout with ``selective`` therefore has, bit for bit, the
+      stages of the same layout with ``none``. Of two such twins the one enumerated first wins
+      every tie (the Pareto filter's and the whole model's ``min`` take the lower index), so
+      the later one is dropped.
+    * **ZeRO-0 under ZeRO-1** (a slice that is not the whole model). Over the same d·c > 1
+      replicas ZeRO-1 runs the same collectives (``data_parallel_comm``'s stages 0 and 1
+      coincide), steps 1/(d·c) of the optimizer (``optimizer_step_s``) and holds 4 + 12/(d·c)
+      ≤ 10 instead of 16 bytes per dense parameter (the experts' state likewise, at most equal).
+      Every operation in between is monotone in floating point, so each stage of the ZeRO-1
+      layout is no slower and holds no more static bytes (same activations): its key
+      (Σ t, max t, stages, −limit) is no larger in any component. Its peak memory is strictly
+      lower, since the dense state saved, ≥ 6 bytes per parameter of the stage, exceeds any
+      rounding of sums below 2⁵³ bytes; so it also wins an exact tie of keys, and the ZeRO-0
+      layout is never returned. (A whole model is excluded: its ``min`` breaks ties by index,
+      and its interleaved stages are rescaled after pricing.)
+
+    Dropping a layout that another kept one beats in this sense leaves the Pareto set, and its
+    order, unchanged (``tests/planner/test_exact_pruning.py`` compares with the unpruned search).
+    """
+    seen: set[tuple] = set()
+    zero1 = set() if whole else {
+        (x.tp, x.pp, x.dp, x.split, x.recompute, x.vpp, x.ep, x.fsep, x.cp, x.offload)
+        for x in layouts if x.zero_stage == 1
+    }
+    out = []
+    for lay in layouts:
+        if flash and lay.recompute in _FLASH_TWINS:
+            twin = (lay.tp, lay.pp, lay.dp, lay.split, lay.zero_stage, lay.vpp, lay.ep, lay.fsep, lay.cp, lay.offload)
+            if twin in seen:
+                continue
+            seen.add(twin)
+        if lay.zero_stage == 0 and zero1 and \
+                (lay.tp, lay.pp, lay.dp, lay.split, lay.recompute, lay.vpp, lay.ep, lay.fsep, lay.cp, lay.offload) in zero1:
+            continue
+        out.append(lay)
+    return out
 
 
 def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]:
@@ -794,9 +866,14 @@ class BuiltinParallelizer:
 
     def _price_layout(
         self, sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, m: int, M: int,
-        prices: dict[tuple, tuple[StageCost, int | None, float]], capacity: float,
-    ) -> tuple[tuple[StageCost, ...], list[float], int | None]:
-        """The layout's stages (memoized prices), their times and its stages-behind limit."""
+        prices: dict[tuple, tuple[StageCost | None, int | None, float | None]], capacity: float, *, complete: bool = False,
+    ) -> tuple[tuple[StageCost, ...] | None, list[float] | None, int | None]:
+        """The layout's stages (memoized prices), their times and its stages-behind limit.
+
+        Unless ``complete``, (None, None, -1) as soon as a stage's static bytes alone do not fit
+        (``STATIC_FIRST``): the layout fits in no pipeline position, whatever its other stages.
+        """
+        static_first = STATIC_FIRST and not complete
         # the placement recurs for every split, recomputation, ZeRO stage, EP, ...; it depends on
         # the island's shape only (a small table: shapes × stage sizes × depths)
         placed = self._memo.setdefault("nodes", {})
@@ -827,11 +904,15 @@ class BuiltinParallelizer:
                 None if lay.ep == 1 or one else _stage_offset(island, gpus, lay.pp, q) % island.gpus_per_node,
             )
             priced = prices.get(key)
-            if priced is None:
+            if priced is None or (priced[0] is None and not static_first):
                 cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
-                              overlap=self.overlap_communication, flash=self.flash_attention)
-                priced = prices[key] = (cost, in_flight_fit(cost, capacity, M), cost.time_s)
+                              overlap=self.overlap_communication, flash=self.flash_attention,
+                              capacity=capacity if static_first else None)
+                # None: the stage's static bytes exceed the capacity (its time not computed)
+                priced = prices[key] = (None, -1, None) if cost is None else (cost, in_flight_fit(cost, capacity, M), cost.time_s)
+            if priced[0] is None:
+                return None, None, -1
             stages.append(priced[0])
             fits.append(priced[1])
             times.append(priced[2])
@@ -854,7 +935,8 @@ class BuiltinParallelizer:
 
     def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, m: int, M: int, phi: float) -> PartialPlan:
         capacity = phi * island.memory_bytes
-        stages, _, limit = self._price_layout(sl, island, tab, lay, m, M, self._prices(sl, island, m, M, phi), capacity)
+        stages, _, limit = self._price_layout(sl, island, tab, lay, m, M, self._prices(sl, island, m, M, phi), capacity,
+                                              complete=True)
         return self._partial_plan(sl, island, lay, m, M, capacity, stages, limit)
 
     def parallelize(
@@ -896,14 +978,29 @@ class BuiltinParallelizer:
             raise ValueError(f"global batch {global_batch} != micro-batch size {microbatch_size} × {microbatches} micro-batches")
         if not 0.0 < memory_fraction <= 1.0:
             raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
-        sl = as_slice(slice)
+        # a query allocates hundreds of thousands of short-lived objects and makes no reference
+        # cycles, while the memo it fills only grows: the cyclic collector, run every few hundred
+        # allocations, would traverse the memo again and again (a fifth of a planning run on
+        # Mixtral-8x7B / C2). It is paused for the query (left as it was found: off stays off).
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
+        try:
+            return self._search(as_slice(slice), island, microbatch_size, microbatches, global_batch, memory_fraction)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _search(self, sl: Slice, island: IslandSpec, m: int, M: int, global_batch: int,
+                memory_fraction: float) -> tuple[PartialPlan, ...]:
+        """:meth:`parallelize` after checking its arguments."""
         tab = _table(sl, self._cache("kinds"), flash=self.flash_attention)
-        m, M = microbatch_size, microbatches
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
-        layouts = self.layouts(sl, island, microbatch_size=m, microbatches=M)
         whole = sl.embedding and sl.head
+        layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
+                                     flash=self.flash_attention, whole=whole)
         if whole:
             # a whole-model plan is a pipeline of one block: only its own 1F1B time matters,
             # so the fastest that fits is the answer, and a layout whose GPUs cannot beat it
@@ -924,8 +1021,8 @@ class BuiltinParallelizer:
                 # already fits everywhere, or when a stage's static bytes alone do not fit (exact)
                 continue
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
-            skip_offload = not lay.offload and (
-                limit is None or (limit == -1 and any(in_flight_fit(st, capacity, M) == -1 for st in stages)))
+            skip_offload = not lay.offload and (limit is None or (limit == -1 and (
+                stages is None or any(in_flight_fit(st, capacity, M) == -1 for st in stages))))
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
                 rows.append((lay, stages, limit))
                 # the same sums PartialPlan.total_time_s and max_time_s compute

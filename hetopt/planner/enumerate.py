@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hetopt.family import Deadline
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
@@ -86,10 +86,36 @@ def _run(query: _Query) -> tuple[PartialPlan, ...]:
     )
 
 
+#: The built-in parallelizer that last answered a batch in this process (a worker's), kept with
+#: its memo of stage prices: the next batch brings an equal copy without the memo
+#: (``BuiltinParallelizer`` pickles without it), and answers through this one instead. One
+#: slot, so a long-lived worker holds at most one memo (itself bounded, ``STAGE_CACHE_LIMIT``).
+_warm: list = []
+
+
+def _warm_parallelizer(par: Parallelizer) -> Parallelizer:
+    """An equal built-in parallelizer that has answered queries in this process, else ``par``.
+
+    Exact: the memo is keyed by everything a price depends on, and equal parallelizers price
+    alike (``tests/planner/test_builtin.py``: a warm memo never changes an answer)."""
+    from hetopt.planner.builtin import BuiltinParallelizer
+
+    if type(par) is not BuiltinParallelizer:
+        return par
+    if _warm and _warm[0] == par:
+        return _warm[0]
+    _warm[:] = [par]
+    return par
+
+
 def _run_batch(batch: list[_Query]) -> list[tuple[PartialPlan, ...]]:
-    # one unpickled parallelizer answers the whole batch, so whatever it memoizes (the
-    # built-in one: stage prices) serves every query of the batch
-    return [_run(query) for query in batch]
+    # one parallelizer answers the whole batch, so whatever it memoizes (the built-in one:
+    # stage prices) serves every query of the batch, and the batches after it in this worker
+    out = []
+    for query in batch:
+        par = _warm_parallelizer(query.parallelizer)
+        out.append(_run(query if par is query.parallelizer else replace(query, parallelizer=par)))
+    return out
 
 
 def _answer(
