@@ -296,7 +296,7 @@ def _expert_locality(gpn: int, offset: int, gpus: int, span: int, ep: int, strid
 def _stage(
     sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
-    flash: bool = False, capacity: float | None = None,
+    flash: bool = False, capacity: float | None = None, tp_overlap: bool = False,
 ) -> StageCost | None:
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage").
 
@@ -401,9 +401,10 @@ def _stage(
                 "full": ew_fwd}[rc]
     # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
     loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)
-    forward = gemm(dense, expert_fwd) + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
-    backward = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, (cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * expert_fwd)
-    backward += cm.attention_time_s(attn_bwd, gpu)
+    gemm_fwd = gemm(dense, expert_fwd)
+    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, (cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * expert_fwd)
+    forward = gemm_fwd + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
+    backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
     compute = (forward, backward)  # what data-parallel traffic can hide behind (TP's cannot: it is on the path)
     compute_fwd, compute_bwd = compute  # and what offloading's copies overlap
@@ -414,8 +415,15 @@ def _stage(
     tp_pass = ell * cm.tp_layer_comm_s(cfg, s, samples, tp, intra, intra_hop)
     if etp != tp:
         tp_pass -= n_moe * allreduce
-    forward += tp_pass + (cm.EMBEDDING_TP_ALLREDUCES * allreduce if embed else 0.0)
-    backward += tp_pass + (tp_pass if rc == "full" else 0.0) + (cm.HEAD_TP_ALLREDUCES * allreduce if head else 0.0)
+    tp_fwd, tp_bwd = tp_pass, tp_pass * (2.0 if rc == "full" else 1.0)
+    if tp_overlap and sp:
+        # Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): each sequence-
+        # parallel all-gather / reduce-scatter is cut into t chunks exchanged round the TP ring
+        # while the adjacent GEMM computes the chunk before; what the GEMMs cannot hide, and
+        # at least one chunk, stays on the path (cm.exposed_s with t pieces)
+        tp_fwd, tp_bwd = cm.exposed_s(tp_fwd, gemm_fwd, tp), cm.exposed_s(tp_bwd, gemm_bwd, tp)
+    forward += tp_fwd + (cm.EMBEDDING_TP_ALLREDUCES * allreduce if embed else 0.0)
+    backward += tp_bwd + (cm.HEAD_TP_ALLREDUCES * allreduce if head else 0.0)
 
     # context parallelism: the K/V ring of every layer, inside a node (t·c divides the node)
     if cp > 1:
@@ -694,6 +702,10 @@ class BuiltinParallelizer:
         Attention runs as FlashAttention (no s×s scores in memory, Q·Kᵀ recomputed in
         backward), as every current runtime does; False: the scores are materialized
         (Megatron-LM 2021, the memory model of Korthikanti et al.).
+    tp_comm_overlap
+        Sequence-parallel TP traffic overlaps the adjacent GEMMs in t chunks (Megatron-Core's
+        ``--tp-comm-overlap`` with Transformer Engine's userbuffers; off by default there, and
+        here); False: every TP collective is on the critical path.
     expert_parallel, fsep
         Enumerate EP degrees (divisors of the experts that fit the stage, MoE slices only), and
         each with FSEP too.
@@ -723,6 +735,7 @@ class BuiltinParallelizer:
     layers_per_atom: int = 1
     overlap_communication: bool = True
     flash_attention: bool = True
+    tp_comm_overlap: bool = False
     expert_parallel: bool = True
     fsep: bool = True
     cp: tuple[int, ...] = CP_DEGREES
@@ -908,7 +921,7 @@ class BuiltinParallelizer:
                 cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
                               overlap=self.overlap_communication, flash=self.flash_attention,
-                              capacity=capacity if static_first else None)
+                              capacity=capacity if static_first else None, tp_overlap=self.tp_comm_overlap)
                 # None: the stage's static bytes exceed the capacity (its time not computed)
                 priced = prices[key] = (None, -1, None) if cost is None else (cost, in_flight_fit(cost, capacity, M), cost.time_s)
             if priced[0] is None:

@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False)
 >>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()
 'tp=8 pp=1 dp=4 mbs=? recompute=none zero=0 sp=no'
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
@@ -41,11 +41,14 @@ from hetopt.workload import ModelConfig
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
 #: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "sp", "ep", "fsep", "cp", "offload")
+LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "sp", "tpoverlap", "ep", "fsep", "cp",
+               "offload")
 #: Spellings of the yes/no keys: ``overlap=`` (Megatron-Core's --overlap-grad-reduce /
 #: --overlap-param-gather on or off), ``flash=`` (FlashAttention or materialized scores) and
 #: ``sp=`` (Megatron's --sequence-parallel: the LayerNorm, dropout and residual kernels on
-#: 1/t of the tokens each; off, every TP rank runs them on all tokens).
+#: 1/t of the tokens each; off, every TP rank runs them on all tokens) and ``tpoverlap=``
+#: (Megatron-Core's --tp-comm-overlap: sequence-parallel TP traffic hidden behind the GEMMs in
+#: t chunks; default no, as there).
 OVERLAP_VALUES = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
 #: Spellings of a yes/no value (``offload``, ``fsep``): the same.
 SWITCHES = OVERLAP_VALUES
@@ -69,12 +72,13 @@ class GivenLayout:
     cp: int = 1
     offload: bool = False
     sequence_parallel: bool = True  # Megatron's sequence parallelism with TP > 1 (Korthikanti et al. 2022)
+    tp_overlap: bool = False  # Megatron-Core's --tp-comm-overlap (needs sequence parallelism)
 
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
         tail = ("" if self.overlap else " overlap=no") + ("" if self.flash else " flash=no")
-        tail += "" if self.sequence_parallel else " sp=no"
+        tail += ("" if self.sequence_parallel else " sp=no") + (" tpoverlap=yes" if self.tp_overlap else "")
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
@@ -88,11 +92,11 @@ class GivenLayout:
 
     def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` pricing the runtime this layout ran on (its overlap, attention and sequence parallelism)."""
-        runtime = (self.overlap, self.flash, self.sequence_parallel)
-        if (par.overlap_communication, par.flash_attention, par.sequence_parallel) == runtime:
+        runtime = (self.overlap, self.flash, self.sequence_parallel, self.tp_overlap)
+        if (par.overlap_communication, par.flash_attention, par.sequence_parallel, par.tp_comm_overlap) == runtime:
             return par
         return replace(par, overlap_communication=self.overlap, flash_attention=self.flash,
-                       sequence_parallel=self.sequence_parallel)
+                       sequence_parallel=self.sequence_parallel, tp_comm_overlap=self.tp_overlap)
 
 
 @dataclass(frozen=True)
@@ -168,14 +172,14 @@ def parse_layout(text: str) -> GivenLayout:
     if switches.get("fsep") and sizes.get("ep", 1) == 1:
         raise InputError("--layout fsep=1: fully sharded EP needs an expert-parallel degree (give ep > 1)")
     flags = {}
-    for key in ("overlap", "flash", "sp"):
-        word = values.get(key, "yes").lower()
+    for key, default in (("overlap", "yes"), ("flash", "yes"), ("sp", "yes"), ("tpoverlap", "no")):
+        word = values.get(key, default).lower()
         if word not in OVERLAP_VALUES:
             raise InputError(f"--layout {key}={values[key]}: must be yes or no")
         flags[key] = OVERLAP_VALUES[word]
     return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                        sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
-                       sizes.get("cp", 1), switches.get("offload", False), flags["sp"])
+                       sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"])
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:

@@ -175,13 +175,15 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         if cluster not in islands:
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         lay = m.table("layout", required=True)
-        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel"))
+        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
+                            "tp_comm_overlap"))
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
             zero=lay.integer("zero", 0, minimum=0, maximum=3),
             overlap=_flag(lay, "overlap", True), vpp=lay.integer("vpp", 1, minimum=1),
             flash=_flag(lay, "flash_attention", True), sequence_parallel=_flag(lay, "sequence_parallel", True),
+            tp_overlap=_flag(lay, "tp_comm_overlap", False),
         )
         isl = islands[cluster]
         if layout.tp * layout.pp * layout.dp != isl.gpus:

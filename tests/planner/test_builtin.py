@@ -253,6 +253,30 @@ def test_the_loss_kernels_memory_traffic_is_on_the_heads_stage(monkeypatch):
     assert with_loss[1].backward_s - without[1].backward_s == pytest.approx(14 * logits / bw, rel=1e-9)
 
 
+def test_tp_comm_overlap_hides_tp_traffic_behind_the_gemms_but_one_chunk():
+    """--tp-comm-overlap: a pass's TP traffic costs max(traffic − its GEMMs, traffic / t)
+    instead of all of it; only with sequence parallelism; nothing else changes."""
+    isl = IslandSpec("a100", GPUS["A100-SXM4-80GB"], nodes=1, gpus_per_node=8)
+    sl = Slice(slice_model(SMALL_GPT)[2:4])
+    on, off = BuiltinParallelizer(tp_comm_overlap=True), BuiltinParallelizer()
+    lay = next(x for x in off.layouts(sl, isl, microbatch_size=2)
+               if (x.tp, x.pp, x.dp, x.recompute, x.zero_stage) == (4, 1, 1, "none", 0))
+    hidden, plain = (p.plan(sl, isl, lay, microbatch_size=2, microbatches=1).stages[0] for p in (on, off))
+    no_sp = BuiltinParallelizer(tp_comm_overlap=True, sequence_parallel=False).plan(sl, isl, lay, microbatch_size=2, microbatches=1).stages[0]
+    unsplit = BuiltinParallelizer(sequence_parallel=False).plan(sl, isl, lay, microbatch_size=2, microbatches=1).stages[0]
+    assert no_sp.forward_s == unsplit.forward_s and no_sp.backward_s == unsplit.backward_s  # no SP: no overlap
+    from hetopt import costmodel as cm
+    intra, hop = isl.intra_achieved, cm.intra_hop_latency_s(isl.gpu)
+    tp_pass = 2 * cm.tp_layer_comm_s(SMALL_GPT, 1024, 2, 4, intra, hop)  # two layers
+    # the layers' GEMMs: their FLOPs less the attention scores (FlashAttention's own kernels)
+    matmul = cm.layer_forward_flops(SMALL_GPT, 1024) - cm.attention_score_flops(SMALL_GPT, 1024)
+    gemm_fwd = cm.gemm_time_s(2 * matmul * 2 / 4, isl.gpu, 2 * 1024)
+    saved = tp_pass - max(tp_pass - gemm_fwd, tp_pass / 4)
+    assert 0 < saved < tp_pass
+    assert plain.forward_s - hidden.forward_s == pytest.approx(saved, rel=1e-9)
+    assert hidden.static_bytes == plain.static_bytes and hidden.activation_bytes == plain.activation_bytes
+
+
 def test_dp_allreduce_is_amortized_over_the_microbatches():
     """ZeRO-0: the per-micro-batch backward carries the iteration's all-reduce / M."""
     isl = IslandSpec("t4", GPUS["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=4e9)
