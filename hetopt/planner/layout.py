@@ -206,6 +206,8 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     if t * p * d * c > island.gpus:
         what = "tp·pp·dp" if c == 1 else "tp·pp·dp·cp"
         raise InputError(f"--layout {what} = {t * p * d * c}: more GPUs than the {island.gpus} of {island.name}")
+    if layout.tp_overlap and not layout.sequence_parallel:
+        raise InputError("--layout tpoverlap=yes: Megatron-Core's TP overlap needs sequence parallelism (drop sp=no)")
     v = layout.vpp
     if v > 1 and p == 1:
         raise InputError(f"--layout vpp={v}: interleaving needs pp >= 2 (got pp=1)")

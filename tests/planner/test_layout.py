@@ -83,6 +83,7 @@ def test_cli_prints_and_carries_the_layout(dgx, capsys):
     ("tp=8 pp=2 dp=1", "more GPUs than the 8"),
     ("tp=8 pp=1 dp=1 mbs=3", "must divide the global batch 64"),
     ("tp=3 pp=1 dp=1", "must divide the 8 GPUs of a node"),
+    ("tp=8 pp=1 dp=1 sp=no tpoverlap=yes", "TP overlap needs sequence parallelism"),
 ])
 def test_cli_refuses_a_layout_the_cluster_cannot_hold(dgx, capsys, text, message):
     code = cli.main(["plan", "--cluster", str(dgx), "--model", "gpt3-1.3b", "--global-batch", "64", "--no-alternatives",
