@@ -25,6 +25,7 @@ from hetopt.hardware import GpuType
 from hetopt.workload import (
     ACTIVATION_BYTES,
     ModelConfig,
+    ffn_matrices,
     head_forward_flops,
     layer_forward_flops,
     layer_parameters,
@@ -86,10 +87,6 @@ DISTRIBUTED_OPTIMIZER_BYTES = {"fp16": (4.0, 16.0), "bf16": (6.0, 12.0), "fp32":
 def _check_recompute(recompute: str) -> None:
     if recompute not in RECOMPUTE_MODES:
         raise ValueError(f"unknown recompute mode {recompute!r} (valid: {', '.join(RECOMPUTE_MODES)})")
-
-
-def _ffn_matrices(cfg: ModelConfig) -> int:
-    return 3 if cfg.architecture == "llama" else 2
 
 
 # ----------------------------------------------------------------------------- FLOPs
@@ -173,7 +170,7 @@ def parameter_tensors(cfg: ModelConfig, index: int = 0) -> int:
     12
     """
     per = 2 if cfg.architecture != "llama" else 1  # weight (+ bias)
-    ffn = _ffn_matrices(cfg) * per
+    ffn = ffn_matrices(cfg) * per
     if cfg.is_moe_layer(index):
         ffn = cfg.experts * ffn + 1
     return 2 * per + ffn + NORMS_PER_LAYER * per
@@ -192,7 +189,7 @@ def ffn_activation_widths(cfg: ModelConfig, index: int = 0) -> float:
         width = cfg.top_k * (cfg.expert_ffn or cfg.ffn)
     else:
         width = cfg.ffn
-    return ACTIVATION_BYTES * FFN_TENSORS[_ffn_matrices(cfg)] * width
+    return ACTIVATION_BYTES * FFN_TENSORS[ffn_matrices(cfg)] * width
 
 
 def sharded_activation_widths(cfg: ModelConfig, index: int = 0) -> float:
@@ -444,7 +441,7 @@ def elementwise_widths(cfg: ModelConfig, seq: int, index: int = 0, *, flash: boo
     dropout = cfg.architecture in DROPOUT_ARCHITECTURES
     wide = NORMS_PER_LAYER * NORM_BYTES * h + RESIDUALS_PER_LAYER * (RESIDUAL_BYTES + (DROPOUT_MASK_BYTES if dropout else 0)) * h
     ffn = cfg.top_k * (cfg.expert_ffn or cfg.ffn) if cfg.is_moe_layer(index) else cfg.ffn
-    return float(wide), float(FFN_ACTIVATION_BYTES[_ffn_matrices(cfg)] * ffn + score_elementwise_widths(cfg, seq, flash=flash))
+    return float(wide), float(FFN_ACTIVATION_BYTES[ffn_matrices(cfg)] * ffn + score_elementwise_widths(cfg, seq, flash=flash))
 
 
 def elementwise_bytes(
@@ -836,6 +833,7 @@ __all__ = [
     "efficiency",
     "ffn_activation_widths",
     "head_backward_flops",
+    "ffn_matrices",
     "head_forward_flops",
     "head_parameters",
     "input_embedding_parameters",

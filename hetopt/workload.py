@@ -64,7 +64,8 @@ class ModelConfig:
         return self.experts > 1 and (index + 1) % self.moe_every == 0
 
 
-def _ffn_matrices(cfg: ModelConfig) -> int:
+def ffn_matrices(cfg: ModelConfig) -> int:
+    """Weight matrices of one FFN: 3 for Llama's SwiGLU (gate, up, down), 2 for a GELU FFN."""
     return 3 if cfg.architecture == "llama" else 2
 
 
@@ -84,7 +85,7 @@ def layer_parameters(cfg: ModelConfig, index: int = 0) -> int:
     norms = 4 * h if biased else 2 * h
 
     def one_ffn(width: int) -> int:
-        return _ffn_matrices(cfg) * h * width + (width + h if biased else 0)
+        return ffn_matrices(cfg) * h * width + (width + h if biased else 0)
 
     if cfg.is_moe_layer(index):
         ffn = cfg.experts * one_ffn(cfg.expert_ffn or cfg.ffn) + h * cfg.experts  # experts + router
@@ -128,9 +129,9 @@ def layer_forward_flops(cfg: ModelConfig, seq: int, index: int = 0) -> float:
     h = cfg.hidden
     attention = 2 * h * cfg.attention_width + 2 * h * cfg.kv_width
     if cfg.is_moe_layer(index):
-        ffn = cfg.top_k * _ffn_matrices(cfg) * h * (cfg.expert_ffn or cfg.ffn) + h * cfg.experts  # + router
+        ffn = cfg.top_k * ffn_matrices(cfg) * h * (cfg.expert_ffn or cfg.ffn) + h * cfg.experts  # + router
     else:
-        ffn = _ffn_matrices(cfg) * h * cfg.ffn
+        ffn = ffn_matrices(cfg) * h * cfg.ffn
     return 2.0 * seq * (attention + ffn) + 4.0 * seq * seq * cfg.attention_width
 
 
@@ -214,6 +215,7 @@ __all__ = [
     "ModelConfig",
     "ceil_div",
     "embedding_parameters",
+    "ffn_matrices",
     "head_forward_flops",
     "layer_activation_bytes",
     "layer_forward_flops",

@@ -39,14 +39,8 @@ def build_solution(instance: AllocationInstance, choices: Sequence[tuple[int, in
     greedy = greedy_partition(used, capacity, usable, state, units)
     greedy_shares = None if greedy is None else greedy[0]
     greedy_util = None if greedy is None else greedy[1]
-    # one time per distinct (group, micro-batches, micro-batch size): GPUs of a group repeat them
-    time_of: dict[tuple[int, int, int], float] = {}
-    times = []
-    for i, g in enumerate(groups):
-        key = (g, int(ell[i]), int(m[i]))
-        if key not in time_of:
-            time_of[key] = instance.time(*key)
-        times.append(time_of[key])
+    time = instance.cached_time()
+    times = [time(g, int(ell[i]), int(m[i])) for i, g in enumerate(groups)]
     even = instance.even_shard_max_microbatch_per_group
     gpus = tuple(
         GpuPlan(

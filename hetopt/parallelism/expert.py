@@ -62,7 +62,7 @@ def expert_parameters(cfg: ModelConfig, index: int = 0) -> int:
         return 0
     width = cfg.expert_ffn or cfg.ffn
     biased = cfg.architecture != "llama"
-    return cfg.experts * (cm._ffn_matrices(cfg) * cfg.hidden * width + (width + cfg.hidden if biased else 0))
+    return cfg.experts * (cm.ffn_matrices(cfg) * cfg.hidden * width + (width + cfg.hidden if biased else 0))
 
 
 def expert_forward_flops(cfg: ModelConfig, seq: int, index: int = 0) -> float:
@@ -78,7 +78,7 @@ def expert_forward_flops(cfg: ModelConfig, seq: int, index: int = 0) -> float:
     """
     if not cfg.is_moe_layer(index):
         return 0.0
-    return 2.0 * seq * cfg.top_k * cm._ffn_matrices(cfg) * cfg.hidden * (cfg.expert_ffn or cfg.ffn)
+    return 2.0 * seq * cfg.top_k * cm.ffn_matrices(cfg) * cfg.hidden * (cfg.expert_ffn or cfg.ffn)
 
 
 def layout_problem(cfg: ModelConfig, *, tp: int, ep: int, cp: int, dp: int) -> str:

@@ -479,12 +479,12 @@ def _stage(
     # data parallelism: one ring per TP rank; inside a node each on its own GPU link, across
     # nodes all t rings share the node's network, so the node moves the stage's whole gradient.
     # Experts' gradients are reduced over their own data-parallel group of t·c·d/(e·etp) GPUs.
-    dense = dense_params
     # an MoE layer's expert tensors (weight, + bias for GPT/ViT) go with the experts' own collectives
-    expert_tensors = cfg.experts * cm._ffn_matrices(cfg) * (1 if cfg.architecture == "llama" else 2) if n_moe else 0
+    expert_tensors = cfg.experts * cm.ffn_matrices(cfg) * (1 if cfg.architecture == "llama" else 2) if n_moe else 0
     span = nodes[q][1] - nodes[q][0] + 1
     comm = cm.data_parallel_comm(
-        dense / tp if one_node else dense, replicas, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
+        dense_params / tp if one_node else dense_params, replicas, intra if one_node else inter, zero_stage=z,
+        microbatches=microbatches,
         hop_latency_s=cm.ring_hop_latency_s(replicas, span, intra_hop, inter_hop, step_floor),
         collectives=max(1, tab.tensors[b] - tab.tensors[a] - n_moe * expert_tensors),
         recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=ell,
@@ -493,10 +493,9 @@ def _stage(
     backward += comm.backward_s
     # the optimizer step over this GPU's shard of the state (ZeRO >= 1 shards it over the
     # data-parallel group), once per iteration: amortized over M as the gradient reduction
-    sharded_over = (lambda group: group if z >= 1 else 1)
-    step_params = dense / tp / sharded_over(replicas)
+    step_params = dense_params / tp / (replicas if z >= 1 else 1)
     if n_moe:
-        step_params += exp_params / (ep * etp) / sharded_over(expert_replicas)
+        step_params += exp_params / (ep * etp) / (expert_replicas if z >= 1 else 1)
     backward += cm.optimizer_step_s(step_params, gpu) / microbatches
     if n_moe:
         shard = exp_params / (ep * etp)
@@ -628,20 +627,16 @@ def _without_redundant(layouts: list[Layout], *, flash: bool, whole: bool) -> li
     Dropping a layout that another kept one beats in this sense leaves the Pareto set, and its
     order, unchanged (``tests/planner/test_exact_pruning.py`` compares with the unpruned search).
     """
-    seen: set[tuple] = set()
-    zero1 = set() if whole else {
-        (x.tp, x.pp, x.dp, x.split, x.recompute, x.vpp, x.ep, x.fsep, x.cp, x.offload)
-        for x in layouts if x.zero_stage == 1
-    }
+    seen: set[Layout] = set()  # the twins met so far, under their "none" spelling
+    zero1 = set() if whole else {x for x in layouts if x.zero_stage == 1}
     out = []
     for lay in layouts:
         if flash and lay.recompute in _FLASH_TWINS:
-            twin = (lay.tp, lay.pp, lay.dp, lay.split, lay.zero_stage, lay.vpp, lay.ep, lay.fsep, lay.cp, lay.offload)
+            twin = replace(lay, recompute=_FLASH_TWINS[0])
             if twin in seen:
                 continue
             seen.add(twin)
-        if lay.zero_stage == 0 and zero1 and \
-                (lay.tp, lay.pp, lay.dp, lay.split, lay.recompute, lay.vpp, lay.ep, lay.fsep, lay.cp, lay.offload) in zero1:
+        if lay.zero_stage == 0 and replace(lay, zero_stage=1) in zero1:
             continue
         out.append(lay)
     return out

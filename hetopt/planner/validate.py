@@ -35,7 +35,7 @@ from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.layout import GivenLayout, check_layout, price_layout
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.readers.fields import Fields
-from hetopt.workload import ModelConfig, load_model, model_from_fields
+from hetopt.workload import ModelConfig, ffn_matrices, load_model, model_from_fields
 from hetopt.planner.cluster import Cluster, cluster_from_data, resolve
 from hetopt.planner.plan import HeteroPlan, plan
 
@@ -227,7 +227,7 @@ def publisher_flops(m: Measurement) -> float:
     if m.flops == "megatron-core":
         groups = cfg.kv_width / cfg.attention_width  # num_query_groups / num_attention_heads
         ffn, k = (cfg.expert_ffn or cfg.ffn, cfg.top_k) if cfg.experts > 1 else (cfg.ffn, 1)
-        gated = 1.5 if cfg.architecture == "llama" else 1.0  # SwiGLU's third matrix
+        gated = ffn_matrices(cfg) / 2  # SwiGLU's third matrix: 3/2
         attention = (1 + groups + s / h) * cfg.attention_width / h
         return 12.0 * B * s * l * h * h * (attention + ffn / h * k * gated + V / (2 * l * h))
     return 96.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
@@ -269,7 +269,7 @@ def measurement_cluster(m: Measurement) -> Cluster:
 
 def plan_published(m: Measurement, *, time_limit: float | None = None) -> HeteroPlan:
     """``hetopt plan`` on the row's cluster, model, batch and sequence, with the row's runtime
-    (its ``overlap``): what the planner would have chosen instead of the published layout."""
+    (``GivenLayout.runtime``): what the planner would have chosen instead of the published layout."""
     par = m.layout.runtime(BuiltinParallelizer())
     # the published layout is priced by the closed form: the plan is compared on the same model
     return plan(measurement_cluster(m), m.model, global_batch=m.global_batch, seq=m.seq, parallelizer=par,
