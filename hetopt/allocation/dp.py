@@ -67,41 +67,61 @@ class _TooWide(Exception):
 # --------------------------------------------------------------------- options as ranges
 
 
-#: Above this many (group, micro-batch size) entries the listing reads the clock between groups.
-CLOCKED_LISTING_ENTRIES = 200_000
+#: Entries of one chunk of a pass over every (group, m) entry. Long passes (listing the
+#: options, a bisection round, a least or largest option time) go chunk by chunk and read
+#: the clock between chunks, so a time limit is kept to about one chunk's work (~10 ms)
+#: however many entries there are; a short instance is one chunk, done whole, so even a
+#: zero limit returns a bound.
+CHUNK_ENTRIES = 1 << 18
 
 
 class _Ranges:
     """Every (group, m) of the instance, flat: the options are ℓ = 1..lmax (times grow with ℓ).
 
     ``times`` repeats ``AllocationInstance.times`` operation by operation, so the option
-    times compared with τ here are the floats ``evaluate`` recomputes.
+    times compared with τ here are the floats ``evaluate`` recomputes. With a ``deadline``,
+    every pass over the entries raises ``_Expired`` between chunks once it has passed.
     """
 
     def __init__(self, instance: AllocationInstance, deadline: Deadline | None = None) -> None:
-        """List the options; with a ``deadline``, raises ``_Expired`` between groups once it has
-        passed (millions of (group, m) entries take a noticeable time to list)."""
+        """List the options, chunk by chunk; ``fastest[g]`` is group g's least option time."""
         self.instance = instance
+        self.deadline = deadline
         u = [max(0, x) for x in instance.max_microbatch_per_group]
+        n = int(sum(u))
         bmax = instance.global_batch - (instance.num_gpus - 1)
         self.starts = np.cumsum([0] + u[:-1]).astype(np.int64)
         self.sizes = np.asarray(u, dtype=np.int64)
-        self.group = np.repeat(np.arange(len(u)), u)
-        self.m = np.concatenate([np.arange(1, x + 1) for x in u]).astype(np.int64)
-        forward, backward = [], []
-        for grp, x in zip(instance.groups, u):
-            if deadline is not None and deadline.expired():
-                raise _Expired
-            forward.append(grp.forward(np.arange(1, x + 1)))
-            backward.append(grp.backward(np.arange(1, x + 1)))
-        self.f = np.concatenate(forward)
-        self.g = np.concatenate(backward)
-        even = np.repeat(np.asarray(instance.even_shard_max_microbatch_per_group), u)
-        penalty = np.where(self.m > even, 1.0 + instance.uneven_shard_overhead, 1.0)
-        self.ag = instance.allgather_s * penalty
-        self.rs = instance.reducescatter_s * penalty
-        self.lmax = bmax // self.m
         self.counts_per_group = np.asarray([grp.count for grp in instance.groups], dtype=np.int64)
+        self.group = np.empty(n, dtype=np.int64)
+        self.m = np.empty(n, dtype=np.int64)
+        self.f, self.g = np.empty(n), np.empty(n)
+        self.ag, self.rs = np.empty(n), np.empty(n)
+        self.lmax = np.empty(n, dtype=np.int64)
+        self.fastest = np.full(len(u), INF)
+        uneven = 1.0 + instance.uneven_shard_overhead
+        unclocked = 0  # entries listed since the clock was last read
+        for g, (grp, x) in enumerate(zip(instance.groups, u)):
+            even = instance.even_shard_max_microbatch_per_group[g]
+            start = int(self.starts[g])
+            for first in range(0, x, CHUNK_ENTRIES):
+                if unclocked >= CHUNK_ENTRIES:
+                    self.tick()
+                    unclocked = 0
+                unclocked += min(x - first, CHUNK_ENTRIES)
+                m = np.arange(first + 1, min(x, first + CHUNK_ENTRIES) + 1, dtype=np.int64)
+                at = slice(start + first, start + first + m.size)
+                self.group[at], self.m[at], self.lmax[at] = g, m, bmax // m
+                self.f[at], self.g[at] = grp.forward(m), grp.backward(m)
+                penalty = np.where(m > even, uneven, 1.0)
+                self.ag[at] = instance.allgather_s * penalty
+                self.rs[at] = instance.reducescatter_s * penalty
+                self.fastest[g] = min(self.fastest[g], float(self.times(np.ones(m.size), at).min()))
+
+    def tick(self) -> None:
+        """Raise ``_Expired`` once the deadline has passed (no-op without one)."""
+        if self.deadline is not None and self.deadline.expired():
+            raise _Expired
 
     def times(self, ell: np.ndarray, sel: slice | np.ndarray = slice(None)) -> np.ndarray:
         """T(ℓ, m) for the selected (group, m) entries."""
@@ -111,44 +131,50 @@ class _Ranges:
         ag, rs = self.ag[sel], self.rs[sel]
         return np.maximum(ag, fwd) + np.maximum(ag + rs, fwd + bwd)
 
-    def counts(
-        self, tau: float, lo: np.ndarray | None = None, hi: np.ndarray | None = None, deadline: Deadline | None = None,
-    ) -> np.ndarray:
+    def _chunks(self) -> list[slice]:
+        """The entries in chunks of ``CHUNK_ENTRIES``."""
+        n = self.m.size
+        return [slice(a, min(n, a + CHUNK_ENTRIES)) for a in range(0, n, CHUNK_ENTRIES)]
+
+    def counts(self, tau: float, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
         """L_m(τ): the largest ℓ ≤ lmax with T(ℓ, m) ≤ τ (0 when none), knowing lo ≤ L ≤ hi.
 
-        With a ``deadline``, raises ``_Expired`` between bisection rounds once it has passed
-        (a round over millions of (group, m) entries takes a noticeable time).
+        A bisection per entry, run chunk by chunk; the clock is read before every round.
         """
         lo = np.zeros_like(self.lmax) if lo is None else lo.copy()
         hi = self.lmax.copy() if hi is None else hi.copy()
-        open_ = np.flatnonzero(lo < hi)
-        while open_.size:
-            if deadline is not None and deadline.expired():
-                raise _Expired
-            mid = (lo[open_] + hi[open_] + 1) // 2
-            ok = self.times(mid, open_) <= tau
-            lo[open_] = np.where(ok, mid, lo[open_])
-            hi[open_] = np.where(ok, hi[open_], mid - 1)
-            open_ = open_[lo[open_] < hi[open_]]
+        for chunk in self._chunks():
+            open_ = np.flatnonzero(lo[chunk] < hi[chunk]) + chunk.start
+            while open_.size:
+                self.tick()
+                mid = (lo[open_] + hi[open_] + 1) // 2
+                ok = self.times(mid, open_) <= tau
+                lo[open_] = np.where(ok, mid, lo[open_])
+                hi[open_] = np.where(ok, hi[open_], mid - 1)
+                open_ = open_[lo[open_] < hi[open_]]
         return lo
+
+    def _extreme(self, ell: np.ndarray, keep: np.ndarray, reduce, empty: float) -> float:
+        """``reduce`` (min or max) of T(ℓ, m) over the entries where ``keep``, chunk by chunk."""
+        out = empty
+        for i, chunk in enumerate(self._chunks()):
+            if i:
+                self.tick()
+            sel = np.flatnonzero(keep[chunk]) + chunk.start
+            if sel.size:
+                out = reduce(out, float(reduce.reduce(self.times(ell[sel], sel))))
+        return out
 
     def next_time(self, counts: np.ndarray) -> float:
         """The least option time above the set ``counts`` (inf when every option is in it)."""
-        sel = np.flatnonzero(counts < self.lmax)
-        return float(self.times(counts[sel] + 1, sel).min()) if sel.size else INF
+        return self._extreme(counts + 1, counts < self.lmax, np.minimum, INF)
 
     def last_time(self, counts: np.ndarray) -> float:
         """The largest option time in the set ``counts``."""
-        sel = np.flatnonzero(counts > 0)
-        return float(self.times(counts[sel], sel).max()) if sel.size else -INF
+        return self._extreme(counts, counts > 0, np.maximum, -INF)
 
-    def pivot(
-        self, low: np.ndarray, high: np.ndarray, first: float, last: float, deadline: Deadline | None = None,
-    ) -> float:
-        """An option time in [first, last) between the sets ``low`` ⊂ ``high``, near their median.
-
-        With a ``deadline``, raises ``_Expired`` as :meth:`counts` does (snapping the median to
-        an option time is a bisection over every (group, m) entry)."""
+    def pivot(self, low: np.ndarray, high: np.ndarray, first: float, last: float) -> float:
+        """An option time in [first, last) between the sets ``low`` ⊂ ``high``, near their median."""
         gap = high - low
         total = int(gap.sum())
         sel = np.flatnonzero(gap > 0)
@@ -158,9 +184,15 @@ class _Ranges:
             times = self.times(ell, np.repeat(sel, gap[sel]))
             pick = float(np.partition(times, (total - 1) // 2)[(total - 1) // 2])
         else:
-            times = self.times((low[sel] + high[sel] + 1) // 2, sel)
+            mid = (low + high + 1) // 2
+            times = np.empty(sel.size)
+            for a in range(0, sel.size, CHUNK_ENTRIES):
+                if a:
+                    self.tick()
+                part = sel[a : a + CHUNK_ENTRIES]
+                times[a : a + part.size] = self.times(mid[part], part)
             pick = float(np.median(times))
-            pick = self.last_time(self.counts(pick, low, high, deadline))  # snap to an option time
+            pick = self.last_time(self.counts(pick, low, high))  # snap to an option time
         return pick if first <= pick < last else first
 
     def segment(self, g: int) -> slice:
@@ -284,9 +316,7 @@ class _Decision:
         r = self.ranges
         usable = counts > 0
         groups = len(r.starts)
-        has = np.zeros(groups, dtype=bool)
-        np.logical_or.at(has, r.group[usable], True)
-        if not has.all():
+        if not np.all(np.bincount(r.group[usable], minlength=groups) > 0):
             return None  # a group has no option: its GPUs cannot run
         batches = np.where(usable, r.m * counts, 0)
         top = r.per_group_max(batches)  # the largest batch of each group
@@ -447,24 +477,14 @@ def solve_dp(
             reason=f"{entries} (group, micro-batch size) pairs exceed dp's limit of {MAX_RANGE_ENTRIES} "
             f"(tiny activations per sample let micro-batches reach the global batch {instance.global_batch})",
         )
-    # a long listing looks at the clock between groups (millions of entries take seconds on
-    # a loaded machine); a short one is listed whole, so even a zero limit returns a bound
-    clock = deadline if entries > CLOCKED_LISTING_ENTRIES else None
     least = -INF
     try:
-        ranges = _Ranges(instance, clock)
-        # every option time up to `least` is ruled out (some group has none faster than its
-        # fastest), so the largest seen so far is a bound at any point
-        for g in range(len(instance.groups)):
-            seg = ranges.segment(g)
-            least = max(least, float(ranges.times(np.ones(seg.stop - seg.start), seg).min()))
-            if clock is not None and clock.expired():
-                raise _Expired
+        ranges = _Ranges(instance, deadline)
+        # every option time below `least` is ruled out (some group has none faster than its
+        # fastest), so it is a bound at any point
+        least = float(ranges.fastest.max())
     except _Expired:
         return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
-                           bound=least if least > 0 else None, reason="time limit reached while dp listed the options")
-    if deadline.expired():
-        return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline, bound=least,
                            reason="time limit reached while dp listed the options")
     budget = instance.microbatch_budget
     big_b = instance.global_batch
@@ -490,23 +510,33 @@ def solve_dp(
         return int((ranges.counts_per_group * top).sum()) >= big_b
 
     try:
-        low = ranges.counts(float(np.nextafter(least, -INF)), deadline=deadline)
+        low = ranges.counts(float(np.nextafter(least, -INF)))
     except _Expired:
         return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline, bound=least,
                            reason="time limit reached before dp found a plan")
     high = ranges.lmax.copy()  # every option: feasible by the presolve
+    # every `low` the search holds is ruled out, so the least option time above it is a
+    # bound; the latest one computed is the answer's bound (the search ends computing it,
+    # and a timed-out search keeps the last it computed instead of running one more pass)
+    ruled_out = least
+
+    def floor(low: np.ndarray) -> float:
+        nonlocal ruled_out
+        ruled_out = max(ruled_out, ranges.next_time(low))
+        return ruled_out
+
     stats = lambda: {"thresholds": tried, "joins": decision.joins, "window": decision.widest}
 
     def bisect(pred, low: np.ndarray, high: np.ndarray, last: float) -> tuple[np.ndarray, np.ndarray, float]:
         # invariant: pred(low) false, pred(high) true, last = the largest option time in high
         while True:
-            first = ranges.next_time(low)
+            first = floor(low)
             if first >= last:
                 return low, high, last
             if deadline.expired():
                 raise _Expired
-            tau = ranges.pivot(low, high, first, last, deadline)
-            counts = ranges.counts(tau, low, high, deadline)
+            tau = ranges.pivot(low, high, first, last)
+            counts = ranges.counts(tau, low, high)
             if pred(counts):
                 high, last = counts, ranges.last_time(counts)
             else:
@@ -523,14 +553,14 @@ def solve_dp(
         while best is None:
             if deadline.expired():
                 raise _Expired
-            first = ranges.next_time(low)
+            first = floor(low)
             if ceiling is None:
-                counts = ranges.counts(first * (1.0 + step), low, high, deadline)
+                counts = ranges.counts(first * (1.0 + step), low, high)
             else:
                 top = ranges.last_time(ceiling)
                 if first >= top:  # even the next option time needs too wide a window
                     raise wide
-                counts = ranges.counts(ranges.pivot(low, ceiling, first, top, deadline), low, ceiling, deadline)
+                counts = ranges.counts(ranges.pivot(low, ceiling, first, top), low, ceiling)
             try:
                 found = decide(counts)
             except _TooWide as exc:
@@ -553,7 +583,7 @@ def solve_dp(
                 f"(global batch {big_b}); no plan found", stats=stats(),
             )
         timed_out = True  # a plan is known, its optimality is not
-    bound = ranges.next_time(low)
+    bound = ruled_out
     if best is None:
         return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
                            bound=bound, reason="time limit reached before dp found a plan", stats=stats())
