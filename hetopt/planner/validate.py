@@ -176,7 +176,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         lay = m.table("layout", required=True)
         lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
-                            "tp_comm_overlap"))
+                            "tp_comm_overlap", "ep", "fsep", "cp", "offload"))
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
@@ -184,20 +184,29 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             overlap=_flag(lay, "overlap", True), vpp=lay.integer("vpp", 1, minimum=1),
             flash=_flag(lay, "flash_attention", True), sequence_parallel=_flag(lay, "sequence_parallel", True),
             tp_overlap=_flag(lay, "tp_comm_overlap", False),
+            ep=lay.integer("ep", 1, minimum=1), fsep=_flag(lay, "fsep", False), cp=lay.integer("cp", 1, minimum=1),
+            offload=_flag(lay, "offload", False),
         )
+        if layout.fsep and layout.ep == 1:
+            raise lay.error("fsep", "fully sharded EP needs an expert-parallel degree (give ep > 1)")
         isl = islands[cluster]
-        if layout.tp * layout.pp * layout.dp != isl.gpus:
-            raise lay.error(None, f"tp·pp·dp = {layout.tp * layout.pp * layout.dp} but cluster {cluster!r} has {isl.gpus} GPUs")
+        # the world as Megatron-Core counts it: CP multiplies it, EP is carved out of the tp·cp·dp
+        # GPUs of a stage (hetopt.parallelism.expert.layout_problem)
+        world = layout.tp * layout.pp * layout.dp * layout.cp
+        if world != isl.gpus:
+            what = "tp·pp·dp" if layout.cp == 1 else "tp·pp·dp·cp"
+            raise lay.error(None, f"{what} = {world} but cluster {cluster!r} has {isl.gpus} GPUs")
         global_batch = m.integer("global_batch", minimum=1, maximum=MAX_GLOBAL_BATCH)
+        seq = m.integer("seq", models[model].sequence, minimum=1, maximum=MAX_SEQ)
         try:
-            check_layout(layout, isl, models[model], global_batch)
+            check_layout(layout, isl, models[model], global_batch, seq=seq)
         except InputError as exc:  # the same rule as --layout, named by the file's key
             raise lay.error(None, str(exc).removeprefix("--layout ")) from None
         metric = m.string("metric", choices=METRICS)
         out.append(Measurement(
             id=m.string("id"), group=m.string("group", "ungrouped"), source=m.string("source", ""),
             model=models[model], island=isl, global_batch=global_batch,
-            seq=m.integer("seq", models[model].sequence, minimum=1, maximum=MAX_SEQ), metric=metric,
+            seq=seq, metric=metric,
             value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
             flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=bool(m.data.get("best", True)),
             layout=layout,
@@ -311,7 +320,8 @@ def summarize(rows: list[Row]) -> dict[str, dict]:
 def _layout_text(lay: GivenLayout) -> str:
     b = lay.microbatch or "?"
     vpp = f" vpp{lay.vpp}" if lay.vpp > 1 else ""
-    return f"tp{lay.tp} pp{lay.pp}{vpp} dp{lay.dp} b{b} {lay.recompute} zero{lay.zero}"
+    more = (f" ep{lay.ep}" + ("fs" if lay.fsep else "") if lay.ep > 1 else "") + (f" cp{lay.cp}" if lay.cp > 1 else "")
+    return f"tp{lay.tp} pp{lay.pp}{vpp} dp{lay.dp}{more} b{b} {lay.recompute} zero{lay.zero}" + (" offload" if lay.offload else "")
 
 
 def main(argv: list[str] | None = None) -> int:

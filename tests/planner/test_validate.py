@@ -186,3 +186,68 @@ def test_a_row_without_sequence_parallelism_runs_the_wide_kernels_on_every_tp_ra
             assert off.iteration_time_s > on.iteration_time_s
         else:
             assert off.iteration_time_s == on.iteration_time_s
+
+
+# the values are placeholders: these tests check reading and pricing, not fidelity
+MOE_AND_CP_ROWS = """
+[models.mixtral]
+catalog = "mixtral-8x7b"
+[models.l8]
+catalog = "llama-3-8b"
+[clusters.dgx4]
+gpu = "H100-SXM5"
+nodes = 4
+gpus_per_node = 8
+inter_gbps = 3200
+
+[[measurement]]
+id = "moe-ep"
+model = "mixtral"
+cluster = "dgx4"
+global_batch = 256
+seq = 4096
+metric = "tokens_per_s_per_gpu"
+value = 3000
+flops = "megatron-core"
+layout = { tp = 2, pp = 2, dp = 8, ep = 8, b = 1, recompute = "full", zero = 1 }
+
+[[measurement]]
+id = "long-cp"
+model = "l8"
+cluster = "dgx4"
+global_batch = 32
+seq = 32768
+metric = "tokens_per_s_per_gpu"
+value = 3000
+flops = "megatron-core"
+layout = { tp = 2, pp = 1, dp = 4, cp = 4, b = 1, recompute = "full", zero = 1 }
+"""
+
+
+def test_rows_with_expert_and_context_parallelism_are_read_and_priced(tmp_path):
+    path = tmp_path / "moe.toml"
+    path.write_text(MOE_AND_CP_ROWS)
+    rows = {m.id: m for m in v.load_published(path)}
+    assert (rows["moe-ep"].layout.ep, rows["long-cp"].layout.cp) == (8, 4)
+    for row in v.validate(tuple(rows.values())):
+        assert row.priced is not None, row.reason
+        assert 0 < row.ratio < 10
+    # the same layouts through --layout give the same price
+    from hetopt.planner.layout import parse_layout, price_layout
+
+    m = rows["long-cp"]
+    by_flag = price_layout(parse_layout("tp=2 pp=1 dp=4 cp=4 mbs=1 recompute=full zero=1"), m.island, m.model,
+                           global_batch=m.global_batch, seq=m.seq)
+    assert by_flag.iteration_time_s == v.price_published(m)[0].iteration_time_s
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("dp = 4, cp = 4,", "dp = 4, cp = 2,", r"layout: tp·pp·dp·cp = 16 but cluster 'dgx4' has 32 GPUs"),
+    ("ep = 8,", "fsep = true,", r"layout\.fsep: fully sharded EP needs an expert-parallel degree"),
+    ("ep = 8,", "ep = 3,", r"ep=3 does not divide the 8 experts"),
+])
+def test_bad_expert_or_context_layouts_name_the_file_and_key(tmp_path, old, new, message):
+    path = tmp_path / "bad.toml"
+    path.write_text(MOE_AND_CP_ROWS.replace(old, new, 1))
+    with pytest.raises(InputError, match=r"bad.toml: measurement\[\d\]\.layout.*" + message.removeprefix("layout")):
+        v.load_published(path)
