@@ -296,7 +296,7 @@ def _expert_locality(gpn: int, offset: int, gpus: int, span: int, ep: int, strid
 def _stage(
     sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
-    flash: bool = False, capacity: float | None = None, tp_overlap: bool = False,
+    flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
 ) -> StageCost | None:
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage").
 
@@ -481,13 +481,19 @@ def _stage(
     # Experts' gradients are reduced over their own data-parallel group of t·c·d/(e·etp) GPUs.
     # an MoE layer's expert tensors (weight, + bias for GPT/ViT) go with the experts' own collectives
     expert_tensors = cfg.experts * cm.ffn_matrices(cfg) * (1 if cfg.architecture == "llama" else 2) if n_moe else 0
+    # ZeRO-3 collectives per pass: one per parameter tensor (DeepSpeed's ZeRO-3 of 2021), or one
+    # per layer (FSDP's unit: FSDP2's fully_shard groups a block's parameters into one all-gather;
+    # the embedding and the head are units of their own, one unit when tied on the same stage)
+    if zero3_per_tensor:
+        collectives = max(1, tab.tensors[b] - tab.tensors[a] - n_moe * expert_tensors)
+    else:
+        collectives = ell + int(embed) + int(head and not (embed and cfg.tied_embeddings))
     span = nodes[q][1] - nodes[q][0] + 1
     comm = cm.data_parallel_comm(
         dense_params / tp if one_node else dense_params, replicas, intra if one_node else inter, zero_stage=z,
         microbatches=microbatches,
         hop_latency_s=cm.ring_hop_latency_s(replicas, span, intra_hop, inter_hop, step_floor),
-        collectives=max(1, tab.tensors[b] - tab.tensors[a] - n_moe * expert_tensors),
-        recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=ell,
+        collectives=collectives, recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=ell,
     )
     forward += comm.forward_s
     backward += comm.backward_s
@@ -701,6 +707,11 @@ class BuiltinParallelizer:
         Sequence-parallel TP traffic overlaps the adjacent GEMMs in t chunks (Megatron-Core's
         ``--tp-comm-overlap`` with Transformer Engine's userbuffers; off by default there, and
         here); False: every TP collective is on the critical path.
+    zero3_per_tensor
+        ZeRO-3 gathers and reduce-scatters every parameter tensor on its own, each paying the
+        ring latency (DeepSpeed's ZeRO-3 as Megatron's SC'21 Table 2 ran it); False, the
+        default: one collective per layer, as FSDP and FSDP2 (``fully_shard`` per block),
+        Megatron-Core's FSDP and torchtitan run it.
     expert_parallel, fsep
         Enumerate EP degrees (divisors of the experts that fit the stage, MoE slices only), and
         each with FSEP too.
@@ -731,6 +742,7 @@ class BuiltinParallelizer:
     overlap_communication: bool = True
     flash_attention: bool = True
     tp_comm_overlap: bool = False
+    zero3_per_tensor: bool = False
     expert_parallel: bool = True
     fsep: bool = True
     cp: tuple[int, ...] = CP_DEGREES
@@ -916,7 +928,8 @@ class BuiltinParallelizer:
                 cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
                               overlap=self.overlap_communication, flash=self.flash_attention,
-                              capacity=capacity if static_first else None, tp_overlap=self.tp_comm_overlap)
+                              capacity=capacity if static_first else None, tp_overlap=self.tp_comm_overlap,
+                              zero3_per_tensor=self.zero3_per_tensor)
                 # None: the stage's static bytes exceed the capacity (its time not computed)
                 priced = prices[key] = (None, -1, None) if cost is None else (cost, in_flight_fit(cost, capacity, M), cost.time_s)
             if priced[0] is None:

@@ -12,13 +12,15 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False)
 >>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()
 'tp=8 pp=1 dp=4 mbs=? recompute=none zero=0 sp=no'
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
 2
 >>> parse_layout("tp=1 pp=2 dp=4 ep=4 fsep=1 cp=2 offload=yes").text()
 'tp=1 pp=2 dp=4 mbs=? recompute=none zero=0 ep=4 fsep=1 cp=2 offload=1'
+>>> parse_layout("tp=1 pp=1 dp=64 zero=3 zero3gather=tensor").zero3_per_tensor
+True
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ from hetopt.workload import ModelConfig
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
 #: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
 LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "sp", "tpoverlap", "ep", "fsep", "cp",
-               "offload")
+               "offload", "zero3gather")
+#: ``zero3gather=``: ZeRO-3's collectives one per layer (FSDP's unit) or one per parameter tensor.
+ZERO3_GATHERS = {"layer": False, "tensor": True}
 #: Spellings of the yes/no keys: ``overlap=`` (Megatron-Core's --overlap-grad-reduce /
 #: --overlap-param-gather on or off), ``flash=`` (FlashAttention or materialized scores) and
 #: ``sp=`` (Megatron's --sequence-parallel: the LayerNorm, dropout and residual kernels on
@@ -73,12 +77,14 @@ class GivenLayout:
     offload: bool = False
     sequence_parallel: bool = True  # Megatron's sequence parallelism with TP > 1 (Korthikanti et al. 2022)
     tp_overlap: bool = False  # Megatron-Core's --tp-comm-overlap (needs sequence parallelism)
+    zero3_per_tensor: bool = False  # ZeRO-3 collectives per parameter tensor (DeepSpeed 2021), not per layer
 
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
         tail = ("" if self.overlap else " overlap=no") + ("" if self.flash else " flash=no")
         tail += ("" if self.sequence_parallel else " sp=no") + (" tpoverlap=yes" if self.tp_overlap else "")
+        tail += " zero3gather=tensor" if self.zero3_per_tensor else ""
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
@@ -92,11 +98,13 @@ class GivenLayout:
 
     def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` pricing the runtime this layout ran on (its overlap, attention and sequence parallelism)."""
-        runtime = (self.overlap, self.flash, self.sequence_parallel, self.tp_overlap)
-        if (par.overlap_communication, par.flash_attention, par.sequence_parallel, par.tp_comm_overlap) == runtime:
+        runtime = (self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor)
+        if (par.overlap_communication, par.flash_attention, par.sequence_parallel, par.tp_comm_overlap,
+                par.zero3_per_tensor) == runtime:
             return par
         return replace(par, overlap_communication=self.overlap, flash_attention=self.flash,
-                       sequence_parallel=self.sequence_parallel, tp_comm_overlap=self.tp_overlap)
+                       sequence_parallel=self.sequence_parallel, tp_comm_overlap=self.tp_overlap,
+                       zero3_per_tensor=self.zero3_per_tensor)
 
 
 @dataclass(frozen=True)
@@ -177,9 +185,15 @@ def parse_layout(text: str) -> GivenLayout:
         if word not in OVERLAP_VALUES:
             raise InputError(f"--layout {key}={values[key]}: must be yes or no")
         flags[key] = OVERLAP_VALUES[word]
+    gather = values.get("zero3gather", "layer").lower()
+    if gather not in ZERO3_GATHERS:
+        raise InputError(f"--layout zero3gather={values['zero3gather']}: must be layer or tensor")
+    if "zero3gather" in values and zero != 3:
+        raise InputError(f"--layout zero3gather={gather}: only ZeRO-3 gathers parameters (give zero=3, got zero={zero})")
     return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                        sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
-                       sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"])
+                       sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
+                       ZERO3_GATHERS[gather])
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:

@@ -32,7 +32,7 @@ from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
 from hetopt.io import read_toml
 from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import GivenLayout, check_layout, price_layout
+from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, check_layout, price_layout
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.readers.fields import Fields
 from hetopt.workload import ModelConfig, ffn_matrices, load_model, model_from_fields
@@ -176,7 +176,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         lay = m.table("layout", required=True)
         lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
-                            "tp_comm_overlap", "ep", "fsep", "cp", "offload"))
+                            "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather"))
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
@@ -186,7 +186,10 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             tp_overlap=_flag(lay, "tp_comm_overlap", False),
             ep=lay.integer("ep", 1, minimum=1), fsep=_flag(lay, "fsep", False), cp=lay.integer("cp", 1, minimum=1),
             offload=_flag(lay, "offload", False),
+            zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", "layer", choices=tuple(ZERO3_GATHERS))],
         )
+        if "zero3_gather" in lay.data and layout.zero != 3:
+            raise lay.error("zero3_gather", f"only ZeRO-3 gathers parameters (the row has zero = {layout.zero})")
         if layout.fsep and layout.ep == 1:
             raise lay.error("fsep", "fully sharded EP needs an expert-parallel degree (give ep > 1)")
         isl = islands[cluster]

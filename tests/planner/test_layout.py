@@ -45,6 +45,8 @@ def dgx(tmp_path):
     ("tp8", "expected key=value"),
     ("tp=1 pp=1 dp=1 tp=2", "tp is given twice"),
     ("", "give tp, pp, dp"),
+    ("tp=1 pp=1 dp=8 zero=3 zero3gather=bucket", "zero3gather=bucket: must be layer or tensor"),
+    ("tp=1 pp=1 dp=8 zero=1 zero3gather=tensor", "only ZeRO-3 gathers parameters"),
 ])
 def test_bad_layouts_are_named(text, message):
     with pytest.raises(InputError, match=message):
@@ -187,3 +189,31 @@ def test_bad_per_island_layouts_exit_2_with_the_reason(capsys, text, message):
                      "--no-alternatives", "--layout", text])
     err = capsys.readouterr().err
     assert code == 2 and message in err and err.count("\n") == 1, err
+
+
+def test_zero3_per_tensor_pays_the_ring_latency_per_tensor_and_per_layer_once(tmp_path):
+    """ZeRO-3 on 4 DGX nodes, nothing overlapped, no recomputation, one stage: per micro-batch
+    the forward gathers once and the backward gathers and reduce-scatters once, so per tensor
+    instead of per layer adds 3 · M · (tensors − units) ring latencies, the bytes the same."""
+    from hetopt import costmodel as cm
+    from hetopt.planner.compose import island_specs
+    from hetopt.planner.layout import price_layout
+    from hetopt.workload import load_model
+
+    path = tmp_path / "four.toml"
+    nodes = "".join(f'[[node]]\nname = "n{i}"\ngpu = "A100-SXM4-80GB"\ngpus = 8\n' for i in range(4))
+    path.write_text(f'name = "dgx-a100-4"\n{nodes}[network]\ndefault_gbps = 1600.0\n')
+    (isl,) = island_specs(load_cluster(path), [[0, 1, 2, 3]])
+    assert isl.gpus == 32 and isl.nodes == 4
+    cfg = load_model(ROOT / "instances" / "models" / "gpt3-1.3b.toml")
+    text = "tp=1 pp=1 dp=32 mbs=1 zero=3 overlap=no"
+    per_layer = price_layout(parse_layout(text), isl, cfg, global_batch=64).plan
+    per_tensor = price_layout(parse_layout(text + " zero3gather=tensor"), isl, cfg, global_batch=64).plan
+    microbatches = 64 // 32
+    tensors = cfg.layers * cm.parameter_tensors(cfg)
+    units = cfg.layers + 1 + (0 if cfg.tied_embeddings else 1)  # the layers, the embedding, the head
+    gpu = isl.gpu
+    hop = cm.ring_hop_latency_s(32, 4, cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"], cm.ring_step_floor_s(gpu.host_cpu))
+    expected = 3 * microbatches * (tensors - units) * cm.ring_latency_s(31, hop)
+    assert per_tensor.iteration_time_s - per_layer.iteration_time_s == pytest.approx(expected, rel=1e-9)
+    assert "zero3gather=tensor" in parse_layout(text + " zero3gather=tensor").text()
