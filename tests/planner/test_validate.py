@@ -266,3 +266,11 @@ def test_the_zero3_rows_gather_tensor_by_tensor_and_the_key_is_checked(tmp_path)
     bad.write_text(v.default_published().read_text().replace("zero = 0, overlap = true,", 'zero = 0, zero3_gather = "tensor", overlap = true,', 1))
     with pytest.raises(InputError, match=r"bad.toml: measurement\[0\]\.layout\.zero3_gather: only ZeRO-3 gathers parameters"):
         v.load_published(bad)
+
+
+def test_the_megatron_readme_run_is_read_by_name_and_its_numbers_agree():
+    """The README's "138 TFLOP/s per GPU ... around 32 seconds" on 1,024 GPUs is eq. 3's count."""
+    (m,) = v.load_published(instances_dir() / "published" / "megatron-lm-readme-a100.toml")
+    assert (m.layout.tp, m.layout.pp, m.layout.dp, m.layout.microbatch, m.gpus) == (8, 16, 8, 1, 1024)
+    assert v.publisher_flops(m) / (m.value * 1e12 * m.gpus) == pytest.approx(32.0, rel=0.01)
+    assert v.main(["--file", "megatron-lm-readme-a100"]) == 0
