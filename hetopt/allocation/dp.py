@@ -477,7 +477,6 @@ def solve_dp(
             reason=f"{entries} (group, micro-batch size) pairs exceed dp's limit of {MAX_RANGE_ENTRIES} "
             f"(tiny activations per sample let micro-batches reach the global batch {instance.global_batch})",
         )
-    least = -INF
     try:
         ranges = _Ranges(instance, deadline)
         # every option time below `least` is ruled out (some group has none faster than its
