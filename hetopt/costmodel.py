@@ -348,28 +348,83 @@ def compute_time_s(flops: float, gpu: GpuType, tokens: float) -> float:
     return flops / (gpu.training_flops * efficiency(gpu, tokens))
 
 
-def gemm_efficiency(gpu: GpuType, tokens: float) -> float:
-    """The catalog's GEMM efficiency e_g·τ/(τ + τ½) for GEMMs of ``tokens`` rows.
+def gemm_efficiency(gpu: GpuType, m: float, n: float, k: float) -> float:
+    """Share of peak one GEMM of m×k by k×n reaches: e_g / (1 + r·(1/m + 1/n + 1/k)).
 
-    τ is the token (row) dimension of the layer's matrix multiplications on one GPU: the
-    b·s tokens of its replica's micro-batch. Tensor parallelism splits the weights (the
-    columns or the inner dimension), not the tokens, so it does not shrink τ.
+    ``gemm_time_s`` with the GEMM's own traffic: its 2·m·n·k FLOPs at the catalog's
+    sustained ``gemm_efficiency`` e_g, plus reading both 16-bit operands and writing the
+    result once (2·(m·k + k·n + m·n) bytes) at the memory bandwidth. r = peak·e_g / bandwidth
+    (FLOP per byte) is where the dimensions start to cost: a GEMM narrower than a few r in any
+    of m (the tokens), n or k (the TP-sharded widths) is bound by its traffic, not its FLOPs.
 
     Examples
     --------
     >>> from hetopt.hardware import load_gpus
     >>> a100 = load_gpus()["A100-SXM4-80GB"]
-    >>> round(gemm_efficiency(a100, a100.gemm_half_tokens) / a100.gemm_efficiency, 3)
-    0.5
+    >>> wide = gemm_efficiency(a100, 8192, 8192, 8192) / a100.gemm_efficiency
+    >>> narrow = gemm_efficiency(a100, 2048, 6144, 768) / a100.gemm_efficiency  # 18.4B's projection at TP 8
+    >>> round(wide, 2), round(narrow, 2)
+    (0.96, 0.82)
     """
-    if tokens <= 0:
-        raise ValueError(f"tokens per GEMM must be > 0 (got {tokens})")
-    return gpu.gemm_efficiency * tokens / (tokens + gpu.gemm_half_tokens)
+    if min(m, n, k) <= 0:
+        raise ValueError(f"GEMM dimensions must be > 0 (got {m}, {n}, {k})")
+    ridge = gpu.training_flops * gpu.gemm_efficiency / gpu.memory_bandwidth
+    return gpu.gemm_efficiency / (1.0 + ridge * (1.0 / m + 1.0 / n + 1.0 / k))
 
 
-def gemm_time_s(flops: float, gpu: GpuType, tokens: float) -> float:
-    """Seconds of matrix multiplication: FLOPs / (peak · e_g(τ)), τ the GEMMs' token rows."""
-    return flops / (gpu.training_flops * gemm_efficiency(gpu, tokens))
+def gemm_time_s(flops: float, gpu: GpuType, *, traffic_bytes: float = 0.0) -> float:
+    """Seconds of matrix multiplication: FLOPs / (peak · e_g) + operand traffic / memory bandwidth.
+
+    e_g, the catalog's ``gemm_efficiency``, is the sustained share of peak of a GEMM too large
+    for its traffic to count; ``traffic_bytes`` is what the GEMMs read and write
+    (``gemm_traffic_bytes``: the weights once per call, the tokens' inputs and outputs). The
+    two add: no overlap of a GEMM's loads with its math is assumed, the form the catalog's e_g
+    is fitted in (``hetopt.generate.calibrate``).
+    """
+    return flops / (gpu.training_flops * gpu.gemm_efficiency) + traffic_bytes / gpu.memory_bandwidth
+
+
+def gemm_operand_widths(cfg: ModelConfig, index: int = 0) -> tuple[float, float]:
+    """Elements per token the dense forward GEMMs of layer ``index`` read and write: (h-wide, TP-sharded).
+
+    Attention: Q, K, V (fused) read h and write a + 2·kv, the output projection reads a and
+    writes h. FFN (not in an MoE layer): the first matrix (or gate and up) reads h and writes
+    f (2·f), the last reads f and writes h. Column-parallel outputs and row-parallel inputs
+    are split over t; the h-wide sides are not (the GEMM runs on all tokens of the micro-batch).
+    The attention scores' batched GEMMs are not here: their s×s operands are in
+    ``score_elementwise_widths``. Experts: ``hetopt.parallelism.expert.expert_operand_widths``.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
+    >>> gemm_operand_widths(gpt) == (4 * 1024, 3 * 1024 + 1024 + 2 * 4096)
+    True
+    """
+    h = cfg.hidden
+    wide = 2.0 * h
+    sharded = float(cfg.attention_width + 2 * cfg.kv_width + cfg.attention_width)
+    if not cfg.is_moe_layer(index):
+        wide += 2.0 * h
+        sharded += ffn_matrices(cfg) * cfg.ffn
+    return wide, sharded
+
+
+def gemm_traffic_bytes(tokens: float, widths: tuple[float, float], weight_parameters: float, *, tp: int = 1) -> float:
+    """Bytes one forward pass of GEMMs moves on one GPU: 16-bit operands and results, weights once.
+
+    ``tokens`` rows of ``widths`` (h-wide, TP-sharded: ``gemm_operand_widths``) and
+    ``weight_parameters`` weights already on the GPU (its shard). The backward moves
+    ``BACKWARD_PER_FORWARD`` times as much: dgrad reads the output gradient and the weights and
+    writes the input gradient, wgrad reads the input and the output gradient and writes the
+    weight gradient.
+
+    Examples
+    --------
+    >>> gemm_traffic_bytes(2048, (4096.0, 8192.0), 1e6, tp=2) == 2 * (2048 * (4096 + 4096) + 1e6)
+    True
+    """
+    wide, sharded = widths
+    return WEIGHT_BYTES * (tokens * (wide + sharded / tp) + weight_parameters)
 
 
 def attention_time_s(flops: float, gpu: GpuType) -> float:
@@ -821,6 +876,8 @@ __all__ = [
     "elementwise_widths",
     "score_elementwise_widths",
     "gemm_efficiency",
+    "gemm_operand_widths",
+    "gemm_traffic_bytes",
     "gemm_time_s",
     "intra_hop_latency_s",
     "memory_time_s",

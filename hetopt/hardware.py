@@ -26,7 +26,7 @@ DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 
 GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
-    "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency", "gemm_half_tokens",
+    "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency",
     "calibration", "attention_efficiency", "host_gbs", "host_cpu",
 )
 #: Host CPU vendors the catalog's ``host_cpu`` names (``hetopt.costmodel.ring_step_floor_s``).
@@ -39,10 +39,10 @@ class GpuType:
 
     ``efficiency`` and ``half_efficiency_tokens`` describe a whole transformer layer (GEMMs and
     memory-bound kernels together, e·t/(t + t½)): the allocation instances' analytic latency
-    model. ``gemm_efficiency`` and ``gemm_half_tokens`` describe the matrix multiplications
-    alone, with the layer's memory-bound traffic taken out (``hetopt.costmodel``,
-    ``elementwise_bytes``): the planner's cost model, which prices that traffic at the
-    memory bandwidth. Both are fitted to the same measured profiles by
+    model. ``gemm_efficiency`` is the sustained share of peak of the matrix multiplications
+    alone, with the layer's memory-bound traffic and the GEMMs' own operands taken out
+    (``hetopt.costmodel``, ``elementwise_bytes`` and ``gemm_traffic_bytes``): the planner's
+    cost model, which prices that traffic at the memory bandwidth. Both are fitted to the same measured profiles by
     ``python -m hetopt.generate.calibrate``; ``calibration`` says where a GPU's figures come
     from when it has no profile of its own.
     """
@@ -60,7 +60,6 @@ class GpuType:
     half_efficiency_tokens: float
     calibrated: bool
     gemm_efficiency: float = DEFAULT_EFFICIENCY
-    gemm_half_tokens: float = DEFAULT_HALF_EFFICIENCY_TOKENS
     calibration: str = ""
     #: Share of peak FlashAttention's kernels reach (None: as ``gemm_efficiency``, said in
     #: ``calibration``); the attention scores' FLOPs run at it when attention is flash.
@@ -117,11 +116,13 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
     table = top.table("gpu", required=True)
     for name in table.data:
         f = table.table(name, required=True)
+        if "gemm_half_tokens" in f.data:  # a catalog written for the saturating GEMM model
+            raise f.error("gemm_half_tokens", "is no longer read: the GEMM knee is its operands' traffic "
+                          "(hetopt.costmodel.gemm_efficiency); delete the key")
         f.reject_unknown(GPU_KEYS)
         efficiency = f.number("efficiency", None, positive=True, maximum=1.0)
         half = f.number("half_efficiency_tokens", None, minimum=0.0)
         gemm = f.number("gemm_efficiency", None, positive=True, maximum=1.0)
-        gemm_half = f.number("gemm_half_tokens", None, minimum=0.0)
         catalog[name] = GpuType(
             name=name,
             memory_bytes=f.number("memory_gib", positive=True) * GIB,
@@ -137,7 +138,6 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             calibrated=efficiency is not None,
             # the planner's GEMM calibration; a GPU without one falls back to the whole-layer figures
             gemm_efficiency=(DEFAULT_EFFICIENCY if efficiency is None else efficiency) if gemm is None else gemm,
-            gemm_half_tokens=(DEFAULT_HALF_EFFICIENCY_TOKENS if half is None else half) if gemm_half is None else gemm_half,
             calibration=f.string("calibration", ""),
             attention_efficiency=f.number("attention_efficiency", None, positive=True, maximum=1.0),
             host_bandwidth=None if (host := f.number("host_gbs", None, positive=True)) is None else host * GIGA,

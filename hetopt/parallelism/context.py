@@ -92,7 +92,7 @@ def ring_attention_s(
         return 0.0, 0.0
     x = ring_step_bytes(cfg, seq, samples, cp=cp, tp=tp) / bandwidth + hop_latency_s
     block = 4.0 * (seq / cp) ** 2 * cfg.attention_width * samples / tp
-    y = cm.attention_time_s(block, gpu) if flash else cm.gemm_time_s(block, gpu, samples * seq / cp)
+    y = cm.attention_time_s(block, gpu) if flash else cm.gemm_time_s(block, gpu)  # the scores' bytes: elementwise
     y_back = (cm.FLASH_SCORE_BACKWARD_PER_FORWARD if flash else cm.BACKWARD_PER_FORWARD) * y
     base = cm.RING_BASE_LATENCY_S if hop_latency_s > 0 else 0.0
     forward = (cp - 1) * max(0.0, x - y) + base

@@ -81,6 +81,25 @@ def expert_forward_flops(cfg: ModelConfig, seq: int, index: int = 0) -> float:
     return 2.0 * seq * cfg.top_k * cm.ffn_matrices(cfg) * cfg.hidden * (cfg.expert_ffn or cfg.ffn)
 
 
+def expert_operand_widths(cfg: ModelConfig, index: int = 0) -> tuple[float, float]:
+    """Elements per routed token the experts' forward GEMMs read and write: (h-wide, ETP-sharded).
+
+    Each of a token's k expert visits reads h and writes n_f − 1 times f (gate and up, or the
+    first matrix), then reads f and writes h: (2·h, n_f·f), the f side split over the experts'
+    TP degree. (0, 0) for a dense layer. The router's h×E GEMM is left out (E ≪ h).
+    ``hetopt.costmodel.gemm_traffic_bytes`` turns these into bytes.
+
+    Examples
+    --------
+    >>> moe = ModelConfig("m", "llama", 2, 1024, 16, 4096, 0, 512, experts=8, top_k=2, expert_ffn=1024)
+    >>> expert_operand_widths(moe)
+    (2048.0, 3072.0)
+    """
+    if not cfg.is_moe_layer(index):
+        return 0.0, 0.0
+    return 2.0 * cfg.hidden, float(cm.ffn_matrices(cfg) * (cfg.expert_ffn or cfg.ffn))
+
+
 def layout_problem(cfg: ModelConfig, *, tp: int, ep: int, cp: int, dp: int) -> str:
     """Why EP degree ``ep`` cannot be laid out on t·c·d GPUs ('' when it can).
 
@@ -216,6 +235,7 @@ __all__ = [
     "alltoall_s",
     "expert_forward_flops",
     "expert_gemm_rows",
+    "expert_operand_widths",
     "expert_parameters",
     "expert_tp",
     "fsep_gather_bytes",

@@ -111,6 +111,11 @@ class _Table:
     expert_params: tuple[float, ...] = (0.0,)
     expert_params_each: tuple[float, ...] = ()
     moe: tuple[int, ...] = (0,)
+    # the GEMMs' operand elements per token (``cm.gemm_operand_widths``; experts': per routed token)
+    gemm_wide: tuple[float, ...] = (0.0,)
+    gemm_sharded: tuple[float, ...] = (0.0,)
+    expert_wide: tuple[float, ...] = (0.0,)
+    expert_sharded: tuple[float, ...] = (0.0,)
 
 
 
@@ -123,6 +128,8 @@ def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None, *, flash: bool =
     params = [float(cm.layer_parameters(cfg, i)) for i in idx]
     sharded = [cm.sharded_activation_widths(cfg, i) for i in idx]
     ew = [cm.elementwise_widths(cfg, s, i, flash=flash) for i in idx]
+    operands = [cm.gemm_operand_widths(cfg, i) for i in idx]
+    expert_operands = [ex.expert_operand_widths(cfg, i) for i in idx]
 
     def pre(xs):
         return tuple(accumulate(xs, initial=0.0))
@@ -150,6 +157,10 @@ def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None, *, flash: bool =
         expert_params=pre(float(ex.expert_parameters(cfg, i)) for i in idx),
         expert_params_each=tuple(float(ex.expert_parameters(cfg, i)) for i in idx),
         moe=tuple(accumulate((int(cfg.is_moe_layer(i)) for i in idx), initial=0)),
+        gemm_wide=pre(w for w, _ in operands),
+        gemm_sharded=pre(x for _, x in operands),
+        expert_wide=pre(w for w, _ in expert_operands),
+        expert_sharded=pre(x for _, x in expert_operands),
     )
 
 
@@ -328,7 +339,6 @@ def _stage(
     etp = ex.expert_tp(tp=tp, ep=ep, cp=cp, dp=dp) if n_moe else tp
     expert_fwd = (tab.expert[b] - tab.expert[a]) * samples / tp
     imbalance = ex.ROUTING_IMBALANCE if ep > 1 and not lay.fsep else 1.0
-    expert_rows = ex.expert_gemm_rows(cfg, tokens, tp=tp, ep=ep, etp=etp) if n_moe else tokens
 
     # memory per GPU, first: a stage whose static bytes fit nowhere (not even with no
     # micro-batch in flight) makes its layout infeasible whatever its time, so when given the
@@ -379,9 +389,19 @@ def _stage(
     if capacity is not None and not stage_fits(static, activation, 0, capacity):
         return None
 
-    def gemm(flops: float, experts: float) -> float:
-        t = cm.gemm_time_s(flops - experts, gpu, tokens)
-        return t + cm.gemm_time_s(experts * imbalance, gpu, expert_rows) if experts else t
+    # the GEMMs' own traffic in one forward pass: the weights on the GPU once per call, the
+    # tokens' operands and results (cm.gemm_traffic_bytes); the experts' on the busiest rank
+    dense_traffic = cm.gemm_traffic_bytes(
+        tokens, (tab.gemm_wide[b] - tab.gemm_wide[a] + (h if head else 0.0), tab.gemm_sharded[b] - tab.gemm_sharded[a] + (cfg.vocab if head else 0.0)),
+        (tab.params[b] - tab.params[a] - exp_params + (cfg.vocab * h if head else 0.0)) / tp, tp=tp)
+    expert_traffic = cm.gemm_traffic_bytes(
+        tokens * cfg.top_k * etp / tp * imbalance, (tab.expert_wide[b] - tab.expert_wide[a], tab.expert_sharded[b] - tab.expert_sharded[a]),
+        exp_params / (ep * etp), tp=etp) if n_moe else 0.0
+
+    def gemm(flops: float, experts: float, passes: float) -> float:
+        """``passes`` forward-equivalents of traffic (backward: BACKWARD_PER_FORWARD)."""
+        t = cm.gemm_time_s(flops - experts, gpu, traffic_bytes=passes * dense_traffic)
+        return t + cm.gemm_time_s(experts * imbalance, gpu, traffic_bytes=passes * expert_traffic) if experts else t
 
     # compute: the matrix multiplications at the GEMM efficiency, the memory-bound kernels
     # at the memory bandwidth (formulations/costmodel.md, "Time")
@@ -401,8 +421,9 @@ def _stage(
                 "full": ew_fwd}[rc]
     # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
     loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)
-    gemm_fwd = gemm(dense, expert_fwd)
-    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, (cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * expert_fwd)
+    gemm_fwd = gemm(dense, expert_fwd, 1.0)
+    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, (cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * expert_fwd,
+                    cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0))
     forward = gemm_fwd + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
     backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
@@ -598,8 +619,10 @@ def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: i
     slow = max(1 / intra, gpn / inter) if crosses else 1 / intra
     fast = min(1 / intra, 1 / inter) / 2 if crosses else 1 / intra
     experts = ex.expert_forward_flops(cfg, s, index) * samples / tp
-    rows = ex.expert_gemm_rows(cfg, tokens, tp=tp, ep=ep, etp=etp)
-    saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, rows) + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * slow)
+    # the routed rows' operands, per forward-equivalent pass (4 with full recomputation)
+    rows = tokens * cfg.top_k * etp / tp
+    extra_traffic = cm.gemm_traffic_bytes(rows, ex.expert_operand_widths(cfg, index), 0.0, tp=etp)
+    saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, traffic_bytes=extra_traffic) + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * slow)
     cost = 3 * ex.fsep_gather_bytes(ex.expert_parameters(cfg, index), ep, etp) * fast
     return cost < saved
 

@@ -270,7 +270,9 @@ def test_tp_comm_overlap_hides_tp_traffic_behind_the_gemms_but_one_chunk():
     tp_pass = 2 * cm.tp_layer_comm_s(SMALL_GPT, 1024, 2, 4, intra, hop)  # two layers
     # the layers' GEMMs: their FLOPs less the attention scores (FlashAttention's own kernels)
     matmul = cm.layer_forward_flops(SMALL_GPT, 1024) - cm.attention_score_flops(SMALL_GPT, 1024)
-    gemm_fwd = cm.gemm_time_s(2 * matmul * 2 / 4, isl.gpu, 2 * 1024)
+    # and their operands: 2 samples of 1024 tokens, the two layers' weights over t = 4, read once
+    traffic = 2 * cm.gemm_traffic_bytes(2 * 1024, cm.gemm_operand_widths(SMALL_GPT), cm.layer_parameters(SMALL_GPT) / 4, tp=4)
+    gemm_fwd = cm.gemm_time_s(2 * matmul * 2 / 4, isl.gpu, traffic_bytes=traffic)
     saved = tp_pass - max(tp_pass - gemm_fwd, tp_pass / 4)
     assert 0 < saved < tp_pass
     assert plain.forward_s - hidden.forward_s == pytest.approx(saved, rel=1e-9)

@@ -164,12 +164,15 @@ def test_a_per_island_layout_is_priced_as_the_composition_prices_those_blocks():
     assert g["fits"] and g["microbatch_size"] == p.microbatch_size
     assert g["iteration_time_s"] == pytest.approx(p.iteration_time_s, rel=1e-12)
     assert g["plan_speedup"] == pytest.approx(1.0, rel=1e-12)
-    # another split of the same islands is never faster than the plan
-    first, *rest = _own_layout(p).split("; ")
-    name, _, tail = first.partition(": ")
-    k = int(tail.split()[0].removeprefix("layers="))
-    other = "; ".join([f"{name}: layers={k + 1} {' '.join(tail.split()[1:])}"] + rest[:-1]
-                      + [rest[-1].replace(f"layers={p.stages[-1].layers}", f"layers={p.stages[-1].layers - 1}")])
+    # another split of the same islands is never faster than the plan: one layer moves between
+    # the first and the last island, from whichever of the two has more than one
+    parts = _own_layout(p).split("; ")
+    counts = [int(x.partition(": ")[2].split()[0].removeprefix("layers=")) for x in parts]
+    give, take = (len(parts) - 1, 0) if counts[-1] > 1 else (0, len(parts) - 1)
+    assert counts[give] > 1
+    for i, delta in ((give, -1), (take, +1)):
+        parts[i] = parts[i].replace(f"layers={counts[i]} ", f"layers={counts[i] + delta} ", 1)
+    other = "; ".join(parts)
     r = plan(cl, "gpt3-2.7b", global_batch=32, seq=512, alternatives=False, layout=other).given_layout
     assert not r["fits"] or r["iteration_time_s"] >= p.iteration_time_s
 
