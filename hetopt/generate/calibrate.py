@@ -77,9 +77,10 @@ def calibrate(profiles: Path | None = None, catalog: Path | None = None) -> dict
     """Per profile key: the whole-layer and the GEMM-only calibration, and the measurements used.
 
     ``efficiency`` and ``half_efficiency_tokens`` fit the measured forward line of whole layers;
-    ``gemm_efficiency`` and ``gemm_half_tokens`` fit the same line after the layer's
-    memory-bound traffic (``hetopt.costmodel.elementwise_bytes`` at the datasheet memory
-    bandwidth) is taken off its slope.
+    ``gemm_efficiency`` fits the same slope after the layer's memory-bound traffic and its
+    GEMMs' token operands (``hetopt.costmodel.elementwise_bytes`` and ``gemm_traffic_bytes``,
+    at the datasheet memory bandwidth) are taken off it; ``intercept_per_weight_read`` is the
+    measured intercept over the weights' read the model charges instead (a check).
 
     Examples
     --------

@@ -68,3 +68,25 @@ def test_catalog_efficiencies_are_the_calibration():
             if gpu.profile == key:
                 assert gpu.efficiency == c["efficiency"], gpu.name
                 assert gpu.half_efficiency_tokens == c["half_efficiency_tokens"], gpu.name
+
+
+def test_catalog_gemm_efficiencies_are_the_calibration():
+    """The planner's e_g in the catalog is what ``python -m hetopt.generate.calibrate`` prints:
+    a GPU's own profile, else its measured matmul peak times what the A100 sustains of its own."""
+    from hetopt.generate.calibrate import UNPROFILED, calibrate, unprofiled_gemm_efficiency
+    from hetopt.hardware import load_gpus
+
+    cal, gpus = calibrate(), load_gpus()
+    derived = unprofiled_gemm_efficiency(cal)
+    assert set(UNPROFILED) <= set(gpus)
+    checked = 0
+    for gpu in gpus.values():
+        if gpu.name in derived:
+            assert gpu.gemm_efficiency == derived[gpu.name], gpu.name
+            checked += 1
+        elif gpu.profile in cal:
+            assert gpu.gemm_efficiency == cal[gpu.profile]["gemm_efficiency"], gpu.name
+            checked += 1
+    assert checked >= 20
+    # the same chip at a higher power limit is not priced slower than its profiled PCIe parts' median
+    assert derived["A100-SXM4-80GB"] >= min(cal[k]["gemm_efficiency"] for k in ("a100x40", "a100x80"))
