@@ -331,8 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m hetopt.planner.validate", description=__doc__.split("\n")[0])
     parser.add_argument("--file", default=None,
                         help="a published measurement set: a file, or the name of a shipped one "
-                        "(megatron-sc21, the default calibration set; megatron-core-h100 and "
-                        "megatron-lm-readme-a100, held out)")
+                        "(megatron-sc21, the default calibration set; megatron-core-h100, "
+                        "megatron-lm-readme-a100 and bigscience-bloom-a100, held out)")
     parser.add_argument("--only", default=None, help="comma-separated measurement ids")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.add_argument("--plan", action="store_true",

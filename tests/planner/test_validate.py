@@ -274,3 +274,18 @@ def test_the_megatron_readme_run_is_read_by_name_and_its_numbers_agree():
     assert (m.layout.tp, m.layout.pp, m.layout.dp, m.layout.microbatch, m.gpus) == (8, 16, 8, 1, 1024)
     assert v.publisher_flops(m) / (m.value * 1e12 * m.gpus) == pytest.approx(32.0, rel=0.01)
     assert v.main(["--file", "megatron-lm-readme-a100"]) == 0
+
+
+def test_the_bloom_run_is_read_by_name_with_its_script_layout_and_a_time_ratio():
+    """BigScience's logged 104.70 s an iteration at the tr11 script's layout; the ratio of a time
+    metric is published / predicted, so above 1 is optimistic as for throughput."""
+    from hetopt.workload import parameters
+
+    (m,) = v.load_published(instances_dir() / "published" / "bigscience-bloom-a100.toml")
+    assert (m.layout.tp, m.layout.pp, m.layout.dp, m.layout.microbatch, m.gpus) == (4, 12, 8, 2, 384)
+    assert (m.layout.recompute, m.layout.zero, m.layout.overlap, m.layout.flash) == ("full", 1, False, False)
+    # BLOOM's published 176,247M parameters (ALiBi: no position table, which this count holds)
+    assert parameters(m.model) - m.model.sequence * m.model.hidden == pytest.approx(176_247e6, rel=5e-4)
+    (row,) = v.validate((m,))
+    assert row.ratio == pytest.approx(m.value / row.predicted)
+    assert v.main(["--file", "bigscience-bloom-a100"]) == 0
