@@ -177,8 +177,6 @@ def parse_layout(text: str) -> GivenLayout:
     recompute = values.get("recompute", "none")
     if recompute not in cm.RECOMPUTE_MODES:
         raise InputError(f"--layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
-    if switches.get("fsep") and sizes.get("ep", 1) == 1:
-        raise InputError("--layout fsep=1: fully sharded EP needs an expert-parallel degree (give ep > 1)")
     flags = {}
     for key, default in (("overlap", "yes"), ("flash", "yes"), ("sp", "yes"), ("tpoverlap", "no")):
         word = values.get(key, default).lower()
@@ -188,12 +186,36 @@ def parse_layout(text: str) -> GivenLayout:
     gather = values.get("zero3gather", "layer").lower()
     if gather not in ZERO3_GATHERS:
         raise InputError(f"--layout zero3gather={values['zero3gather']}: must be layer or tensor")
-    if "zero3gather" in values and zero != 3:
-        raise InputError(f"--layout zero3gather={gather}: only ZeRO-3 gathers parameters (give zero=3, got zero={zero})")
-    return GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
-                       sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
-                       sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
-                       ZERO3_GATHERS[gather])
+    layout = GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
+                         sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
+                         sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
+                         ZERO3_GATHERS[gather])
+    clash = contradiction(layout, gather_given="zero3gather" in values)
+    if clash:
+        key, reason = clash
+        raise InputError(f"--layout {key}={values[key]}: {reason}")
+    return layout
+
+
+def contradiction(layout: GivenLayout, *, gather_given: bool) -> tuple[str, str] | None:
+    """The first key of a given layout that contradicts the others, and why (None: none does).
+
+    The one rule for ``--layout`` and a published row's layout (``hetopt.planner.validate``),
+    each naming the key in its own spelling: ``fsep`` needs an EP degree, and a ZeRO-3 gather
+    mode (``gather_given``: the key was written) needs ZeRO-3. The key is the ``--layout`` one.
+
+    Examples
+    --------
+    >>> contradiction(parse_layout("tp=1 pp=1 dp=4 zero=3"), gather_given=True) is None
+    True
+    >>> contradiction(parse_layout("tp=1 pp=1 dp=4 zero=1"), gather_given=True)[1]
+    'only ZeRO-3 gathers parameters (give zero=3, got zero=1)'
+    """
+    if layout.fsep and layout.ep == 1:
+        return "fsep", "fully sharded EP needs an expert-parallel degree (give ep > 1)"
+    if gather_given and layout.zero != 3:
+        return "zero3gather", f"only ZeRO-3 gathers parameters (give zero=3, got zero={layout.zero})"
+    return None
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:
@@ -437,5 +459,5 @@ def price_island_layouts(
     return best
 
 
-__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "check_layout", "parse_island_layouts",
+__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "check_layout", "contradiction", "parse_island_layouts",
            "parse_layout", "price_island_layouts", "price_layout"]

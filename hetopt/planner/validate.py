@@ -32,7 +32,7 @@ from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
 from hetopt.io import read_toml
 from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, check_layout, price_layout
+from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, check_layout, contradiction, price_layout
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.readers.fields import Fields
 from hetopt.workload import ModelConfig, ffn_matrices, load_model, model_from_fields
@@ -188,10 +188,10 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             offload=_flag(lay, "offload", False),
             zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", "layer", choices=tuple(ZERO3_GATHERS))],
         )
-        if "zero3_gather" in lay.data and layout.zero != 3:
-            raise lay.error("zero3_gather", f"only ZeRO-3 gathers parameters (the row has zero = {layout.zero})")
-        if layout.fsep and layout.ep == 1:
-            raise lay.error("fsep", "fully sharded EP needs an expert-parallel degree (give ep > 1)")
+        clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
+        if clash:  # the same rule as --layout, named by the file's key
+            key, reason = clash
+            raise lay.error({"zero3gather": "zero3_gather"}.get(key, key), reason)
         isl = islands[cluster]
         # the world as Megatron-Core counts it: CP multiplies it, EP is carved out of the tp·cp·dp
         # GPUs of a stage (hetopt.parallelism.expert.layout_problem)
