@@ -149,22 +149,6 @@ def group_span(*, tp: int, ep: int, etp: int) -> int:
     return ep * tp if etp == tp else ep
 
 
-def expert_gemm_rows(cfg: ModelConfig, tokens: float, *, tp: int, ep: int, etp: int) -> float:
-    """Token rows of one expert's GEMMs on one GPU, balanced: e·τ·k·etp / (E·t).
-
-    τ = tokens of the GPU's replica (b·s/c). Inside DP (etp = t) the e ranks' tokens all reach
-    the group, so an expert sees e·τ·k/E; folded (etp = 1) each GPU brings its τ/t
-    sequence-parallel share. These small GEMMs are what makes fine-grained experts slow.
-
-    Examples
-    --------
-    >>> moe = ModelConfig("m", "gpt", 2, 1024, 16, 4096, 0, 512, experts=8, top_k=2)
-    >>> expert_gemm_rows(moe, 4096, tp=1, ep=1, etp=1), expert_gemm_rows(moe, 4096, tp=2, ep=4, etp=1)
-    (1024.0, 2048.0)
-    """
-    return ep * tokens * cfg.top_k * etp / (cfg.experts * tp)
-
-
 def alltoall_bytes(cfg: ModelConfig, tokens: float, ep: int) -> float:
     """Bytes one GPU sends in one dispatch (or combine) all-to-all: τ_g·k·h·2·(e − 1)/e.
 
@@ -234,7 +218,6 @@ __all__ = [
     "alltoall_bytes",
     "alltoall_s",
     "expert_forward_flops",
-    "expert_gemm_rows",
     "expert_operand_widths",
     "expert_parameters",
     "expert_tp",
