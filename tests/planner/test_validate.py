@@ -289,3 +289,13 @@ def test_the_bloom_run_is_read_by_name_with_its_script_layout_and_a_time_ratio()
     (row,) = v.validate((m,))
     assert row.ratio == pytest.approx(m.value / row.predicted)
     assert v.main(["--file", "bigscience-bloom-a100"]) == 0
+
+
+def test_the_mt_nlg_runs_agree_with_eq_3_and_are_read_by_name():
+    """MT-NLG's 60.1 / 50.2 / 44.4 s at global batch 1920 are its 126 / 121 / 113 TFLOP/s by eq. 3."""
+    rows = v.load_published(instances_dir() / "published" / "megatron-turing-nlg-a100.toml")
+    assert [(m.layout.tp, m.layout.pp, m.layout.dp, m.gpus) for m in rows] == [(8, 35, 8, 2240), (8, 35, 10, 2800), (8, 35, 12, 3360)]
+    for m, tflops in zip(rows, (126, 121, 113)):
+        counted = v.Measurement(**{**m.__dict__, "metric": "tflops_per_gpu", "flops": "megatron-eq3"})
+        assert v.publisher_flops(counted) / (m.value * m.gpus) / 1e12 == pytest.approx(tflops, abs=0.6)
+    assert v.main(["--file", "megatron-turing-nlg-a100"]) == 0
