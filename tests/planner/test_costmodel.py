@@ -182,3 +182,42 @@ def test_bad_arguments_name_the_valid_values():
         cm.data_parallel_comm(1.0, 2, 1.0, zero_stage=5, microbatches=1)
     with pytest.raises(ValueError, match="fp16"):
         cm.distributed_optimizer_bytes_per_parameter(2, "int8")
+
+
+@pytest.mark.parametrize(("cfg", "tp"), [
+    (ModelConfig("gpt", "gpt", 2, 2048, 16, 8192, 50257, 2048), 1),
+    (ModelConfig("gpt", "gpt", 2, 6144, 48, 24576, 50257, 2048), 8),
+    (ModelConfig("llama", "llama", 2, 4096, 32, 14336, 128256, 8192, kv_heads=8), 4),
+])
+def test_a_layers_gemm_traffic_is_the_sum_over_its_gemms(cfg, tp):
+    """gemm_traffic_bytes from the per-token widths is what the layer's four GEMMs, shape by shape
+    (m×k by k×n on one GPU of t), read and write; and their time at ``gemm_efficiency`` adds up to
+    ``gemm_time_s`` of the layer's FLOPs with that traffic: one rule, two ways."""
+    gpu = load_gpus()["A100-SXM4-80GB"]
+    m = 2 * 2048  # tokens of the micro-batch
+    h, f = cfg.hidden, cfg.ffn
+    up = (cm.ffn_matrices(cfg) - 1) * f  # gate and up, or the first matrix
+    shapes = [  # (n, k) per GEMM on one GPU
+        ((cfg.attention_width + 2 * cfg.kv_width) / tp, h),  # QKV, column-parallel
+        (h, cfg.attention_width / tp),  # output projection, row-parallel
+        (up / tp, h),  # first FFN matrix (or gate and up)
+        (h, f / tp),  # last FFN matrix, row-parallel
+    ]
+    by_shape = sum(2 * (m * k + k * n + m * n) for n, k in shapes)
+    weights = sum(k * n for n, k in shapes)
+    assert cm.gemm_traffic_bytes(m, cm.gemm_operand_widths(cfg), weights, tp=tp) == pytest.approx(by_shape, rel=1e-12)
+    flops = sum(2 * m * n * k for n, k in shapes)
+    each = sum(2 * m * n * k / (gpu.training_flops * cm.gemm_efficiency(gpu, m, n, k)) for n, k in shapes)
+    assert cm.gemm_time_s(flops, gpu, traffic_bytes=by_shape) == pytest.approx(each, rel=1e-12)
+    # the FLOPs are the layer's, less the attention scores' (priced apart)
+    assert flops == pytest.approx((cm.layer_forward_flops(cfg, 2048) - cm.attention_score_flops(cfg, 2048)) * 2 / tp, rel=1e-12)
+
+
+def test_gemm_efficiency_falls_with_every_dimension_and_never_reaches_e_g():
+    gpu = load_gpus()["H100-SXM5"]
+    base = cm.gemm_efficiency(gpu, 4096, 4096, 4096)
+    assert base < gpu.gemm_efficiency
+    for shape in ((512, 4096, 4096), (4096, 512, 4096), (4096, 4096, 512)):
+        assert cm.gemm_efficiency(gpu, *shape) < base
+    with pytest.raises(ValueError, match="must be > 0"):
+        cm.gemm_efficiency(gpu, 0, 1, 1)
