@@ -221,3 +221,13 @@ def test_gemm_efficiency_falls_with_every_dimension_and_never_reaches_e_g():
         assert cm.gemm_efficiency(gpu, *shape) < base
     with pytest.raises(ValueError, match="must be > 0"):
         cm.gemm_efficiency(gpu, 0, 1, 1)
+
+
+def test_a_catalog_written_for_the_saturating_gemm_model_is_refused_with_the_fix(tmp_path):
+    from hetopt.errors import InputError
+
+    text = (instances_dir() / "gpus.toml").read_text(encoding="utf-8")
+    old = tmp_path / "gpus.toml"
+    old.write_text(text.replace("[gpu.T4]\n", "[gpu.T4]\ngemm_half_tokens = 256\n", 1), encoding="utf-8")
+    with pytest.raises(InputError, match=r"gpu\.T4\.gemm_half_tokens: is no longer read: .*delete the key"):
+        load_gpus(old)
