@@ -324,6 +324,26 @@ class IslandBlock:
         return f"{self.island}: layers={self.layers} {self.layout.text()}"
 
 
+def given_runtime(layout: GivenLayout | tuple[IslandBlock, ...], par: BuiltinParallelizer) -> BuiltinParallelizer:
+    """``par`` set to the runtime a given layout names (one layout, or every island's, which must agree).
+
+    The runtime keys (overlap, flash, sp, tpoverlap, zero3gather) say what the user's framework
+    does; one training job runs one framework, so per-island layouts that name two runtimes
+    are refused.
+
+    Examples
+    --------
+    >>> given_runtime(parse_layout("tp=1 pp=1 dp=2 flash=no"), BuiltinParallelizer()).flash_attention
+    False
+    """
+    layouts = [b.layout for b in layout] if isinstance(layout, tuple) else [layout]
+    runtimes = {(x.overlap, x.flash, x.sequence_parallel, x.tp_overlap, x.zero3_per_tensor) for x in layouts}
+    if len(runtimes) > 1:
+        raise InputError("--layout: the islands' layouts name different runtimes (overlap, flash, sp, tpoverlap, "
+                         "zero3gather differ); one job runs one framework: give the same values on every island")
+    return layouts[0].runtime(par)
+
+
 def parse_island_layouts(text: str) -> tuple[IslandBlock, ...]:
     """Read ``"t4: layers=2 tp=2 pp=1 dp=2 mbs=1; a100-80gb: layers=38 tp=1 pp=2 dp=2 mbs=1"``.
 
@@ -459,5 +479,5 @@ def price_island_layouts(
     return best
 
 
-__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "check_layout", "contradiction", "parse_island_layouts",
+__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "check_layout", "contradiction", "given_runtime", "parse_island_layouts",
            "parse_layout", "price_island_layouts", "price_layout"]

@@ -31,8 +31,8 @@ from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster, load_cluster, resolve
 from hetopt.planner.compose import (island_specs, link_matrix, microbatch_candidates, pipeline_instance,
                                     pipeline_lower_bound)
-from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, parse_island_layouts,
-                                   parse_layout, price_island_layouts, price_layout)
+from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime,
+                                   parse_island_layouts, parse_layout, price_island_layouts, price_layout)
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
@@ -366,6 +366,10 @@ def plan(
         conclude_plan(out, islands, None, [], len(candidates))
         return out
     par, coarsened = parallelizer or BuiltinParallelizer(), ""
+    if layout is not None and isinstance(par, BuiltinParallelizer):
+        # the layout's runtime keys describe the user's runtime: plan for the same one, so the
+        # plan can run there and its speed-up over the layout compares like with like
+        par = given_runtime(layout, par)
     if max_islands is None and parallelizer is None and cfg.layers > LARGE_CLUSTER_ATOMS \
             and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS:
         par = replace(par, layers_per_atom=math.ceil(cfg.layers / LARGE_CLUSTER_ATOMS))

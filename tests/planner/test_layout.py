@@ -220,3 +220,27 @@ def test_zero3_per_tensor_pays_the_ring_latency_per_tensor_and_per_layer_once(tm
     expected = 3 * microbatches * (tensors - units) * cm.ring_latency_s(31, hop)
     assert per_tensor.iteration_time_s - per_layer.iteration_time_s == pytest.approx(expected, rel=1e-9)
     assert "zero3gather=tensor" in parse_layout(text + " zero3gather=tensor").text()
+
+
+def test_the_plan_is_made_for_the_runtime_the_layout_names(dgx):
+    """``flash=no overlap=no sp=no`` describe the user's framework: the plan is searched for the
+    same runtime (it equals a plan with that parallelizer), so it runs there and is never slower."""
+    from hetopt.planner.builtin import BuiltinParallelizer
+
+    text = "tp=2 pp=2 dp=2 mbs=1 recompute=full zero=1 flash=no overlap=no sp=no"
+    given = plan(dgx, "gpt3-1.3b", global_batch=16, alternatives=False, layout=text)
+    same = plan(dgx, "gpt3-1.3b", global_batch=16, alternatives=False,
+                parallelizer=BuiltinParallelizer(flash_attention=False, overlap_communication=False, sequence_parallel=False))
+    default = plan(dgx, "gpt3-1.3b", global_batch=16, alternatives=False)
+    assert given.iteration_time_s == same.iteration_time_s and given.stages == same.stages
+    assert given.iteration_time_s > default.iteration_time_s  # stored scores and exposed traffic cost time
+    assert given.given_layout["fits"] and given.given_layout["plan_speedup"] >= 1.0
+
+
+def test_islands_layouts_that_name_two_runtimes_are_refused():
+    cl = load_cluster("cephalo-a")
+    p = plan(cl, "gpt3-2.7b", global_batch=32, seq=512, alternatives=False)
+    parts = _own_layout(p).split("; ")
+    parts[0] += " flash=no"
+    with pytest.raises(InputError, match="name different runtimes"):
+        plan(cl, "gpt3-2.7b", global_batch=32, seq=512, alternatives=False, layout="; ".join(parts))
