@@ -116,11 +116,20 @@ class Row:
     @property
     def ratio(self) -> float | None:
         """Predicted / published throughput, published / predicted time (> 1: the model is optimistic)."""
-        if self.predicted is None:
-            return None
-        if self.measurement.metric in LOWER_IS_BETTER:
-            return self.measurement.value / self.predicted
-        return self.predicted / self.measurement.value
+        return _ratio(self.measurement, self.predicted)
+
+    @property
+    def plan_ratio(self) -> float | None:
+        """The plan's predicted figure over the published one, as ``ratio`` (> 1: the plan claims
+        more than the run measured: the planner's gain under the model, or the model's optimism)."""
+        return _ratio(self.measurement, self.plan_predicted)
+
+
+def _ratio(m: Measurement, predicted: float | None) -> float | None:
+    """Predicted over published in the direction where > 1 is optimistic, for every metric."""
+    if predicted is None:
+        return None
+    return m.value / predicted if m.metric in LOWER_IS_BETTER else predicted / m.value
 
 
 def default_published() -> Path:
@@ -353,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
                       "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
                       "reason": r.reason,
                       **({} if r.planned is None else {
-                          "plan": {"predicted": r.plan_predicted, "speedup_over_published": r.plan_speedup,
+                          "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,
                                    "layouts": sorted({st.layout for st in r.planned.stages}),
                                    "microbatch_size": r.planned.microbatch_size, "status": r.planned.status.value}})}
                      for r in rows],
@@ -374,6 +383,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m.id:28} {m.gpus:5d} {_layout_text(m.layout):32} {m.metric:>15} {m.value:9.1f} {pred:>9} {ratio:>6}{tail}")
     for g, s in summary.items():
         print(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
+    plans = [r.plan_ratio for r in rows if r.plan_ratio is not None]
+    if plans:
+        print(f"the plans over the published figures: {len(plans)} rows, median {statistics.median(plans):.2f}, "
+              f"range {min(plans):.2f}..{max(plans):.2f} (the planner's claimed gain under the model)")
     return 0
 
 

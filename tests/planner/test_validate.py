@@ -299,3 +299,13 @@ def test_the_mt_nlg_runs_agree_with_eq_3_and_are_read_by_name():
         counted = v.Measurement(**{**m.__dict__, "metric": "tflops_per_gpu", "flops": "megatron-eq3"})
         assert v.publisher_flops(counted) / (m.value * m.gpus) / 1e12 == pytest.approx(tflops, abs=0.6)
     assert v.main(["--file", "megatron-turing-nlg-a100"]) == 0
+
+
+def test_the_plans_ratio_to_the_published_figure_is_printed_and_never_below_the_layouts(capsys):
+    """--plan prints the plans over the published figures too: the planner's claimed gain; since the
+    plan is never slower than the published layout under the model, its ratio is never the lower."""
+    (row,) = v.validate(v.load_published(), only=["mlm-t1-1.7b"], with_plan=True)
+    assert row.plan_ratio == pytest.approx(row.plan_predicted / row.measurement.value)
+    assert row.plan_ratio >= row.ratio * (1 - 1e-12)
+    assert v.main(["--only", "mlm-t1-1.7b", "--plan"]) == 0
+    assert "the plans over the published figures: 1 rows, median" in capsys.readouterr().out
