@@ -409,6 +409,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help='price your layout beside the plan, e.g. "tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1" '
                    "(also vpp, overlap=no, flash=no, sp=no, tpoverlap=yes; mbs left out: its best under the model); on a cluster of "
                    'several islands one per island, front first: "ISLAND: layers=K tp=.. pp=.. dp=..; ..."')
+    p.add_argument("--runtime", default=None, metavar="RUNTIME",
+                   help='what your framework can run: "recompute=none,full zero=0 flash=no sp=no overlap=no" '
+                   "(also tpoverlap, zero3gather, ep/cp/offload=no); the plan searches only that, and --layout is "
+                   "priced under it")
     p.add_argument("--time-model", choices=("simulated", "closed-form"), default="closed-form",
                    help="the plan's iteration time: its simulated 1F1B schedule (default: candidates re-ranked by "
                    "simulation) or the pipeline family's closed form (Tangram's objective, no re-ranking)")

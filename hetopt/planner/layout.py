@@ -131,6 +131,33 @@ class PricedLayout:
         return out
 
 
+def key_values(parts: list[str], keys: tuple[str, ...], option: str, text: str) -> dict[str, str]:
+    """``key=value`` words of an option's string (``--layout``, ``--runtime``), each key once.
+
+    Raises
+    ------
+    InputError
+        Naming the option and the word: not key=value, an unknown key (with the known ones),
+        a key given twice.
+
+    Examples
+    --------
+    >>> key_values(["tp=8", "pp=2"], LAYOUT_KEYS, "--layout", "tp=8 pp=2")
+    {'tp': '8', 'pp': '2'}
+    """
+    values: dict[str, str] = {}
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not value:
+            raise InputError(f"{option} {part}: expected key=value (keys: {', '.join(keys)})")
+        if key not in keys:
+            raise InputError(f"{option} {part}: unknown key {key!r} (keys: {', '.join(keys)})")
+        if key in values:
+            raise InputError(f"{option} {part}: {key} is given twice (in {text!r})")
+        values[key] = value
+    return values
+
+
 def _whole(text: str, key: str, value: str) -> int:
     try:
         return int(value)
@@ -146,16 +173,7 @@ def parse_layout(text: str) -> GivenLayout:
     InputError
         An unknown key or a value out of range, naming it.
     """
-    values: dict[str, str] = {}
-    for part in text.replace(",", " ").split():
-        key, sep, value = part.partition("=")
-        if not sep or not value:
-            raise InputError(f"--layout {part}: expected key=value (keys: {', '.join(LAYOUT_KEYS)})")
-        if key not in LAYOUT_KEYS:
-            raise InputError(f"--layout {part}: unknown key {key!r} (keys: {', '.join(LAYOUT_KEYS)})")
-        if key in values:
-            raise InputError(f"--layout {part}: {key} is given twice (in {text!r})")
-        values[key] = value
+    values = key_values(text.replace(",", " ").split(), LAYOUT_KEYS, "--layout", text)
     missing = [k for k in ("tp", "pp", "dp") if k not in values]
     if missing:
         raise InputError(f"--layout {text!r}: give {', '.join(missing)} (e.g. \"tp=8 pp=4 dp=2 mbs=1\")")
@@ -479,5 +497,5 @@ def price_island_layouts(
     return best
 
 
-__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "check_layout", "contradiction", "given_runtime", "parse_island_layouts",
+__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "check_layout", "contradiction", "given_runtime", "key_values", "parse_island_layouts",
            "parse_layout", "price_island_layouts", "price_layout"]

@@ -33,6 +33,7 @@ from hetopt.planner.compose import (island_specs, link_matrix, microbatch_candid
                                     pipeline_lower_bound)
 from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime,
                                    parse_island_layouts, parse_layout, price_island_layouts, price_layout)
+from hetopt.planner.runtime import Runtime, layout_names_runtime, parse_runtime
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
@@ -122,6 +123,7 @@ class HeteroPlan:
     enumeration: dict = field(default_factory=dict)
     composition: dict = field(default_factory=dict)
     given_layout: dict | None = None  # --layout priced by the same cost model, with the plan's speed-up over it
+    runtime: str | None = None  # --runtime: what the search was held to (its non-default keys)
     replicas: ReplicasPlan | None = None  # data-parallel replicas beside the pipeline (``replicas=True``)
 
 
@@ -272,6 +274,7 @@ def plan(
     layout: GivenLayout | str | None = None,
     time_model: str = "closed-form",
     replicas: bool = False,
+    runtime: Runtime | str | None = None,
 ) -> HeteroPlan:
     """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
 
@@ -317,6 +320,10 @@ def plan(
         "simulated" (default): the plan is the best by simulated 1F1B time among the
         candidates re-ranked (``hetopt.planner.schedule``), OPTIMAL only when that is proven;
         "closed-form": the pipeline family's closed form T, as Tangram composes.
+    runtime
+        What the training framework can run (:mod:`hetopt.planner.runtime`, ``"recompute=none,full
+        zero=0 flash=no"``): the built-in parallelizer searches only that, priced as it runs, and
+        a given ``layout`` is priced under it too (its text must then not name runtime keys).
     layout
         A layout to price beside the plan (``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"``
         or a :class:`~hetopt.planner.layout.GivenLayout`) on a cluster that forms one
@@ -348,8 +355,15 @@ def plan(
     if global_batch < 1:
         raise InputError(f"--global-batch {global_batch}: must be >= 1")
     cluster, cfg = as_cluster(cluster), as_model(cfg)
+    if isinstance(runtime, str):
+        runtime = parse_runtime(runtime)
+    if runtime is not None and isinstance(layout, str) and layout_names_runtime(layout):
+        raise InputError(f"--layout {', '.join(layout_names_runtime(layout))}=: with --runtime, say how the framework "
+                         "runs once, in --runtime")
     if isinstance(layout, str):  # "ISLAND: layers=K ...; ..." gives one layout per island
         layout = parse_island_layouts(layout) if ":" in layout else parse_layout(layout)
+    if runtime is not None and layout is not None:
+        layout = runtime.layouts(layout)
     seq = seq or cfg.sequence
     candidates = microbatch_candidates(global_batch, microbatch_size)
     composing = Deadline(None if time_limit is None else deadline.limit * (1 - ALTERNATIVES_SHARE) if alternatives
@@ -366,7 +380,13 @@ def plan(
         conclude_plan(out, islands, None, [], len(candidates))
         return out
     par, coarsened = parallelizer or BuiltinParallelizer(), ""
-    if layout is not None and isinstance(par, BuiltinParallelizer):
+    if runtime is not None:
+        if not isinstance(par, BuiltinParallelizer):
+            raise InputError("--runtime: holds the built-in parallelizer's search; a parallelizer of your own "
+                             "decides what it searches")
+        par = runtime.parallelizer(par)
+        out.runtime = runtime.text()
+    elif layout is not None and isinstance(par, BuiltinParallelizer):
         # the layout's runtime keys describe the user's runtime: plan for the same one, so the
         # plan can run there and its speed-up over the layout compares like with like
         par = given_runtime(layout, par)

@@ -94,6 +94,8 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         out.print(_table("alternatives (same cost model)", ["plan", "status", "iteration_s", "composed speed-up", "detail"], rows))
         if p.best:
             out.print(f"best: {p.best}", highlight=False)
+    if p.runtime is not None:
+        out.print(f"runtime: {p.runtime or 'as searched by default'} (the plan and your layout are held to it)", highlight=False)
     if p.given_layout is not None:
         g = p.given_layout
         if g["fits"]:

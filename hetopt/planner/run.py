@@ -95,4 +95,5 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             # unset: plan() picks the atoms (coarser on clusters of very many islands)
             parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom) if args.layers_per_atom else None,
             replicas=getattr(args, "replicas", False),
+            runtime=getattr(args, "runtime", None),
         )

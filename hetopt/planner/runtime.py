@@ -1,0 +1,180 @@
+"""What the user's training framework can run: ``hetopt plan --runtime``.
+
+The built-in parallelizer searches every recomputation mode, ZeRO stage, EP, CP and
+offloading choice, and prices the attention, overlap and sequence parallelism of a current
+runtime. A framework that lacks some of them (Megatron-LM of 2021: no selective
+recomputation, no distributed optimizer, no FlashAttention, no sequence parallelism) can only
+run plans without them, so ``--runtime`` holds the search to what it has:
+
+    hetopt plan ... --runtime "recompute=none,full zero=0 flash=no sp=no overlap=no"
+
+Keys: ``recompute`` and ``zero`` take the modes and stages the framework has (comma lists);
+``flash``, ``overlap``, ``sp``, ``tpoverlap`` and ``zero3gather`` say how it runs, with the
+meanings and spellings of ``--layout`` (:mod:`hetopt.planner.layout`); ``ep``, ``cp`` and
+``offload`` (yes/no) whether it has expert parallelism, context parallelism and activation
+offloading. A key left out keeps the built-in parallelizer's default (everything searched,
+a current runtime's behaviour).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from hetopt import costmodel as cm
+from hetopt.errors import InputError
+from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.layout import OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, IslandBlock, key_values
+
+#: The keys of a ``--runtime`` string.
+RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "ep", "cp", "offload")
+#: The ``--layout`` keys that say how a framework runs; with ``--runtime`` they belong there.
+LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather")
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """A framework's capabilities and behaviour (the defaults: everything, as the built-in parallelizer searches).
+
+    Examples
+    --------
+    >>> rt = parse_runtime("recompute=none,full zero=0 flash=no")
+    >>> par = rt.parallelizer(BuiltinParallelizer())
+    >>> par.recompute, par.zero_stages, par.flash_attention
+    (('none', 'full'), (0,), False)
+    """
+
+    recompute: tuple[str, ...] = cm.RECOMPUTE_MODES
+    zero: tuple[int, ...] = cm.ZERO_STAGES
+    flash: bool = True
+    overlap: bool = True
+    sequence_parallel: bool = True
+    tp_overlap: bool = False
+    zero3_per_tensor: bool = False
+    expert_parallel: bool = True
+    context_parallel: bool = True
+    offload: bool = True
+
+    def text(self) -> str:
+        """The ``--runtime`` string of what differs from the defaults ("" when nothing does).
+
+        Examples
+        --------
+        >>> parse_runtime("flash=no zero=1,0").text()
+        'zero=0,1 flash=no'
+        """
+        default, words = Runtime(), {True: "yes", False: "no"}
+        parts = []
+        if self.recompute != default.recompute:
+            parts.append(f"recompute={','.join(self.recompute)}")
+        if self.zero != default.zero:
+            parts.append(f"zero={','.join(map(str, self.zero))}")
+        for key, field in (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
+                           ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload")):
+            if getattr(self, field) != getattr(default, field):
+                parts.append(f"{key}={words[getattr(self, field)]}")
+        if self.zero3_per_tensor:
+            parts.append("zero3gather=tensor")
+        return " ".join(parts)
+
+    def parallelizer(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
+        """``par`` searching only what this runtime has, priced as it runs."""
+        return replace(par, recompute=self.recompute, zero_stages=self.zero, flash_attention=self.flash,
+                       overlap_communication=self.overlap, sequence_parallel=self.sequence_parallel,
+                       tp_comm_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor,
+                       expert_parallel=self.expert_parallel, fsep=par.fsep and self.expert_parallel,
+                       cp=par.cp if self.context_parallel else (1,), offload=par.offload and self.offload)
+
+    def layout(self, layout: GivenLayout) -> GivenLayout:
+        """``layout`` run by this runtime: its runtime flags set to this one's.
+
+        Raises
+        ------
+        InputError
+            When the layout uses what the runtime lacks (the plan could not be compared with it).
+        """
+        lacks = [
+            (layout.recompute not in self.recompute, f"recompute={layout.recompute}", f"recompute={','.join(self.recompute)}"),
+            (layout.zero not in self.zero, f"zero={layout.zero}", f"zero={','.join(map(str, self.zero))}"),
+            (layout.ep > 1 and not self.expert_parallel, f"ep={layout.ep}", "ep=no"),
+            (layout.cp > 1 and not self.context_parallel, f"cp={layout.cp}", "cp=no"),
+            (layout.offload and not self.offload, "offload=1", "offload=no"),
+        ]
+        for bad, used, allowed in lacks:
+            if bad:
+                raise InputError(f"--layout {used}: --runtime {allowed} does not have it (give a layout the runtime can run)")
+        return replace(layout, overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
+                       tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor)
+
+    def layouts(self, given: GivenLayout | tuple[IslandBlock, ...]) -> GivenLayout | tuple[IslandBlock, ...]:
+        """:meth:`layout` of one layout or of every island's."""
+        if isinstance(given, tuple):
+            return tuple(replace(b, layout=self.layout(b.layout)) for b in given)
+        return self.layout(given)
+
+
+def parse_runtime(text: str) -> Runtime:
+    """Read ``"recompute=none,full zero=0,1 flash=no overlap=no sp=no"``.
+
+    Raises
+    ------
+    InputError
+        One line naming the key and the fix: an unknown or repeated key, a value outside its
+        choices, an empty list.
+
+    Examples
+    --------
+    >>> parse_runtime("zero=0,1 ep=no").zero
+    (0, 1)
+    >>> parse_runtime("recompute=partial")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: --runtime recompute=partial: each must be one of none, selective, full
+    """
+    # commas join a key's choices here ("zero=0,1"), so they do not split words as in --layout
+    values = key_values(text.replace(" ,", ",").replace(", ", ",").split(), RUNTIME_KEYS, "--runtime", text)
+    if not values:
+        raise InputError(f"--runtime {text!r}: give at least one key (keys: {', '.join(RUNTIME_KEYS)})")
+    rt = Runtime()
+    if "recompute" in values:
+        modes = tuple(dict.fromkeys(values["recompute"].lower().split(",")))
+        bad = [m for m in modes if m not in cm.RECOMPUTE_MODES]
+        if bad or not modes:
+            raise InputError(f"--runtime recompute={values['recompute']}: each must be one of {', '.join(cm.RECOMPUTE_MODES)}")
+        rt = replace(rt, recompute=tuple(m for m in cm.RECOMPUTE_MODES if m in modes))
+    if "zero" in values:
+        try:
+            stages = tuple(dict.fromkeys(int(z) for z in values["zero"].split(",")))
+        except ValueError:
+            stages = (-1,)
+        if not stages or any(z not in cm.ZERO_STAGES for z in stages):
+            raise InputError(f"--runtime zero={values['zero']}: each must be one of {', '.join(map(str, cm.ZERO_STAGES))}")
+        rt = replace(rt, zero=tuple(z for z in cm.ZERO_STAGES if z in stages))
+    flags = {}
+    for key, field in (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
+                       ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload")):
+        if key in values:
+            word = values[key].lower()
+            if word not in OVERLAP_VALUES:
+                raise InputError(f"--runtime {key}={values[key]}: must be yes or no")
+            flags[field] = OVERLAP_VALUES[word]
+    if "zero3gather" in values:
+        gather = values["zero3gather"].lower()
+        if gather not in ZERO3_GATHERS:
+            raise InputError(f"--runtime zero3gather={values['zero3gather']}: must be layer or tensor")
+        flags["zero3_per_tensor"] = ZERO3_GATHERS[gather]
+    return replace(rt, **flags)
+
+
+def layout_names_runtime(text: str) -> list[str]:
+    """The runtime keys a ``--layout`` string writes (with ``--runtime`` they must not be there).
+
+    Examples
+    --------
+    >>> layout_names_runtime("tp=8 pp=1 dp=4 flash=no; x: layers=2 tp=1 pp=1 dp=1 sp=no")
+    ['flash', 'sp']
+    """
+    keys = {part.partition("=")[0] for part in text.replace(";", " ").replace(",", " ").split()}
+    return [k for k in LAYOUT_RUNTIME_KEYS if k in keys]
+
+
+__all__ = ["LAYOUT_RUNTIME_KEYS", "RUNTIME_KEYS", "Runtime", "layout_names_runtime", "parse_runtime"]

@@ -1,0 +1,85 @@
+"""`--runtime`: the search held to what a training framework can run, and a layout priced under it."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetopt import cli
+from hetopt.errors import InputError
+from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.cluster import load_cluster
+from hetopt.planner.plan import plan
+from hetopt.planner.runtime import Runtime, parse_runtime
+
+#: Megatron-LM as of 2021: no selective recomputation, no distributed optimizer, no
+#: FlashAttention, no sequence parallelism, gradients all-reduced after the backward.
+MEGATRON_2021 = "recompute=none,full zero=0 flash=no overlap=no sp=no"
+
+
+@pytest.fixture(scope="module")
+def c2():
+    return load_cluster("tangram-c2")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "give at least one key"),
+    ("flash", "expected key=value"),
+    ("fp8=yes", "unknown key 'fp8'"),
+    ("zero=0 zero=1", "zero is given twice"),
+    ("recompute=partial", "recompute=partial: each must be one of none, selective, full"),
+    ("zero=4", "zero=4: each must be one of 0, 1, 2, 3"),
+    ("zero=one", "zero=one: each must be one of"),
+    ("flash=maybe", "flash=maybe: must be yes or no"),
+    ("zero3gather=block", "must be layer or tensor"),
+])
+def test_a_bad_runtime_is_named(text, message):
+    with pytest.raises(InputError, match=message):
+        parse_runtime(text)
+
+
+def test_the_runtime_string_round_trips():
+    rt = parse_runtime(MEGATRON_2021 + " ep=no zero3gather=tensor")
+    assert parse_runtime(rt.text()) == rt
+    assert Runtime().text() == ""
+
+
+def test_the_plan_under_a_runtime_is_the_plan_of_that_parallelizer_and_uses_only_what_it_has(c2):
+    held = plan(c2, "gpt3-1.3b", global_batch=32, alternatives=False, runtime=MEGATRON_2021)
+    par = BuiltinParallelizer(recompute=("none", "full"), zero_stages=(0,), flash_attention=False,
+                              sequence_parallel=False, overlap_communication=False)
+    same = plan(c2, "gpt3-1.3b", global_batch=32, alternatives=False, parallelizer=par)
+    free = plan(c2, "gpt3-1.3b", global_batch=32, alternatives=False)
+    assert held.iteration_time_s == same.iteration_time_s and held.stages == same.stages
+    assert held.runtime == MEGATRON_2021
+    assert all(" zero0" in st.layout and "selective" not in st.layout and not st.layout.endswith(" sp") for st in held.stages)
+    assert held.iteration_time_s >= free.iteration_time_s  # a smaller search space never plans faster
+
+
+def test_a_layout_is_priced_under_the_runtime_and_never_beats_its_plan(c2):
+    p = plan(c2, "gpt3-1.3b", global_batch=32, alternatives=False, runtime=MEGATRON_2021,
+             layout="h100nvl-0+3: layers=16 tp=1 pp=4 dp=2 mbs=1 recompute=full; a100-0+1: layers=8 tp=1 pp=2 dp=2 mbs=1 recompute=full")
+    g = p.given_layout
+    assert g["fits"] and "flash=no" in g["layout"] and "sp=no" in g["layout"]
+    assert g["plan_speedup"] >= 1.0
+
+
+@pytest.mark.parametrize(("layout", "message"), [
+    ("h100nvl-0+3: layers=16 tp=1 pp=4 dp=2 mbs=1 recompute=selective; a100-0+1: layers=8 tp=1 pp=2 dp=2 mbs=1",
+     r"--layout recompute=selective: --runtime recompute=none,full does not have it"),
+    ("h100nvl-0+3: layers=16 tp=1 pp=4 dp=2 mbs=1 zero=1; a100-0+1: layers=8 tp=1 pp=2 dp=2 mbs=1",
+     r"--layout zero=1: --runtime zero=0 does not have it"),
+    ("h100nvl-0+3: layers=16 tp=1 pp=4 dp=2 mbs=1 flash=no; a100-0+1: layers=8 tp=1 pp=2 dp=2 mbs=1",
+     r"--layout flash=: with --runtime, say how the framework runs once"),
+])
+def test_a_layout_the_runtime_cannot_run_or_that_restates_it_is_refused(c2, layout, message):
+    with pytest.raises(InputError, match=message):
+        plan(c2, "gpt3-1.3b", global_batch=32, alternatives=False, runtime=MEGATRON_2021, layout=layout)
+
+
+def test_the_command_line_takes_a_runtime_and_refuses_a_bad_one(capsys):
+    base = ["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "32", "--no-alternatives"]
+    assert cli.main(base + ["--runtime", MEGATRON_2021]) == 0
+    assert f"runtime: {MEGATRON_2021}" in capsys.readouterr().out
+    assert cli.main(base + ["--runtime", "zero=7"]) == 2
+    err = capsys.readouterr().err
+    assert "--runtime zero=7" in err and "Traceback" not in err
