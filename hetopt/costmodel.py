@@ -424,7 +424,7 @@ def gemm_traffic_bytes(tokens: float, widths: tuple[float, float], weight_parame
     True
     """
     wide, sharded = widths
-    return WEIGHT_BYTES * (tokens * (wide + sharded / tp) + weight_parameters)
+    return ACTIVATION_BYTES * tokens * (wide + sharded / tp) + WEIGHT_BYTES * weight_parameters
 
 
 def attention_time_s(flops: float, gpu: GpuType) -> float:

@@ -42,9 +42,9 @@ class GpuType:
     model. ``gemm_efficiency`` is the sustained share of peak of the matrix multiplications
     alone, with the layer's memory-bound traffic and the GEMMs' own operands taken out
     (``hetopt.costmodel``, ``elementwise_bytes`` and ``gemm_traffic_bytes``): the planner's
-    cost model, which prices that traffic at the memory bandwidth. Both are fitted to the same measured profiles by
-    ``python -m hetopt.generate.calibrate``; ``calibration`` says where a GPU's figures come
-    from when it has no profile of its own.
+    cost model, which prices that traffic at the memory bandwidth. Both are fitted to the
+    same measured profiles by ``python -m hetopt.generate.calibrate``; ``calibration`` says
+    where a GPU's figures come from when it has no profile of its own.
     """
 
     name: str

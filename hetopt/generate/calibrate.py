@@ -158,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--profiles", type=Path, default=None, help="the cephalo-profiles folder")
     args = parser.parse_args(argv)
-    for key, c in calibrate(args.profiles).items():
+    cal = calibrate(args.profiles)
+    for key, c in cal.items():
         print(
             f"# {key} -> {c['owner']} ({c['dtype']}; {len(c['measurements'])} layers; "
             f"efficiency range {c['efficiency_range'][0]}..{c['efficiency_range'][1]})\n"
@@ -166,7 +167,6 @@ def main(argv: list[str] | None = None) -> int:
             f"gemm_efficiency = {c['gemm_efficiency']}\n"
             f"# measured intercept / the model's weight read: {c['intercept_per_weight_read']}"
         )
-    cal = calibrate(args.profiles)
     print(f"# no profile of their own: measured matmul peak x {sustained_per_matmul_peak(cal):.4f}")
     for gpu, e in unprofiled_gemm_efficiency(cal).items():
         print(f"# {gpu} (peak {MEASURED_MATMUL_PEAK[UNPROFILED[gpu]]})\ngemm_efficiency = {e}")

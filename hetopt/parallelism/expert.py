@@ -149,6 +149,23 @@ def group_span(*, tp: int, ep: int, etp: int) -> int:
     return ep * tp if etp == tp else ep
 
 
+def routed_rows(cfg: ModelConfig, tokens: float, *, tp: int, etp: int) -> float:
+    """Token rows the experts on one GPU compute in all, balanced: τ·k·etp / t.
+
+    τ = tokens of the GPU's replica (b·s/c). Each of the GPU's E/e experts sees e·τ·k·etp/(E·t)
+    rows (inside DP the e ranks' tokens meet; folded, each GPU brings its τ/t sequence-parallel
+    share); their GEMMs' operand traffic is counted over these rows
+    (``hetopt.costmodel.gemm_traffic_bytes`` with ``expert_operand_widths``).
+
+    Examples
+    --------
+    >>> moe = ModelConfig("m", "gpt", 2, 1024, 16, 4096, 0, 512, experts=8, top_k=2)
+    >>> routed_rows(moe, 4096, tp=1, etp=1), routed_rows(moe, 4096, tp=2, etp=1)
+    (8192.0, 4096.0)
+    """
+    return tokens * cfg.top_k * etp / tp
+
+
 def alltoall_bytes(cfg: ModelConfig, tokens: float, ep: int) -> float:
     """Bytes one GPU sends in one dispatch (or combine) all-to-all: τ_g·k·h·2·(e − 1)/e.
 
@@ -221,6 +238,7 @@ __all__ = [
     "expert_operand_widths",
     "expert_parameters",
     "expert_tp",
+    "routed_rows",
     "fsep_gather_bytes",
     "group_span",
     "layout_problem",

@@ -395,7 +395,7 @@ def _stage(
         tokens, (tab.gemm_wide[b] - tab.gemm_wide[a] + (h if head else 0.0), tab.gemm_sharded[b] - tab.gemm_sharded[a] + (cfg.vocab if head else 0.0)),
         (tab.params[b] - tab.params[a] - exp_params + (cfg.vocab * h if head else 0.0)) / tp, tp=tp)
     expert_traffic = cm.gemm_traffic_bytes(
-        tokens * cfg.top_k * etp / tp * imbalance, (tab.expert_wide[b] - tab.expert_wide[a], tab.expert_sharded[b] - tab.expert_sharded[a]),
+        ex.routed_rows(cfg, tokens, tp=tp, etp=etp) * imbalance, (tab.expert_wide[b] - tab.expert_wide[a], tab.expert_sharded[b] - tab.expert_sharded[a]),
         exp_params / (ep * etp), tp=etp) if n_moe else 0.0
 
     def gemm(flops: float, experts: float, passes: float) -> float:
@@ -421,9 +421,9 @@ def _stage(
                 "full": ew_fwd}[rc]
     # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
     loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)
+    backward_passes = cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)  # full recomputation: one forward more
     gemm_fwd = gemm(dense, expert_fwd, 1.0)
-    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, (cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * expert_fwd,
-                    cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0))
+    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, backward_passes * expert_fwd, backward_passes)
     forward = gemm_fwd + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
     backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
@@ -620,8 +620,7 @@ def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: i
     fast = min(1 / intra, 1 / inter) / 2 if crosses else 1 / intra
     experts = ex.expert_forward_flops(cfg, s, index) * samples / tp
     # the routed rows' operands, per forward-equivalent pass (4 with full recomputation)
-    rows = tokens * cfg.top_k * etp / tp
-    extra_traffic = cm.gemm_traffic_bytes(rows, ex.expert_operand_widths(cfg, index), 0.0, tp=etp)
+    extra_traffic = cm.gemm_traffic_bytes(ex.routed_rows(cfg, tokens, tp=tp, etp=etp), ex.expert_operand_widths(cfg, index), 0.0, tp=etp)
     saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, traffic_bytes=extra_traffic) + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * slow)
     cost = 3 * ex.fsep_gather_bytes(ex.expert_parameters(cfg, index), ep, etp) * fast
     return cost < saved

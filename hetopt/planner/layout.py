@@ -96,11 +96,15 @@ class GivenLayout:
         return Layout(self.tp, self.pp, self.dp, even_split(layers, self.pp), self.recompute, self.zero, self.vpp,
                       ep=self.ep, fsep=self.fsep, cp=self.cp, offload=self.offload)
 
+    @property
+    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool]:
+        """How the runtime runs: (overlap, flash, sequence parallelism, TP overlap, ZeRO-3 per tensor)."""
+        return self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor
+
     def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` pricing the runtime this layout ran on (its overlap, attention and sequence parallelism)."""
-        runtime = (self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor)
         if (par.overlap_communication, par.flash_attention, par.sequence_parallel, par.tp_comm_overlap,
-                par.zero3_per_tensor) == runtime:
+                par.zero3_per_tensor) == self.runtime_flags:
             return par
         return replace(par, overlap_communication=self.overlap, flash_attention=self.flash,
                        sequence_parallel=self.sequence_parallel, tp_comm_overlap=self.tp_overlap,
@@ -355,7 +359,7 @@ def given_runtime(layout: GivenLayout | tuple[IslandBlock, ...], par: BuiltinPar
     False
     """
     layouts = [b.layout for b in layout] if isinstance(layout, tuple) else [layout]
-    runtimes = {(x.overlap, x.flash, x.sequence_parallel, x.tp_overlap, x.zero3_per_tensor) for x in layouts}
+    runtimes = {x.runtime_flags for x in layouts}
     if len(runtimes) > 1:
         raise InputError("--layout: the islands' layouts name different runtimes (overlap, flash, sp, tpoverlap, "
                          "zero3gather differ); one job runs one framework: give the same values on every island")

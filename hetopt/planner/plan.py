@@ -357,9 +357,9 @@ def plan(
     cluster, cfg = as_cluster(cluster), as_model(cfg)
     if isinstance(runtime, str):
         runtime = parse_runtime(runtime)
-    if runtime is not None and isinstance(layout, str) and layout_names_runtime(layout):
-        raise InputError(f"--layout {', '.join(layout_names_runtime(layout))}=: with --runtime, say how the framework "
-                         "runs once, in --runtime")
+    restated = layout_names_runtime(layout) if runtime is not None and isinstance(layout, str) else []
+    if restated:
+        raise InputError(f"--layout {', '.join(restated)}=: with --runtime, say how the framework runs once, in --runtime")
     if isinstance(layout, str):  # "ISLAND: layers=K ...; ..." gives one layout per island
         layout = parse_island_layouts(layout) if ":" in layout else parse_layout(layout)
     if runtime is not None and layout is not None:

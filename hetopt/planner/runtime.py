@@ -27,6 +27,9 @@ from hetopt.planner.layout import OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, Is
 
 #: The keys of a ``--runtime`` string.
 RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "ep", "cp", "offload")
+#: The yes/no keys of a ``--runtime`` string and the :class:`Runtime` field each sets.
+SWITCH_FIELDS = (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
+                 ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload"))
 #: The ``--layout`` keys that say how a framework runs; with ``--runtime`` they belong there.
 LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather")
 
@@ -68,8 +71,7 @@ class Runtime:
             parts.append(f"recompute={','.join(self.recompute)}")
         if self.zero != default.zero:
             parts.append(f"zero={','.join(map(str, self.zero))}")
-        for key, field in (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
-                           ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload")):
+        for key, field in SWITCH_FIELDS:
             if getattr(self, field) != getattr(default, field):
                 parts.append(f"{key}={words[getattr(self, field)]}")
         if self.zero3_per_tensor:
@@ -150,8 +152,7 @@ def parse_runtime(text: str) -> Runtime:
             raise InputError(f"--runtime zero={values['zero']}: each must be one of {', '.join(map(str, cm.ZERO_STAGES))}")
         rt = replace(rt, zero=tuple(z for z in cm.ZERO_STAGES if z in stages))
     flags = {}
-    for key, field in (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
-                       ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload")):
+    for key, field in SWITCH_FIELDS:
         if key in values:
             word = values[key].lower()
             if word not in OVERLAP_VALUES:
