@@ -407,11 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="slice the model in atoms of K layers (default 1; at most 24 atoms on clusters of more than 16 islands): fewer slices for deep models")
     p.add_argument("--layout", default=None, metavar="LAYOUT",
                    help='price your layout beside the plan, e.g. "tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1" '
-                   "(also vpp, overlap=no, flash=no, sp=no, tpoverlap=yes; mbs left out: its best under the model); on a cluster of "
+                   "(also vpp, overlap=no, flash=no, sp=no, tpoverlap=yes, precision=fp16; mbs left out: its best under the model); on a cluster of "
                    'several islands one per island, front first: "ISLAND: layers=K tp=.. pp=.. dp=..; ..."')
     p.add_argument("--runtime", default=None, metavar="RUNTIME",
                    help='what your framework can run: "recompute=none,full zero=0 flash=no sp=no overlap=no" '
-                   "(also tpoverlap, zero3gather, ep/cp/offload=no); the plan searches only that, and --layout is "
+                   "(also tpoverlap, zero3gather, precision, ep/cp/offload=no); the plan searches only that, and --layout is "
                    "priced under it")
     p.add_argument("--time-model", choices=("simulated", "closed-form"), default="closed-form",
                    help="the plan's iteration time: its simulated 1F1B schedule (default: candidates re-ranked by "

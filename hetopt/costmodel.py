@@ -14,7 +14,7 @@ Examples
 >>> layer_activation_bytes(gpt, 2048, 1) == 2048 * 4096 * (34 + 5 * 32 * 2048 / 4096)
 True
 >>> state_bytes_per_parameter(zero_stage=3, dp=8)
-2.0
+2.25
 """
 
 from __future__ import annotations
@@ -79,9 +79,18 @@ CHECKPOINT_WIDTHS = ACTIVATION_BYTES
 #: activation's input and output. A gated (SwiGLU) FFN keeps four: gate output, its SiLU,
 #: up output and their product (the down projection's input).
 FFN_TENSORS = {2: 2, 3: 4}
-#: Per-parameter bytes of Megatron's distributed optimizer over d replicas, (replicated,
-#: sharded): e.g. fp16 parameters and gradients keep 4 + 16/d (REFERENCE-FIGURES.md).
+#: Per-parameter training-state bytes of Megatron's mixed precision, (replicated on every
+#: data-parallel replica, sharded by its distributed optimizer), from Megatron-LM's
+#: docs/user-guide/features/dist_optimizer.md: fp16 parameters and gradients 2 + 2, sharded
+#: fp32 main parameters, main gradients, Adam's m and v 16 (20 in all); bf16 parameters with
+#: fp32 main gradients 2 + 4, sharded fp32 main parameters, m and v 12 (18); fp32 8 + 8.
+#: Megatron keeps the fp32 main gradients that the ZeRO paper's 2 + 2 + 12 = 16 leaves out.
 DISTRIBUTED_OPTIMIZER_BYTES = {"fp16": (4.0, 16.0), "bf16": (6.0, 12.0), "fp32": (8.0, 8.0)}
+#: The mixed-precision formats a plan trains in (``precision`` of the planner, ``--layout``,
+#: ``--runtime``): bf16 with fp32 main gradients, Megatron's default for current runs, or
+#: fp16 with loss scaling (the 2021 runs).
+PRECISIONS = ("bf16", "fp16")
+DEFAULT_PRECISION = "bf16"
 
 
 def _check_recompute(recompute: str) -> None:
@@ -289,40 +298,43 @@ def loss_traffic_bytes(cfg: ModelConfig, seq: int, samples: float, *, tp: int = 
 # ---------------------------------------------------------------------- training state
 
 
-def state_bytes_per_parameter(zero_stage: int = 0, dp: int = 1) -> float:
-    """Mixed-precision Adam bytes per parameter per GPU under ZeRO stage 0-3 over d replicas.
+def state_bytes_per_parameter(zero_stage: int = 0, dp: int = 1, precision: str = DEFAULT_PRECISION) -> float:
+    """Training-state bytes per parameter per GPU under ZeRO stage 0-3 over d replicas.
 
-    Stage 0: 2 + 2 + 12 = 16; 1: 2 + 2 + 12/d; 2: 2 + (2 + 12)/d; 3: 16/d.
+    Megatron's mixed precision (``DISTRIBUTED_OPTIMIZER_BYTES``: the 16-bit parameters and
+    the main gradients it keeps on every replica, the fp32 state the distributed optimizer
+    shards). Stage 0 keeps all of it; 1 shards the fp32 state (Megatron's distributed
+    optimizer); 2 also the main gradients; 3 everything. bf16 (fp32 main gradients):
+    18; 6 + 12/d; 2 + 16/d; 18/d. fp16 (fp16 gradients, fp32 copies in the optimizer): 20;
+    4 + 16/d; 2 + 18/d; 20/d.
 
     Examples
     --------
     >>> [state_bytes_per_parameter(z, 4) for z in (0, 1, 2, 3)]
-    [16.0, 7.0, 5.5, 4.0]
+    [18.0, 9.0, 6.0, 4.5]
+    >>> state_bytes_per_parameter(0, 1, "fp16"), state_bytes_per_parameter(1, 8, "fp16")
+    (20.0, 6.0)
     """
     if zero_stage not in ZERO_STAGES:
         raise ValueError(f"unknown ZeRO stage {zero_stage!r} (valid: 0, 1, 2, 3)")
     if dp < 1:
         raise ValueError(f"data-parallel degree must be >= 1 (got {dp})")
-    sharded = (OPTIMIZER_BYTES, OPTIMIZER_BYTES + GRADIENT_BYTES, OPTIMIZER_BYTES + GRADIENT_BYTES + WEIGHT_BYTES)
-    total = float(WEIGHT_BYTES + GRADIENT_BYTES + OPTIMIZER_BYTES)
-    if zero_stage == 0:
-        return total
-    part = sharded[zero_stage - 1]
-    return total - part + part / dp
-
-
-def distributed_optimizer_bytes_per_parameter(dp: int, precision: str = "fp16") -> float:
-    """Megatron's distributed optimizer over d replicas: replicated + sharded / d bytes.
-
-    Examples
-    --------
-    >>> distributed_optimizer_bytes_per_parameter(1), distributed_optimizer_bytes_per_parameter(8, "bf16")
-    (20.0, 7.5)
-    """
     if precision not in DISTRIBUTED_OPTIMIZER_BYTES:
         raise ValueError(f"unknown precision {precision!r} (valid: {', '.join(DISTRIBUTED_OPTIMIZER_BYTES)})")
     replicated, sharded = DISTRIBUTED_OPTIMIZER_BYTES[precision]
-    return replicated + sharded / dp
+    kept = {0: replicated + sharded, 1: replicated, 2: WEIGHT_BYTES, 3: 0.0}[zero_stage]
+    return kept + (replicated + sharded - kept) / dp
+
+
+def distributed_optimizer_bytes_per_parameter(dp: int, precision: str = DEFAULT_PRECISION) -> float:
+    """Megatron's distributed optimizer over d replicas: ZeRO stage 1 of :func:`state_bytes_per_parameter`.
+
+    Examples
+    --------
+    >>> distributed_optimizer_bytes_per_parameter(1, "fp16"), distributed_optimizer_bytes_per_parameter(8, "bf16")
+    (20.0, 7.5)
+    """
+    return state_bytes_per_parameter(1, dp, precision)
 
 
 # ------------------------------------------------------------------------------ time
@@ -887,6 +899,8 @@ __all__ = [
     "compute_time_s",
     "data_parallel_comm",
     "distributed_optimizer_bytes_per_parameter",
+    "DEFAULT_PRECISION",
+    "PRECISIONS",
     "efficiency",
     "ffn_activation_widths",
     "head_backward_flops",

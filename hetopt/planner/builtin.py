@@ -308,6 +308,7 @@ def _stage(
     sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
     flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
+    precision: str = cm.DEFAULT_PRECISION,
 ) -> StageCost | None:
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage").
 
@@ -351,9 +352,9 @@ def _stage(
     expert_replicas = tp * replicas // (ep * etp)
     # a run of layers of one kind (``_Table.kinds``: equal figures): its maxima are its first layer's
     uniform = tab.run_end[a] >= b
-    static = cm.state_bytes_per_parameter(z, replicas) * dense_params / tp + reserved_bytes
+    static = cm.state_bytes_per_parameter(z, replicas, precision) * dense_params / tp + reserved_bytes
     if n_moe:
-        static += cm.state_bytes_per_parameter(z, expert_replicas) * exp_params / (ep * etp)
+        static += cm.state_bytes_per_parameter(z, expert_replicas, precision) * exp_params / (ep * etp)
         if lay.fsep and ep > 1:
             widest_experts = max(tab.expert_params_each[a:b])
             static += ex.FSEP_GATHERED_LAYERS * (cm.WEIGHT_BYTES + cm.GRADIENT_BYTES) * widest_experts / (ep * etp)
@@ -744,6 +745,10 @@ class BuiltinParallelizer:
     long_sequence
         CP and offloading are enumerated for slices with MoE layers and for dense slices of at
         least this many tokens per sample (``LONG_SEQUENCE``).
+    precision
+        The mixed precision the run trains in (``cm.PRECISIONS``): its training-state bytes per
+        parameter (``cm.state_bytes_per_parameter``): bf16 with fp32 main gradients, 18 without
+        sharding, or fp16, 20.
 
     Notes
     -----
@@ -770,6 +775,7 @@ class BuiltinParallelizer:
     cp: tuple[int, ...] = CP_DEGREES
     offload: bool = True
     long_sequence: int = LONG_SEQUENCE
+    precision: str = cm.DEFAULT_PRECISION
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -798,6 +804,8 @@ class BuiltinParallelizer:
             raise ValueError(f"CP degrees must be >= 1 and include 1 (got {self.cp})")
         if self.reserved_bytes < 0:
             raise ValueError(f"reserved bytes must be >= 0 (got {self.reserved_bytes})")
+        if self.precision not in cm.PRECISIONS:
+            raise ValueError(f"precision must be one of {', '.join(cm.PRECISIONS)} (got {self.precision!r})")
 
     def slice_model(self, model: ModelConfig, *, seq: int | None = None) -> tuple[Atom, ...]:
         """Atoms of ``layers_per_atom`` layers; the first carries the embedding, the last the head."""
@@ -816,7 +824,7 @@ class BuiltinParallelizer:
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
         training = cm.TRAINING_PER_FORWARD * forward
-        state = float(cm.state_bytes_per_parameter() * params)
+        state = float(cm.state_bytes_per_parameter(precision=self.precision) * params)
         island_flops = island.sustained_flops
         return SliceProfile(
             signature=sl.signature,
@@ -951,7 +959,7 @@ class BuiltinParallelizer:
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
                               overlap=self.overlap_communication, flash=self.flash_attention,
                               capacity=capacity if static_first else None, tp_overlap=self.tp_comm_overlap,
-                              zero3_per_tensor=self.zero3_per_tensor)
+                              zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
                 # None: the stage's static bytes exceed the capacity (its time not computed)
                 priced = prices[key] = (None, -1, None) if cost is None else (cost, in_flight_fit(cost, capacity, M), cost.time_s)
             if priced[0] is None:

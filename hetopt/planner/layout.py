@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision='bf16')
 >>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()
 'tp=8 pp=1 dp=4 mbs=? recompute=none zero=0 sp=no'
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
@@ -44,7 +44,7 @@ from hetopt.workload import ModelConfig
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
 #: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
 LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "sp", "tpoverlap", "ep", "fsep", "cp",
-               "offload", "zero3gather")
+               "offload", "zero3gather", "precision")
 #: ``zero3gather=``: ZeRO-3's collectives one per layer (FSDP's unit) or one per parameter tensor.
 ZERO3_GATHERS = {"layer": False, "tensor": True}
 #: Spellings of the yes/no keys: ``overlap=`` (Megatron-Core's --overlap-grad-reduce /
@@ -78,6 +78,7 @@ class GivenLayout:
     sequence_parallel: bool = True  # Megatron's sequence parallelism with TP > 1 (Korthikanti et al. 2022)
     tp_overlap: bool = False  # Megatron-Core's --tp-comm-overlap (needs sequence parallelism)
     zero3_per_tensor: bool = False  # ZeRO-3 collectives per parameter tensor (DeepSpeed 2021), not per layer
+    precision: str = cm.DEFAULT_PRECISION  # mixed precision: its training-state bytes (cm.state_bytes_per_parameter)
 
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
@@ -85,6 +86,7 @@ class GivenLayout:
         tail = ("" if self.overlap else " overlap=no") + ("" if self.flash else " flash=no")
         tail += ("" if self.sequence_parallel else " sp=no") + (" tpoverlap=yes" if self.tp_overlap else "")
         tail += " zero3gather=tensor" if self.zero3_per_tensor else ""
+        tail += f" precision={self.precision}" if self.precision != cm.DEFAULT_PRECISION else ""
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
@@ -97,18 +99,18 @@ class GivenLayout:
                       ep=self.ep, fsep=self.fsep, cp=self.cp, offload=self.offload)
 
     @property
-    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool]:
-        """How the runtime runs: (overlap, flash, sequence parallelism, TP overlap, ZeRO-3 per tensor)."""
-        return self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor
+    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool, str]:
+        """How the runtime runs: (overlap, flash, sequence parallelism, TP overlap, ZeRO-3 per tensor, precision)."""
+        return self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor, self.precision
 
     def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` pricing the runtime this layout ran on (its overlap, attention and sequence parallelism)."""
         if (par.overlap_communication, par.flash_attention, par.sequence_parallel, par.tp_comm_overlap,
-                par.zero3_per_tensor) == self.runtime_flags:
+                par.zero3_per_tensor, par.precision) == self.runtime_flags:
             return par
         return replace(par, overlap_communication=self.overlap, flash_attention=self.flash,
                        sequence_parallel=self.sequence_parallel, tp_comm_overlap=self.tp_overlap,
-                       zero3_per_tensor=self.zero3_per_tensor)
+                       zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
 
 
 @dataclass(frozen=True)
@@ -208,10 +210,13 @@ def parse_layout(text: str) -> GivenLayout:
     gather = values.get("zero3gather", "layer").lower()
     if gather not in ZERO3_GATHERS:
         raise InputError(f"--layout zero3gather={values['zero3gather']}: must be layer or tensor")
+    precision = values.get("precision", cm.DEFAULT_PRECISION).lower()
+    if precision not in cm.PRECISIONS:
+        raise InputError(f"--layout precision={values['precision']}: must be one of {', '.join(cm.PRECISIONS)}")
     layout = GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                          sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
                          sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
-                         ZERO3_GATHERS[gather])
+                         ZERO3_GATHERS[gather], precision)
     clash = contradiction(layout, gather_given="zero3gather" in values)
     if clash:
         key, reason = clash
@@ -349,7 +354,7 @@ class IslandBlock:
 def given_runtime(layout: GivenLayout | tuple[IslandBlock, ...], par: BuiltinParallelizer) -> BuiltinParallelizer:
     """``par`` set to the runtime a given layout names (one layout, or every island's, which must agree).
 
-    The runtime keys (overlap, flash, sp, tpoverlap, zero3gather) say what the user's framework
+    The runtime keys (overlap, flash, sp, tpoverlap, zero3gather, precision) say what the user's framework
     does; one training job runs one framework, so per-island layouts that name two runtimes
     are refused.
 
@@ -362,7 +367,7 @@ def given_runtime(layout: GivenLayout | tuple[IslandBlock, ...], par: BuiltinPar
     runtimes = {x.runtime_flags for x in layouts}
     if len(runtimes) > 1:
         raise InputError("--layout: the islands' layouts name different runtimes (overlap, flash, sp, tpoverlap, "
-                         "zero3gather differ); one job runs one framework: give the same values on every island")
+                         "zero3gather, precision differ); one job runs one framework: give the same values on every island")
     return layouts[0].runtime(par)
 
 

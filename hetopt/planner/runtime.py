@@ -9,7 +9,8 @@ run plans without them, so ``--runtime`` holds the search to what it has:
     hetopt plan ... --runtime "recompute=none,full zero=0 flash=no sp=no overlap=no"
 
 Keys: ``recompute`` and ``zero`` take the modes and stages the framework has (comma lists);
-``flash``, ``overlap``, ``sp``, ``tpoverlap`` and ``zero3gather`` say how it runs, with the
+``flash``, ``overlap``, ``sp``, ``tpoverlap``, ``zero3gather`` and ``precision`` (bf16 or
+fp16: the training state it keeps) say how it runs, with the
 meanings and spellings of ``--layout`` (:mod:`hetopt.planner.layout`); ``ep``, ``cp`` and
 ``offload`` (yes/no) whether it has expert parallelism, context parallelism and activation
 offloading. A key left out keeps the built-in parallelizer's default (everything searched,
@@ -26,12 +27,12 @@ from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.layout import OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, IslandBlock, key_values
 
 #: The keys of a ``--runtime`` string.
-RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "ep", "cp", "offload")
+RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "precision", "ep", "cp", "offload")
 #: The yes/no keys of a ``--runtime`` string and the :class:`Runtime` field each sets.
 SWITCH_FIELDS = (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
                  ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload"))
 #: The ``--layout`` keys that say how a framework runs; with ``--runtime`` they belong there.
-LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather")
+LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather", "precision")
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Runtime:
     sequence_parallel: bool = True
     tp_overlap: bool = False
     zero3_per_tensor: bool = False
+    precision: str = cm.DEFAULT_PRECISION
     expert_parallel: bool = True
     context_parallel: bool = True
     offload: bool = True
@@ -76,13 +78,15 @@ class Runtime:
                 parts.append(f"{key}={words[getattr(self, field)]}")
         if self.zero3_per_tensor:
             parts.append("zero3gather=tensor")
+        if self.precision != default.precision:
+            parts.append(f"precision={self.precision}")
         return " ".join(parts)
 
     def parallelizer(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` searching only what this runtime has, priced as it runs."""
         return replace(par, recompute=self.recompute, zero_stages=self.zero, flash_attention=self.flash,
                        overlap_communication=self.overlap, sequence_parallel=self.sequence_parallel,
-                       tp_comm_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor,
+                       tp_comm_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
                        expert_parallel=self.expert_parallel, fsep=par.fsep and self.expert_parallel,
                        cp=par.cp if self.context_parallel else (1,), offload=par.offload and self.offload)
 
@@ -105,7 +109,7 @@ class Runtime:
             if bad:
                 raise InputError(f"--layout {used}: --runtime {allowed} does not have it (give a layout the runtime can run)")
         return replace(layout, overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
-                       tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor)
+                       tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
 
     def layouts(self, given: GivenLayout | tuple[IslandBlock, ...]) -> GivenLayout | tuple[IslandBlock, ...]:
         """:meth:`layout` of one layout or of every island's."""
@@ -163,6 +167,11 @@ def parse_runtime(text: str) -> Runtime:
         if gather not in ZERO3_GATHERS:
             raise InputError(f"--runtime zero3gather={values['zero3gather']}: must be layer or tensor")
         flags["zero3_per_tensor"] = ZERO3_GATHERS[gather]
+    if "precision" in values:
+        precision = values["precision"].lower()
+        if precision not in cm.PRECISIONS:
+            raise InputError(f"--runtime precision={values['precision']}: must be one of {', '.join(cm.PRECISIONS)}")
+        flags["precision"] = precision
     return replace(rt, **flags)
 
 

@@ -23,10 +23,11 @@ import argparse
 import json
 import statistics
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetopt.catalog import instances_dir
+from hetopt.costmodel import DEFAULT_PRECISION, PRECISIONS
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
@@ -34,6 +35,7 @@ from hetopt.io import read_toml
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, check_layout, contradiction, price_layout
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
+from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Runtime, parse_runtime
 from hetopt.readers.fields import Fields
 from hetopt.workload import ModelConfig, ffn_matrices, load_model, model_from_fields
 from hetopt.planner.cluster import Cluster, cluster_from_data, resolve
@@ -64,6 +66,10 @@ FLOP_CONVENTIONS = ("megatron-eq3", "megatron-core")
 UNSTATED_MICROBATCHES = (1, 2, 4, 8)
 #: Bits per byte (networks are given in Gb/s, the cost model works in bytes/s).
 BITS_PER_BYTE = 8
+#: The ``--runtime`` keys a row's ``runtime`` may name: what its framework could have run
+#: (``validate --plan`` searches only that). How the run ran (overlap, attention, sequence
+#: parallelism, ...) is the layout's, and the plan runs the same way.
+ROW_RUNTIME_KEYS = ("recompute", "zero", "ep", "cp", "offload")
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,8 @@ class Measurement:
     flops: str
     best: bool
     layout: GivenLayout
+    #: what the row's framework could run: the plan of ``validate --plan`` is held to it
+    runtime: Runtime = Runtime()
 
     @property
     def gpus(self) -> int:
@@ -177,7 +185,8 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         )
     out = []
     for m in top.tables("measurement", required=True):
-        m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best", "layout"))
+        m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
+                          "layout", "runtime"))
         model, cluster = m.string("model"), m.string("cluster")
         if model not in models:
             raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
@@ -185,7 +194,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         lay = m.table("layout", required=True)
         lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
-                            "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather"))
+                            "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision"))
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
@@ -196,6 +205,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             ep=lay.integer("ep", 1, minimum=1), fsep=_flag(lay, "fsep", False), cp=lay.integer("cp", 1, minimum=1),
             offload=_flag(lay, "offload", False),
             zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", "layer", choices=tuple(ZERO3_GATHERS))],
+            precision=lay.string("precision", DEFAULT_PRECISION, choices=PRECISIONS),
         )
         clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
         if clash:  # the same rule as --layout, named by the file's key
@@ -221,9 +231,31 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             seq=seq, metric=metric,
             value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
             flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=bool(m.data.get("best", True)),
-            layout=layout,
+            layout=layout, runtime=_row_runtime(m, layout),
         ))
     return tuple(out)
+
+
+def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
+    """The row's framework: its ``runtime`` key (``--runtime`` syntax, :data:`ROW_RUNTIME_KEYS`),
+    running as the layout says; without the key, every choice a current runtime has."""
+    ran = {"overlap": layout.overlap, "flash": layout.flash, "sequence_parallel": layout.sequence_parallel,
+           "tp_overlap": layout.tp_overlap, "zero3_per_tensor": layout.zero3_per_tensor, "precision": layout.precision}
+    text = m.data.get("runtime")
+    if text is None:
+        return Runtime(**ran)
+    if not isinstance(text, str):
+        raise m.error("runtime", f"must be a string such as \"recompute=none,full zero=0\" (got {text!r})")
+    keys = [part.partition("=")[0] for part in text.split()]
+    for key in keys:
+        if key in LAYOUT_RUNTIME_KEYS:
+            raise m.error("runtime", f"{key}: how the run ran belongs in layout (runtime takes {', '.join(ROW_RUNTIME_KEYS)})")
+    try:
+        rt = replace(parse_runtime(text), **ran)
+        rt.layout(layout)  # the published layout must be one the framework could run
+    except InputError as exc:
+        raise m.error("runtime", str(exc).replace("--layout ", "the published layout's ").replace("--runtime ", "")) from None
+    return rt
 
 
 def _flag(f: Fields, name: str, default: bool) -> bool:
@@ -289,9 +321,10 @@ def measurement_cluster(m: Measurement) -> Cluster:
 
 
 def plan_published(m: Measurement, *, time_limit: float | None = None) -> HeteroPlan:
-    """``hetopt plan`` on the row's cluster, model, batch and sequence, with the row's runtime
-    (``GivenLayout.runtime``): what the planner would have chosen instead of the published layout."""
-    par = m.layout.runtime(BuiltinParallelizer())
+    """``hetopt plan`` on the row's cluster, model, batch and sequence, held to the row's runtime
+    (``Measurement.runtime``, as ``hetopt plan --runtime``): what the planner would have chosen
+    instead of the published layout, on the framework the run had."""
+    par = m.runtime.parallelizer(BuiltinParallelizer())
     # the published layout is priced by the closed form: the plan is compared on the same model
     return plan(measurement_cluster(m), m.model, global_batch=m.global_batch, seq=m.seq, parallelizer=par,
                 alternatives=False, time_limit=time_limit, time_model="closed-form")
@@ -341,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", default=None,
                         help="a published measurement set: a file, or the name of a shipped one "
                         "(megatron-sc21, the default calibration set; megatron-core-h100, "
-                        "megatron-lm-readme-a100, bigscience-bloom-a100 and megatron-turing-nlg-a100, held out)")
+                        "megatron-lm-readme-a100, megatron-selective-a100, bigscience-bloom-a100 and megatron-turing-nlg-a100, held out)")
     parser.add_argument("--only", default=None, help="comma-separated measurement ids")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.add_argument("--plan", action="store_true",
@@ -359,6 +392,7 @@ def main(argv: list[str] | None = None) -> int:
             "rows": [{"id": r.measurement.id, "group": r.measurement.group, "gpus": r.measurement.gpus,
                       "metric": r.measurement.metric, "published": r.measurement.value, "predicted": r.predicted,
                       "ratio": r.ratio, "layout": _layout_text(r.measurement.layout),
+                      "runtime": r.measurement.runtime.text(),
                       "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
                       "reason": r.reason,
                       **({} if r.planned is None else {

@@ -95,10 +95,16 @@ def test_recompute_working_bytes():
 
 @pytest.mark.parametrize("d", [1, 2, 8, 64])
 def test_zero_state_bytes(d):
-    assert cm.state_bytes_per_parameter(0, d) == 16
-    assert cm.state_bytes_per_parameter(1, d) == pytest.approx(4 + 12 / d)
-    assert cm.state_bytes_per_parameter(2, d) == pytest.approx(2 + 14 / d)
-    assert cm.state_bytes_per_parameter(3, d) == pytest.approx(16 / d)
+    # Megatron-LM docs/user-guide/features/dist_optimizer.md: bf16 parameters with fp32 main
+    # gradients 18 and 6 + 12/d with the distributed optimizer; fp16 20 and 4 + 16/d
+    assert cm.state_bytes_per_parameter(0, d) == 18
+    assert cm.state_bytes_per_parameter(1, d) == pytest.approx(6 + 12 / d)
+    assert cm.state_bytes_per_parameter(2, d) == pytest.approx(2 + 16 / d)
+    assert cm.state_bytes_per_parameter(3, d) == pytest.approx(18 / d)
+    assert cm.state_bytes_per_parameter(0, d, "fp16") == 20
+    assert cm.state_bytes_per_parameter(1, d, "fp16") == pytest.approx(4 + 16 / d)
+    assert cm.state_bytes_per_parameter(2, d, "fp16") == pytest.approx(2 + 18 / d)
+    assert cm.state_bytes_per_parameter(3, d, "fp16") == pytest.approx(20 / d)
     assert cm.distributed_optimizer_bytes_per_parameter(d, "fp16") == pytest.approx(4 + 16 / d)
     assert cm.distributed_optimizer_bytes_per_parameter(d, "bf16") == pytest.approx(6 + 12 / d)
     assert cm.distributed_optimizer_bytes_per_parameter(d, "fp32") == pytest.approx(8 + 8 / d)

@@ -47,6 +47,7 @@ def dgx(tmp_path):
     ("", "give tp, pp, dp"),
     ("tp=1 pp=1 dp=8 zero=3 zero3gather=bucket", "zero3gather=bucket: must be layer or tensor"),
     ("tp=1 pp=1 dp=8 zero=1 zero3gather=tensor", "only ZeRO-3 gathers parameters"),
+    ("tp=1 pp=1 dp=8 precision=fp8", "precision=fp8: must be one of bf16, fp16"),
 ])
 def test_bad_layouts_are_named(text, message):
     with pytest.raises(InputError, match=message):
@@ -100,7 +101,7 @@ def test_a_cluster_of_several_islands_is_refused():
 
 
 def test_a_layout_that_does_not_fit_says_why(dgx):
-    # GPT-3 13B on one GPU of 80 GB: 16 bytes per parameter of training state alone is 200 GB
+    # GPT-3 13B on one GPU of 80 GB: 18 bytes per parameter of training state alone is 230 GB
     p = plan(dgx, "gpt3-13b", global_batch=8, alternatives=False, layout="tp=1 pp=1 dp=1 mbs=1")
     assert not p.given_layout["fits"] and "does not fit in memory at mbs=1" in p.given_layout["reason"]
 
@@ -244,3 +245,18 @@ def test_islands_layouts_that_name_two_runtimes_are_refused():
     parts[0] += " flash=no"
     with pytest.raises(InputError, match="name different runtimes"):
         plan(cl, "gpt3-2.7b", global_batch=32, seq=512, alternatives=False, layout="; ".join(parts))
+
+
+def test_fp16_keeps_two_bytes_a_parameter_more_than_bf16(dgx):
+    """Megatron's mixed precision: bf16 with fp32 main gradients 18 bytes a parameter, fp16 20
+    (Megatron-LM's distributed-optimizer table); the precision changes memory, not time."""
+    assert parse_layout("tp=2 pp=1 dp=4 precision=FP16").precision == "fp16"
+    assert parse_layout("tp=2 pp=1 dp=4 precision=fp16").text().endswith("precision=fp16")
+    assert "precision" not in parse_layout("tp=2 pp=1 dp=4 precision=bf16").text()
+    bf16 = plan(dgx, "gpt3-1.3b", global_batch=8, alternatives=False, layout="tp=2 pp=1 dp=4 mbs=1")
+    fp16 = plan(dgx, "gpt3-1.3b", global_batch=8, alternatives=False, layout="tp=2 pp=1 dp=4 mbs=1 precision=fp16")
+    a, b = bf16.given_layout, fp16.given_layout
+    assert a["iteration_time_s"] == b["iteration_time_s"]
+    from hetopt.workload import load_model, parameters
+    params = parameters(load_model(ROOT / "instances" / "models" / "gpt3-1.3b.toml"))
+    assert (b["peak_memory_gib"] - a["peak_memory_gib"]) * 2**30 == pytest.approx(2 * params / 2, rel=1e-9)

@@ -31,6 +31,7 @@ def c2():
     ("zero=one", "zero=one: each must be one of"),
     ("flash=maybe", "flash=maybe: must be yes or no"),
     ("zero3gather=block", "must be layer or tensor"),
+    ("precision=fp8", "precision=fp8: must be one of bf16, fp16"),
 ])
 def test_a_bad_runtime_is_named(text, message):
     with pytest.raises(InputError, match=message):
@@ -38,8 +39,9 @@ def test_a_bad_runtime_is_named(text, message):
 
 
 def test_the_runtime_string_round_trips():
-    rt = parse_runtime(MEGATRON_2021 + " ep=no zero3gather=tensor")
+    rt = parse_runtime(MEGATRON_2021 + " ep=no zero3gather=tensor precision=fp16")
     assert parse_runtime(rt.text()) == rt
+    assert rt.precision == "fp16" and rt.parallelizer(BuiltinParallelizer()).precision == "fp16"
     assert Runtime().text() == ""
 
 

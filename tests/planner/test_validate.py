@@ -11,6 +11,7 @@ from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.planner import validate as v
 from hetopt.planner.layout import GivenLayout
+from hetopt.planner.runtime import Runtime
 
 
 def test_every_shipped_measurement_is_read_and_its_layout_fills_its_cluster():
@@ -92,6 +93,7 @@ def test_json_output(capsys):
     ("value = 137", "value = 5e-324", r"measurement\[0\]\.value: must be >= 1e-06"),
     ("layout = { tp = 1, pp = 1, dp = 32, b = 16", "layout = { tp = 1, pp = 1, dp = 32, b = 3",
      r"measurement\[0\]\.layout: mbs=3 dp=32: a micro-batch of 96 samples must divide the global batch 512"),
+    ('precision = "fp16" }', 'precision = "fp8" }', r"measurement\[0\]\.layout\.precision: .*fp8"),
 ])
 def test_extreme_or_impossible_rows_are_refused_with_file_and_key(tmp_path, capsys, old, new, message):
     # found in review: a tiny bandwidth crashed the summary (log of 0), a tiny value printed
@@ -309,3 +311,71 @@ def test_the_plans_ratio_to_the_published_figure_is_printed_and_never_below_the_
     assert row.plan_ratio >= row.ratio * (1 - 1e-12)
     assert v.main(["--only", "mlm-t1-1.7b", "--plan"]) == 0
     assert "the plans over the published figures: 1 rows, median" in capsys.readouterr().out
+
+
+# --- the row's runtime: what its framework could run, and the plan held to it ---
+
+def test_the_shipped_rows_name_the_framework_they_ran_on():
+    rows = {m.id: m for m in v.load_published()}
+    megatron_2021, deepspeed = rows["mlm-t1-39.1b"].runtime, rows["mlm-t2-530b-2240-zero3"].runtime
+    assert megatron_2021.recompute == ("none", "full") and megatron_2021.zero == (0,)
+    assert deepspeed.recompute == ("none", "full") and deepspeed.zero == (0, 1, 2, 3)
+    # how it ran comes from the layout: the plan runs the same way
+    assert not megatron_2021.flash and not megatron_2021.sequence_parallel and not megatron_2021.overlap
+    assert deepspeed.zero3_per_tensor
+    # the 2021 runs trained in fp16 (the paper's scripts pass --fp16): 20 bytes of state a parameter
+    assert rows["mlm-t1-39.1b"].layout.precision == "fp16" and megatron_2021.precision == "fp16"
+    # without the key: everything a current runtime has, running as the layout says
+    (h100,) = [m for m in v.load_published(instances_dir() / "published" / "megatron-core-h100.toml") if m.id == "mcore-h100-7.1b"]
+    assert h100.runtime.recompute == ("none", "selective", "full") and h100.runtime.tp_overlap
+
+
+@pytest.mark.parametrize(("runtime", "message"), [
+    ('"recompute=none,full zero=0"', r"measurement\[0\]\.runtime: the published layout's recompute=selective: recompute=none,full does not have it"),
+    ('"flash=no"', r"measurement\[0\]\.runtime: flash: how the run ran belongs in layout"),
+    ('"recompute=partial"', r"measurement\[0\]\.runtime: recompute=partial: each must be one of none, selective, full"),
+    ("3", r"measurement\[0\]\.runtime: must be a string"),
+])
+def test_a_row_runtime_that_cannot_run_its_layout_or_is_malformed_is_refused(tmp_path, capsys, runtime, message):
+    path = tmp_path / "pub.toml"
+    row = CATALOG_ROW.format(model="GPT3-175B", gpu="A100-SXM4-80GB").replace('recompute = "full"', 'recompute = "selective"')
+    path.write_text(row.replace("layout = {", f"runtime = {runtime}\nlayout = {{"))
+    with pytest.raises(InputError, match=message):
+        v.load_published(path)
+    assert v.main(["--file", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("hetopt: ")
+
+
+def test_the_plan_is_held_to_the_rows_framework():
+    """SC'21's Megatron-LM had neither selective recomputation nor a distributed optimizer: the
+    plan uses neither, and still never loses to the published layout (which that runtime runs)."""
+    (row,) = v.validate(v.load_published(), only=["mlm-t1-1.7b"], with_plan=True)
+    used = {(st.layout.split()[-2], st.layout.split()[-1]) for st in row.planned.stages}
+    assert used and all(rc in ("none", "full") and zero == "zero0" for rc, zero in used), used
+    assert row.plan_speedup >= 1 - 1e-9
+    # the same row planned with a current runtime is at least as fast (it searches a superset)
+    free = dataclasses.replace(row.measurement, runtime=Runtime(overlap=True, flash=False, sequence_parallel=False))
+    assert v.plan_published(free).iteration_time_s <= row.planned.iteration_time_s * (1 + 1e-9)
+
+
+def test_the_2022_set_reproduces_the_megatron_readme_mfu():
+    """Korthikanti et al.'s Table 5 times (sequence parallelism + selective recomputation) against
+    the MFU the Megatron-LM README states for the same runs (an independent source): the model
+    FLOP count over the time, the GPUs and the A100's 312 TFLOP/s."""
+    rows = {m.id: m for m in v.load_published(instances_dir() / "published" / "megatron-selective-a100.toml")}
+    readme_mfu = {"sel-22b-selective": 41.5, "sel-175b-selective": 51.4, "sel-530b-selective": 56.0, "sel-1t-selective": 56.3}
+    for key, mfu in readme_mfu.items():
+        m = rows[key]
+        assert m.flops == "megatron-core" and m.metric == "iteration_time_s" and m.layout.dp == 1
+        counted = v.Measurement(**{**m.__dict__, "metric": "tflops_per_gpu"})
+        # both are rounded (times to 0.01 s, MFU to 0.1 point): the MFU of the time's rounding interval holds the README's
+        at = lambda t: 100 * v.publisher_flops(counted) / (t * m.gpus * 312e12)  # noqa: E731
+        assert at(m.value + 0.005) - 0.05 <= mfu <= at(m.value - 0.005) + 0.05, (key, at(m.value))
+    # Table 5's full-recomputation times: 29.0-32.1% longer on the same layouts (the paper's rounded percentages)
+    for size, gain in (("22b", 29.0), ("175b", 31.8), ("530b", 29.7), ("1t", 32.1)):
+        full, sel = rows[f"sel-{size}-full"], rows[f"sel-{size}-selective"]
+        assert full.layout.recompute == "full" and sel.layout.recompute == "selective"
+        assert (full.layout.tp, full.layout.pp) == (sel.layout.tp, sel.layout.pp)
+        assert 100 * (full.value / sel.value - 1) == pytest.approx(gain, abs=0.15), size
+    assert v.main(["--file", "megatron-selective-a100"]) == 0
