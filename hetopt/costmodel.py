@@ -19,6 +19,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from hetopt.hardware import GpuType
@@ -88,8 +89,10 @@ FFN_TENSORS = {2: 2, 3: 4}
 DISTRIBUTED_OPTIMIZER_BYTES = {"fp16": (4.0, 16.0), "bf16": (6.0, 12.0), "fp32": (8.0, 8.0)}
 #: The mixed-precision formats a plan trains in (``precision`` of the planner, ``--layout``,
 #: ``--runtime``): bf16 with fp32 main gradients, Megatron's default for current runs, or
-#: fp16 with loss scaling (the 2021 runs).
+#: fp16 with loss scaling (the 2021 runs, and every run on a GPU without BF16).
 PRECISIONS = ("bf16", "fp16")
+#: The precision of GPUs that have BF16 arithmetic; the others train in fp16
+#: (:func:`hardware_precision`).
 DEFAULT_PRECISION = "bf16"
 
 
@@ -296,6 +299,36 @@ def loss_traffic_bytes(cfg: ModelConfig, seq: int, samples: float, *, tp: int = 
 
 
 # ---------------------------------------------------------------------- training state
+
+
+def hardware_precision(gpus: Iterable[GpuType]) -> str:
+    """The precision a job on ``gpus`` trains in when nobody says: bf16 where every GPU has BF16
+    arithmetic, else fp16 (one job, one precision; Volta, Turing and Pascal parts have no BF16).
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> cat = load_gpus()
+    >>> hardware_precision([cat["A100-SXM4-80GB"]]), hardware_precision([cat["A100-SXM4-80GB"], cat["V100-SXM2-32GB"]])
+    ('bf16', 'fp16')
+    """
+    return DEFAULT_PRECISION if all(g.bf16 for g in gpus) else "fp16"
+
+
+def precision_problem(precision: str, gpus: Iterable[GpuType]) -> str | None:
+    """Why ``precision`` cannot run on ``gpus`` (bf16 on a GPU without BF16), or None.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> precision_problem("bf16", [load_gpus()["T4"]])
+    'precision=bf16: the T4 has no BF16 arithmetic (use precision=fp16)'
+    """
+    if precision == "bf16":
+        lacking = sorted({g.name for g in gpus if not g.bf16})
+        if lacking:
+            return f"precision=bf16: the {', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no BF16 arithmetic (use precision=fp16)"
+    return None
 
 
 def state_bytes_per_parameter(zero_stage: int = 0, dp: int = 1, precision: str = DEFAULT_PRECISION) -> float:
@@ -901,6 +934,8 @@ __all__ = [
     "distributed_optimizer_bytes_per_parameter",
     "DEFAULT_PRECISION",
     "PRECISIONS",
+    "hardware_precision",
+    "precision_problem",
     "efficiency",
     "ffn_activation_widths",
     "head_backward_flops",

@@ -27,7 +27,7 @@ DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency",
-    "calibration", "attention_efficiency", "host_gbs", "host_cpu",
+    "calibration", "attention_efficiency", "host_gbs", "host_cpu", "bf16",
 )
 #: Host CPU vendors the catalog's ``host_cpu`` names (``hetopt.costmodel.ring_step_floor_s``).
 HOST_CPUS = ("amd", "intel", "arm")
@@ -71,6 +71,9 @@ class GpuType:
     #: stated): NCCL's network proxy posts slower on AMD hosts, which sets the least latency
     #: of every step of a ring that spans nodes (``hetopt.costmodel.ring_step_floor_s``).
     host_cpu: str = ""
+    #: Whether the part has BF16 arithmetic (Ampere and later); without it training runs in
+    #: fp16 (``hetopt.costmodel.hardware_precision``).
+    bf16: bool = True
 
     @property
     def sustained_flops(self) -> float:
@@ -142,12 +145,15 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             attention_efficiency=f.number("attention_efficiency", None, positive=True, maximum=1.0),
             host_bandwidth=None if (host := f.number("host_gbs", None, positive=True)) is None else host * GIGA,
             host_cpu=f.string("host_cpu", "", choices=HOST_CPUS),
+            bf16=f.boolean("bf16", True),
         )
     return catalog
 
 
 #: Words a GPU name may carry that do not tell two catalog entries apart.
-_NOISE_WORDS = ("NVIDIA", "AMD", "TESLA", "INSTINCT", "TENSOR", "CORE", "GPU")
+#: (the memory type, "80GB HBM3", names no other part; the longer spellings first)
+_NOISE_WORDS = ("NVIDIA", "AMD", "TESLA", "INSTINCT", "TENSOR", "CORE", "GPU", "RTX", "QUADRO",
+                "HBM3E", "HBM2E", "HBM3", "HBM2")
 #: Form factors, by the spelling that names them (SXM4 and SXM5 are both "SXM").
 _FORMS = (("SXM", "SXM"), ("PCIE", "PCIE"), ("NVL", "NVL"), ("HGX", "SXM"), ("DGX", "SXM"))
 
@@ -185,6 +191,8 @@ def gpu(catalog: dict[str, GpuType], name: str, *, where: str = "") -> GpuType:
     >>> cat = load_gpus()
     >>> gpu(cat, "NVIDIA A100 SXM4 80GB").name, gpu(cat, "h100-sxm").name
     ('A100-SXM4-80GB', 'H100-SXM5')
+    >>> gpu(cat, "NVIDIA H100 80GB HBM3").name, gpu(cat, "RTX A6000").name
+    ('H100-SXM5', 'A6000')
     """
     if name in catalog:
         return catalog[name]

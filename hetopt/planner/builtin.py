@@ -308,7 +308,7 @@ def _stage(
     sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
     flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
-    precision: str = cm.DEFAULT_PRECISION,
+    precision: str | None = None,
 ) -> StageCost | None:
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage").
 
@@ -316,6 +316,7 @@ def _stage(
     it (``stage_fits`` with nothing in flight), its time left uncomputed.
     """
     cfg, s, gpu = sl.model, sl.seq, island.gpu
+    precision = precision or cm.hardware_precision((gpu,))  # not given: the GPU's own
     tp, dp, rc, z = lay.tp, lay.dp, lay.recompute, lay.zero_stage
     cp, ep = lay.cp, lay.ep
     replicas = dp * cp  # the dense weights' data-parallel group: Megatron reduces gradients over DP × CP
@@ -748,7 +749,9 @@ class BuiltinParallelizer:
     precision
         The mixed precision the run trains in (``cm.PRECISIONS``): its training-state bytes per
         parameter (``cm.state_bytes_per_parameter``): bf16 with fp32 main gradients, 18 without
-        sharding, or fp16, 20.
+        sharding, or fp16, 20. None (the default): the hardware's, bf16 where the GPUs have
+        BF16 arithmetic and fp16 where they do not (``cm.hardware_precision``; ``plan`` sets one
+        precision for the whole cluster, a query on its own takes its island's).
 
     Notes
     -----
@@ -775,7 +778,7 @@ class BuiltinParallelizer:
     cp: tuple[int, ...] = CP_DEGREES
     offload: bool = True
     long_sequence: int = LONG_SEQUENCE
-    precision: str = cm.DEFAULT_PRECISION
+    precision: str | None = None
     _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getstate__(self) -> dict:
@@ -804,7 +807,7 @@ class BuiltinParallelizer:
             raise ValueError(f"CP degrees must be >= 1 and include 1 (got {self.cp})")
         if self.reserved_bytes < 0:
             raise ValueError(f"reserved bytes must be >= 0 (got {self.reserved_bytes})")
-        if self.precision not in cm.PRECISIONS:
+        if self.precision is not None and self.precision not in cm.PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(cm.PRECISIONS)} (got {self.precision!r})")
 
     def slice_model(self, model: ModelConfig, *, seq: int | None = None) -> tuple[Atom, ...]:
@@ -824,7 +827,7 @@ class BuiltinParallelizer:
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
         training = cm.TRAINING_PER_FORWARD * forward
-        state = float(cm.state_bytes_per_parameter(precision=self.precision) * params)
+        state = float(cm.state_bytes_per_parameter(precision=self.precision or cm.hardware_precision((island.gpu,))) * params)
         island_flops = island.sustained_flops
         return SliceProfile(
             signature=sl.signature,

@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision='bf16')
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None)
 >>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()
 'tp=8 pp=1 dp=4 mbs=? recompute=none zero=0 sp=no'
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
@@ -78,7 +78,7 @@ class GivenLayout:
     sequence_parallel: bool = True  # Megatron's sequence parallelism with TP > 1 (Korthikanti et al. 2022)
     tp_overlap: bool = False  # Megatron-Core's --tp-comm-overlap (needs sequence parallelism)
     zero3_per_tensor: bool = False  # ZeRO-3 collectives per parameter tensor (DeepSpeed 2021), not per layer
-    precision: str = cm.DEFAULT_PRECISION  # mixed precision: its training-state bytes (cm.state_bytes_per_parameter)
+    precision: str | None = None  # mixed precision (its training-state bytes); None: the hardware's (cm.hardware_precision)
 
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
@@ -86,7 +86,7 @@ class GivenLayout:
         tail = ("" if self.overlap else " overlap=no") + ("" if self.flash else " flash=no")
         tail += ("" if self.sequence_parallel else " sp=no") + (" tpoverlap=yes" if self.tp_overlap else "")
         tail += " zero3gather=tensor" if self.zero3_per_tensor else ""
-        tail += f" precision={self.precision}" if self.precision != cm.DEFAULT_PRECISION else ""
+        tail += f" precision={self.precision}" if self.precision not in (None, cm.DEFAULT_PRECISION) else ""
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
@@ -99,7 +99,7 @@ class GivenLayout:
                       ep=self.ep, fsep=self.fsep, cp=self.cp, offload=self.offload)
 
     @property
-    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool, str]:
+    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool, str | None]:
         """How the runtime runs: (overlap, flash, sequence parallelism, TP overlap, ZeRO-3 per tensor, precision)."""
         return self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor, self.precision
 
@@ -210,8 +210,8 @@ def parse_layout(text: str) -> GivenLayout:
     gather = values.get("zero3gather", "layer").lower()
     if gather not in ZERO3_GATHERS:
         raise InputError(f"--layout zero3gather={values['zero3gather']}: must be layer or tensor")
-    precision = values.get("precision", cm.DEFAULT_PRECISION).lower()
-    if precision not in cm.PRECISIONS:
+    precision = values["precision"].lower() if "precision" in values else None
+    if precision is not None and precision not in cm.PRECISIONS:
         raise InputError(f"--layout precision={values['precision']}: must be one of {', '.join(cm.PRECISIONS)}")
     layout = GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                          sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
@@ -349,6 +349,19 @@ class IslandBlock:
 
     def text(self) -> str:
         return f"{self.island}: layers={self.layers} {self.layout.text()}"
+
+
+def with_precision(layout: GivenLayout | tuple[IslandBlock, ...], precision: str) -> GivenLayout | tuple[IslandBlock, ...]:
+    """``layout`` (or every island's) with ``precision`` where it names none.
+
+    Examples
+    --------
+    >>> with_precision(parse_layout("tp=1 pp=1 dp=2"), "fp16").precision, with_precision(parse_layout("tp=1 pp=1 dp=2 precision=bf16"), "fp16").precision
+    ('fp16', 'bf16')
+    """
+    if isinstance(layout, tuple):
+        return tuple(replace(b, layout=with_precision(b.layout, precision)) for b in layout)
+    return layout if layout.precision else replace(layout, precision=precision)
 
 
 def given_runtime(layout: GivenLayout | tuple[IslandBlock, ...], par: BuiltinParallelizer) -> BuiltinParallelizer:

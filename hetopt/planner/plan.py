@@ -22,6 +22,7 @@ from pathlib import Path
 
 from hetopt import solvers
 from hetopt.catalog import instances_dir
+from hetopt import costmodel as cm
 from hetopt.costmodel import TRAINING_PER_FORWARD
 from hetopt.errors import InputError
 from hetopt.family import Deadline, no_solution
@@ -31,7 +32,7 @@ from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster, load_cluster, resolve
 from hetopt.planner.compose import (island_specs, link_matrix, microbatch_candidates, pipeline_instance,
                                     pipeline_lower_bound)
-from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime,
+from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime, with_precision,
                                    parse_island_layouts, parse_layout, price_island_layouts, price_layout)
 from hetopt.planner.runtime import Runtime, layout_names_runtime, parse_runtime
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
@@ -379,6 +380,14 @@ def plan(
     if not islands.status.has_solution:
         conclude_plan(out, islands, None, [], len(candidates))
         return out
+    # one job, one precision: the hardware's unless the runtime or the layout names one
+    # (bf16 only where every GPU has BF16 arithmetic)
+    gpu_types = cluster.gpu_types
+    if layout is not None:
+        layout = with_precision(layout, cm.hardware_precision(gpu_types))
+        for given_layout in (layout,) if isinstance(layout, GivenLayout) else tuple(b.layout for b in layout):
+            if (problem := cm.precision_problem(given_layout.precision, gpu_types)) is not None:
+                raise InputError(f"--layout {problem}")
     par, coarsened = parallelizer or BuiltinParallelizer(), ""
     if runtime is not None:
         if not isinstance(par, BuiltinParallelizer):
@@ -390,6 +399,11 @@ def plan(
         # the layout's runtime keys describe the user's runtime: plan for the same one, so the
         # plan can run there and its speed-up over the layout compares like with like
         par = given_runtime(layout, par)
+    if isinstance(par, BuiltinParallelizer):
+        if par.precision is None:
+            par = replace(par, precision=cm.hardware_precision(gpu_types))
+        elif (problem := cm.precision_problem(par.precision, gpu_types)) is not None:
+            raise InputError(f"{'--runtime' if runtime is not None else 'parallelizer'} {problem}")
     if max_islands is None and parallelizer is None and cfg.layers > LARGE_CLUSTER_ATOMS \
             and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS:
         par = replace(par, layers_per_atom=math.ceil(cfg.layers / LARGE_CLUSTER_ATOMS))

@@ -54,7 +54,7 @@ class Runtime:
     sequence_parallel: bool = True
     tp_overlap: bool = False
     zero3_per_tensor: bool = False
-    precision: str = cm.DEFAULT_PRECISION
+    precision: str | None = None  # None: the hardware's (cm.hardware_precision)
     expert_parallel: bool = True
     context_parallel: bool = True
     offload: bool = True
@@ -78,7 +78,7 @@ class Runtime:
                 parts.append(f"{key}={words[getattr(self, field)]}")
         if self.zero3_per_tensor:
             parts.append("zero3gather=tensor")
-        if self.precision != default.precision:
+        if self.precision:
             parts.append(f"precision={self.precision}")
         return " ".join(parts)
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetopt.catalog import instances_dir
-from hetopt.costmodel import DEFAULT_PRECISION, PRECISIONS
+from hetopt.costmodel import PRECISIONS, hardware_precision, precision_problem
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
@@ -195,17 +195,22 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         lay = m.table("layout", required=True)
         lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
                             "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision"))
+        # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
+        gpus = (islands[cluster].gpu,)
+        precision = lay.string("precision", None, choices=PRECISIONS) or hardware_precision(gpus)
+        if (problem := precision_problem(precision, gpus)) is not None:
+            raise lay.error("precision", problem)
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
             zero=lay.integer("zero", 0, minimum=0, maximum=3),
-            overlap=_flag(lay, "overlap", True), vpp=lay.integer("vpp", 1, minimum=1),
-            flash=_flag(lay, "flash_attention", True), sequence_parallel=_flag(lay, "sequence_parallel", True),
-            tp_overlap=_flag(lay, "tp_comm_overlap", False),
-            ep=lay.integer("ep", 1, minimum=1), fsep=_flag(lay, "fsep", False), cp=lay.integer("cp", 1, minimum=1),
-            offload=_flag(lay, "offload", False),
+            overlap=lay.boolean("overlap", True), vpp=lay.integer("vpp", 1, minimum=1),
+            flash=lay.boolean("flash_attention", True), sequence_parallel=lay.boolean("sequence_parallel", True),
+            tp_overlap=lay.boolean("tp_comm_overlap", False),
+            ep=lay.integer("ep", 1, minimum=1), fsep=lay.boolean("fsep", False), cp=lay.integer("cp", 1, minimum=1),
+            offload=lay.boolean("offload", False),
             zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", "layer", choices=tuple(ZERO3_GATHERS))],
-            precision=lay.string("precision", DEFAULT_PRECISION, choices=PRECISIONS),
+            precision=precision,
         )
         clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
         if clash:  # the same rule as --layout, named by the file's key
@@ -230,7 +235,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             model=models[model], island=isl, global_batch=global_batch,
             seq=seq, metric=metric,
             value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
-            flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=bool(m.data.get("best", True)),
+            flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=m.boolean("best", True),
             layout=layout, runtime=_row_runtime(m, layout),
         ))
     return tuple(out)
@@ -256,14 +261,6 @@ def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
     except InputError as exc:
         raise m.error("runtime", str(exc).replace("--layout ", "the published layout's ").replace("--runtime ", "")) from None
     return rt
-
-
-def _flag(f: Fields, name: str, default: bool) -> bool:
-    """A true/false key."""
-    value = f.data.get(name, default)
-    if not isinstance(value, bool):
-        raise f.error(name, f"must be true or false (got {value!r})")
-    return value
 
 
 def publisher_flops(m: Measurement) -> float:

@@ -136,6 +136,15 @@ class Fields:
             raise self.error(name, f"must be <= {maximum} (got {value}); larger values are outside what hetopt plans")
         return value
 
+    def boolean(self, name: str, default: Any = _MISSING) -> Any:
+        """true or false; ``default`` when absent."""
+        if name not in self.data:
+            return self._default(name, default)
+        value = self.data[name]
+        if not isinstance(value, bool):
+            raise self.error(name, f"must be true or false (got {value!r})")
+        return value
+
     def string(self, name: str, default: Any = _MISSING, *, choices: Iterable[str] | None = None) -> Any:
         """A non-empty string; ``default`` when absent."""
         if name not in self.data:

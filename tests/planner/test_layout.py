@@ -260,3 +260,34 @@ def test_fp16_keeps_two_bytes_a_parameter_more_than_bf16(dgx):
     from hetopt.workload import load_model, parameters
     params = parameters(load_model(ROOT / "instances" / "models" / "gpt3-1.3b.toml"))
     assert (b["peak_memory_gib"] - a["peak_memory_gib"]) * 2**30 == pytest.approx(2 * params / 2, rel=1e-9)
+
+
+#: One node of 8 V100-SXM2-32GB (Volta: no BF16 arithmetic).
+V100_NODE = ONE_NODE.replace("A100-SXM4-80GB", "V100-SXM2-32GB").replace('"dgx-a100"', '"dgx1-v100"')
+
+
+def test_a_gpu_without_bf16_trains_in_fp16_and_refuses_bf16(tmp_path, capsys):
+    """True to hardware: Volta, Turing and Pascal parts have no BF16, so a plan on them keeps
+    fp16's 20 bytes of state a parameter, and asking for bf16 there exits 2 with the reason."""
+    v100 = tmp_path / "v100.toml"
+    v100.write_text(V100_NODE)
+    unstated = plan(v100, "gpt3-1.3b", global_batch=8, alternatives=False, layout="tp=2 pp=1 dp=4 mbs=1")
+    fp16 = plan(v100, "gpt3-1.3b", global_batch=8, alternatives=False, layout="tp=2 pp=1 dp=4 mbs=1 precision=fp16")
+    assert unstated.given_layout == fp16.given_layout and unstated.given_layout["layout"].endswith("precision=fp16")
+    assert [s.memory_gib for s in unstated.stages] == [s.memory_gib for s in fp16.stages]
+    for flag in (["--layout", "tp=2 pp=1 dp=4 mbs=1 precision=bf16"], ["--runtime", "precision=bf16"]):
+        assert cli.main(["plan", "--cluster", str(v100), "--model", "gpt3-1.3b", "--global-batch", "8", "--no-alternatives",
+                         "--workers", "1", *flag]) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and "precision=bf16: the V100-SXM2-32GB has no BF16 arithmetic (use precision=fp16)" in err
+    with pytest.raises(InputError, match="parallelizer precision=bf16"):
+        from hetopt.planner.builtin import BuiltinParallelizer
+        plan(v100, "gpt3-1.3b", global_batch=8, alternatives=False, parallelizer=BuiltinParallelizer(precision="bf16"))
+
+
+def test_a_cluster_with_one_gpu_type_without_bf16_trains_all_of_it_in_fp16():
+    """One job, one precision: tangram-c3 (T4 and V100 beside A100s) plans every island in fp16."""
+    from hetopt import costmodel as cm
+    c3 = load_cluster("tangram-c3")
+    assert cm.hardware_precision(c3.gpu_types) == "fp16"
+    assert cm.hardware_precision([t for t in c3.gpu_types if t.bf16]) == "bf16"

@@ -379,3 +379,63 @@ def test_the_2022_set_reproduces_the_megatron_readme_mfu():
         assert (full.layout.tp, full.layout.pp) == (sel.layout.tp, sel.layout.pp)
         assert 100 * (full.value / sel.value - 1) == pytest.approx(gain, abs=0.15), size
     assert v.main(["--file", "megatron-selective-a100"]) == 0
+
+
+def test_the_mpt_set_reproduces_the_llm_foundry_mfu_and_batches():
+    """llm-foundry's MPT benchmark tables (benchmarking README at 061f2c7): the MFU a row states
+    follows from its T/s/GPU by the README's formula (2 x NumParams FLOPs a token plus
+    n_layers x 4 x d_model x s^2 attention FLOPs a sequence, three passes) against Composer's
+    peak (A100 312 TFLOP/s; H100 SXM 1.979e15 / 2, with which the H100 rows agree to the
+    rounding, where 989e12 would put them 0.01-0.02 points high); the table truncates T/s/GPU
+    to an integer, so the stated MFU lies between the MFU of the value and of the value + 1.
+    The shape reproduces the table's NumParams (learned positions: one model per SeqLen), and
+    the global batch is MicroBatchSize x GradAccum x GPUs."""
+    from hetopt.workload import parameters
+
+    rows = {m.id: m for m in v.load_published(instances_dir() / "published" / "mosaicml-mpt.toml")}
+    groups = [m.group for m in rows.values()]
+    assert (groups.count("mpt-a100-80gb"), groups.count("mpt-a100-40gb"), groups.count("mpt-h100")) == (61, 78, 37)
+    assert all(m.layout.tp == m.layout.pp == 1 and m.layout.dp == m.gpus and m.layout.zero == 3 and m.layout.flash
+               and not m.layout.zero3_per_tensor and m.layout.precision == "bf16" for m in rows.values())
+    # id: the table's NumParams, GradAccum, Activation Checkpointing and MFU (%)
+    table = {
+        "mpt-a80-70b-s2048-g64": (64_862_437_376, 4, True, 53.33),
+        "mpt-a80-13b-s32768-g8": (13_011_240_960, 3, True, 51.69),
+        "mpt-a80-7b-s2048-g8": (6_658_859_008, 2, False, 64.23),
+        "mpt-a80-125m-s2048-g8-gb512": (125_311_488, 2, False, 44.45),
+        "mpt-a40-30b-s2048-g128": (29_975_214_080, 1, True, 52.25),
+        "mpt-a40-3b-s16384-g8": (2_688_537_600, 8, True, 46.14),
+        "mpt-a40-125m-s512-g8": (124_131_840, 3, False, 40.26),
+        "mpt-h100-30b-s2048-g8": (29_975_214_080, 21, True, 38.11),
+        "mpt-h100-7b-s65536-g8": (6_918_905_856, 2, True, 28.59),
+        "mpt-h100-760m-s512-g8": (758_111_232, 2, False, 40.42),
+    }
+    for key, (n_params, accum, checkpointing, mfu) in table.items():
+        m = rows[key]
+        l, d, s, V = m.model.layers, m.model.hidden, m.seq, m.model.vocab
+        assert (m.model.sequence, V, m.model.ffn, m.model.tied_embeddings) == (s, 50368, 4 * d, True)
+        # every weight and bias of the blocks, both embeddings, the final LayerNorm (2d: not in the cost model's count)
+        assert 12 * l * d * d + 13 * l * d + (V + s) * d + 2 * d == n_params
+        assert parameters(m.model) == n_params - 2 * d
+        assert m.global_batch == m.layout.microbatch * accum * m.gpus
+        assert m.layout.recompute == ("full" if checkpointing else "none")
+        peak = 1.979e15 / 2 if m.group == "mpt-h100" else 312e12
+        flops_per_seq = 3 * 2 * n_params * s + 3 * l * 2 * 2 * d * s * s
+        at = lambda tokens_per_s_per_gpu: 100 * flops_per_seq * tokens_per_s_per_gpu / s / peak  # noqa: E731
+        assert at(m.value) - 0.005 <= mfu <= at(m.value + 1) + 0.005, (key, at(m.value))
+    assert v.main(["--file", "mosaicml-mpt"]) == 0
+
+
+def test_a_rows_precision_is_the_hardwares_unless_stated_and_bf16_needs_a_gpu_with_it(tmp_path, capsys):
+    row = CATALOG_ROW.format(model="GPT3-175B", gpu="A100-SXM4-80GB")
+    path = tmp_path / "pub.toml"
+    path.write_text(row)
+    (m,) = v.load_published(path)
+    assert m.layout.precision == "bf16"
+    volta = row.replace("A100-SXM4-80GB", "V100-SXM2-32GB")
+    path.write_text(volta)
+    (m,) = v.load_published(path)
+    assert m.layout.precision == "fp16"  # no BF16 on Volta: the run trained in fp16
+    path.write_text(volta.replace("layout = {", 'layout = { precision = "bf16",'))
+    with pytest.raises(InputError, match=r"measurement\[0\]\.layout\.precision: precision=bf16: the V100-SXM2-32GB has no BF16"):
+        v.load_published(path)
