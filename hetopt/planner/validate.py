@@ -371,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file", default=None,
                         help="a published measurement set: a file, or the name of a shipped one "
                         "(megatron-sc21, the default calibration set; megatron-core-h100, "
-                        "megatron-lm-readme-a100, megatron-selective-a100, bigscience-bloom-a100 and megatron-turing-nlg-a100, held out)")
+                        "megatron-lm-readme-a100, megatron-selective-a100, bigscience-bloom-a100, megatron-turing-nlg-a100 and mosaicml-mpt, held out)")
     parser.add_argument("--only", default=None, help="comma-separated measurement ids")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.add_argument("--plan", action="store_true",
