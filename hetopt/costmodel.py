@@ -72,8 +72,13 @@ LOSS_BACKWARD_BYTES = (4 + 4) + (4 + 2)
 ATTENTION_SCORE_BYTES = 5
 #: Bytes per token, in units of h, that tensor parallelism without sequence parallelism
 #: leaves replicated on every GPU (Korthikanti et al.): the two LayerNorm inputs (2 + 2),
-#: the QKV and the MLP input (2 + 2) and the two 1-byte dropout masks (1 + 1).
+#: the QKV and the MLP input (2 + 2) and the two 1-byte dropout masks (1 + 1). Layers
+#: without dropout (Llama) keep no masks: 8 (:func:`replicated_activation_widths`).
 REPLICATED_ACTIVATION_WIDTHS = 10
+#: Of those, the two dropout masks after attention and after the FFN (1 + 1).
+REPLICATED_DROPOUT_WIDTHS = 2
+#: Bytes per attention-score element a layer without dropout keeps: the softmax output (2).
+SOFTMAX_OUTPUT_BYTES = 2
 #: Bytes per token, in units of h, of the layer input that full recomputation keeps.
 CHECKPOINT_WIDTHS = ACTIVATION_BYTES
 #: fp16/bf16 tensors of the FFN width f a two-matrix (GELU) FFN keeps per token: the
@@ -214,6 +219,32 @@ def sharded_activation_widths(cfg: ModelConfig, index: int = 0) -> float:
     return attention + ffn_activation_widths(cfg, index)
 
 
+def replicated_activation_widths(cfg: ModelConfig) -> int:
+    """Bytes per token, in units of h, a layer keeps at full width under TP without SP.
+
+    Korthikanti et al.'s 10 with dropout (GPT, ViT); 8 for layers without dropout (Llama),
+    which write no dropout masks.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
+    >>> llama = ModelConfig("y", "llama", 1, 1024, 16, 4096, 0, 1024)
+    >>> replicated_activation_widths(gpt), replicated_activation_widths(llama)
+    (10, 8)
+    """
+    dropout = cfg.architecture in DROPOUT_ARCHITECTURES
+    return REPLICATED_ACTIVATION_WIDTHS - (0 if dropout else REPLICATED_DROPOUT_WIDTHS)
+
+
+def attention_score_bytes(cfg: ModelConfig) -> int:
+    """Bytes per attention-score element kept without FlashAttention or recomputation.
+
+    Softmax output, dropout mask and dropout output (2 + 1 + 2) with dropout (GPT, ViT); the
+    softmax output alone (2) without (Llama).
+    """
+    return ATTENTION_SCORE_BYTES if cfg.architecture in DROPOUT_ARCHITECTURES else SOFTMAX_OUTPUT_BYTES
+
+
 def layer_activation_bytes(
     cfg: ModelConfig,
     seq: int,
@@ -250,10 +281,10 @@ def layer_activation_bytes(
     if recompute == "full":
         kept = CHECKPOINT_WIDTHS * h
         return seq * samples * kept / (tp if sequence_parallel else 1)
-    replicated = REPLICATED_ACTIVATION_WIDTHS * h
+    replicated = replicated_activation_widths(cfg) * h
     sharded = sharded_activation_widths(cfg, index)
     per_token = (replicated + sharded) / tp if sequence_parallel else replicated + sharded / tp
-    scores = 0.0 if recompute == "selective" or flash else ATTENTION_SCORE_BYTES * cfg.heads * seq * seq * samples / tp
+    scores = 0.0 if recompute == "selective" or flash else attention_score_bytes(cfg) * cfg.heads * seq * seq * samples / tp
     return seq * samples * per_token + scores
 
 
@@ -900,6 +931,10 @@ __all__ = [
     "OPTIMIZER_BYTES",
     "RECOMPUTE_MODES",
     "REPLICATED_ACTIVATION_WIDTHS",
+    "REPLICATED_DROPOUT_WIDTHS",
+    "SOFTMAX_OUTPUT_BYTES",
+    "attention_score_bytes",
+    "replicated_activation_widths",
     "TP_ALLREDUCES_PER_PASS",
     "WEIGHT_BYTES",
     "ZERO_STAGES",

@@ -377,10 +377,10 @@ def _stage(
     if rc == "full":
         activation = ell * s * samples * cm.CHECKPOINT_WIDTHS * h / (tp if sp else 1)
     else:
-        replicated = ell * cm.REPLICATED_ACTIVATION_WIDTHS * h
+        replicated = ell * cm.replicated_activation_widths(cfg) * h
         sharded = tab.sharded[b] - tab.sharded[a]
         per_token = (replicated + sharded) / tp if sp else replicated + sharded / tp
-        kept_scores = 0.0 if rc == "selective" or flash else ell * cm.ATTENTION_SCORE_BYTES * cfg.heads * s * s * samples / tp
+        kept_scores = 0.0 if rc == "selective" or flash else ell * cm.attention_score_bytes(cfg) * cfg.heads * s * s * samples / tp
         activation = s * samples * per_token + kept_scores
 
     # activation offloading keeps the layers' activations on the host (their time: below)

@@ -237,3 +237,18 @@ def test_a_catalog_written_for_the_saturating_gemm_model_is_refused_with_the_fix
     old.write_text(text.replace("[gpu.T4]\n", "[gpu.T4]\ngemm_half_tokens = 256\n", 1), encoding="utf-8")
     with pytest.raises(InputError, match=r"gpu\.T4\.gemm_half_tokens: is no longer read: .*delete the key"):
         load_gpus(old)
+
+
+def test_layers_without_dropout_keep_no_masks():
+    """Korthikanti et al.'s 10h replicated bytes a token include two 1-byte dropout masks, and
+    each kept attention score a mask and a dropout output: a Llama layer, which has no dropout,
+    keeps 8h and the softmax output alone (2 bytes a score)."""
+    from hetopt.workload import ModelConfig
+    s, b, h, a, t = 2048, 2, 4096, 32, 4
+    gpt = ModelConfig("g", "gpt", 1, h, a, 4 * h, 0, s)
+    llama = ModelConfig("l", "llama", 1, h, a, 4 * h, 0, s)  # same widths; only dropout differs
+    sharded_llama = cm.sharded_activation_widths(llama, 0)
+    assert cm.layer_activation_bytes(llama, s, b, tp=t) == s * b * (8 * h + sharded_llama / t) + 2 * a * s * s * b / t
+    assert cm.layer_activation_bytes(gpt, s, b, tp=t) == s * b * h * (10 + 24 / t + 5 * a * s / (h * t))
+    full = cm.layer_activation_bytes(llama, s, b, tp=t, recompute="full")
+    assert full == cm.layer_activation_bytes(gpt, s, b, tp=t, recompute="full")  # the layer input only, either way
