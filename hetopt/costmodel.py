@@ -82,9 +82,12 @@ SOFTMAX_OUTPUT_BYTES = 2
 #: Bytes per token, in units of h, of the layer input that full recomputation keeps.
 CHECKPOINT_WIDTHS = ACTIVATION_BYTES
 #: fp16/bf16 tensors of the FFN width f a two-matrix (GELU) FFN keeps per token: the
-#: activation's input and output. A gated (SwiGLU) FFN keeps four: gate output, its SiLU,
-#: up output and their product (the down projection's input).
-FFN_TENSORS = {2: 2, 3: 4}
+#: activation's input and output. A gated (SwiGLU) FFN keeps three: the gate and up outputs,
+#: which a fused SwiGLU saves as its one 2f-wide input (Megatron-Core's SwiGLUFunction in
+#: megatron/core/fusions/fused_bias_swiglu.py, flash-attn's and torch.compile'd versions
+#: alike), and its output (the down projection's input). Eager PyTorch keeps the SiLU's
+#: output too (four): not modelled.
+FFN_TENSORS = {2: 2, 3: 3}
 #: Per-parameter training-state bytes of Megatron's mixed precision, (replicated on every
 #: data-parallel replica, sharded by its distributed optimizer), from Megatron-LM's
 #: docs/user-guide/features/dist_optimizer.md: fp16 parameters and gradients 2 + 2, sharded

@@ -175,6 +175,27 @@ def even_split(k: int, p: int) -> tuple[int, ...]:
     return tuple(k // p + (1 if q >= p - k % p else 0) for q in range(p))
 
 
+def interleave_degrees(layers: int, pp: int) -> list[int]:
+    """The virtual stages per GPU, v ≥ 2, of Megatron's interleaved 1F1B for ``layers`` layers on pp stages.
+
+    Every stage (:func:`even_split`) cuts its layers into v chunks of at least one layer, as
+    even as they go: v divides the largest stage and is at most the smallest. When pp divides
+    the layers these are the divisors of the layers per stage, Megatron-LM's equal chunks;
+    otherwise the first stages hold one layer less and some of their chunks are one layer
+    shorter, as Megatron-Core's uneven first pipeline stages run it (Llama 3 405B: 126 layers
+    on 16 stages of 7 and 8).
+
+    Examples
+    --------
+    >>> interleave_degrees(96, 12), interleave_degrees(126, 16), interleave_degrees(24, 1)
+    ([2, 4, 8], [2, 4], [])
+    """
+    if pp < 2 or layers < pp:
+        return []
+    small, large = layers // pp, -(-layers // pp)
+    return [v for v in divisors(large)[1:] if v <= small]
+
+
 def minmax_split(weights: list[float], p: int) -> tuple[int, ...]:
     """A split of consecutive ``weights`` into p non-empty parts minimizing the largest part.
 
@@ -848,8 +869,9 @@ class BuiltinParallelizer:
         """Every layout enumerated for the slice (before pricing and pruning).
 
         With ``microbatches`` given, a whole-model slice also gets Megatron's interleaved
-        schedule: v ≥ 2 virtual stages per GPU for every v dividing the layers of an even
-        split (k/p), when M is a multiple of p (Megatron-LM's requirement).
+        schedule: v ≥ 2 virtual stages per GPU for every v of :func:`interleave_degrees`
+        (the even split's stages cut into v chunks), when M is a multiple of p (Megatron-LM's
+        requirement).
         """
         sl = as_slice(slice)
         cfg, k, G = sl.model, sl.layers, island.gpus
@@ -878,8 +900,8 @@ class BuiltinParallelizer:
                     balanced = splits_memo[key, pp] = minmax_split(weights, pp)
                 splits = dict.fromkeys((even_split(k, pp), balanced))
                 even = even_split(k, pp)
-                interleave = [v for v in divisors(k // pp)[1:]] if (
-                    whole and pp > 1 and k % pp == 0 and microbatches is not None and microbatches % pp == 0) else []
+                interleave = interleave_degrees(k, pp) if (
+                    whole and microbatches is not None and microbatches % pp == 0) else []
                 for dp in divisors(microbatch_size):
                     if tp * pp * dp > G:
                         break

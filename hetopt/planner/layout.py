@@ -34,7 +34,7 @@ from hetopt.errors import InputError
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.parallelism import offload as off
-from hetopt.planner.builtin import BuiltinParallelizer, Layout, even_split
+from hetopt.planner.builtin import BuiltinParallelizer, Layout, even_split, interleave_degrees
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Slice
 from hetopt.units import GIB
 from hetopt.workload import ModelConfig
@@ -132,6 +132,7 @@ class PricedLayout:
                "reason": self.reason}
         if self.plan is not None:
             out["microbatch"] = self.plan.microbatch_size // self.plan.dp
+            out["vpp"] = self.plan.vpp
             out["peak_memory_gib"] = self.plan.peak_bytes / GIB
             out["gpus"] = self.plan.gpus
         return out
@@ -274,9 +275,12 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     v = layout.vpp
     if v > 1 and p == 1:
         raise InputError(f"--layout vpp={v}: interleaving needs pp >= 2 (got pp=1)")
-    if v > 1 and cfg.layers % (p * v):
-        raise InputError(f"--layout vpp={v} pp={p}: the {cfg.layers} layers of {cfg.name} must split into pp·vpp = {p * v} "
-                         "equal chunks")
+    if v > 1 and v not in interleave_degrees(cfg.layers, p):
+        small, large = cfg.layers // p, -(-cfg.layers // p)
+        rule = f"stages of {small} layers: vpp must divide {small}" if small == large else \
+            f"stages of {small} to {large} layers: vpp must divide {large} and be at most {small}"
+        valid = ", ".join(map(str, interleave_degrees(cfg.layers, p))) or "none"
+        raise InputError(f"--layout vpp={v} pp={p}: the {cfg.layers} layers of {cfg.name} give {rule} (valid: {valid})")
     if v > 1 and layout.microbatch and (global_batch // (layout.microbatch * d)) % p:
         raise InputError(f"--layout vpp={v}: the interleaved schedule needs the micro-batches per iteration "
                          f"({global_batch // (layout.microbatch * d)}) to be a multiple of pp={p}")

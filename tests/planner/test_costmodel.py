@@ -77,12 +77,12 @@ def test_korthikanti_activation_variants(s, h, a, b, t):
 
 
 def test_activation_generalization_counts_gqa_swiglu_and_top_k():
-    llama = load_model(MODELS / "llama-2-7b.toml")  # MHA, SwiGLU f = 11008
-    assert cm.sharded_activation_widths(llama) == 8 * 4096 + 2 * 4 * 11008
+    llama = load_model(MODELS / "llama-2-7b.toml")  # MHA, SwiGLU f = 11008: gate and up (one fused input) and the output
+    assert cm.sharded_activation_widths(llama) == 8 * 4096 + 2 * 3 * 11008
     l3 = load_model(MODELS / "llama-3-8b.toml")  # K and V are 1024 wide
-    assert cm.sharded_activation_widths(l3) == 4 * 4096 + 4 * 1024 + 2 * 4 * 14336
+    assert cm.sharded_activation_widths(l3) == 4 * 4096 + 4 * 1024 + 2 * 3 * 14336
     mix = load_model(MODELS / "mixtral-8x7b.toml")
-    assert cm.ffn_activation_widths(mix) == 2 * 4 * 2 * 14336  # top-2: a token's FFN activations twice
+    assert cm.ffn_activation_widths(mix) == 2 * 3 * 2 * 14336  # top-2: a token's FFN activations twice
 
 
 def test_recompute_working_bytes():

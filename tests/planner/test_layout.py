@@ -108,7 +108,8 @@ def test_a_layout_that_does_not_fit_says_why(dgx):
 
 @pytest.mark.parametrize(("text", "message"), [
     ("tp=8 pp=1 dp=1 vpp=2", "interleaving needs pp >= 2"),
-    ("tp=2 pp=4 dp=1 vpp=4", "must split into pp·vpp = 16 equal chunks"),
+    ("tp=2 pp=4 dp=1 vpp=4", r"the 24 layers of GPT-3 1.3B give stages of 6 layers: vpp must divide 6 \(valid: 2, 3, 6\)"),
+    ("tp=1 pp=5 dp=1 vpp=5", r"stages of 4 to 5 layers: vpp must divide 5 and be at most 4 \(valid: none\)"),
     ("tp=2 pp=4 dp=1 mbs=1 vpp=2", "multiple of pp=4"),
 ])
 def test_an_impossible_interleaving_is_named(dgx, text, message):
