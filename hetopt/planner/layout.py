@@ -120,6 +120,9 @@ class PricedLayout:
     layout: GivenLayout
     plan: PartialPlan | None
     reason: str = ""
+    #: without a plan that fits: the fastest one priced over the GPU's memory, its time as if
+    #: the memory were there (a published run that ran fits; its layout is still priced)
+    over_memory: PartialPlan | None = None
 
     @property
     def iteration_time_s(self) -> float | None:
@@ -326,6 +329,7 @@ def price_layout(
     par = layout.runtime(parallelizer or BuiltinParallelizer())
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"
+    over: PartialPlan | None = None
     lay = layout.builtin_layout(cfg.layers)
     for b in (layout.microbatch,) if layout.microbatch else microbatches_tried:
         m = b * layout.dp
@@ -333,11 +337,13 @@ def price_layout(
             continue
         plan = par.plan(whole, island, lay, microbatch_size=m, microbatches=global_batch // m)
         if plan.behind is not None and plan.behind < 0:
-            why = f"does not fit in memory at mbs={b}: {plan.peak_bytes / GIB:.1f} GiB per GPU of {island.memory_bytes / GIB:.0f}"
+            if over is None or plan.iteration_time_s < over.iteration_time_s:
+                over = plan
+                why = f"does not fit in memory at mbs={b}: {plan.peak_bytes / GIB:.1f} GiB per GPU of {island.memory_bytes / GIB:.0f}"
             continue
         if best is None or plan.iteration_time_s < best.iteration_time_s:
             best = plan
-    return PricedLayout(layout, best, "" if best else why)
+    return PricedLayout(layout, best, "" if best else why, None if best else over)
 
 
 # ---- one layout per island (heterogeneous clusters) ------------------------------------

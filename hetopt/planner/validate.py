@@ -106,6 +106,9 @@ class Row:
     predicted: float | None  # in the measurement's metric
     reason: str = ""
     planned: "HeteroPlan | None" = None  # hetopt plan on the row's cluster (with --plan)
+    #: the layout is over the GPU's memory under the model: ``priced`` is its time as if the
+    #: memory were there (the run ran, so the memory model over-counts it; ``reason`` says by how much)
+    over_memory: bool = False
 
     @property
     def plan_predicted(self) -> float | None:
@@ -116,8 +119,11 @@ class Row:
 
     @property
     def plan_speedup(self) -> float | None:
-        """Published layout's time / the plan's time under the same model (≥ 1: the plan is no slower)."""
-        if self.priced is None or self.plan_predicted is None:
+        """Published layout's time / the plan's time under the same model (≥ 1: the plan is no slower).
+
+        None when the published layout is over memory under the model: the plan is searched
+        among layouts that fit, so the two are not compared."""
+        if self.priced is None or self.plan_predicted is None or self.over_memory:
             return None
         return self.priced.iteration_time_s / self.planned.iteration_time_s
 
@@ -295,16 +301,20 @@ def throughput(m: Measurement, iteration_time_s: float) -> float:
     }[m.metric]
 
 
-def price_published(m: Measurement, parallelizer: BuiltinParallelizer | None = None) -> tuple[PartialPlan | None, str]:
+def price_published(m: Measurement, parallelizer: BuiltinParallelizer | None = None) -> tuple[PartialPlan | None, str, bool]:
     """The published layout priced by the cost model (its best micro-batch when unstated).
 
     :func:`hetopt.planner.layout.price_layout`, as ``hetopt plan --layout`` prices a given
-    layout. Returns (None, reason) when the layout does not fit in memory under the model at
-    any micro-batch size tried.
+    layout. Returns (plan, reason, over memory). A layout over the GPU's memory under the
+    model at every micro-batch size tried is still priced (the run it describes ran, so its
+    time is what is measured here) and flagged, with the memory in the reason; (None,
+    reason, False) when nothing could be priced.
     """
     priced = price_layout(m.layout, m.island, m.model, global_batch=m.global_batch, seq=m.seq,
                           microbatches_tried=UNSTATED_MICROBATCHES, parallelizer=parallelizer)
-    return priced.plan, priced.reason
+    if priced.plan is None and priced.over_memory is not None:
+        return priced.over_memory, priced.reason, True
+    return priced.plan, priced.reason, False
 
 
 def measurement_cluster(m: Measurement) -> Cluster:
@@ -334,9 +344,9 @@ def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = 
     for m in measurements:
         if only and m.id not in only:
             continue
-        priced, why = price_published(m)
+        priced, why, over = price_published(m)
         planned = plan_published(m) if with_plan else None
-        rows.append(Row(m, priced, None if priced is None else throughput(m, priced.iteration_time_s), why, planned))
+        rows.append(Row(m, priced, None if priced is None else throughput(m, priced.iteration_time_s), why, planned, over))
     return rows
 
 
@@ -392,7 +402,7 @@ def main(argv: list[str] | None = None) -> int:
                       "runtime": r.measurement.runtime.text(),
                       "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
                       "priced_vpp": None if r.priced is None else r.priced.vpp,
-                      "reason": r.reason,
+                      "reason": r.reason, "over_memory": r.over_memory,
                       **({} if r.planned is None else {
                           "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,
                                    "layouts": sorted({st.layout for st in r.planned.stages}),
@@ -406,13 +416,17 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         m = r.measurement
         pred = "-" if r.predicted is None else f"{r.predicted:.1f}"
-        ratio = r.reason if r.ratio is None else f"{r.ratio:.2f}"
+        ratio = r.reason if r.ratio is None else f"{r.ratio:.2f}" + ("*" if r.over_memory else "")
         tail = ""
         if r.planned is not None:
             got = "-" if r.plan_predicted is None else f"{r.plan_predicted:.1f}"
             up = "-" if r.plan_speedup is None else f"{r.plan_speedup:.2f}x"
             tail = f" {got:>9} {up:>8}  {', '.join(sorted({st.layout for st in r.planned.stages})) or r.planned.reason}"
         print(f"{m.id:28} {m.gpus:5d} {_layout_text(m.layout):32} {m.metric:>15} {m.value:9.1f} {pred:>9} {ratio:>6}{tail}")
+    over = [r for r in rows if r.over_memory]
+    if over:
+        print(f"* {len(over)} rows over the GPU's memory under the model, priced as if it fit (the runs ran: the memory "
+              "model over-counts them; --json: reason)")
     for g, s in summary.items():
         print(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
     plans = [r.plan_ratio for r in rows if r.plan_ratio is not None]

@@ -60,8 +60,8 @@ def test_unstated_microbatch_takes_the_best_under_the_model():
     times = []
     for b in v.UNSTATED_MICROBATCHES:
         lay = dataclasses.replace(m.layout, microbatch=b)
-        plan, _ = v.price_published(v.Measurement(**{**m.__dict__, "layout": lay}))
-        if plan is not None:
+        plan, _, over = v.price_published(v.Measurement(**{**m.__dict__, "layout": lay}))
+        if plan is not None and not over:
             times.append(plan.iteration_time_s)
     assert row.priced.iteration_time_s == pytest.approx(min(times))
 
@@ -439,3 +439,21 @@ def test_a_rows_precision_is_the_hardwares_unless_stated_and_bf16_needs_a_gpu_wi
     path.write_text(volta.replace("layout = {", 'layout = { precision = "bf16",'))
     with pytest.raises(InputError, match=r"measurement\[0\]\.layout\.precision: precision=bf16: the V100-SXM2-32GB has no BF16"):
         v.load_published(path)
+
+
+def test_a_published_layout_over_memory_under_the_model_is_still_priced_and_flagged(capsys):
+    """The run ran, so its time is what is measured: a layout the memory model puts over the
+    GPU's memory is priced as if it fit, flagged (``over_memory``, ``*``) with the memory in the
+    reason, and not compared with a plan (the plan is searched among layouts that fit)."""
+    rows = {m.id: m for m in v.load_published(instances_dir() / "published" / "mosaicml-mpt.toml")}
+    m = rows["mpt-a40-760m-s2048-g8"]  # no checkpointing on 40 GB: the model counts 40.7 GiB
+    plan, why, over = v.price_published(m)
+    assert over and plan is not None and "does not fit in memory" in why and plan.peak_bytes > m.island.gpu.memory_bytes
+    (row,) = v.validate((m,))
+    assert row.over_memory and row.ratio is not None and row.plan_speedup is None
+    assert v.main(["--file", "mosaicml-mpt", "--only", m.id]) == 0
+    out = capsys.readouterr().out
+    assert f"{row.ratio:.2f}*" in out and "1 rows over the GPU's memory under the model" in out
+    # a layout that fits is not flagged
+    fits = rows["mpt-a80-7b-s2048-g8"]
+    assert not v.price_published(fits)[2]
