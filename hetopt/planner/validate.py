@@ -425,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m.id:28} {m.gpus:5d} {_layout_text(m.layout):32} {m.metric:>15} {m.value:9.1f} {pred:>9} {ratio:>6}{tail}")
     over = [r for r in rows if r.over_memory]
     if over:
-        print(f"* {len(over)} rows over the GPU's memory under the model, priced as if it fit (the runs ran: the memory "
+        print(f"* {len(over)} rows over the GPU's memory under the model, priced as if they fit (the runs ran: the memory "
               "model over-counts them; --json: reason)")
     for g, s in summary.items():
         print(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
