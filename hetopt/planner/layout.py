@@ -133,6 +133,9 @@ class PricedLayout:
         """Plain data for JSON."""
         out = {"layout": self.layout.text(), "iteration_time_s": self.iteration_time_s, "fits": self.plan is not None,
                "reason": self.reason}
+        if self.plan is None and self.over_memory is not None:
+            # not a plan: what the layout would take if the GPU had the memory the model says it needs
+            out["over_memory_iteration_time_s"] = self.over_memory.iteration_time_s
         if self.plan is not None:
             out["microbatch"] = self.plan.microbatch_size // self.plan.dp
             out["vpp"] = self.plan.vpp

@@ -104,6 +104,8 @@ def test_a_layout_that_does_not_fit_says_why(dgx):
     # GPT-3 13B on one GPU of 80 GB: 18 bytes per parameter of training state alone is 230 GB
     p = plan(dgx, "gpt3-13b", global_batch=8, alternatives=False, layout="tp=1 pp=1 dp=1 mbs=1")
     assert not p.given_layout["fits"] and "does not fit in memory at mbs=1" in p.given_layout["reason"]
+    # its time as if the memory were there is still given, apart from the plan's figures
+    assert p.given_layout["iteration_time_s"] is None and p.given_layout["over_memory_iteration_time_s"] > 0
 
 
 @pytest.mark.parametrize(("text", "message"), [
