@@ -67,7 +67,7 @@ def composition_instance(cluster: Cluster, model: str, microbatch_size: int, mic
     index = cluster.islands.index
     members = [[index[n] for n in isl.nodes] for isl in islands]
     specs = island_specs(cluster, members)
-    par = BuiltinParallelizer()
+    par = BuiltinParallelizer().for_gpus(s.gpu for s in specs)  # one job, one precision, as hetopt plan
     seq = cfg.sequence
     plans, _ = enumerate_plans(
         par, all_slices(par, par.slice_model(cfg, seq=seq)), specs, microbatch_size=microbatch_size,

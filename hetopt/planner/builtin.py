@@ -37,7 +37,7 @@ import bisect
 import functools
 import gc
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
@@ -47,6 +47,7 @@ from hetopt import costmodel as cm
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.parallelism import offload as off
+from hetopt.hardware import GpuType
 from hetopt.units import GIB
 from hetopt.pipeline.problem import stage_fits
 from hetopt.planner.parallelizer import (
@@ -830,6 +831,21 @@ class BuiltinParallelizer:
             raise ValueError(f"reserved bytes must be >= 0 (got {self.reserved_bytes})")
         if self.precision is not None and self.precision not in cm.PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(cm.PRECISIONS)} (got {self.precision!r})")
+
+    def for_gpus(self, gpus: Iterable[GpuType]) -> BuiltinParallelizer:
+        """This parallelizer for one job on ``gpus``: its precision, when it names none, the
+        hardware's (``cm.hardware_precision``: bf16 unless one of them has no BF16).
+
+        Examples
+        --------
+        >>> from hetopt.hardware import load_gpus
+        >>> cat = load_gpus()
+        >>> BuiltinParallelizer().for_gpus([cat["A100-SXM4-80GB"], cat["T4"]]).precision
+        'fp16'
+        >>> BuiltinParallelizer(precision="bf16").for_gpus([cat["T4"]]).precision
+        'bf16'
+        """
+        return self if self.precision is not None else replace(self, precision=cm.hardware_precision(gpus))
 
     def slice_model(self, model: ModelConfig, *, seq: int | None = None) -> tuple[Atom, ...]:
         """Atoms of ``layers_per_atom`` layers; the first carries the embedding, the last the head."""

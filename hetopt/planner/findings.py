@@ -279,7 +279,7 @@ def ordered_time(cluster: Cluster, cfg: ModelConfig, front: str, *, seq: int = C
         raise ValueError(f"{cluster.name} forms {len(specs)} islands, not 2")
     first = next(i for i, s in enumerate(specs) if s.gpu.name.startswith(front))
     second = 1 - first
-    par = BuiltinParallelizer()
+    par = BuiltinParallelizer().for_gpus(s.gpu for s in specs)  # one job, one precision, as hetopt plan
     atoms = par.slice_model(cfg, seq=seq)
     m, M = microbatch_size, global_batch // microbatch_size
     plans: dict[int, list] = {first: [], second: []}

@@ -380,14 +380,6 @@ def plan(
     if not islands.status.has_solution:
         conclude_plan(out, islands, None, [], len(candidates))
         return out
-    # one job, one precision: the hardware's unless the runtime or the layout names one
-    # (bf16 only where every GPU has BF16 arithmetic)
-    gpu_types = cluster.gpu_types
-    if layout is not None:
-        layout = with_precision(layout, cm.hardware_precision(gpu_types))
-        for given_layout in (layout,) if isinstance(layout, GivenLayout) else tuple(b.layout for b in layout):
-            if (problem := cm.precision_problem(given_layout.precision, gpu_types)) is not None:
-                raise InputError(f"--layout {problem}")
     par, coarsened = parallelizer or BuiltinParallelizer(), ""
     if runtime is not None:
         if not isinstance(par, BuiltinParallelizer):
@@ -399,11 +391,6 @@ def plan(
         # the layout's runtime keys describe the user's runtime: plan for the same one, so the
         # plan can run there and its speed-up over the layout compares like with like
         par = given_runtime(layout, par)
-    if isinstance(par, BuiltinParallelizer):
-        if par.precision is None:
-            par = replace(par, precision=cm.hardware_precision(gpu_types))
-        elif (problem := cm.precision_problem(par.precision, gpu_types)) is not None:
-            raise InputError(f"{'--runtime' if runtime is not None else 'parallelizer'} {problem}")
     if max_islands is None and parallelizer is None and cfg.layers > LARGE_CLUSTER_ATOMS \
             and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS:
         par = replace(par, layers_per_atom=math.ceil(cfg.layers / LARGE_CLUSTER_ATOMS))
@@ -415,6 +402,19 @@ def plan(
         candidates = [m for m in candidates if m in LARGE_CLUSTER_MICROBATCHES] or candidates[:1]
         coarsened += f", micro-batch sizes {', '.join(map(str, candidates))}"
     chosen = _choose_islands(cluster, islands, max_islands, coarsened)
+    # one job, one precision: the hardware's of the islands composed (bf16 unless one of them has
+    # no BF16), unless the runtime or the layout names one, which those GPUs must have
+    gpu_types = [spec.gpu for spec in chosen.specs]
+    if layout is not None:
+        layout = with_precision(layout, cm.hardware_precision(gpu_types))
+        for given_layout in (layout,) if isinstance(layout, GivenLayout) else tuple(b.layout for b in layout):
+            if (problem := cm.precision_problem(given_layout.precision, gpu_types)) is not None:
+                raise InputError(f"--layout {problem}")
+    if isinstance(par, BuiltinParallelizer):
+        named = par.precision
+        par = par.for_gpus(gpu_types)
+        if named is not None and (problem := cm.precision_problem(named, gpu_types)) is not None:
+            raise InputError(f"{'--runtime' if runtime is not None else 'parallelizer'} {problem}")
     out.islands = [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
                    for s, names in zip(chosen.specs, chosen.names)]
     given = None if layout is None else _price_given(layout, chosen, cluster, cfg, global_batch, seq)

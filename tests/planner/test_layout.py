@@ -294,3 +294,16 @@ def test_a_cluster_with_one_gpu_type_without_bf16_trains_all_of_it_in_fp16():
     c3 = load_cluster("tangram-c3")
     assert cm.hardware_precision(c3.gpu_types) == "fp16"
     assert cm.hardware_precision([t for t in c3.gpu_types if t.bf16]) == "bf16"
+
+
+def test_the_precision_follows_the_islands_the_plan_composes(tmp_path, capsys):
+    """bf16 is refused only where a GPU without BF16 takes part: with --max-islands 1 the T4
+    island is left out of the composition, so the A100s may (and by default do) train in bf16."""
+    mixed = tmp_path / "mixed.toml"
+    mixed.write_text(ONE_NODE.replace('"dgx-a100"', '"a100-and-t4"') + '[[node]]\nname = "t0"\ngpu = "T4"\ngpus = 4\n')
+    args = ["plan", "--cluster", str(mixed), "--model", "gpt3-1.3b", "--global-batch", "8", "--no-alternatives", "--workers", "1",
+            "--runtime", "precision=bf16"]
+    assert cli.main(args) == 2
+    assert "the T4 has no BF16 arithmetic" in capsys.readouterr().err
+    assert cli.main(args + ["--max-islands", "1"]) == 0
+    capsys.readouterr()
