@@ -104,7 +104,7 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             out.print(f"your layout {g['layout']} ({size}): {_f(g['iteration_time_s'])} s per iteration, "
                       f"{_f(g['peak_memory_gib'], '.1f')} GiB per GPU{speed}", highlight=False)
         else:
-            over = (f" (if it fits, as a run of it shows: {_f(g['over_memory_iteration_time_s'])} s per iteration)"
+            over = (f" (priced as if it fit: {_f(g['over_memory_iteration_time_s'])} s per iteration)"
                     if "over_memory_iteration_time_s" in g else "")
             out.print(f"your layout {g['layout']}: {g['reason']}{over}", highlight=False)
     t = p.timing_s
