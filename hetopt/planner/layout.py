@@ -138,7 +138,6 @@ class PricedLayout:
             out["over_memory_iteration_time_s"] = self.over_memory.iteration_time_s
         if self.plan is not None:
             out["microbatch"] = self.plan.microbatch_size // self.plan.dp
-            out["vpp"] = self.plan.vpp
             out["peak_memory_gib"] = self.plan.peak_bytes / GIB
             out["gpus"] = self.plan.gpus
         return out
@@ -176,6 +175,22 @@ def _whole(text: str, key: str, value: str) -> int:
         return int(value)
     except ValueError:
         raise InputError(f"--layout {key}={value}: must be a whole number (in {text!r})") from None
+
+
+def precision_value(values: dict[str, str], option: str) -> str | None:
+    """The ``precision=`` of an option's key=value words (``--layout``, ``--runtime``); None when absent.
+
+    Examples
+    --------
+    >>> precision_value({"precision": "FP16"}, "--layout"), precision_value({}, "--runtime")
+    ('fp16', None)
+    """
+    if "precision" not in values:
+        return None
+    precision = values["precision"].lower()
+    if precision not in cm.PRECISIONS:
+        raise InputError(f"{option} precision={values['precision']}: must be one of {', '.join(cm.PRECISIONS)}")
+    return precision
 
 
 def parse_layout(text: str) -> GivenLayout:
@@ -217,9 +232,7 @@ def parse_layout(text: str) -> GivenLayout:
     gather = values.get("zero3gather", "layer").lower()
     if gather not in ZERO3_GATHERS:
         raise InputError(f"--layout zero3gather={values['zero3gather']}: must be layer or tensor")
-    precision = values["precision"].lower() if "precision" in values else None
-    if precision is not None and precision not in cm.PRECISIONS:
-        raise InputError(f"--layout precision={values['precision']}: must be one of {', '.join(cm.PRECISIONS)}")
+    precision = precision_value(values, "--layout")
     layout = GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                          sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
                          sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, IslandBlock, key_values
+from hetopt.planner.layout import OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, IslandBlock, key_values, precision_value
 
 #: The keys of a ``--runtime`` string.
 RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "precision", "ep", "cp", "offload")
@@ -168,10 +168,7 @@ def parse_runtime(text: str) -> Runtime:
             raise InputError(f"--runtime zero3gather={values['zero3gather']}: must be layer or tensor")
         flags["zero3_per_tensor"] = ZERO3_GATHERS[gather]
     if "precision" in values:
-        precision = values["precision"].lower()
-        if precision not in cm.PRECISIONS:
-            raise InputError(f"--runtime precision={values['precision']}: must be one of {', '.join(cm.PRECISIONS)}")
-        flags["precision"] = precision
+        flags["precision"] = precision_value(values, "--runtime")
     return replace(rt, **flags)
 
 

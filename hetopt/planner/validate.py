@@ -401,7 +401,6 @@ def main(argv: list[str] | None = None) -> int:
                       "ratio": r.ratio, "layout": _layout_text(r.measurement.layout),
                       "runtime": r.measurement.runtime.text(),
                       "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
-                      "priced_vpp": None if r.priced is None else r.priced.vpp,
                       "reason": r.reason, "over_memory": r.over_memory,
                       **({} if r.planned is None else {
                           "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,
