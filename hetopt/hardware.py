@@ -27,7 +27,7 @@ DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency",
-    "calibration", "attention_efficiency", "host_gbs", "host_cpu", "bf16",
+    "calibration", "attention_efficiency", "host_gbs", "host_cpu", "bf16", "flash_attention",
 )
 #: Host CPU vendors the catalog's ``host_cpu`` names (``hetopt.costmodel.ring_step_floor_s``).
 HOST_CPUS = ("amd", "intel", "arm")
@@ -74,6 +74,10 @@ class GpuType:
     #: Whether the part has BF16 arithmetic (Ampere and later); without it training runs in
     #: fp16 (``hetopt.costmodel.hardware_precision``).
     bf16: bool = True
+    #: Whether FlashAttention's kernels run on the part (FlashAttention-2: Ampere, Ada, Hopper
+    #: and AMD's MI200 / MI300). Where they do not, a runtime that asks for them runs attention
+    #: unfused, with its s×s scores in memory (``BuiltinParallelizer.flash_on``).
+    flash_attention: bool = True
 
     @property
     def sustained_flops(self) -> float:
@@ -146,6 +150,7 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             host_bandwidth=None if (host := f.number("host_gbs", None, positive=True)) is None else host * GIGA,
             host_cpu=f.string("host_cpu", "", choices=HOST_CPUS),
             bf16=f.boolean("bf16", True),
+            flash_attention=f.boolean("flash_attention", True),
         )
     return catalog
 

@@ -747,8 +747,11 @@ class BuiltinParallelizer:
         (``cm.exposed_s``); False prices it all on the critical path (Megatron-LM 2021).
     flash_attention
         Attention runs as FlashAttention (no s×s scores in memory, Q·Kᵀ recomputed in
-        backward), as every current runtime does; False: the scores are materialized
-        (Megatron-LM 2021, the memory model of Korthikanti et al.).
+        backward) on the GPUs that run it, as every current runtime does; GPUs without it
+        (the catalog's ``flash_attention = false``: Pascal, Volta, Turing) run attention
+        unfused, as Transformer Engine falls back on them (:meth:`flash_on`). False: the
+        scores are materialized everywhere (Megatron-LM 2021, the memory model of Korthikanti
+        et al.).
     tp_comm_overlap
         Sequence-parallel TP traffic overlaps the adjacent GEMMs in t chunks (Megatron-Core's
         ``--tp-comm-overlap`` with Transformer Engine's userbuffers; off by default there, and
@@ -832,6 +835,22 @@ class BuiltinParallelizer:
         if self.precision is not None and self.precision not in cm.PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(cm.PRECISIONS)} (got {self.precision!r})")
 
+    def flash_on(self, island: IslandSpec) -> bool:
+        """Whether attention runs as FlashAttention on ``island``: the runtime asks for it and
+        the island's GPU runs it (the catalog's ``flash_attention``).
+
+        Examples
+        --------
+        >>> from hetopt.hardware import load_gpus
+        >>> cat = load_gpus()
+        >>> par = BuiltinParallelizer()
+        >>> par.flash_on(IslandSpec("a", cat["A100-SXM4-80GB"], 1, 8)), par.flash_on(IslandSpec("v", cat["V100-SXM2-32GB"], 1, 8))
+        (True, False)
+        >>> BuiltinParallelizer(flash_attention=False).flash_on(IslandSpec("a", cat["A100-SXM4-80GB"], 1, 8))
+        False
+        """
+        return self.flash_attention and island.gpu.flash_attention
+
     def for_gpus(self, gpus: Iterable[GpuType]) -> BuiltinParallelizer:
         """This parallelizer for one job on ``gpus``: its precision, when it names none, the
         hardware's (``cm.hardware_precision``: bf16 unless one of them has no BF16).
@@ -859,7 +878,7 @@ class BuiltinParallelizer:
         """The slice's FLOPs, parameters and memory floor on ``island``."""
         sl = as_slice(slice)
         cfg, s = sl.model, sl.seq
-        tab = _table(sl, self._cache("kinds"), flash=self.flash_attention)
+        tab = _table(sl, self._cache("kinds"), flash=self.flash_on(island))
         forward = tab.forward[-1] + (cm.head_forward_flops(cfg, s) if sl.head else 0.0)
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
@@ -949,7 +968,7 @@ class BuiltinParallelizer:
     ) -> PartialPlan:
         """Price one layout (no pruning): its stages' times and memory."""
         sl = as_slice(slice)
-        return self._plan(sl, island, _table(sl, self._cache("kinds"), flash=self.flash_attention), layout, microbatch_size, microbatches, memory_fraction)
+        return self._plan(sl, island, _table(sl, self._cache("kinds"), flash=self.flash_on(island)), layout, microbatch_size, microbatches, memory_fraction)
 
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
         # one table per pricing context (the parallelizer's own settings are fixed)
@@ -998,7 +1017,7 @@ class BuiltinParallelizer:
             if priced is None or (priced[0] is None and not static_first):
                 cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
-                              overlap=self.overlap_communication, flash=self.flash_attention,
+                              overlap=self.overlap_communication, flash=self.flash_on(island),
                               capacity=capacity if static_first else None, tp_overlap=self.tp_comm_overlap,
                               zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
                 # None: the stage's static bytes exceed the capacity (its time not computed)
@@ -1086,13 +1105,13 @@ class BuiltinParallelizer:
     def _search(self, sl: Slice, island: IslandSpec, m: int, M: int, global_batch: int,
                 memory_fraction: float) -> tuple[PartialPlan, ...]:
         """:meth:`parallelize` after checking its arguments."""
-        tab = _table(sl, self._cache("kinds"), flash=self.flash_attention)
+        tab = _table(sl, self._cache("kinds"), flash=self.flash_on(island))
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
         whole = sl.embedding and sl.head
         layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
-                                     flash=self.flash_attention, whole=whole)
+                                     flash=self.flash_on(island), whole=whole)
         if whole:
             # a whole-model plan is a pipeline of one block: only its own 1F1B time matters,
             # so the fastest that fits is the answer, and a layout whose GPUs cannot beat it

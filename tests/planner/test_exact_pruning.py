@@ -100,7 +100,7 @@ def test_pruned_search_on_shipped_models(model, first, stop, m, monkeypatch):
 @pytest.mark.parametrize("seed", range(12))
 def test_flash_twins_and_zero1_dominance_hold_stage_by_stage(seed):
     """The two facts ``_without_redundant`` rests on, on every layout of a seeded case: with
-    FlashAttention a ``selective`` layout's stages equal its ``none`` twin's bit for bit; a
+    FlashAttention (on a GPU that runs it) a ``selective`` layout's stages equal its ``none`` twin's bit for bit; a
     ZeRO-0 layout's stages are no faster and hold more static memory than its ZeRO-1 twin's."""
     sl, isl, m, M, _, _ = _case(seed)
     par = BuiltinParallelizer()
@@ -109,7 +109,7 @@ def test_flash_twins_and_zero1_dominance_hold_stage_by_stage(seed):
     checked = 0
     for lay in lays:
         p = par.plan(sl, isl, lay, microbatch_size=m, microbatches=M)
-        if lay.recompute == "selective":
+        if lay.recompute == "selective" and par.flash_on(isl):  # GPUs without FlashAttention: no twins
             twin = index[dataclasses.astuple(dataclasses.replace(lay, recompute="none"))]
             assert par.plan(sl, isl, twin, microbatch_size=m, microbatches=M).stages == p.stages
             checked += 1

@@ -85,3 +85,26 @@ def test_the_command_line_takes_a_runtime_and_refuses_a_bad_one(capsys):
     assert cli.main(base + ["--runtime", "zero=7"]) == 2
     err = capsys.readouterr().err
     assert "--runtime zero=7" in err and "Traceback" not in err
+
+
+def test_flash_attention_runs_only_where_the_gpu_runs_it():
+    """The catalog's ``flash_attention``: a GPU without FlashAttention (Volta here) prices attention
+    unfused under the default runtime, bit for bit as ``flash=no`` does, while an A100 island of
+    the same slice prices it fused (less memory, another time)."""
+    from hetopt.hardware import load_gpus
+    from hetopt.planner.parallelizer import IslandSpec
+    from hetopt.workload import ModelConfig
+
+    cat = load_gpus()
+    gpt = ModelConfig("gpt-2k", "gpt", 4, 2048, 16, 8192, 50257, 2048)
+    on, off = BuiltinParallelizer(), BuiltinParallelizer(flash_attention=False)
+    sl = on.concatenate(*on.slice_model(gpt)[1:3])
+    lay = on.layouts(sl, IslandSpec("a", cat["A100-SXM4-80GB"], 1, 4), microbatch_size=2, microbatches=4)[0]
+    args = dict(microbatch_size=2, microbatches=4)
+    v100 = IslandSpec("v", cat["V100-SXM2-32GB"], 1, 4)
+    a100 = IslandSpec("a", cat["A100-SXM4-80GB"], 1, 4)
+    assert [g for g in cat.values() if not g.flash_attention] and all(
+        not g.flash_attention for g in cat.values() if g.name.startswith(("V100", "T4", "P100", "P40")))
+    assert on.plan(sl, v100, lay, **args).stages == off.plan(sl, v100, lay, **args).stages
+    fused, unfused = on.plan(sl, a100, lay, **args).stages, off.plan(sl, a100, lay, **args).stages
+    assert fused != unfused and fused[0].activation_bytes < unfused[0].activation_bytes

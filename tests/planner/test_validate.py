@@ -457,3 +457,17 @@ def test_a_published_layout_over_memory_under_the_model_is_still_priced_and_flag
     # a layout that fits is not flagged
     fits = rows["mpt-a80-7b-s2048-g8"]
     assert not v.price_published(fits)[2]
+
+
+def test_a_row_on_gpus_without_flash_attention_prices_attention_unfused_unless_it_says_so(tmp_path):
+    """A V100 row that does not state ``flash_attention`` is priced as the hardware runs it
+    (no FlashAttention below Ampere: the catalog's ``flash_attention``), the same as a row that
+    says ``flash_attention = false``; on A100s the two readings differ."""
+    path = tmp_path / "pub.toml"
+
+    def predicted(gpu, extra=""):
+        path.write_text(CATALOG_ROW.format(model="GPT3-13B", gpu=gpu).replace("layout = {", "layout = {" + extra))
+        return v.validate(v.load_published(path))[0].predicted
+
+    assert predicted("V100-SXM2-32GB") == predicted("V100-SXM2-32GB", " flash_attention = false,")
+    assert predicted("A100-SXM4-80GB") != predicted("A100-SXM4-80GB", " flash_attention = false,")
