@@ -4,7 +4,8 @@ The repository's top-level ``instances/`` folder (GPU catalog, model shapes, clu
 Cephalo's measured profiles, published measurements, instance files and suites) ships as the
 package ``hetopt._instances`` (``pyproject.toml`` maps it), so an editable install, a source
 checkout and a wheel install all find it here. Only the edges (readers, generators, the CLI)
-call this; algorithms take data, never paths (CONVENTIONS §7). Imports nothing of the project.
+call this; algorithms take data, never paths (CONVENTIONS §7). Imports nothing of the project
+(but its error type, when the data cannot be found).
 """
 
 from __future__ import annotations
@@ -27,6 +28,14 @@ def instances_dir() -> Path:
     >>> (instances_dir() / "gpus.toml").is_file()
     True
     """
-    import hetopt._instances
+    try:
+        import hetopt._instances
+    except ModuleNotFoundError:  # run from a checkout that was never installed: its own folder
+        from hetopt.errors import InputError
 
+        here = Path(__file__).resolve().parent.parent / "instances"
+        if (here / "gpus.toml").is_file():
+            return here
+        raise InputError("hetopt's shipped data (instances/) is missing: install the package as the README says "
+                         "(python -m pip install -e \".[test]\")") from None
     return Path(hetopt._instances.__file__).resolve().parent

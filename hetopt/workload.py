@@ -172,7 +172,7 @@ def model_from_fields(f: Fields) -> ModelConfig:
     """
     f.reject_unknown(
         ("name", "architecture", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "expert_ffn",
-         "vocab", "sequence", "experts", "top_k", "moe_every", "tied_embeddings", "source")
+         "vocab", "sequence", "experts", "top_k", "moe_every", "tied_embeddings", "source", "note")
     )
     cfg = ModelConfig(
         name=f.string("name"),
@@ -189,7 +189,7 @@ def model_from_fields(f: Fields) -> ModelConfig:
         top_k=f.integer("top_k", 1, minimum=1),
         expert_ffn=f.integer("expert_ffn", None, minimum=1),
         moe_every=f.integer("moe_every", 1, minimum=1),
-        tied_embeddings=bool(f.data.get("tied_embeddings", False)),
+        tied_embeddings=f.boolean("tied_embeddings", False),
         source=f.string("source", ""),
     )
     if cfg.head_dim is None and cfg.hidden % cfg.heads:

@@ -88,3 +88,12 @@ def test_a_fresh_venv_with_the_wheel_runs_the_readme_plan(wheel, tmp_path):
                           "--global-batch", "128", "--json"], cwd=tmp_path, capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["cluster"] == "tangram-c3"
+
+
+def test_a_checkout_that_was_never_installed_finds_its_own_data(monkeypatch):
+    """Without the ``hetopt._instances`` package (``python -m hetopt ...`` from a bare checkout)
+    the data is the checkout's ``instances/`` folder, not a traceback."""
+    from hetopt.catalog import instances_dir
+
+    monkeypatch.setitem(sys.modules, "hetopt._instances", None)  # the import now fails
+    assert instances_dir() == Path(__file__).resolve().parent.parent / "instances"

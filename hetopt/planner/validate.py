@@ -192,7 +192,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
     out = []
     for m in top.tables("measurement", required=True):
         m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
-                          "layout", "runtime"))
+                          "layout", "runtime", "note"))
         model, cluster = m.string("model"), m.string("cluster")
         if model not in models:
             raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")

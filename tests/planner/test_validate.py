@@ -471,3 +471,19 @@ def test_a_row_on_gpus_without_flash_attention_prices_attention_unfused_unless_i
 
     assert predicted("V100-SXM2-32GB") == predicted("V100-SXM2-32GB", " flash_attention = false,")
     assert predicted("A100-SXM4-80GB") != predicted("A100-SXM4-80GB", " flash_attention = false,")
+
+
+def test_informational_notes_are_read_and_a_tied_embeddings_typo_is_named(tmp_path):
+    """Notes on a row and on a model's shape are informational; ``tied_embeddings`` is a real
+    boolean (a string such as "yes" is refused with the key, not read as true)."""
+    shape = ('[models.m]\nname = "g"\narchitecture = "gpt"\nlayers = 24\nhidden = 2048\nheads = 16\nffn = 8192\n'
+             'vocab = 51200\nsequence = 2048\ntied_embeddings = true\nnote = "shape from the paper"\n')
+    row = CATALOG_ROW.format(model="x", gpu="A100-SXM4-80GB").split("[clusters.c]", 1)[1]
+    row = row.replace("layout = {", 'note = "read off Table 1"\nlayout = {').replace("pp = 12, dp = 4", "pp = 2, dp = 24")
+    path = tmp_path / "pub.toml"
+    path.write_text(shape + "[clusters.c]" + row)
+    (m,) = v.load_published(path)
+    assert m.model.tied_embeddings
+    path.write_text(shape.replace("tied_embeddings = true", 'tied_embeddings = "yes"') + "[clusters.c]" + row)
+    with pytest.raises(InputError, match="tied_embeddings"):
+        v.load_published(path)
