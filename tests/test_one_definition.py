@@ -46,5 +46,6 @@ def test_the_families_share_the_one_gib():
 
 def test_only_the_catalog_module_locates_the_instances():
     # the instances path is hetopt.catalog.instances_dir(); nothing else derives it from __file__
+    # (the catalog does, only for a checkout that was never installed)
     where = sorted(path for path, text in _sources().items() if "Path(__file__)" in text or ".parents[" in text)
-    assert where == []
+    assert where == ["hetopt/catalog.py"]

@@ -126,6 +126,9 @@ class HeteroPlan:
     given_layout: dict | None = None  # --layout priced by the same cost model, with the plan's speed-up over it
     runtime: str | None = None  # --runtime: what the search was held to (its non-default keys)
     replicas: ReplicasPlan | None = None  # data-parallel replicas beside the pipeline (``replicas=True``)
+    #: GPUs of the composed islands that run attention unfused although the runtime asks for
+    #: FlashAttention: it does not run on them (the catalog's ``flash_attention``)
+    unfused_attention: list[str] = field(default_factory=list)
 
 
 def model_training_flops(cfg: ModelConfig, seq: int) -> float:
@@ -415,6 +418,7 @@ def plan(
         par = par.for_gpus(gpu_types)
         if named is not None and (problem := cm.precision_problem(named, gpu_types)) is not None:
             raise InputError(f"{'--runtime' if runtime is not None else 'parallelizer'} {problem}")
+        out.unfused_attention = sorted({spec.gpu.name for spec in chosen.specs if par.flash_attention and not par.flash_on(spec)})
     out.islands = [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
                    for s, names in zip(chosen.specs, chosen.names)]
     given = None if layout is None else _price_given(layout, chosen, cluster, cfg, global_batch, seq)

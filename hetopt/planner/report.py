@@ -78,6 +78,10 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             out.print("interleaved (vpp v): each stage shows what the 1F1B closed form sees, the slowest at its full time "
                       "and the others at 1/v of theirs, with activations scaled to Megatron's warm-up "
                       "(formulations/costmodel.md, Interleaved 1F1B)", highlight=False)
+        if p.unfused_attention:
+            out.print(f"attention unfused on {', '.join(p.unfused_attention)}: FlashAttention does not run on "
+                      f"{'this GPU' if len(p.unfused_attention) == 1 else 'these GPUs'} (the catalog's flash_attention)",
+                      highlight=False)
         out.print(
             f"iteration {_f(p.iteration_time_s)} s ({_time_model(p)}), "
             f"{_f(p.throughput_samples_s)} samples/s, {_f(p.tflops_per_gpu, '.3g')} TFLOPs per GPU, "

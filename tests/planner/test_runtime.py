@@ -108,3 +108,18 @@ def test_flash_attention_runs_only_where_the_gpu_runs_it():
     assert on.plan(sl, v100, lay, **args).stages == off.plan(sl, v100, lay, **args).stages
     fused, unfused = on.plan(sl, a100, lay, **args).stages, off.plan(sl, a100, lay, **args).stages
     assert fused != unfused and fused[0].activation_bytes < unfused[0].activation_bytes
+
+
+def test_the_plan_names_the_gpus_whose_attention_runs_unfused(capsys):
+    """C1's T4s and V100s cannot run FlashAttention: the plan says so (printed and in --json),
+    and says nothing when the runtime asks for no FlashAttention at all."""
+    import json
+
+    assert cli.main(["plan", "--cluster", "tangram-c1", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
+                     "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unfused_attention"] == ["T4", "V100-PCIe-16GB"]
+    assert cli.main(["plan", "--cluster", "tangram-c1", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
+                     "--runtime", "flash=no", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["unfused_attention"] == []
+    assert cli.main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives"]) == 0
+    assert "unfused" not in capsys.readouterr().out
