@@ -52,6 +52,35 @@ def sequence_problem(seq: int, cp: int) -> str:
     return ""
 
 
+def flash_problem(cp: int, gpu: GpuType, flash: bool = True) -> str:
+    """Why ``cp`` ranks cannot run ring attention on ``gpu`` ('' when they can).
+
+    Ring attention merges the partial attention of each K/V block with the softmax
+    statistics (row max and sum) that fused kernels return; Transformer Engine, which
+    Megatron-Core's CP runs on, rings only its FlashAttention and cuDNN fused backends and
+    disables unfused attention under CP, and both fused backends need sm80 or later
+    (``get_attention_backend`` in NVIDIA/TransformerEngine,
+    ``transformer_engine/pytorch/attention/dot_product_attention/utils.py``). So CP needs
+    FlashAttention on (``flash``) and a GPU that runs it (the catalog's ``flash_attention``).
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> cat = load_gpus()
+    >>> flash_problem(2, cat["A100-SXM4-80GB"]), flash_problem(1, cat["V100-SXM2-32GB"])
+    ('', '')
+    >>> flash_problem(2, cat["V100-SXM2-32GB"])
+    'cp=2: context parallelism rings FlashAttention, which the V100-SXM2-32GB does not run (use cp=1)'
+    """
+    if cp <= 1:
+        return ""
+    if not gpu.flash_attention:
+        return f"cp={cp}: context parallelism rings FlashAttention, which the {gpu.name} does not run (use cp=1)"
+    if not flash:
+        return f"cp={cp}: context parallelism rings FlashAttention, which flash=no turns off (use cp=1 or drop flash=no)"
+    return ""
+
+
 def ring_step_bytes(cfg: ModelConfig, seq: int, samples: float, *, cp: int, tp: int) -> float:
     """Bytes one GPU sends per forward ring step: K and V of its s/c tokens, its 1/t of the heads.
 

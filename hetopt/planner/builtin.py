@@ -925,9 +925,10 @@ class BuiltinParallelizer:
         for tp in divisors(island.gpus_per_node):
             if cfg.heads % tp:
                 continue  # Megatron splits whole attention heads
-            # CP: a ring inside a node (t·c divides it), 2c equal chunks of the sequence
+            # CP: a ring inside a node (t·c divides it), 2c equal chunks of the sequence, on
+            # FlashAttention's kernels (ctx.flash_problem: no runtime rings unfused attention)
             cps = [c for c in divisors(island.gpus_per_node // tp) if c in self.cp and not ctx.sequence_problem(sl.seq, c)]
-            cps = cps if broad else [1]
+            cps = cps if broad and self.flash_on(island) else [1]
             top = min(k, G // tp, self.max_pp or k)
             for pp in range(1, top + 1):
                 balanced = splits_memo.get((key, pp))

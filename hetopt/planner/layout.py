@@ -274,8 +274,8 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
         E.g. "tp=16 exceeds the 8 GPUs of a node", heads not divisible by t, more stages
         than layers, more GPUs than the island has, a micro-batch that does not divide B;
         an EP degree that does not divide the experts, a CP degree that does not split the
-        sequence (``seq``, default the model's) into 2·cp chunks or whose ring leaves a node,
-        offloading on a GPU without a host-link figure.
+        sequence (``seq``, default the model's) into 2·cp chunks or whose ring leaves a node or
+        runs without FlashAttention, offloading on a GPU without a host-link figure.
     """
     t, p, d, c = layout.tp, layout.pp, layout.dp, layout.cp
     if t > island.gpus_per_node:
@@ -306,7 +306,7 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     why = ex.layout_problem(cfg, tp=t, ep=layout.ep, cp=c, dp=d)
     if why:
         raise InputError(f"--layout {why}")
-    why = ctx.sequence_problem(seq or cfg.sequence, c)
+    why = ctx.sequence_problem(seq or cfg.sequence, c) or ctx.flash_problem(c, island.gpu, layout.flash)
     if why:
         raise InputError(f"--layout {why}")
     if island.gpus_per_node % (t * c):

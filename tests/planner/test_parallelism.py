@@ -168,6 +168,32 @@ def test_cp_is_searched_only_where_dp_cannot_split():
                    if 8190 % (2 * lay.cp))
 
 
+def test_cp_runs_only_on_flash_attention():
+    """Ring attention merges blocks with FlashAttention's softmax statistics (Transformer Engine
+    rings no unfused attention, and its fused kernels need sm80): no CP is searched on a V100
+    island or under flash=no, and a given CP layout there is refused with the reason."""
+    llama = load_model(MODELS / "llama-3-8b.toml")
+    sl = Slice(slice_model(llama, seq=8192)[1:3])
+    assert {lay.cp for lay in BuiltinParallelizer().layouts(sl, one_node(), microbatch_size=1)} == {1, 2, 4, 8}
+    assert {lay.cp for lay in BuiltinParallelizer().layouts(sl, one_node("V100-SXM2-32GB"), microbatch_size=1)} == {1}
+    assert {lay.cp for lay in BuiltinParallelizer(flash_attention=False).layouts(sl, one_node(), microbatch_size=1)} == {1}
+    v100 = ctx.flash_problem(2, load_gpus()["V100-SXM2-32GB"])
+    assert "the V100-SXM2-32GB does not run" in v100 and ctx.flash_problem(2, load_gpus()["H100-SXM5"]) == ""
+    assert "flash=no" in ctx.flash_problem(4, load_gpus()["H100-SXM5"], flash=False)
+
+
+@pytest.mark.parametrize(("cluster", "layout", "message"), [
+    ("tangram-c1", "v100-0+3: layers=16 tp=1 pp=1 dp=2 cp=2; t4-0+3: layers=16 tp=1 pp=1 dp=2 cp=2",
+     "cp=2: context parallelism rings FlashAttention, which the V100-PCIe-16GB does not run"),
+    ("tangram-c2", "a100-0+1: layers=16 tp=1 pp=1 dp=2 cp=2 flash=no; h100nvl-0+3: layers=16 tp=1 pp=1 dp=2 cp=2 flash=no",
+     "which flash=no turns off"),
+])
+def test_a_given_cp_layout_without_flash_attention_exits_2(capsys, cluster, layout, message):
+    code = cli.main(["plan", "--cluster", cluster, "--model", "llama-3-8b", "--global-batch", "16", "--seq", "8192",
+                     "--layout", layout, "--no-alternatives"])
+    assert code == 2 and message in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------------------- offloading
 
 
