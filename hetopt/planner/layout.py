@@ -265,13 +265,22 @@ def contradiction(layout: GivenLayout, *, gather_given: bool) -> tuple[str, str]
     return None
 
 
+class UnsupportedLayout(InputError):
+    """A layout that can run but that this cost model does not price: a TP group across nodes,
+    a CP ring that leaves a node or runs without FlashAttention, interleaving on a split the
+    search does not make, offloading on a GPU without a host-link figure. ``hetopt plan
+    --layout`` exits 2 with it like any bad layout; ``validate`` lists such a published row
+    as not priced instead of refusing the whole file (the run ran as published)."""
+
+
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:
     """Refuse a layout the island or the model cannot hold, with the reason.
 
     Raises
     ------
     InputError
-        E.g. "tp=16 exceeds the 8 GPUs of a node", heads not divisible by t, more stages
+        :class:`UnsupportedLayout` where the layout can run but the cost model does not price
+        it, else a plain InputError. E.g. "tp=16 exceeds the 8 GPUs of a node", heads not divisible by t, more stages
         than layers, more GPUs than the island has, a micro-batch that does not divide B;
         an EP degree that does not divide the experts, a CP degree that does not split the
         sequence (``seq``, default the model's) into 2·cp chunks or whose ring leaves a node or
@@ -279,9 +288,9 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     """
     t, p, d, c = layout.tp, layout.pp, layout.dp, layout.cp
     if t > island.gpus_per_node:
-        raise InputError(f"--layout tp={t}: exceeds the {island.gpus_per_node} GPUs of a node of {island.name} (a TP group stays in a node)")
+        raise UnsupportedLayout(f"--layout tp={t}: exceeds the {island.gpus_per_node} GPUs of a node of {island.name} (a TP group stays in a node)")
     if island.gpus_per_node % t:
-        raise InputError(f"--layout tp={t}: must divide the {island.gpus_per_node} GPUs of a node of {island.name}")
+        raise UnsupportedLayout(f"--layout tp={t}: must divide the {island.gpus_per_node} GPUs of a node of {island.name}")
     if cfg.heads % t:
         raise InputError(f"--layout tp={t}: must divide the {cfg.heads} attention heads of {cfg.name}")
     if p > cfg.layers:
@@ -299,21 +308,24 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
         rule = f"stages of {small} layers: vpp must divide {small}" if small == large else \
             f"stages of {small} to {large} layers: vpp must divide {large} and be at most {small}"
         valid = ", ".join(map(str, interleave_degrees(cfg.layers, p))) or "none"
-        raise InputError(f"--layout vpp={v} pp={p}: the {cfg.layers} layers of {cfg.name} give {rule} (valid: {valid})")
+        raise UnsupportedLayout(f"--layout vpp={v} pp={p}: the {cfg.layers} layers of {cfg.name} give {rule} (valid: {valid})")
     if v > 1 and layout.microbatch and (global_batch // (layout.microbatch * d)) % p:
         raise InputError(f"--layout vpp={v}: the interleaved schedule needs the micro-batches per iteration "
                          f"({global_batch // (layout.microbatch * d)}) to be a multiple of pp={p}")
     why = ex.layout_problem(cfg, tp=t, ep=layout.ep, cp=c, dp=d)
     if why:
         raise InputError(f"--layout {why}")
-    why = ctx.sequence_problem(seq or cfg.sequence, c) or ctx.flash_problem(c, island.gpu, layout.flash)
+    why = ctx.sequence_problem(seq or cfg.sequence, c)
     if why:
         raise InputError(f"--layout {why}")
+    why = ctx.flash_problem(c, island.gpu, layout.flash)
+    if why:
+        raise UnsupportedLayout(f"--layout {why}")
     if island.gpus_per_node % (t * c):
-        raise InputError(f"--layout cp={c}: tp·cp = {t * c} must divide the {island.gpus_per_node} GPUs of a node of "
+        raise UnsupportedLayout(f"--layout cp={c}: tp·cp = {t * c} must divide the {island.gpus_per_node} GPUs of a node of "
                          f"{island.name} (the K/V ring stays in a node)")
     if layout.offload and (why := off.host_problem(island.gpu)):
-        raise InputError(f"--layout {why}")
+        raise UnsupportedLayout(f"--layout {why}")
     if layout.microbatch and global_batch % (layout.microbatch * d):
         raise InputError(f"--layout mbs={layout.microbatch} dp={d}: a micro-batch of {layout.microbatch * d} samples "
                          f"must divide the global batch {global_batch}")
@@ -545,5 +557,5 @@ def price_island_layouts(
     return best
 
 
-__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "check_layout", "contradiction", "given_runtime", "key_values", "parse_island_layouts",
+__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "UnsupportedLayout", "check_layout", "contradiction", "given_runtime", "key_values", "parse_island_layouts",
            "parse_layout", "price_island_layouts", "price_layout"]

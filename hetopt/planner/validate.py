@@ -33,7 +33,7 @@ from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
 from hetopt.io import read_toml
 from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, check_layout, contradiction, price_layout
+from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, UnsupportedLayout, check_layout, contradiction, price_layout
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Runtime, parse_runtime
 from hetopt.readers.fields import Fields
@@ -90,6 +90,9 @@ class Measurement:
     layout: GivenLayout
     #: what the row's framework could run: the plan of ``validate --plan`` is held to it
     runtime: Runtime = Runtime()
+    #: why the cost model cannot price the published layout ('' when it can): a layout that ran
+    #: but lies outside the model (:class:`~hetopt.planner.layout.UnsupportedLayout`)
+    unsupported: str = ""
 
     @property
     def gpus(self) -> int:
@@ -231,8 +234,11 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             raise lay.error(None, f"{what} = {world} but cluster {cluster!r} has {isl.gpus} GPUs")
         global_batch = m.integer("global_batch", minimum=1, maximum=MAX_GLOBAL_BATCH)
         seq = m.integer("seq", models[model].sequence, minimum=1, maximum=MAX_SEQ)
+        unsupported = ""
         try:
             check_layout(layout, isl, models[model], global_batch, seq=seq)
+        except UnsupportedLayout as exc:  # the run ran: the row is listed, not priced
+            unsupported = str(exc).removeprefix("--layout ")
         except InputError as exc:  # the same rule as --layout, named by the file's key
             raise lay.error(None, str(exc).removeprefix("--layout ")) from None
         metric = m.string("metric", choices=METRICS)
@@ -242,7 +248,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             seq=seq, metric=metric,
             value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
             flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=m.boolean("best", True),
-            layout=layout, runtime=_row_runtime(m, layout),
+            layout=layout, runtime=_row_runtime(m, layout), unsupported=unsupported,
         ))
     return tuple(out)
 
@@ -344,8 +350,11 @@ def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = 
     for m in measurements:
         if only and m.id not in only:
             continue
-        priced, why, over = price_published(m)
         planned = plan_published(m) if with_plan else None
+        if m.unsupported:
+            rows.append(Row(m, None, None, f"not priced: {m.unsupported}", planned))
+            continue
+        priced, why, over = price_published(m)
         rows.append(Row(m, priced, None if priced is None else throughput(m, priced.iteration_time_s), why, planned, over))
     return rows
 
@@ -422,6 +431,10 @@ def main(argv: list[str] | None = None) -> int:
             up = "-" if r.plan_speedup is None else f"{r.plan_speedup:.2f}x"
             tail = f" {got:>9} {up:>8}  {', '.join(sorted({st.layout for st in r.planned.stages})) or r.planned.reason}"
         print(f"{m.id:28} {m.gpus:5d} {_layout_text(m.layout):32} {m.metric:>15} {m.value:9.1f} {pred:>9} {ratio:>6}{tail}")
+    unsupported = [r for r in rows if r.measurement.unsupported]
+    if unsupported:
+        print(f"{len(unsupported)} rows not priced: their published layouts are outside the cost model (the reason in the "
+              "ratio column; --json: reason)")
     over = [r for r in rows if r.over_memory]
     if over:
         print(f"* {len(over)} rows over the GPU's memory under the model, priced as if they fit (the runs ran: the memory "

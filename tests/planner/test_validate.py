@@ -487,3 +487,25 @@ def test_informational_notes_are_read_and_a_tied_embeddings_typo_is_named(tmp_pa
     path.write_text(shape.replace("tied_embeddings = true", 'tied_embeddings = "yes"') + "[clusters.c]" + row)
     with pytest.raises(InputError, match="tied_embeddings"):
         v.load_published(path)
+
+
+def test_a_row_outside_the_cost_model_is_listed_not_priced_and_the_rest_are_priced(tmp_path, capsys):
+    """A published layout that ran but that the model does not price (TP across nodes here) is
+    listed with the reason and left out of the summary; the file's other rows are priced. A row
+    that cannot have run as written (the micro-batch does not divide the batch) still refuses
+    the file, naming the key."""
+    row = CATALOG_ROW.format(model="GPT3-13B", gpu="A100-SXM4-80GB")
+    wide = row.split("[[measurement]]", 1)[1].replace('id = "x"', 'id = "tp16"').replace(
+        "tp = 8, pp = 12, dp = 4", "tp = 16, pp = 6, dp = 4")
+    path = tmp_path / "pub.toml"
+    path.write_text(row + "[[measurement]]" + wide)
+    assert v.main(["--file", str(path), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    by_id = {r["id"]: r for r in doc["rows"]}
+    assert by_id["tp16"]["ratio"] is None and "not priced: tp=16: exceeds the 8 GPUs of a node" in by_id["tp16"]["reason"]
+    assert by_id["x"]["ratio"] is not None and doc["summary"]["all"]["rows"] == 1
+    assert v.main(["--file", str(path)]) == 0
+    assert "1 rows not priced" in capsys.readouterr().out
+    path.write_text(row.replace("b = 1,", "b = 5,"))
+    with pytest.raises(InputError, match=r"measurement\[0\]\.layout: mbs=5 dp=4"):
+        v.load_published(path)
