@@ -42,7 +42,7 @@ from hetopt.planner.cluster import Cluster, cluster_from_data, resolve
 from hetopt.planner.plan import HeteroPlan, plan
 
 #: The metrics a measurement may state, and how a predicted iteration time becomes each.
-METRICS = ("tflops_per_gpu", "samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "iteration_time_s")
+METRICS = ("tflops_per_gpu", "samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "iteration_time_s", "mfu")
 #: Of those, the ones where less is better: their ratio is published / predicted, so that a
 #: ratio above 1 always means the model is optimistic.
 LOWER_IS_BETTER = ("iteration_time_s",)
@@ -242,6 +242,8 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         except InputError as exc:  # the same rule as --layout, named by the file's key
             raise lay.error(None, str(exc).removeprefix("--layout ")) from None
         metric = m.string("metric", choices=METRICS)
+        if metric == "mfu" and isinstance(m.data.get("value"), (int, float)) and m.data["value"] > 1:
+            raise m.error("value", f"mfu is a fraction of the GPU's peak (0.38, not 38); got {m.data['value']}")
         out.append(Measurement(
             id=m.string("id"), group=m.string("group", "ungrouped"), source=m.string("source", ""),
             model=models[model], island=isl, global_batch=global_batch,
@@ -304,6 +306,9 @@ def throughput(m: Measurement, iteration_time_s: float) -> float:
         "tokens_per_s": B * s / T,
         "tokens_per_s_per_gpu": B * s / T / G,
         "iteration_time_s": T,
+        # model FLOPs utilization: the publisher's FLOPs over the GPUs' peak (the catalog's
+        # training_tflops: the dense FP16/BF16 tensor rate the run trains against), a fraction
+        "mfu": publisher_flops(m) / T / G / m.island.gpu.training_flops,
     }[m.metric]
 
 

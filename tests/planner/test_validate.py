@@ -509,3 +509,19 @@ def test_a_row_outside_the_cost_model_is_listed_not_priced_and_the_rest_are_pric
     path.write_text(row.replace("b = 1,", "b = 5,"))
     with pytest.raises(InputError, match=r"measurement\[0\]\.layout: mbs=5 dp=4"):
         v.load_published(path)
+
+
+def test_mfu_is_the_publishers_flops_over_the_peak_and_must_be_a_fraction(tmp_path):
+    """``metric = "mfu"``: the same run stated as MFU and as TFLOP/s per GPU (MFU × the A100's
+    312 TFLOP/s peak) gets the same ratio; an MFU given in percent is refused with the fix."""
+    row = CATALOG_ROW.format(model="GPT3-175B", gpu="A100-SXM4-80GB").replace(
+        'metric = "tflops_per_gpu"', 'metric = "mfu"\nflops = "megatron-core"').replace("value = 153", "value = 0.45")
+    path = tmp_path / "pub.toml"
+    path.write_text(row)
+    (mfu,) = v.validate(v.load_published(path))
+    path.write_text(row.replace('metric = "mfu"', 'metric = "tflops_per_gpu"').replace("value = 0.45", "value = 140.4"))
+    (tflops,) = v.validate(v.load_published(path))
+    assert mfu.ratio == pytest.approx(tflops.ratio, rel=1e-12) and 0 < mfu.predicted < 1
+    path.write_text(row.replace("value = 0.45", "value = 45"))
+    with pytest.raises(InputError, match=r"measurement\[0\]\.value: mfu is a fraction of the GPU's peak \(0.38, not 38\)"):
+        v.load_published(path)
