@@ -525,3 +525,17 @@ def test_mfu_is_the_publishers_flops_over_the_peak_and_must_be_a_fraction(tmp_pa
     path.write_text(row.replace("value = 0.45", "value = 45"))
     with pytest.raises(InputError, match=r"measurement\[0\]\.value: mfu is a fraction of the GPU's peak \(0.38, not 38\)"):
         v.load_published(path)
+
+
+def test_the_export_variants_are_their_chips_with_slower_nvlink():
+    """A800 and H800: the A100's and H100's compute, memory and calibration, NVLink at 400 GB/s
+    bidirectional; papers' spellings resolve to them."""
+    from hetopt.hardware import gpu, load_gpus
+
+    cat = load_gpus()
+    for variant, chip in (("A800-SXM4-80GB", "A100-SXM4-80GB"), ("H800-SXM5", "H100-SXM5")):
+        a, b = cat[variant], cat[chip]
+        assert (a.training_flops, a.memory_bytes, a.memory_bandwidth, a.gemm_efficiency, a.flash_efficiency) == \
+            (b.training_flops, b.memory_bytes, b.memory_bandwidth, b.gemm_efficiency, b.flash_efficiency)
+        assert a.intra_bandwidth == 200e9 < b.intra_bandwidth
+    assert gpu(cat, "NVIDIA H800 80GB HBM3").name == "H800-SXM5" and gpu(cat, "A800").name == "A800-SXM4-80GB"
