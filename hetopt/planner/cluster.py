@@ -73,8 +73,20 @@ def clusters_dir() -> Path:
     return instances_dir() / "clusters"
 
 
+def _spelling(name: str) -> str:
+    """A name without case, dashes, underscores and spaces: "GPT-3 175B" and "gpt3-175b" meet."""
+    return "".join(ch for ch in name.lower() if ch.isalnum() or ch == ".")
+
+
 def resolve(name_or_path: str, folder: Path, kind: str) -> Path:
-    """A file path, or a name looked up as ``folder/<name>.toml``.
+    """A file path, or a name looked up as ``folder/<name>.toml`` (in any case, with or without
+    dashes and spaces, when that names one file).
+
+    Examples
+    --------
+    >>> from hetopt.catalog import instances_dir
+    >>> resolve("GPT-3 175B", instances_dir() / "models", "model").name, resolve("llama3-70b", instances_dir() / "models", "model").name
+    ('gpt3-175b.toml', 'llama-3-70b.toml')
 
     Raises
     ------
@@ -87,8 +99,8 @@ def resolve(name_or_path: str, folder: Path, kind: str) -> Path:
     candidate = folder / f"{name_or_path}.toml"
     if candidate.exists():
         return candidate
-    # the same name spelled in another case ("GPT3-175B" for gpt3-175b)
-    same = [p for p in folder.glob("*.toml") if p.stem.lower() == str(name_or_path).lower()]
+    # the same name spelled another way: case, dashes, spaces ("GPT-3 175B", "llama3-70b")
+    same = [p for p in folder.glob("*.toml") if _spelling(p.stem) == _spelling(str(name_or_path))]
     if len(same) == 1:
         return same[0]
     known = ", ".join(sorted(p.stem for p in folder.glob("*.toml")))
