@@ -592,13 +592,28 @@ def test_megatron_writes_ep_cp_and_folds_expert_tp_where_the_planner_does() -> N
     assert (a100["--context-parallel-size"], a100["--expert-model-parallel-size"]) == ("4", "4")
 
 
+def test_the_exports_ask_for_the_plans_precision() -> None:
+    """A plan carries the precision it is priced in (``precision``; documents without it: the
+    hardware's, bf16 unless a GPU has no BF16), and every export asks the runtime for it."""
+    assert all("\n--bf16\n" in t and "--fp16" not in t for t in export_file(DENSE_CP, "megatron").files.values())
+    assert all("\n--fp16\n" in t for t in export_file(C1, "megatron").files.values())  # T4s and V100s: no BF16
+    fp16 = export(_doc(DENSE_CP) | {"precision": "fp16"}, "megatron")
+    assert all("\n--fp16\n" in t and "--bf16" not in t for t in fp16.files.values())
+    assert json.loads(export(_doc(ONE), "deepspeed").files["ds_config.json"])["bf16"] == {"enabled": True}
+    assert "fp16" in json.loads(export(_doc(ONE) | {"precision": "fp16"}, "deepspeed").files["ds_config.json"])
+    with pytest.raises(InputError, match=r"precision: 'fp8' is not one of bf16, fp16"):
+        export(_doc(ONE) | {"precision": "fp8"}, "megatron")
+
+
 def test_megatron_asks_for_bf16_with_expert_parallelism() -> None:
     for path in (MOE_EP, EP_CP):
-        out = export_file(path, "megatron")
+        out = export_file(path, "megatron")  # bf16 plans: nothing to change
+        assert all("\n--bf16\n" in t and "--fp16" not in t for t in out.files.values())
+        assert not any(g.startswith("precision:") for g in out.gaps)
+        assert not any("prices no expert parallelism" in g for g in out.gaps)
+        out = export(_doc(path) | {"precision": "fp16"}, "megatron")  # an fp16 plan: Megatron-LM refuses fp16 with EP
         assert all("\n--bf16\n" in t and "--fp16" not in t for t in out.files.values())
         assert sum(g.startswith("precision: Megatron-LM refuses --fp16 with expert parallelism") for g in out.gaps) == 1
-        assert not any("prices no expert parallelism" in g for g in out.gaps)
-    assert all("\n--fp16\n" in t for t in export_file(DENSE_CP, "megatron").files.values())
 
 
 def test_megatron_offloads_with_fine_grained_offloading_and_gaps_fsep() -> None:

@@ -7,13 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 from hetopt.export.source import Block, PlanView
+from hetopt.hardware import load_gpus
 
-#: GPU families without bfloat16 (Pascal, Volta, Turing): the catalog's names start so.
-#: Runtimes that only offer bf16 mixed precision (torchtitan) cannot run them as planned.
-NO_BF16_PREFIXES = ("P100", "P40", "V100", "T4")
-#: The precision the cost model prices (``hetopt.costmodel``: fp16 weights and gradients, fp32
-#: optimizer state): the exports ask for fp16 mixed precision where the runtime has it.
-PLANNED_PRECISION = "fp16"
+#: The precision of an allocation result (Cephalo's FSDP): its model and split_workload's
+#: defaults train in fp16 autocast with fp32 reductions. A plan carries its own
+#: (``PlanView.precision``: bf16, or fp16 where a GPU has no BF16).
+ALLOCATION_PRECISION = "fp16"
 
 
 def job_value(plan: PlanView, what: str, get: Callable[[Block], Any], gaps: list[str], runtime: str,
@@ -36,14 +35,17 @@ def gpu_types(plan: PlanView) -> list[str]:
 
 
 def lacks_bf16(gpu: str) -> bool:
-    """Whether the catalog GPU ``gpu`` has no bfloat16 (see :data:`NO_BF16_PREFIXES`).
+    """Whether the catalog GPU ``gpu`` has no BF16 arithmetic (the catalog's ``bf16``; a name the
+    catalog does not know: False). Runtimes that offer only bf16 mixed precision (torchtitan)
+    cannot run such a GPU as planned.
 
     Examples
     --------
     >>> lacks_bf16("V100-SXM2-32GB"), lacks_bf16("A100-SXM4-80GB")
     (True, False)
     """
-    return gpu.startswith(NO_BF16_PREFIXES)
+    known = load_gpus().get(gpu)
+    return known is not None and not known.bf16
 
 
 def safe_name(text: str) -> str:

@@ -30,7 +30,7 @@ import json
 import math
 from collections import Counter
 
-from hetopt.export.common import PLANNED_PRECISION, gpu_types, job_value, plan_line
+from hetopt.export.common import ALLOCATION_PRECISION, gpu_types, job_value, plan_line
 from hetopt.export.source import AllocationView, PlanView, share_text
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -119,7 +119,7 @@ def _plan(plan: PlanView, model: ModelConfig | None = None) -> tuple[dict[str, s
         "train_micro_batch_size_per_gpu": plan.microbatch_size // dp,
         "gradient_accumulation_steps": plan.microbatches,
         "zero_optimization": {"stage": zero},
-        PLANNED_PRECISION: {"enabled": True},
+        plan.precision: {"enabled": True},
     }
     if offload and interval:
         # the checkpointed layer inputs go to host memory (DeepSpeed's checkpointing.py copies them)
@@ -187,7 +187,7 @@ def _allocation(alloc: AllocationView) -> tuple[dict[str, str], list[str]]:
                     f"ds_config runs {per_gpu} per GPU ({per_gpu * n} samples per step, train_batch_size left to DeepSpeed); "
                     "the planned batches are in per_gpu_batch.json")
     config["zero_optimization"] = {"stage": FSDP_ZERO}
-    config[PLANNED_PRECISION] = {"enabled": True}
+    config[ALLOCATION_PRECISION] = {"enabled": True}
     shares = [g.state_share for g in alloc.gpus if g.state_share is not None]
     if shares and max(shares) - min(shares) > SHARE_TOLERANCE:
         gaps.append(f"uneven state shares ({', '.join(share_text(s) for s in shares)}): ZeRO-3 shards evenly "

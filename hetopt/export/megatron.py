@@ -18,8 +18,9 @@ Expert and context parallelism go out as ``--expert-model-parallel-size`` (with
 ``--expert-tensor-parallel-size 1`` where the planner folds the experts' TP into EP,
 ``hetopt.parallelism.expert.expert_tp``) and ``--context-parallel-size``. Megatron-LM counts
 its data-parallel size as world / (TP·PP·CP), and a stage of the plan has t·c·d GPUs, so the
-plan's d is Megatron's. Megatron-LM refuses ``--fp16`` with expert parallelism: such a job
-asks for ``--bf16`` (a gap). Activation offloading goes out as Megatron-Core's fine-grained
+plan's d is Megatron's. The precision is the plan's (``--bf16``, or ``--fp16`` on GPUs without
+BF16); Megatron-LM refuses ``--fp16`` with expert parallelism: such a job asks for ``--bf16``
+(a gap). Activation offloading goes out as Megatron-Core's fine-grained
 activation offloading (``--fine-grained-activation-offloading``, ``--offload-modules``: core
 0.16 or later, where ``arguments.py`` turns ``TransformerConfig`` fields into arguments; its
 layer-level ``--cpu-offloading-num-layers`` refuses pipeline parallelism and recomputation).
@@ -28,7 +29,7 @@ Fully sharded EP has no Megatron-LM equivalent: a gap.
 
 from __future__ import annotations
 
-from hetopt.export.common import PLANNED_PRECISION, gpu_types, job_value, lacks_bf16, plan_line, safe_name, split_text
+from hetopt.export.common import gpu_types, job_value, lacks_bf16, plan_line, safe_name, split_text
 from hetopt.export.source import Block, Layout, PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -238,7 +239,7 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
     --global-batch-size 8
     --num-layers 5
     --seq-length 128
-    --fp16
+    --bf16
     --decoder-first-pipeline-num-layers 3
     --decoder-last-pipeline-num-layers 2
     """
@@ -266,12 +267,12 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
         gaps.append(f"GPU types {', '.join(types)} in one job: Megatron-LM's arguments do not place ranks; the launcher "
                     "must start each island's nodes so they get the global ranks its file lists")
     expert_parallel = any(b.layout.ep > 1 for b in plan.blocks)
-    precision = PLANNED_PRECISION
-    if expert_parallel:
+    precision = plan.precision
+    if expert_parallel and precision != EXPERT_PARALLEL_PRECISION:
         precision = EXPERT_PARALLEL_PRECISION
         no_bf16 = [g for g in types if lacks_bf16(g)]
-        gaps.append(f"precision: Megatron-LM refuses --{PLANNED_PRECISION} with expert parallelism; the files ask for "
-                    f"--{precision} (the plan prices {PLANNED_PRECISION})"
+        gaps.append(f"precision: Megatron-LM refuses --{plan.precision} with expert parallelism; the files ask for "
+                    f"--{precision} (the plan prices {plan.precision})"
                     + (f", which {', '.join(no_bf16)} cannot run: train those islands without EP" if no_bf16 else ""))
     common = [f"--pipeline-model-parallel-size {len(plan.stage_layers)}", f"--global-batch-size {plan.global_batch}",
               f"--num-layers {plan.layers}", f"--seq-length {plan.seq}", f"--{precision}"]

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from hetopt.errors import InputError
+from hetopt.costmodel import PRECISIONS, hardware_precision
+from hetopt.hardware import load_gpus
 
 #: Statuses whose result carries a solution to export (``hetopt.result.Status`` values).
 SOLVED = ("OPTIMAL", "FEASIBLE")
@@ -85,6 +87,9 @@ class PlanView:
     status: str
     blocks: tuple[Block, ...]
     fsdp_detail: str | None  # the cephalo-fsdp alternative's detail, when it found a plan
+    #: the mixed precision the plan is priced in: its ``precision`` (bf16 or fp16), or for a
+    #: document written before plans carried it, the hardware's (bf16 unless a GPU lacks BF16)
+    precision: str = "bf16"
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -323,7 +328,18 @@ def plan_view(doc: dict[str, Any], source: str) -> PlanView:
     fsdp = next((a for a in doc.get("alternatives") or [] if isinstance(a, dict) and a.get("name") == "cephalo-fsdp"), None)
     detail = fsdp.get("detail") if fsdp and fsdp.get("status") in SOLVED else None
     return PlanView(str(doc["cluster"]), str(doc["model"]), global_batch, m, big_m, _need(doc, "seq", int, source),
-                    status, tuple(blocks), detail if isinstance(detail, str) else None)
+                    status, tuple(blocks), detail if isinstance(detail, str) else None, _precision(doc, blocks, source))
+
+
+def _precision(doc: dict[str, Any], blocks: list[Block], source: str) -> str:
+    """The plan's ``precision``; without the key (documents of earlier versions), the hardware's."""
+    given = doc.get("precision")
+    if given in (None, ""):
+        catalog = load_gpus()
+        return hardware_precision([catalog[b.gpu] for b in blocks if b.gpu in catalog])
+    if given not in PRECISIONS:
+        raise InputError(f"{source}: precision: {given!r} is not one of {', '.join(PRECISIONS)} (re-run `hetopt plan --json`)")
+    return given
 
 
 def allocation_view(doc: dict[str, Any], source: str) -> AllocationView:

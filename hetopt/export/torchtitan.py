@@ -117,7 +117,7 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
     if no_bf16:
         verb = "have" if len(no_bf16) > 1 else "has"
         gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "
-                    "mixed_precision_param is float32 (slower and larger than the fp16 the plan prices)")
+                    f"mixed_precision_param is float32 (slower and larger than the {plan.precision} the plan prices)")
     if len(gpu_types(plan)) > 1:
         per_stage = "tp*dp" if cp == 1 else "tp*cp*dp"
         gaps.append(f"GPU types {', '.join(gpu_types(plan))} in one job: torchtitan assigns pipeline stages by rank; "

@@ -129,6 +129,9 @@ class HeteroPlan:
     #: GPUs of the composed islands that run attention unfused although the runtime asks for
     #: FlashAttention: it does not run on them (the catalog's ``flash_attention``)
     unfused_attention: list[str] = field(default_factory=list)
+    #: the mixed precision the plan is priced in (``cm.PRECISIONS``): its training state's bytes, and
+    #: what ``hetopt export`` asks the runtime for
+    precision: str = ""
 
 
 def model_training_flops(cfg: ModelConfig, seq: int) -> float:
@@ -419,6 +422,7 @@ def plan(
         if named is not None and (problem := cm.precision_problem(named, gpu_types)) is not None:
             raise InputError(f"{'--runtime' if runtime is not None else 'parallelizer'} {problem}")
         out.unfused_attention = sorted({spec.gpu.name for spec in chosen.specs if par.flash_attention and not par.flash_on(spec)})
+    out.precision = par.precision if isinstance(par, BuiltinParallelizer) and par.precision else cm.hardware_precision(gpu_types)
     out.islands = [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
                    for s, names in zip(chosen.specs, chosen.names)]
     given = None if layout is None else _price_given(layout, chosen, cluster, cfg, global_batch, seq)

@@ -117,9 +117,13 @@ def test_the_plan_names_the_gpus_whose_attention_runs_unfused(capsys):
 
     assert cli.main(["plan", "--cluster", "tangram-c1", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
                      "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["unfused_attention"] == ["T4", "V100-PCIe-16GB"]
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["unfused_attention"] == ["T4", "V100-PCIe-16GB"] and doc["precision"] == "fp16"  # no BF16 either
     assert cli.main(["plan", "--cluster", "tangram-c1", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
                      "--runtime", "flash=no", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["unfused_attention"] == []
     assert cli.main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives"]) == 0
     assert "unfused" not in capsys.readouterr().out
+    assert cli.main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
+                     "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["precision"] == "bf16"
