@@ -466,7 +466,7 @@ def plan(
     if given is not None:
         out.given_layout = given.to_dict()
         simulated = out.given_layout.get("simulated_s")
-        if time_model == "simulated" and simulated is not None and simulated == simulated:
+        if time_model == "simulated" and simulated is not None:
             # a per-island layout is a pipeline: priced like the plan, by its simulated schedule
             out.given_layout["analytic_s"] = out.given_layout["iteration_time_s"]
             out.given_layout["iteration_time_s"] = simulated
@@ -523,7 +523,9 @@ def _fill(out: HeteroPlan, best: Attempt, specs: list[IslandSpec], cluster: Clus
     out.microbatch_size = best.microbatch_size
     out.microbatches = out.global_batch // best.microbatch_size
     out.iteration_time_s = res.objective
-    out.simulated_s = getattr(sol, "simulated_s", None)
+    # the family marks a schedule it did not simulate (too large, or out of time) with NaN
+    simulated = getattr(sol, "simulated_s", None)
+    out.simulated_s = simulated if simulated is not None and math.isfinite(simulated) else None
     out.analytic_s = getattr(sol, "iteration_time_s", None)
     out.time_model = res.stats.get("time_model", "closed form")
     out.throughput_samples_s = out.global_batch / res.objective

@@ -134,5 +134,5 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
 def _time_model(p) -> str:
     """Which time the plan's figures use, with the other one beside it."""
     if p.time_model.startswith("closed form"):
-        return f"{p.time_model}; 1F1B simulation {_f(p.simulated_s)} s"
+        return f"{p.time_model}; 1F1B simulation " + ("not run" if p.simulated_s is None else f"{_f(p.simulated_s)} s")
     return f"{p.time_model}; closed form {_f(p.analytic_s)} s"
