@@ -70,6 +70,10 @@ BITS_PER_BYTE = 8
 #: (``validate --plan`` searches only that). How the run ran (overlap, attention, sequence
 #: parallelism, ...) is the layout's, and the plan runs the same way.
 ROW_RUNTIME_KEYS = ("recompute", "zero", "ep", "cp", "offload")
+#: How-it-ran keys a row may leave out, each priced then as a current runtime runs it
+#: (docs/formats.md); ``validate`` lists the rows that leave any of them out, since an older run
+#: priced so reads optimistic.
+ASSUMED_RUNTIME = ("overlap", "flash_attention", "sequence_parallel")
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,8 @@ class Measurement:
     #: why the cost model cannot price the published layout ('' when it can): a layout that ran
     #: but lies outside the model (:class:`~hetopt.planner.layout.UnsupportedLayout`)
     unsupported: str = ""
+    #: the runtime keys the row leaves out, priced as a current runtime runs (``ASSUMED_RUNTIME``)
+    assumed: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> int:
@@ -251,6 +257,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
             flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=m.boolean("best", True),
             layout=layout, runtime=_row_runtime(m, layout), unsupported=unsupported,
+            assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data),
         ))
     return tuple(out)
 
@@ -415,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                       "ratio": r.ratio, "layout": _layout_text(r.measurement.layout),
                       "runtime": r.measurement.runtime.text(),
                       "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
-                      "reason": r.reason, "over_memory": r.over_memory,
+                      "reason": r.reason, "over_memory": r.over_memory, "assumed_runtime": list(r.measurement.assumed),
                       **({} if r.planned is None else {
                           "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,
                                    "layouts": sorted({st.layout for st in r.planned.stages}),
@@ -436,6 +443,12 @@ def main(argv: list[str] | None = None) -> int:
             up = "-" if r.plan_speedup is None else f"{r.plan_speedup:.2f}x"
             tail = f" {got:>9} {up:>8}  {', '.join(sorted({st.layout for st in r.planned.stages})) or r.planned.reason}"
         print(f"{m.id:28} {m.gpus:5d} {_layout_text(m.layout):32} {m.metric:>15} {m.value:9.1f} {pred:>9} {ratio:>6}{tail}")
+    assumed = [r for r in rows if r.measurement.assumed]
+    if assumed:
+        keys = sorted({k for r in assumed for k in r.measurement.assumed}, key=ASSUMED_RUNTIME.index)
+        print(f"{len(assumed)} rows do not say how they ran ({', '.join(keys)}): priced as a current runtime runs them "
+              "(FlashAttention where the GPU has it, sequence parallelism, overlapped data-parallel traffic), which reads "
+              "optimistic for runs older than 2022 (docs/formats.md; --json: assumed_runtime)")
     unsupported = [r for r in rows if r.measurement.unsupported]
     if unsupported:
         print(f"{len(unsupported)} rows not priced: their published layouts are outside the cost model (the reason in the "

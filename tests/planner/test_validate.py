@@ -539,3 +539,17 @@ def test_the_export_variants_are_their_chips_with_slower_nvlink():
             (b.training_flops, b.memory_bytes, b.memory_bandwidth, b.gemm_efficiency, b.flash_efficiency)
         assert a.intra_bandwidth == 200e9 < b.intra_bandwidth
     assert gpu(cat, "NVIDIA H800 80GB HBM3").name == "H800-SXM5" and gpu(cat, "A800").name == "A800-SXM4-80GB"
+
+
+def test_rows_that_do_not_say_how_they_ran_are_named(tmp_path, capsys):
+    """A row without overlap / flash_attention / sequence_parallel is priced as a current runtime
+    runs it, and validate says which rows assumed what (printed and ``assumed_runtime``)."""
+    path = tmp_path / "pub.toml"
+    path.write_text(CATALOG_ROW.format(model="GPT3-175B", gpu="A100-SXM4-80GB").replace(
+        "layout = {", "layout = { flash_attention = false,"))
+    assert v.main(["--file", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == ["overlap", "sequence_parallel"]
+    assert v.main(["--file", str(path)]) == 0
+    assert "1 rows do not say how they ran (overlap, sequence_parallel): priced as a current runtime" in capsys.readouterr().out
+    assert v.main(["--only", "mlm-t1-1.7b", "--json"]) == 0  # the shipped calibration set states it
+    assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == []
