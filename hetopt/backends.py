@@ -254,7 +254,15 @@ def solve_pulp(
         silence_highs_banner()
         solver = pulp.HiGHS(msg=False, timeLimit=limit, threads=threads, mip_rel_gap=0.0, mip_abs_gap=0.0)
         prob.solve(solver)
-        return _highs_outcome(prob)
+        outcome = _highs_outcome(prob)
+        # HiGHS keeps its worker threads alive after a solve. A process that forks later (a
+        # MILP with a deadline runs in a forked child, solve_pulp_by) copies none of them but
+        # may copy a lock one of them held, and the child's solve then waits forever (seen
+        # once in a full test run). So end them here and wait for them: a fork finds none.
+        import highspy
+
+        highspy.Highs.resetGlobalScheduler(True)
+        return outcome
     with warnings.catch_warnings():  # PuLP 3.x announces the bundled CBC's removal in 4.0; we pin <4
         warnings.simplefilter("ignore", DeprecationWarning)
         solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=limit, threads=threads, gapRel=0.0, gapAbs=0.0)

@@ -133,3 +133,17 @@ def test_dp_on_sixteen_distinct_islands_within_the_limit():
     assert r.stats["usage_states"] == 2**16
     if r.status is Status.FEASIBLE:
         assert r.bound is not None and 0 < r.bound <= r.objective
+
+
+def test_no_highs_worker_outlives_a_solve_in_this_process():
+    """HiGHS keeps worker threads after a solve; a later timed MILP forks this process, and a
+    lock a worker held at the fork could leave the child waiting forever (a full test run once
+    reported TIME_LIMIT on a tiny instance). ``solve_pulp`` ends the workers after each solve."""
+    import os
+
+    if not os.path.isdir("/proc/self/task"):
+        pytest.skip("counts threads through Linux's /proc")
+    inst = hetopt.load(INSTANCES / "tiny-t4-v100.toml")
+    before = len(os.listdir("/proc/self/task"))
+    assert hetopt.solve(inst, "milp").status is Status.OPTIMAL
+    assert len(os.listdir("/proc/self/task")) <= before
