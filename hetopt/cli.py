@@ -452,6 +452,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
 
+    # `hetopt validate ...` runs `python -m hetopt.planner.validate ...` (its own arguments, read
+    # there; main() hands it the rest of the command line): listed here for --help
+    sub.add_parser("validate", help="the cost model against published, measured training runs "
+                   "(python -m hetopt.planner.validate; hetopt validate --help)", add_help=False)
+
     p = sub.add_parser("list", help="list the shipped GPU types, models or clusters with their key figures")
     p.add_argument("what", choices=("gpus", "models", "clusters"), help="which catalog")
     p.add_argument("--json", action="store_true", help="print one JSON document (a list of entries)")
@@ -617,13 +622,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     traceback), 130 for Ctrl-C, 141 when the reader of stdout stops reading (``| head``), as
     for a program stopped by SIGPIPE.
     """
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
-    # off a terminal rich assumes 80 columns; plan tables are wider, and files want whole rows
-    out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["validate"]:  # its arguments are the validation command's own
+        from hetopt.planner import validate
+
+        debug, run = os.environ.get(DEBUG_ENV, "") not in ("", "0"), lambda: validate.main(argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
+        debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+        # off a terminal rich assumes 80 columns; plan tables are wider, and files want whole rows
+        out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+        run = lambda: args.run(args, out)  # noqa: E731
     try:
-        return args.run(args, out)
+        return run()
     except (InputError, ValueError) as exc:  # bad files, names, sizes and option values
         print(f"hetopt: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE

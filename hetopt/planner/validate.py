@@ -398,7 +398,7 @@ def _layout_text(lay: GivenLayout) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hetopt.planner.validate", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="hetopt validate", description=__doc__.split("\n")[0])
     parser.add_argument("--file", default=None,
                         help="a published measurement set: a file, or the name of a shipped one "
                         "(megatron-sc21, the default calibration set; megatron-core-h100, "

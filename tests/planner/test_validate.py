@@ -553,3 +553,13 @@ def test_rows_that_do_not_say_how_they_ran_are_named(tmp_path, capsys):
     assert "1 rows do not say how they ran (overlap, sequence_parallel): priced as a current runtime" in capsys.readouterr().out
     assert v.main(["--only", "mlm-t1-1.7b", "--json"]) == 0  # the shipped calibration set states it
     assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == []
+
+
+def test_hetopt_validate_is_the_validation_command(capsys):
+    """``hetopt validate ...`` runs ``python -m hetopt.planner.validate ...`` with its arguments."""
+    from hetopt import cli
+
+    assert cli.main(["validate", "--only", "mlm-t1-1.7b", "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)["rows"]] == ["mlm-t1-1.7b"]
+    assert cli.main(["validate", "--file", "no-such-set"]) == 2
+    assert "unknown published measurement set" in capsys.readouterr().err
