@@ -42,8 +42,6 @@ ZERO_STAGES = (0, 1, 2, 3)
 WEIGHT_BYTES = 2
 #: 16-bit gradient bytes per parameter; also what the gradient all-reduce moves.
 GRADIENT_BYTES = 2
-#: Adam's fp32 master weights, momentum and variance: 4 + 4 + 4 bytes per parameter.
-OPTIMIZER_BYTES = 12
 #: Backward FLOPs per forward FLOP: every matmul has an input- and a weight-gradient matmul.
 BACKWARD_PER_FORWARD = 2.0
 #: Training FLOPs per forward FLOP without recomputation: forward 1 + backward 2.
@@ -931,7 +929,6 @@ __all__ = [
     "LOGIT_BYTES",
     "LOSS_BACKWARD_BYTES",
     "LOSS_FORWARD_BYTES",
-    "OPTIMIZER_BYTES",
     "RECOMPUTE_MODES",
     "REPLICATED_ACTIVATION_WIDTHS",
     "REPLICATED_DROPOUT_WIDTHS",

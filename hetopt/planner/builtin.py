@@ -330,7 +330,7 @@ def _stage(
     sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
     flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
-    precision: str | None = None,
+    precision: str = cm.DEFAULT_PRECISION,
 ) -> StageCost | None:
     """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage").
 
@@ -338,7 +338,6 @@ def _stage(
     it (``stage_fits`` with nothing in flight), its time left uncomputed.
     """
     cfg, s, gpu = sl.model, sl.seq, island.gpu
-    precision = precision or cm.hardware_precision((gpu,))  # not given: the GPU's own
     tp, dp, rc, z = lay.tp, lay.dp, lay.recompute, lay.zero_stage
     cp, ep = lay.cp, lay.ep
     replicas = dp * cp  # the dense weights' data-parallel group: Megatron reduces gradients over DP × CP
@@ -851,6 +850,20 @@ class BuiltinParallelizer:
         """
         return self.flash_attention and island.gpu.flash_attention
 
+    def precision_on(self, island: IslandSpec) -> str:
+        """The mixed precision a query on ``island`` trains in: the parallelizer's, or when it names
+        none (a query outside ``plan``, which sets one for the whole job: :meth:`for_gpus`) the
+        island's hardware's.
+
+        Examples
+        --------
+        >>> from hetopt.hardware import load_gpus
+        >>> v100 = IslandSpec("v", load_gpus()["V100-SXM2-32GB"], 1, 8)
+        >>> BuiltinParallelizer().precision_on(v100), BuiltinParallelizer(precision="bf16").precision_on(v100)
+        ('fp16', 'bf16')
+        """
+        return self.precision or cm.hardware_precision((island.gpu,))
+
     def for_gpus(self, gpus: Iterable[GpuType]) -> BuiltinParallelizer:
         """This parallelizer for one job on ``gpus``: its precision, when it names none, the
         hardware's (``cm.hardware_precision``: bf16 unless one of them has no BF16).
@@ -883,7 +896,7 @@ class BuiltinParallelizer:
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
         training = cm.TRAINING_PER_FORWARD * forward
-        state = float(cm.state_bytes_per_parameter(precision=self.precision or cm.hardware_precision((island.gpu,))) * params)
+        state = float(cm.state_bytes_per_parameter(precision=self.precision_on(island)) * params)
         island_flops = island.sustained_flops
         return SliceProfile(
             signature=sl.signature,
@@ -1020,7 +1033,7 @@ class BuiltinParallelizer:
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
                               overlap=self.overlap_communication, flash=self.flash_on(island),
                               capacity=capacity if static_first else None, tp_overlap=self.tp_comm_overlap,
-                              zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
+                              zero3_per_tensor=self.zero3_per_tensor, precision=self.precision_on(island))
                 # None: the stage's static bytes exceed the capacity (its time not computed)
                 priced = prices[key] = (None, -1, None) if cost is None else (cost, in_flight_fit(cost, capacity, M), cost.time_s)
             if priced[0] is None:

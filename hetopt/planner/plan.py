@@ -411,8 +411,9 @@ def plan(
     # one job, one precision: the hardware's of the islands composed (bf16 unless one of them has
     # no BF16), unless the runtime or the layout names one, which those GPUs must have
     gpu_types = [spec.gpu for spec in chosen.specs]
+    out.precision = cm.hardware_precision(gpu_types)
     if layout is not None:
-        layout = with_precision(layout, cm.hardware_precision(gpu_types))
+        layout = with_precision(layout, out.precision)
         for given_layout in (layout,) if isinstance(layout, GivenLayout) else tuple(b.layout for b in layout):
             if (problem := cm.precision_problem(given_layout.precision, gpu_types)) is not None:
                 raise InputError(f"--layout {problem}")
@@ -422,7 +423,7 @@ def plan(
         if named is not None and (problem := cm.precision_problem(named, gpu_types)) is not None:
             raise InputError(f"{'--runtime' if runtime is not None else 'parallelizer'} {problem}")
         out.unfused_attention = sorted({spec.gpu.name for spec in chosen.specs if par.flash_attention and not par.flash_on(spec)})
-    out.precision = par.precision if isinstance(par, BuiltinParallelizer) and par.precision else cm.hardware_precision(gpu_types)
+        out.precision = par.precision  # the runtime's, or the hardware's (for_gpus)
     out.islands = [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
                    for s, names in zip(chosen.specs, chosen.names)]
     given = None if layout is None else _price_given(layout, chosen, cluster, cfg, global_batch, seq)
