@@ -8,7 +8,11 @@ is cut into 2c chunks and GPU i takes chunks i and 2c − 1 − i, so every GPU 
 attention work; hence c must divide the sequence into 2c equal chunks.
 
 Each step's transfer runs while the GPU computes attention on the block it already holds:
-the exposed time of a step is max(0, transfer − attention on one block). Everything else
+the exposed time of a step is max(0, transfer − attention on one block). A CP group is part
+of a node (the ring runs over the node's GPU links) or whole nodes (:func:`placement_problem`);
+over whole nodes every step also crosses the network, where each GPU at a node's edge sends
+through its share of the node's network (Llama 3 ran CP 16 with TP 8 over 16 nodes;
+Megatron-Core's CP groups span nodes whenever t·c exceeds one). Everything else
 in a layer is token-parallel (no communication); the weights' gradients are reduced over
 DP × CP (Megatron does so), which :mod:`hetopt.planner.builtin` handles as data parallelism
 over c·d.
@@ -81,6 +85,39 @@ def flash_problem(cp: int, gpu: GpuType, flash: bool = True) -> str:
     return ""
 
 
+def placement_problem(cp: int, tp: int, gpus_per_node: int) -> str:
+    """Why a CP group of ``cp`` ranks at TP ``tp`` cannot be placed on nodes of ``gpus_per_node`` ('' when it can).
+
+    Megatron-Core orders ranks TP first, then CP: a CP group's t·c GPUs are contiguous. They
+    must be part of one node (t·c divides it: the ring runs over the node's links) or whole
+    nodes (t·c a multiple of it: the ring walks node by node and crosses the network once
+    per node), so that no node holds a CP group's GPUs next to another group's ragged end.
+
+    Examples
+    --------
+    >>> placement_problem(2, 4, 8), placement_problem(16, 8, 8), placement_problem(1, 8, 8)
+    ('', '', '')
+    >>> placement_problem(3, 4, 8)
+    'cp=3: tp·cp = 12 must divide the 8 GPUs of a node or be a multiple of them (a CP group is part of a node or whole nodes)'
+    """
+    span = tp * cp
+    if cp <= 1 or gpus_per_node % span == 0 or span % gpus_per_node == 0:
+        return ""
+    return (f"cp={cp}: tp·cp = {span} must divide the {gpus_per_node} GPUs of a node or be a multiple of them "
+            f"(a CP group is part of a node or whole nodes)")
+
+
+def crosses_nodes(cp: int, tp: int, gpus_per_node: int) -> bool:
+    """Whether the K/V ring of ``cp`` ranks at TP ``tp`` leaves the node (t·c above the node's GPUs).
+
+    Examples
+    --------
+    >>> crosses_nodes(2, 4, 8), crosses_nodes(16, 8, 8)
+    (False, True)
+    """
+    return cp > 1 and tp * cp > gpus_per_node
+
+
 def ring_step_bytes(cfg: ModelConfig, seq: int, samples: float, *, cp: int, tp: int) -> float:
     """Bytes one GPU sends per forward ring step: K and V of its s/c tokens, its 1/t of the heads.
 
@@ -129,4 +166,7 @@ def ring_attention_s(
     return forward, backward
 
 
-__all__ = ["BACKWARD_RING_TENSORS", "CHUNKS_PER_RANK", "ring_attention_s", "ring_step_bytes", "sequence_problem"]
+__all__ = [
+    "BACKWARD_RING_TENSORS", "CHUNKS_PER_RANK", "crosses_nodes", "placement_problem", "ring_attention_s", "ring_step_bytes",
+    "sequence_problem",
+]

@@ -74,9 +74,10 @@ RESERVED_BYTES = 1.0 * GIB
 ZERO3_GATHERED_LAYERS = 2
 #: Bytes per parameter of such an unsharded layer: fp16 weights (2) and gradients (2).
 ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
-#: Context-parallel degrees the built-in parallelizer tries (those t·c dividing a node and
-#: 2c dividing the sequence): up to a node of 8 GPUs, as Megatron's CP inside a node.
-CP_DEGREES = (1, 2, 4, 8)
+#: Context-parallel degrees the built-in parallelizer tries (those whose t·c GPUs are part of
+#: a node or whole nodes and 2c of which divide the sequence): up to 16, as Llama 3 ran
+#: (CP 16 with TP 8 at 128K tokens, Dubey et al. 2024, Table 4).
+CP_DEGREES = (1, 2, 4, 8, 16)
 #: Tokens per sample from which dense slices are also searched with CP and offloading: the
 #: long-context regime (Llama-3's 8k and beyond) that they are for. Shorter dense runs keep
 #: the TP/PP/DP/recomputation/ZeRO search space, so their plans (and the planner's shipped
@@ -469,9 +470,14 @@ def _stage(
     forward += tp_fwd + (cm.EMBEDDING_TP_ALLREDUCES * allreduce if embed else 0.0)
     backward += tp_bwd + (cm.HEAD_TP_ALLREDUCES * allreduce if head else 0.0)
 
-    # context parallelism: the K/V ring of every layer, inside a node (t·c divides the node)
+    # context parallelism: the K/V ring of every layer, inside a node (t·c divides it) over the
+    # GPU links, or node by node (t·c whole nodes), where the slowest step is the one that
+    # crosses the network: every GPU at a node's edge sends through its share of the node's
+    # network (rail-optimized nodes give each GPU its own NIC)
     if cp > 1:
-        ring_f, ring_b = ctx.ring_attention_s(cfg, s, samples * cp, cp=cp, tp=tp, gpu=gpu, bandwidth=intra, hop_latency_s=intra_hop,
+        across = ctx.crosses_nodes(cp, tp, island.gpus_per_node)
+        ring_bw, ring_hop = (inter / island.gpus_per_node, inter_hop) if across else (intra, intra_hop)
+        ring_f, ring_b = ctx.ring_attention_s(cfg, s, samples * cp, cp=cp, tp=tp, gpu=gpu, bandwidth=ring_bw, hop_latency_s=ring_hop,
                                               flash=flash)
         forward += ell * ring_f
         backward += ell * (ring_b + (ring_f if rc == "full" else 0.0))
@@ -938,9 +944,11 @@ class BuiltinParallelizer:
         for tp in divisors(island.gpus_per_node):
             if cfg.heads % tp:
                 continue  # Megatron splits whole attention heads
-            # CP: a ring inside a node (t·c divides it), 2c equal chunks of the sequence, on
-            # FlashAttention's kernels (ctx.flash_problem: no runtime rings unfused attention)
-            cps = [c for c in divisors(island.gpus_per_node // tp) if c in self.cp and not ctx.sequence_problem(sl.seq, c)]
+            # CP: a ring inside a node or over whole nodes (ctx.placement_problem), 2c equal chunks
+            # of the sequence, on FlashAttention's kernels (ctx.flash_problem: no runtime rings
+            # unfused attention)
+            cps = [c for c in sorted(self.cp) if tp * c <= G and not ctx.placement_problem(c, tp, island.gpus_per_node)
+                   and not ctx.sequence_problem(sl.seq, c)]
             cps = cps if broad and self.flash_on(island) else [1]
             top = min(k, G // tp, self.max_pp or k)
             for pp in range(1, top + 1):

@@ -25,6 +25,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -69,7 +70,7 @@ class GivenLayout:
     recompute: str = "none"
     zero: int = 0
     overlap: bool = True  # data-parallel / ZeRO traffic overlaps compute (cm.exposed_s)
-    vpp: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B)
+    vpp: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B); 0: interleaved, degree not stated
     flash: bool = True  # attention as FlashAttention (no s×s scores kept)
     ep: int = 1
     fsep: bool = False
@@ -301,15 +302,18 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     if layout.tp_overlap and not layout.sequence_parallel:
         raise InputError("--layout tpoverlap=yes: Megatron-Core's TP overlap needs sequence parallelism (drop sp=no)")
     v = layout.vpp
-    if v > 1 and p == 1:
+    if v != 1 and p == 1:
         raise InputError(f"--layout vpp={v}: interleaving needs pp >= 2 (got pp=1)")
+    if v == 0 and not interleave_degrees(cfg.layers, p):
+        raise UnsupportedLayout(f"--layout vpp=0 pp={p}: the {cfg.layers} layers of {cfg.name} allow no interleaving "
+                                f"on {p} stages (a virtual stage needs a layer)")
     if v > 1 and v not in interleave_degrees(cfg.layers, p):
         small, large = cfg.layers // p, -(-cfg.layers // p)
         rule = f"stages of {small} layers: vpp must divide {small}" if small == large else \
             f"stages of {small} to {large} layers: vpp must divide {large} and be at most {small}"
         valid = ", ".join(map(str, interleave_degrees(cfg.layers, p))) or "none"
         raise UnsupportedLayout(f"--layout vpp={v} pp={p}: the {cfg.layers} layers of {cfg.name} give {rule} (valid: {valid})")
-    if v > 1 and layout.microbatch and (global_batch // (layout.microbatch * d)) % p:
+    if v != 1 and layout.microbatch and (global_batch // (layout.microbatch * d)) % p:
         raise InputError(f"--layout vpp={v}: the interleaved schedule needs the micro-batches per iteration "
                          f"({global_batch // (layout.microbatch * d)}) to be a multiple of pp={p}")
     why = ex.layout_problem(cfg, tp=t, ep=layout.ep, cp=c, dp=d)
@@ -321,9 +325,8 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     why = ctx.flash_problem(c, island.gpu, layout.flash)
     if why:
         raise UnsupportedLayout(f"--layout {why}")
-    if island.gpus_per_node % (t * c):
-        raise UnsupportedLayout(f"--layout cp={c}: tp·cp = {t * c} must divide the {island.gpus_per_node} GPUs of a node of "
-                         f"{island.name} (the K/V ring stays in a node)")
+    if why := ctx.placement_problem(c, t, island.gpus_per_node):
+        raise UnsupportedLayout(f"--layout {why} ({island.name})")
     if layout.offload and (why := off.host_problem(island.gpu)):
         raise UnsupportedLayout(f"--layout {why}")
     if layout.microbatch and global_batch % (layout.microbatch * d):
@@ -344,8 +347,10 @@ def price_layout(
     """The layout priced by the cost model (``formulations/costmodel.md``).
 
     A layout without a micro-batch size (``microbatch`` = 0) is priced at its best one of
-    ``microbatches_tried`` under the model. Returns a PricedLayout without a plan, and the
-    reason, when it fits in memory at none of them.
+    ``microbatches_tried`` under the model; one interleaved without a degree (``vpp`` = 0, a
+    published run that names the schedule but not v) at its best of
+    :func:`~hetopt.planner.builtin.interleave_degrees`. Returns a PricedLayout without a plan,
+    and the reason, when it fits in memory at none of them.
 
     Raises
     ------
@@ -358,11 +363,12 @@ def price_layout(
     whole = Slice(par.slice_model(cfg, seq=seq))
     best, why = None, f"no micro-batch size of {', '.join(map(str, microbatches_tried))} per replica divides the global batch"
     over: PartialPlan | None = None
-    lay = layout.builtin_layout(cfg.layers)
-    for b in (layout.microbatch,) if layout.microbatch else microbatches_tried:
+    degrees = interleave_degrees(cfg.layers, layout.pp) if layout.vpp == 0 else (layout.vpp,)
+    for v, b in itertools.product(degrees, (layout.microbatch,) if layout.microbatch else microbatches_tried):
         m = b * layout.dp
-        if global_batch % m or (layout.vpp > 1 and (global_batch // m) % layout.pp):
+        if global_batch % m or (v > 1 and (global_batch // m) % layout.pp):
             continue
+        lay = replace(layout, vpp=v).builtin_layout(cfg.layers)
         plan = par.plan(whole, island, lay, microbatch_size=m, microbatches=global_batch // m)
         if plan.behind is not None and plan.behind < 0:
             if over is None or plan.iteration_time_s < over.iteration_time_s:

@@ -219,7 +219,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
             zero=lay.integer("zero", 0, minimum=0, maximum=3),
-            overlap=lay.boolean("overlap", True), vpp=lay.integer("vpp", 1, minimum=1),
+            overlap=lay.boolean("overlap", True), vpp=lay.integer("vpp", 1, minimum=0),
             flash=lay.boolean("flash_attention", True), sequence_parallel=lay.boolean("sequence_parallel", True),
             tp_overlap=lay.boolean("tp_comm_overlap", False),
             ep=lay.integer("ep", 1, minimum=1), fsep=lay.boolean("fsep", False), cp=lay.integer("cp", 1, minimum=1),
@@ -392,7 +392,7 @@ def summarize(rows: list[Row]) -> dict[str, dict]:
 
 def _layout_text(lay: GivenLayout) -> str:
     b = lay.microbatch or "?"
-    vpp = f" vpp{lay.vpp}" if lay.vpp > 1 else ""
+    vpp = f" vpp{lay.vpp}" if lay.vpp > 1 else (" vpp?" if lay.vpp == 0 else "")
     more = (f" ep{lay.ep}" + ("fs" if lay.fsep else "") if lay.ep > 1 else "") + (f" cp{lay.cp}" if lay.cp > 1 else "")
     return f"tp{lay.tp} pp{lay.pp}{vpp} dp{lay.dp}{more} b{b} {lay.recompute} zero{lay.zero}" + (" offload" if lay.offload else "")
 
@@ -422,6 +422,7 @@ def main(argv: list[str] | None = None) -> int:
                       "ratio": r.ratio, "layout": _layout_text(r.measurement.layout),
                       "runtime": r.measurement.runtime.text(),
                       "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
+                      "priced_vpp": None if r.priced is None else r.priced.vpp,
                       "reason": r.reason, "over_memory": r.over_memory, "assumed_runtime": list(r.measurement.assumed),
                       **({} if r.planned is None else {
                           "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,

@@ -155,12 +155,48 @@ def test_cp_splits_activations_and_prices_the_ring():
     assert cp2.backward_s == pytest.approx(dp2.backward_s + ring_b)
 
 
+def test_a_ring_over_whole_nodes_runs_at_each_gpus_share_of_the_network():
+    """tp 8, cp 2 on two 8-GPU nodes: every GPU's ring step crosses the network, through an
+    eighth of the node's network and at the network's hop latency; everything else of the stage
+    is what DP 2 over the two nodes gives it."""
+    sl = middle(TINY)
+    two = IslandSpec("two", GPUS["A100-SXM4-80GB"], nodes=2, gpus_per_node=8, inter_bandwidth=200e9)
+    tp8 = dict(tp=8, split=(1,), recompute="none", zero_stage=0)
+    lay = Layout(pp=1, dp=1, cp=2, **tp8)
+    cp2 = PAR0.plan(sl, two, lay, microbatch_size=2, microbatches=8).stages[0]
+    dp2 = PAR0.plan(sl, two, Layout(pp=1, dp=2, **tp8), microbatch_size=2, microbatches=8).stages[0]
+    ring_f, ring_b = ctx.ring_attention_s(TINY, 32, 2, cp=2, tp=8, gpu=two.gpu, bandwidth=two.inter_achieved / 8,
+                                          hop_latency_s=14.0e-6, flash=False)
+    assert ring_f > 0 and ctx.crosses_nodes(2, 8, 8) and not ctx.crosses_nodes(2, 4, 8)
+    assert cp2.forward_s == pytest.approx(dp2.forward_s + ring_f)
+    assert cp2.backward_s == pytest.approx(dp2.backward_s + ring_b)
+    # the same ring inside one node (tp 4, cp 2) takes the GPU links: cheaper than the network's
+    inside = PAR0.plan(sl, two, Layout(tp=4, pp=1, dp=1, cp=2, split=(1,), recompute="none", zero_stage=0),
+                       microbatch_size=2, microbatches=8).stages[0]
+    inside_f, _ = ctx.ring_attention_s(TINY, 32, 2, cp=2, tp=4, gpu=two.gpu, bandwidth=two.intra_achieved,
+                                       hop_latency_s=3.4e-6, flash=False)
+    assert inside_f < ring_f
+
+
+def test_cp_over_whole_nodes_is_searched():
+    """Llama-3-8B at 128K tokens on four 8-GPU nodes: CP 8 and 16 beside TP 2..8 (t·c whole
+    nodes or part of one), never a ragged t·c."""
+    llama = load_model(MODELS / "llama-3-8b.toml")
+    sl = Slice(slice_model(llama, seq=131072)[1:3])
+    four = IslandSpec("four", GPUS["H100-SXM5"], nodes=4, gpus_per_node=8, inter_bandwidth=400e9)
+    lays = BuiltinParallelizer().layouts(sl, four, microbatch_size=1)
+    pairs = {(lay.tp, lay.cp) for lay in lays}
+    assert {(8, 2), (8, 4), (4, 8), (2, 16), (1, 16)} <= pairs
+    assert all(8 % (t * c) == 0 or (t * c) % 8 == 0 for t, c in pairs)
+    assert all(lay.tp * lay.cp * lay.dp * lay.pp <= 32 for lay in lays)
+
+
 def test_cp_is_searched_only_where_dp_cannot_split():
     llama = load_model(MODELS / "llama-3-8b.toml")
     sl = Slice(slice_model(llama, seq=8192)[1:3])
     lays = BuiltinParallelizer().layouts(sl, one_node(), microbatch_size=1)
     cps = {lay.cp for lay in lays}
-    assert cps == {1, 2, 4, 8} and all(lay.dp == 1 for lay in lays)
+    assert cps == {1, 2, 4, 8} and all(lay.dp == 1 for lay in lays)  # one node: no ring over nodes
     # with m = 2, CP 2 over DP 1 equals DP 2 plus the ring: only CP over DP 2 (or more) is kept
     lays = BuiltinParallelizer().layouts(sl, one_node(), microbatch_size=2)
     assert all(2 % (lay.dp * lay.cp) for lay in lays if lay.cp > 1)
@@ -284,7 +320,6 @@ default_gbps = 1600.0
     ("A100-SXM4-80GB", "gshard-moe-2.4b", "tp=1 pp=1 dp=8 ep=3", "ep=3 does not divide the 16 experts"),
     ("A100-SXM4-80GB", "gpt3-1.3b", "tp=1 pp=1 dp=8 ep=2", "has no experts"),
     ("A100-SXM4-80GB", "gshard-moe-2.4b", "tp=1 pp=1 dp=2 cp=3", "does not split into 2·cp = 6 equal chunks"),
-    ("A100-SXM4-80GB", "gshard-moe-2.4b", "tp=4 pp=1 dp=1 cp=4", "must divide the 8 GPUs of a node"),
     ("B200", "gpt3-1.3b", "tp=1 pp=1 dp=8 offload=1", "no host-link figure (host_gbs) for B200"),
     ("A100-SXM4-80GB", "gpt3-1.3b", "tp=1 pp=1 dp=8 fsep=1", "fully sharded EP needs an expert-parallel degree"),
     ("A100-SXM4-80GB", "gpt3-1.3b", "tp=1 pp=1 dp=8 offload=maybe", "offload=maybe: must be 1 or 0"),
@@ -296,6 +331,23 @@ def test_bad_inputs_exit_2(tmp_path, capsys, gpu, model, text, message):
                      "--no-alternatives", "--workers", "1", "--layout", text])
     err = capsys.readouterr().err
     assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_cp_group_is_part_of_a_node_or_whole_nodes(tmp_path, capsys):
+    """tp·cp = 4 on nodes of 6 GPUs would leave a group's ragged end beside another's: exit 2.
+    On nodes of 8, tp·cp = 16 is two whole nodes: priced (Megatron-Core's CP groups span nodes)."""
+    six = tmp_path / "six.toml"
+    six.write_text(TWO_NODES.format(gpu="A100-SXM4-80GB").replace("gpus = 8", "gpus = 6"))
+    code = cli.main(["plan", "--cluster", str(six), "--model", "gpt3-1.3b", "--global-batch", "64", "--microbatch", "8",
+                     "--no-alternatives", "--workers", "1", "--layout", "tp=2 pp=1 dp=1 cp=2"])
+    err = capsys.readouterr().err
+    assert code == 2 and "tp·cp = 4 must divide the 6 GPUs of a node or be a multiple of them" in err, err
+    eight = tmp_path / "eight.toml"
+    eight.write_text(TWO_NODES.format(gpu="A100-SXM4-80GB"))
+    code = cli.main(["plan", "--cluster", str(eight), "--model", "gpt3-1.3b", "--global-batch", "64", "--microbatch", "8",
+                     "--no-alternatives", "--workers", "1", "--layout", "tp=4 pp=1 dp=1 cp=4", "--json"])
+    out = capsys.readouterr()
+    assert code == 0, out.err
 
 
 def test_export_reads_ep_cp_offload_layouts():

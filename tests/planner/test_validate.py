@@ -66,6 +66,31 @@ def test_unstated_microbatch_takes_the_best_under_the_model():
     assert row.priced.iteration_time_s == pytest.approx(min(times))
 
 
+def test_unstated_interleaving_degree_takes_the_best_the_layers_allow():
+    """vpp = 0 (interleaved, v not published): the fastest of the degrees the stages' layers
+    allow, each priced as if stated; a model whose stages cannot be cut is listed, not priced."""
+    m = next(m for m in v.load_published() if m.id == "mlm-t1-145.6b")  # 80 layers on pp 8: v in 2, 5, 10
+    m = v.Measurement(**{**m.__dict__, "layout": dataclasses.replace(m.layout, vpp=0)})
+    row = v.validate((m,))[0]
+    times = {}
+    for vpp in (2, 5, 10):
+        plan, _, over = v.price_published(v.Measurement(**{**m.__dict__, "layout": dataclasses.replace(m.layout, vpp=vpp)}))
+        if plan is not None and not over:
+            times[vpp] = plan.iteration_time_s
+    assert len(times) >= 2 and row.priced.iteration_time_s == pytest.approx(min(times.values()))
+    assert row.priced.vpp == min(times, key=times.get)
+
+
+def test_the_llama3_runs_read_interleaved_and_cp_over_nodes():
+    """Llama 3 405B's CP 16 with TP 8 spans 16 nodes: priced (its ring over the network)."""
+    rows = v.load_published(instances_dir() / "published" / "meta-llama3-h100.toml")
+    assert [m.layout.cp for m in rows] == [1, 1, 16] and all(m.layout.vpp == 0 for m in rows)
+    assert all(m.layout.tp * m.layout.pp * m.layout.dp * m.layout.cp == m.gpus for m in rows)
+    for row in v.validate(rows):
+        assert row.priced is not None and row.priced.vpp in (2, 4), row.reason
+        assert 0.5 < row.ratio < 2
+
+
 def test_layout_that_does_not_fill_the_cluster_is_rejected(tmp_path):
     text = (v.default_published()).read_text().replace("layout = { tp = 1, pp = 1, dp = 32,", "layout = { tp = 1, pp = 1, dp = 16,", 1)
     bad = tmp_path / "bad.toml"
