@@ -588,3 +588,21 @@ def test_hetopt_validate_is_the_validation_command(capsys):
     assert [r["id"] for r in json.loads(capsys.readouterr().out)["rows"]] == ["mlm-t1-1.7b"]
     assert cli.main(["validate", "--file", "no-such-set"]) == 2
     assert "unknown published measurement set" in capsys.readouterr().err
+
+
+def test_the_neox_run_is_read_with_its_config_layout():
+    """GPT-NeoX-20B: configs/20B.yml's tp 2, pp 4, micro-batch 4 and 32 accumulation steps on
+    96 GPUs (global batch 1,536); its parameters are the paper's 20.6B (untied embeddings)."""
+    from hetopt.workload import parameters
+
+    (m,) = v.load_published(instances_dir() / "published" / "eleutherai-neox-a100.toml")
+    assert (m.layout.tp, m.layout.pp, m.layout.dp, m.layout.microbatch, m.gpus) == (2, 4, 12, 4, 96)
+    assert m.global_batch == 4 * 32 * 12 and not m.model.tied_embeddings
+    assert parameters(m.model) / 1e9 == pytest.approx(20.6, abs=0.1)
+    assert v.main(["--file", "eleutherai-neox-a100"]) == 0
+
+
+def test_every_shipped_set_is_read_and_every_row_is_priced_or_says_why():
+    for path in sorted((instances_dir() / "published").glob("*.toml")):
+        for row in v.validate(v.load_published(path)):
+            assert (row.ratio is not None and 0.1 < row.ratio < 10) or row.reason, (path.name, row.measurement.id)
