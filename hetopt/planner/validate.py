@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import sys
 from dataclasses import dataclass, replace
@@ -70,10 +71,55 @@ BITS_PER_BYTE = 8
 #: (``validate --plan`` searches only that). How the run ran (overlap, attention, sequence
 #: parallelism, ...) is the layout's, and the plan runs the same way.
 ROW_RUNTIME_KEYS = ("recompute", "zero", "ep", "cp", "offload")
-#: How-it-ran keys a row may leave out, each priced then as a current runtime runs it
-#: (docs/formats.md); ``validate`` lists the rows that leave any of them out, since an older run
-#: priced so reads optimistic.
-ASSUMED_RUNTIME = ("overlap", "flash_attention", "sequence_parallel")
+#: How-it-ran keys a row may leave out (``zero3_gather`` only matters for ZeRO-3 rows);
+#: ``validate`` lists the rows that leave any of them out (docs/formats.md).
+ASSUMED_RUNTIME = ("overlap", "flash_attention", "sequence_parallel", "zero3_gather")
+#: The publication year from which a row that leaves those keys out is priced as a current
+#: runtime runs (:data:`CURRENT_RUNTIME`). The features are dated: FlashAttention (Dao et al.,
+#: May 2022) entered the training frameworks in 2023 (Megatron-LM, llm-foundry, GPT-NeoX);
+#: sequence parallelism is Korthikanti et al. (May 2022), whose own runs state it; overlapped
+#: gradient reduction in Megatron-LM is its 2023 distributed optimizer, and DeepSpeed's
+#: pipeline engine reduces after the flush; FSDP's per-layer gathers came with PyTorch 1.11
+#: (2022), DeepSpeed's 2021 ZeRO-3 gathered tensor by tensor. Runs published before 2023
+#: (Megatron SC'21, MT-NLG, BLOOM, OPT, GPT-NeoX) ran without them.
+CURRENT_RUNTIME_FROM = 2023
+#: A row's value of each left-out key: by a current runtime, and by the runtimes before
+#: CURRENT_RUNTIME_FROM.
+CURRENT_RUNTIME = {"overlap": True, "flash_attention": True, "sequence_parallel": True, "zero3_gather": "layer"}
+EARLIER_RUNTIME = {"overlap": False, "flash_attention": False, "sequence_parallel": False, "zero3_gather": "tensor"}
+#: How a source dates a run: an author-year citation ("Smith et al. 2022"), a year in
+#: parentheses or an ISO date ("(2022)", "(2023-10-17)"), a month and year ("October 2023"), a
+#: year written 'YY (SC'21) or an arXiv identifier (2104.04473: April 2021). A bare four-digit
+#: number is not read as a year (a batch of 2016 is not a date).
+_MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+_YEARS = (
+    re.compile(r"et al\.?,? (20[1-3]\d)\b"),
+    re.compile(r"\((20[1-3]\d)(?=[),;\-])"),
+    re.compile(r"\b(20[1-3]\d)-[01]\d-[0-3]\d\b"),
+    re.compile(rf"\b(?:{_MONTHS})[a-z]*\.? (20[1-3]\d)\b"),
+)
+_SHORT_YEAR = re.compile(r"(?<=[A-Za-z]['’])(\d\d)\b")
+_ARXIV = re.compile(r"arXiv[:\s]*(\d\d)[01]\d\.\d{4,5}", re.IGNORECASE)
+
+
+def publication_year(source: str) -> int | None:
+    """The earliest year a row's ``source`` names (None when it names none).
+
+    Examples
+    --------
+    >>> publication_year("Narayanan et al. SC'21, Table 1, row 1.7B")
+    2021
+    >>> publication_year("Smith et al. 2022 (arXiv 2201.11990): global batch 1920 on 2,240 GPUs")
+    2022
+    >>> publication_year("arXiv 2407.21783 Table 4: 16,384 GPUs, 2048 sequences"), publication_year("commit f2e5db402c")
+    (2024, None)
+    >>> publication_year("README at 061f2c7 (2023-10-17): GlobalBatchSize 2016"), publication_year("GlobalBatchSize 2016")
+    (2023, None)
+    """
+    years = [int(y) for pattern in _YEARS for y in pattern.findall(source)]
+    years += [2000 + int(y) for y in _SHORT_YEAR.findall(source)]
+    years += [2000 + int(y) for y in _ARXIV.findall(source)]
+    return min(years) if years else None
 
 
 @dataclass(frozen=True)
@@ -97,8 +143,16 @@ class Measurement:
     #: why the cost model cannot price the published layout ('' when it can): a layout that ran
     #: but lies outside the model (:class:`~hetopt.planner.layout.UnsupportedLayout`)
     unsupported: str = ""
-    #: the runtime keys the row leaves out, priced as a current runtime runs (``ASSUMED_RUNTIME``)
+    #: the runtime keys the row leaves out (``ASSUMED_RUNTIME``), priced as the runtimes of its
+    #: year ran (:data:`CURRENT_RUNTIME_FROM`)
     assumed: tuple[str, ...] = ()
+    #: the publication year its source names (:func:`publication_year`; None: none named)
+    year: int | None = None
+
+    @property
+    def earlier_runtime(self) -> bool:
+        """Whether the keys it leaves out are priced as the runtimes before CURRENT_RUNTIME_FROM ran."""
+        return self.year is not None and self.year < CURRENT_RUNTIME_FROM
 
     @property
     def gpus(self) -> int:
@@ -207,6 +261,9 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
         if cluster not in islands:
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
+        source = m.string("source", "")
+        year = publication_year(source)
+        era = EARLIER_RUNTIME if year is not None and year < CURRENT_RUNTIME_FROM else CURRENT_RUNTIME
         lay = m.table("layout", required=True)
         lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
                             "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision"))
@@ -219,12 +276,14 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
             zero=lay.integer("zero", 0, minimum=0, maximum=3),
-            overlap=lay.boolean("overlap", True), vpp=lay.integer("vpp", 1, minimum=0),
-            flash=lay.boolean("flash_attention", True), sequence_parallel=lay.boolean("sequence_parallel", True),
+            overlap=lay.boolean("overlap", era["overlap"]), vpp=lay.integer("vpp", 1, minimum=0),
+            flash=lay.boolean("flash_attention", era["flash_attention"]),
+            sequence_parallel=lay.boolean("sequence_parallel", era["sequence_parallel"]),
             tp_overlap=lay.boolean("tp_comm_overlap", False),
             ep=lay.integer("ep", 1, minimum=1), fsep=lay.boolean("fsep", False), cp=lay.integer("cp", 1, minimum=1),
             offload=lay.boolean("offload", False),
-            zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", "layer", choices=tuple(ZERO3_GATHERS))],
+            zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", era["zero3_gather"] if lay.data.get("zero") == 3 else "layer",
+                                                      choices=tuple(ZERO3_GATHERS))],
             precision=precision,
         )
         clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
@@ -251,13 +310,14 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         if metric == "mfu" and isinstance(m.data.get("value"), (int, float)) and m.data["value"] > 1:
             raise m.error("value", f"mfu is a fraction of the GPU's peak (0.38, not 38); got {m.data['value']}")
         out.append(Measurement(
-            id=m.string("id"), group=m.string("group", "ungrouped"), source=m.string("source", ""),
+            id=m.string("id"), group=m.string("group", "ungrouped"), source=source,
             model=models[model], island=isl, global_batch=global_batch,
             seq=seq, metric=metric,
             value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
             flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=m.boolean("best", True),
             layout=layout, runtime=_row_runtime(m, layout), unsupported=unsupported,
-            assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data),
+            assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data and (k != "zero3_gather" or layout.zero == 3)),
+            year=year,
         ))
     return tuple(out)
 
@@ -424,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
                       "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
                       "priced_vpp": None if r.priced is None else r.priced.vpp,
                       "reason": r.reason, "over_memory": r.over_memory, "assumed_runtime": list(r.measurement.assumed),
+                      "year": r.measurement.year, "earlier_runtime": r.measurement.earlier_runtime,
                       **({} if r.planned is None else {
                           "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,
                                    "layouts": sorted({st.layout for st in r.planned.stages}),
@@ -447,9 +508,13 @@ def main(argv: list[str] | None = None) -> int:
     assumed = [r for r in rows if r.measurement.assumed]
     if assumed:
         keys = sorted({k for r in assumed for k in r.measurement.assumed}, key=ASSUMED_RUNTIME.index)
-        print(f"{len(assumed)} rows do not say how they ran ({', '.join(keys)}): priced as a current runtime runs them "
-              "(FlashAttention where the GPU has it, sequence parallelism, overlapped data-parallel traffic), which reads "
-              "optimistic for runs older than 2022 (docs/formats.md; --json: assumed_runtime)")
+        earlier = sum(r.measurement.earlier_runtime for r in assumed)
+        print(f"{len(assumed)} rows do not say how they ran ({', '.join(keys)}): {earlier} dated before {CURRENT_RUNTIME_FROM} by "
+              "their source are priced as the runtimes of their time ran (attention unfused, no sequence parallelism, "
+              "data-parallel traffic after the backward pass, ZeRO-3 tensor by tensor), the other "
+              f"{len(assumed) - earlier} as a current runtime runs (FlashAttention where the GPU has it, sequence "
+              "parallelism, overlapped data-parallel traffic, ZeRO-3 layer by layer) (docs/formats.md; --json: "
+              "assumed_runtime, year)")
     unsupported = [r for r in rows if r.measurement.unsupported]
     if unsupported:
         print(f"{len(unsupported)} rows not priced: their published layouts are outside the cost model (the reason in the "

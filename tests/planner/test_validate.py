@@ -575,9 +575,56 @@ def test_rows_that_do_not_say_how_they_ran_are_named(tmp_path, capsys):
     assert v.main(["--file", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == ["overlap", "sequence_parallel"]
     assert v.main(["--file", str(path)]) == 0
-    assert "1 rows do not say how they ran (overlap, sequence_parallel): priced as a current runtime" in capsys.readouterr().out
+    assert "1 rows do not say how they ran (overlap, sequence_parallel): 0 dated before 2023" in capsys.readouterr().out
     assert v.main(["--only", "mlm-t1-1.7b", "--json"]) == 0  # the shipped calibration set states it
     assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == []
+
+
+def _without_runtime_keys(text: str) -> str:
+    """The shipped SC'21 file as the reference format writes it: no how-it-ran keys."""
+    import re
+
+    return re.sub(r", (overlap|flash_attention|sequence_parallel|zero3_gather|precision|vpp|tp_comm_overlap) = [^,}]+", "", text)
+
+
+def test_rows_dated_before_2023_that_leave_the_runtime_out_ran_as_their_time_ran(tmp_path):
+    """The reference format has no how-it-ran keys. A row whose source dates it before 2023
+    (SC'21) is priced without FlashAttention, sequence parallelism or overlap, ZeRO-3 tensor by
+    tensor, as the authors' runtime ran; the same row dated 2024 as a current runtime runs."""
+    bare = _without_runtime_keys(v.default_published().read_text())
+    import tomllib
+
+    assert not any({"overlap", "flash_attention", "sequence_parallel", "zero3_gather"} & set(row["layout"])
+                   for row in tomllib.loads(bare)["measurement"])
+    old = tmp_path / "sc21.toml"
+    old.write_text(bare)
+    rows = {m.id: m for m in v.load_published(old)}
+    shipped = {m.id: m for m in v.load_published()}
+    for key in ("mlm-t1-18.4b", "mlm-t2-530b-2240-zero3"):
+        m = rows[key]
+        assert m.year == 2021 and m.earlier_runtime
+        assert (m.layout.flash, m.layout.sequence_parallel, m.layout.overlap) == (False, False, False)
+        assert m.layout.zero3_per_tensor == (m.layout.zero == 3) == shipped[key].layout.zero3_per_tensor
+    # dated 2024 instead: FlashAttention, sequence parallelism, overlap, FSDP's per-layer gathers
+    new = tmp_path / "dated-2024.toml"
+    new.write_text(bare.replace("Narayanan et al. SC'21", "Narayanan et al. 2024, a rerun"))
+    m = {m.id: m for m in v.load_published(new)}["mlm-t2-530b-2240-zero3"]
+    assert m.year == 2024 and not m.earlier_runtime
+    assert (m.layout.flash, m.layout.sequence_parallel, m.layout.overlap, m.layout.zero3_per_tensor) == (True, True, True, False)
+    # the earlier runtime is what the shipped file states for the rows that ran so: the same price
+    for key in ("mlm-t2-175b-384-ptd", "mlm-t2-530b-2240-zero3"):
+        a, b = v.validate((rows[key],))[0], v.validate((shipped[key],))[0]
+        assert a.priced.iteration_time_s == pytest.approx(b.priced.iteration_time_s, rel=1e-9), key
+
+
+@pytest.mark.parametrize("source, year", [
+    ("Narayanan et al. SC'21, Table 1", 2021), ("Smith et al. 2022 (arXiv 2201.11990), batch 1920 on 2,240 GPUs", 2022),
+    ("arXiv 2407.21783 Table 4", 2024), ("Megatron-LM README (commit f2e5db402c), 2048 sequences", None),
+    ("Touvron et al. 2023, Llama 2", 2023), ("llm-foundry at 061f2c7 (2023-10-17)", 2023),
+    ("a README of October 2023: GlobalBatchSize 2016", 2023), ("30b, 8 GPUs, GlobalBatchSize 2016", None),
+])
+def test_the_publication_year_is_read_from_the_source(source, year):
+    assert v.publication_year(source) == year
 
 
 def test_hetopt_validate_is_the_validation_command(capsys):
