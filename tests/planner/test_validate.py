@@ -197,6 +197,12 @@ def test_the_planner_never_loses_to_a_held_out_h100_layout_small_rows():
     _never_loses({"mcore-h100-1.7b", "mcore-h100-7.1b"}, instances_dir() / "published" / "megatron-core-h100.toml")
 
 
+def test_the_planner_never_loses_to_the_neox_layout_on_deepspeeds_runtime():
+    """Held to what DeepSpeed's pipeline engine runs (ZeRO 0-1, no or full recomputation, fp16,
+    gradients reduced after the flush), the plan is at least as fast as NeoX's configs/20B.yml."""
+    _never_loses({"gpt-neox-20b-96"}, instances_dir() / "published" / "eleutherai-neox-a100.toml")
+
+
 @pytest.mark.slow
 def test_the_planner_never_loses_to_any_published_layout():
     _never_loses({m.id for m in v.load_published()})
