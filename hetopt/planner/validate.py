@@ -122,6 +122,17 @@ def publication_year(source: str) -> int | None:
     return min(years) if years else None
 
 
+def dated_earlier(year: int | None) -> bool:
+    """Whether a run of ``year`` ran on the runtimes before :data:`CURRENT_RUNTIME_FROM` (an undated one did not).
+
+    Examples
+    --------
+    >>> dated_earlier(2021), dated_earlier(2024), dated_earlier(None)
+    (True, False, False)
+    """
+    return year is not None and year < CURRENT_RUNTIME_FROM
+
+
 @dataclass(frozen=True)
 class Measurement:
     """One published, measured training run."""
@@ -152,7 +163,7 @@ class Measurement:
     @property
     def earlier_runtime(self) -> bool:
         """Whether the keys it leaves out are priced as the runtimes before CURRENT_RUNTIME_FROM ran."""
-        return self.year is not None and self.year < CURRENT_RUNTIME_FROM
+        return dated_earlier(self.year)
 
     @property
     def gpus(self) -> int:
@@ -263,7 +274,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
         source = m.string("source", "")
         year = publication_year(source)
-        era = EARLIER_RUNTIME if year is not None and year < CURRENT_RUNTIME_FROM else CURRENT_RUNTIME
+        era = EARLIER_RUNTIME if dated_earlier(year) else CURRENT_RUNTIME
         lay = m.table("layout", required=True)
         lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
                             "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision"))
