@@ -34,18 +34,18 @@ def gpu_types(plan: PlanView) -> list[str]:
     return list(dict.fromkeys(b.gpu for b in plan.blocks))
 
 
-def lacks_bf16(gpu: str) -> bool:
-    """Whether the catalog GPU ``gpu`` has no BF16 arithmetic (the catalog's ``bf16``; a name the
-    catalog does not know: False). Runtimes that offer only bf16 mixed precision (torchtitan)
-    cannot run such a GPU as planned.
+def without_bf16(gpus: list[str]) -> list[str]:
+    """Those of the catalog GPUs ``gpus`` that have no BF16 arithmetic (the catalog's ``bf16``; a
+    name the catalog does not know is not listed). Runtimes that offer only bf16 mixed precision
+    (torchtitan) cannot run them as planned.
 
     Examples
     --------
-    >>> lacks_bf16("V100-SXM2-32GB"), lacks_bf16("A100-SXM4-80GB")
-    (True, False)
+    >>> without_bf16(["V100-SXM2-32GB", "A100-SXM4-80GB", "T4"])
+    ['V100-SXM2-32GB', 'T4']
     """
-    known = load_gpus().get(gpu)
-    return known is not None and not known.bf16
+    catalog = load_gpus()
+    return [g for g in gpus if g in catalog and not catalog[g].bf16]
 
 
 def safe_name(text: str) -> str:

@@ -29,7 +29,7 @@ Fully sharded EP has no Megatron-LM equivalent: a gap.
 
 from __future__ import annotations
 
-from hetopt.export.common import gpu_types, job_value, lacks_bf16, plan_line, safe_name, split_text
+from hetopt.export.common import gpu_types, job_value, plan_line, safe_name, split_text, without_bf16
 from hetopt.export.source import Block, Layout, PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -270,7 +270,7 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
     precision = plan.precision
     if expert_parallel and precision != EXPERT_PARALLEL_PRECISION:
         precision = EXPERT_PARALLEL_PRECISION
-        no_bf16 = [g for g in types if lacks_bf16(g)]
+        no_bf16 = without_bf16(types)
         gaps.append(f"precision: Megatron-LM refuses --{plan.precision} with expert parallelism; the files ask for "
                     f"--{precision} (the plan prices {plan.precision})"
                     + (f", which {', '.join(no_bf16)} cannot run: train those islands without EP" if no_bf16 else ""))

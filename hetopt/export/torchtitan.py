@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from hetopt.export.common import gpu_types, job_value, lacks_bf16, plan_line
+from hetopt.export.common import gpu_types, job_value, plan_line, without_bf16
 from hetopt.export.source import PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -113,7 +113,7 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
     if names is None:
         gaps.append(f"model: torchtitan ships no {plan.model}; set [model] name and flavor to your model spec "
                     "(module_fqns_per_model_part uses torchtitan's decoder names tok_embeddings, layers.N, norm, output)")
-    no_bf16 = [g for g in gpu_types(plan) if lacks_bf16(g)]
+    no_bf16 = without_bf16(gpu_types(plan))
     if no_bf16:
         verb = "have" if len(no_bf16) > 1 else "has"
         gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "

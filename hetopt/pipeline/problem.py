@@ -436,12 +436,17 @@ class PipelineSolution:
     simulation_note: str = ""  # why simulated_s is NaN for a feasible plan (too large to simulate)
     microbatches: int = 0  # M of the instance, so a result file alone can be re-simulated (0: not filled)
 
+    @property
+    def simulated_or_none(self) -> float | None:
+        """``simulated_s``, or None for a schedule that was not simulated (NaN: too large, or out of time)."""
+        return None if math.isnan(self.simulated_s) else self.simulated_s
+
     def to_dict(self) -> dict:
         """Plain data for JSON (``solution`` in ``hetopt solve --json``)."""
         return {
             "iteration_time_s": self.iteration_time_s,
             "bottleneck_s": self.bottleneck_s,
-            "simulated_s": None if math.isnan(self.simulated_s) else self.simulated_s,
+            "simulated_s": self.simulated_or_none,
             "simulated_minus_analytic_s": None if math.isnan(self.simulated_s) else self.simulated_s - self.iteration_time_s,
             "simulation_note": self.simulation_note or None,
             "microbatches": self.microbatches or None,

@@ -253,7 +253,7 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
                 best.stop(r.status, r.reason or r.status.value)
             if r.status.has_solution:
                 detail = "layers " + ", ".join(f"{x.name} {k}" for x, k in zip(s.specs, counts) if k) + f", m={m}"
-                simulated = getattr(r.solution, "simulated_s", float("nan"))
+                simulated = getattr(r.solution, "simulated_or_none", None)
                 # the composed plan's time model, so the speed-ups compare like with like
-                best.offer(simulated if s.time_model == "simulated" and simulated == simulated else r.objective, detail)
+                best.offer(simulated if s.time_model == "simulated" and simulated is not None else r.objective, detail)
     return out + [single.alternative(), uniform.alternative(), proportional.alternative()]

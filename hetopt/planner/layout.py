@@ -483,8 +483,7 @@ class PricedPipeline:
         out = {"layout": "; ".join(b.text() for b in self.blocks), "iteration_time_s": self.iteration_time_s,
                "fits": self.solution is not None, "reason": self.reason, "microbatch_size": self.microbatch_size}
         if self.solution is not None:
-            simulated = self.solution.simulated_s  # NaN: not simulated (too large)
-            out["simulated_s"] = simulated if math.isfinite(simulated) else None
+            out["simulated_s"] = self.solution.simulated_or_none
             out["peak_memory_gib"] = max(st.memory_bytes for st in self.solution.stages) / GIB
         return out
 

@@ -524,9 +524,7 @@ def _fill(out: HeteroPlan, best: Attempt, specs: list[IslandSpec], cluster: Clus
     out.microbatch_size = best.microbatch_size
     out.microbatches = out.global_batch // best.microbatch_size
     out.iteration_time_s = res.objective
-    # the family marks a schedule it did not simulate (too large, or out of time) with NaN
-    simulated = getattr(sol, "simulated_s", None)
-    out.simulated_s = simulated if simulated is not None and math.isfinite(simulated) else None
+    out.simulated_s = getattr(sol, "simulated_or_none", None)
     out.analytic_s = getattr(sol, "iteration_time_s", None)
     out.time_model = res.stats.get("time_model", "closed form")
     out.throughput_samples_s = out.global_batch / res.objective

@@ -279,6 +279,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
                             "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision"))
         # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
+        zero = lay.integer("zero", 0, minimum=0, maximum=3)
         gpus = (islands[cluster].gpu,)
         precision = lay.string("precision", None, choices=PRECISIONS) or hardware_precision(gpus)
         if (problem := precision_problem(precision, gpus)) is not None:
@@ -286,14 +287,14 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         layout = GivenLayout(
             tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
             microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
-            zero=lay.integer("zero", 0, minimum=0, maximum=3),
+            zero=zero,
             overlap=lay.boolean("overlap", era["overlap"]), vpp=lay.integer("vpp", 1, minimum=0),
             flash=lay.boolean("flash_attention", era["flash_attention"]),
             sequence_parallel=lay.boolean("sequence_parallel", era["sequence_parallel"]),
             tp_overlap=lay.boolean("tp_comm_overlap", False),
             ep=lay.integer("ep", 1, minimum=1), fsep=lay.boolean("fsep", False), cp=lay.integer("cp", 1, minimum=1),
             offload=lay.boolean("offload", False),
-            zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", era["zero3_gather"] if lay.data.get("zero") == 3 else "layer",
+            zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", era["zero3_gather"] if zero == 3 else "layer",
                                                       choices=tuple(ZERO3_GATHERS))],
             precision=precision,
         )
