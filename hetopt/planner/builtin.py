@@ -37,6 +37,7 @@ import bisect
 import functools
 import gc
 import math
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -791,6 +792,8 @@ class BuiltinParallelizer:
     prices keyed by everything a price depends on, emptied past ``STAGE_CACHE_LIMIT``
     entries. The memo is not part of the value: equality, hashing and pickling ignore it,
     so a copy sent to a worker process starts empty and fills as it answers its query.
+    It is kept per thread: a dask worker runs several queries on one copy at once, and a
+    table one thread walks must not grow under it in another.
     """
 
     recompute: tuple[str, ...] = cm.RECOMPUTE_MODES
@@ -809,14 +812,19 @@ class BuiltinParallelizer:
     offload: bool = True
     long_sequence: int = LONG_SEQUENCE
     precision: str | None = None
-    _memo: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
+
+    @property
+    def _memo(self) -> dict:
+        """This thread's memo (``threading.local`` keeps one attribute dict per thread)."""
+        return self._local.__dict__
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_memo"}
+        return {k: v for k, v in self.__dict__.items() if k != "_local"}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        object.__setattr__(self, "_memo", {})
+        object.__setattr__(self, "_local", threading.local())
 
     def _cache(self, name: str) -> dict:
         """One table of the memo (``prices``, ``kinds``, ``splits``), all emptied when too big."""

@@ -89,7 +89,8 @@ def _run(query: _Query) -> tuple[PartialPlan, ...]:
 #: The built-in parallelizer that last answered a batch in this process (a worker's), kept with
 #: its memo of stage prices: the next batch brings an equal copy without the memo
 #: (``BuiltinParallelizer`` pickles without it), and answers through this one instead. One
-#: slot, so a long-lived worker holds at most one memo (itself bounded, ``STAGE_CACHE_LIMIT``).
+#: slot, so a long-lived worker holds at most one memo per thread (the memo is per thread:
+#: a threaded worker runs queries at once; each is bounded by ``STAGE_CACHE_LIMIT``).
 _warm: list = []
 
 

@@ -148,3 +148,34 @@ def test_a_worker_answers_later_batches_with_its_warm_parallelizer():
     other = dataclasses.replace(par, fsep=False)  # not equal: answers with its own copy
     en._run_batch([en._Query(other, Slice(atoms[0:2]), isl, 2, 8, 16, 1.0)])
     assert en._warm[0] is not warm and en._warm[0] == other
+
+
+def test_threads_sharing_one_parallelizer_keep_their_own_memo():
+    """A dask worker runs several queries at once on its one warm copy (``enumerate._warm``):
+    each thread fills its own memo, so no table grows while another thread walks it, and the
+    answers are those of a fresh parallelizer."""
+    import threading
+
+    cfg = load_model(MODELS / "gpt3-1.3b.toml")
+    atoms = slice_model(cfg)
+    isl = IslandSpec("a100", GPUS["A100-SXM4-40GB"], nodes=1, gpus_per_node=8)
+    shared = BuiltinParallelizer()
+    cuts = [(0, 6), (6, 12), (12, 18), (0, 12)]
+    answers: dict[int, object] = {}
+    memos: dict[int, int] = {}
+
+    def work(i: int) -> None:
+        a, b = cuts[i]
+        answers[i] = shared.parallelize(Slice(atoms[a:b]), isl, microbatch_size=2, microbatches=8, global_batch=16)
+        memos[i] = id(shared._memo)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cuts))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(answers) == len(cuts) and len(set(memos.values())) == len(cuts)
+    assert shared._memo == {}  # the main thread's memo: untouched by the workers
+    for i, (a, b) in enumerate(cuts):
+        assert answers[i] == BuiltinParallelizer().parallelize(Slice(atoms[a:b]), isl, microbatch_size=2, microbatches=8,
+                                                               global_batch=16)
