@@ -630,6 +630,41 @@ def optimizer_step_s(parameters: float, gpu: GpuType) -> float:
     return OPTIMIZER_STEP_BYTES * parameters / gpu.memory_bandwidth
 
 
+
+#: Bytes a ZeRO-3 runtime that gathers parameter by parameter through list collectives moves
+#: in the GPU's memory per element of a parameter, besides the collective itself: DeepSpeed's
+#: ZeRO-3 of 2021 (v0.3.13 to v0.5.0, ``deepspeed/runtime/zero/partition_parameters.py``,
+#: ``_allgather_param`` and ``_reduce_scatter_gradient``) on PyTorch's ``ProcessGroupNCCL``,
+#: whose list ``all_gather`` and ``reduce_scatter`` run NCCL on a flat buffer of their own.
+#: Each gather zero-fills the full tensor it builds (write 2) and PyTorch copies every rank's
+#: piece out of its flat buffer into it (read 2, write 2); each gradient reduce-scatter
+#: divides the full gradient by d in place (``average_tensor``: read 2, write 2) and PyTorch
+#: copies the rank pieces into its flat input (read 2, write 2). 16-bit elements. A count of
+#: bytes, not a measurement; a runtime that gathers into one flat buffer (FSDP's flat
+#: parameters, DeepSpeed after 2021) moves none of it.
+ZERO3_TENSOR_GATHER_COPY_BYTES = WEIGHT_BYTES + (WEIGHT_BYTES + WEIGHT_BYTES)
+ZERO3_TENSOR_SCATTER_COPY_BYTES = (GRADIENT_BYTES + GRADIENT_BYTES) + (GRADIENT_BYTES + GRADIENT_BYTES)
+
+
+def zero3_tensor_copies_s(parameters: float, gpu: GpuType, *, gathers: int, scatters: int) -> float:
+    """Seconds of the memory copies around ``gathers`` all-gathers and ``scatters`` reduce-scatters
+    of ``parameters`` (the full tensors a GPU gathers) under ZeRO-3 tensor by tensor
+    (:data:`ZERO3_TENSOR_GATHER_COPY_BYTES`, :data:`ZERO3_TENSOR_SCATTER_COPY_BYTES`), at the
+    memory bandwidth. They run on the GPU between the collectives and the compute that
+    waits for them (DeepSpeed of 2021 synchronizes the device before every gather), so
+    nothing hides them.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> a100 = load_gpus()["A100-SXM4-80GB"]
+    >>> round(zero3_tensor_copies_s(174.6e9, a100, gathers=3, scatters=1), 2)  # GPT 175B, full recomputation
+    2.23
+    """
+    nbytes = (gathers * ZERO3_TENSOR_GATHER_COPY_BYTES + scatters * ZERO3_TENSOR_SCATTER_COPY_BYTES) * parameters
+    return nbytes / gpu.memory_bandwidth
+
+
 # ----------------------------------------------------------------------- collectives
 
 #: What NCCL achieves per link, over the link's datasheet figure per direction: its topology
@@ -938,6 +973,9 @@ __all__ = [
     "TP_ALLREDUCES_PER_PASS",
     "WEIGHT_BYTES",
     "ZERO_STAGES",
+    "ZERO3_TENSOR_GATHER_COPY_BYTES",
+    "ZERO3_TENSOR_SCATTER_COPY_BYTES",
+    "zero3_tensor_copies_s",
     "DROPOUT_ARCHITECTURES",
     "DROPOUT_MASK_BYTES",
     "FFN_ACTIVATION_BYTES",

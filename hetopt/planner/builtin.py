@@ -548,6 +548,14 @@ def _stage(
     )
     forward += comm.forward_s
     backward += comm.backward_s
+    if zero3_per_tensor and z == 3:
+        # the list collectives' copies of every gathered tensor and reduced gradient (the
+        # gathers as ``data_parallel_comm`` counts them: forward; backward, again before a
+        # full recomputation), on the full tensors a GPU holds: the dense ones over t, the
+        # experts' over e·etp (each only when its group has replicas to gather from)
+        gathered = (dense_params / tp if replicas > 1 else 0.0) + (exp_params / (ep * etp) if n_moe and expert_replicas > 1 else 0.0)
+        forward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1, scatters=0)
+        backward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1 + (rc == "full"), scatters=1)
     # the optimizer step over this GPU's shard of the state (ZeRO >= 1 shards it over the
     # data-parallel group), once per iteration: amortized over M as the gradient reduction
     step_params = dense_params / tp / (replicas if z >= 1 else 1)

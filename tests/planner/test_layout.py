@@ -201,11 +201,13 @@ def test_bad_per_island_layouts_exit_2_with_the_reason(capsys, text, message):
 def test_zero3_per_tensor_pays_the_ring_latency_per_tensor_and_per_layer_once(tmp_path):
     """ZeRO-3 on 4 DGX nodes, nothing overlapped, no recomputation, one stage: per micro-batch
     the forward gathers once and the backward gathers and reduce-scatters once, so per tensor
-    instead of per layer adds 3 · M · (tensors − units) ring latencies, the bytes the same."""
+    instead of per layer adds 3 · M · (tensors − units) ring latencies, the bytes on the wire
+    the same, and the list collectives' copies of every gathered tensor and reduced gradient
+    (two gathers and a reduce-scatter of all the model's parameters a micro-batch)."""
     from hetopt import costmodel as cm
     from hetopt.planner.compose import island_specs
     from hetopt.planner.layout import price_layout
-    from hetopt.workload import load_model
+    from hetopt.workload import layer_parameters, load_model
 
     path = tmp_path / "four.toml"
     nodes = "".join(f'[[node]]\nname = "n{i}"\ngpu = "A100-SXM4-80GB"\ngpus = 8\n' for i in range(4))
@@ -222,6 +224,10 @@ def test_zero3_per_tensor_pays_the_ring_latency_per_tensor_and_per_layer_once(tm
     gpu = isl.gpu
     hop = cm.ring_hop_latency_s(32, 4, cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"], cm.ring_step_floor_s(gpu.host_cpu))
     expected = 3 * microbatches * (tensors - units) * cm.ring_latency_s(31, hop)
+    params = cfg.layers * layer_parameters(cfg) + cm.input_embedding_parameters(cfg) + cm.head_parameters(cfg, with_embedding=True)
+    copies = microbatches * cm.zero3_tensor_copies_s(params, gpu, gathers=2, scatters=1)
+    assert copies == pytest.approx(microbatches * 20 * params / gpu.memory_bandwidth)  # 6 bytes a gather, 8 a reduce-scatter
+    expected += copies
     assert per_tensor.iteration_time_s - per_layer.iteration_time_s == pytest.approx(expected, rel=1e-9)
     assert "zero3gather=tensor" in parse_layout(text + " zero3gather=tensor").text()
 
