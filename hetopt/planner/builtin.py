@@ -772,7 +772,8 @@ class BuiltinParallelizer:
         here); False: every TP collective is on the critical path.
     zero3_per_tensor
         ZeRO-3 gathers and reduce-scatters every parameter tensor on its own, each paying the
-        ring latency (DeepSpeed's ZeRO-3 as Megatron's SC'21 Table 2 ran it); False, the
+        ring latency and its list collective's copies in memory (``cm.zero3_tensor_copies_s``;
+        DeepSpeed's ZeRO-3 as Megatron's SC'21 Table 2 ran it); False, the
         default: one collective per layer, as FSDP and FSDP2 (``fully_shard`` per block),
         Megatron-Core's FSDP and torchtitan run it.
     expert_parallel, fsep
@@ -855,6 +856,29 @@ class BuiltinParallelizer:
             raise ValueError(f"reserved bytes must be >= 0 (got {self.reserved_bytes})")
         if self.precision is not None and self.precision not in cm.PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(cm.PRECISIONS)} (got {self.precision!r})")
+
+    def running(self, *, overlap: bool, flash: bool, sequence_parallel: bool, tp_overlap: bool, zero3_per_tensor: bool,
+                precision: str | None) -> BuiltinParallelizer:
+        """This parallelizer pricing a framework that runs as the arguments say (a given layout's
+        or a ``--runtime``'s ``overlap``, ``flash``, ``sp``, ``tpoverlap``, ``zero3gather`` and
+        ``precision``); itself when it already does, so its memo of stage prices is kept.
+
+        Examples
+        --------
+        >>> par = BuiltinParallelizer()
+        >>> old = par.running(overlap=False, flash=False, sequence_parallel=False, tp_overlap=False,
+        ...                   zero3_per_tensor=True, precision="fp16")
+        >>> old.overlap_communication, old.flash_attention, old.zero3_per_tensor, old.precision
+        (False, False, True, 'fp16')
+        >>> par.running(overlap=True, flash=True, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None) is par
+        True
+        """
+        now = (self.overlap_communication, self.flash_attention, self.sequence_parallel, self.tp_comm_overlap,
+               self.zero3_per_tensor, self.precision)
+        if now == (overlap, flash, sequence_parallel, tp_overlap, zero3_per_tensor, precision):
+            return self
+        return replace(self, overlap_communication=overlap, flash_attention=flash, sequence_parallel=sequence_parallel,
+                       tp_comm_overlap=tp_overlap, zero3_per_tensor=zero3_per_tensor, precision=precision)
 
     def flash_on(self, island: IslandSpec) -> bool:
         """Whether attention runs as FlashAttention on ``island``: the runtime asks for it and

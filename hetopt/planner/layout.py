@@ -106,12 +106,8 @@ class GivenLayout:
 
     def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` pricing the runtime this layout ran on (its overlap, attention and sequence parallelism)."""
-        if (par.overlap_communication, par.flash_attention, par.sequence_parallel, par.tp_comm_overlap,
-                par.zero3_per_tensor, par.precision) == self.runtime_flags:
-            return par
-        return replace(par, overlap_communication=self.overlap, flash_attention=self.flash,
-                       sequence_parallel=self.sequence_parallel, tp_comm_overlap=self.tp_overlap,
-                       zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
+        return par.running(overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
+                           tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
 
 
 @dataclass(frozen=True)

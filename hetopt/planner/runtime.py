@@ -84,9 +84,9 @@ class Runtime:
 
     def parallelizer(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` searching only what this runtime has, priced as it runs."""
-        return replace(par, recompute=self.recompute, zero_stages=self.zero, flash_attention=self.flash,
-                       overlap_communication=self.overlap, sequence_parallel=self.sequence_parallel,
-                       tp_comm_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
+        runs = par.running(overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
+                           tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
+        return replace(runs, recompute=self.recompute, zero_stages=self.zero,
                        expert_parallel=self.expert_parallel, fsep=par.fsep and self.expert_parallel,
                        cp=par.cp if self.context_parallel else (1,), offload=par.offload and self.offload)
 
