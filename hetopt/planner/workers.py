@@ -88,6 +88,12 @@ class ProcessPool(Executor):
         _quiet_cancelled_futures()
         old = self._pool
         workers = list(getattr(old, "_processes", {}).values())  # CPython's ProcessPoolExecutor keeps them here
+        # the batches still in its call queue's pipe have no reader once the workers are gone:
+        # its feeder thread blocks writing them, and multiprocessing joins that thread at
+        # interpreter exit, so the command would print its answer and never return
+        call_queue = getattr(old, "_call_queue", None)
+        if call_queue is not None:
+            call_queue.cancel_join_thread()
         old.shutdown(wait=False, cancel_futures=True)
         for proc in workers:
             if proc.is_alive():
