@@ -517,10 +517,15 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     module_name, folder = GENERATORS[args.family]
     module = importlib.import_module(module_name)
     target = Path(args.out) if args.out else instances_dir() / folder
+    if target.exists() and not target.is_dir():
+        raise InputError(f"--out {target}: exists and is not a folder (give a folder name)")
     # only the allocation generator reads Cephalo's profiles
     extra = (Path(args.profiles) if args.profiles else None,) if args.family == "allocation" else ()
-    for path in module.write(target, *extra):
-        out.print(str(path), highlight=False)
+    try:
+        for path in module.write(target, *extra):
+            out.print(str(path), highlight=False)
+    except OSError as exc:  # the folder cannot be made or written (permissions, a full disk)
+        raise InputError(f"--out {target}: cannot write ({exc.strerror or exc})") from None
     return EXIT_OK
 
 

@@ -36,6 +36,36 @@ READERS: dict[str, Callable[[dict, str], Any]] = {
 MAX_FILE_BYTES = 64 * 2**20
 
 
+def too_deep(source: str | Path) -> InputError:
+    """The one-line error for an input nested deeper than Python's parsers recurse.
+
+    ``tomllib`` and ``json`` recurse once per nested list or table and raise RecursionError
+    some hundreds of levels down; no hetopt input nests more than a few, so such a file is
+    refused as malformed.
+
+    Examples
+    --------
+    >>> str(too_deep("x.json"))
+    'x.json: nested too deeply to read (lists or tables hundreds of levels inside each other); no hetopt input nests more than a few levels'
+    """
+    return InputError(f"{source}: nested too deeply to read (lists or tables hundreds of levels inside each other); "
+                      "no hetopt input nests more than a few levels")
+
+
+def check_size(path: Path, what: str) -> None:
+    """Refuse a file above :data:`MAX_FILE_BYTES` before reading it (its parse would take
+    memory many times its size).
+
+    Raises
+    ------
+    InputError
+        Naming the file, its size and the limit.
+    """
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"{path}: {size} bytes, above the {MAX_FILE_BYTES}-byte limit for {what}")
+
+
 def read_toml(path: str | Path) -> dict:
     """Parse a TOML file, turning every failure into a one-line InputError.
 
@@ -49,8 +79,7 @@ def read_toml(path: str | Path) -> dict:
         raise InputError(f"{path}: no such file (check the path)")
     if p.is_dir():
         raise InputError(f"{path}: is a folder, not an instance file")
-    if p.stat().st_size > MAX_FILE_BYTES:
-        raise InputError(f"{path}: {p.stat().st_size} bytes, above the {MAX_FILE_BYTES}-byte limit for an instance file")
+    check_size(p, "an instance file")
     try:
         text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -61,6 +90,8 @@ def read_toml(path: str | Path) -> dict:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise too_deep(path) from None
 
 
 def _file_kind(data: dict) -> str | None:
@@ -135,6 +166,8 @@ def loads(text: str, *, source: str = "<string>") -> Any:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise too_deep(source) from None
     return READERS[problem_of(data, source)](data, source)
 
 

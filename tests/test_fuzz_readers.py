@@ -274,3 +274,35 @@ def test_malformed_and_extreme_files_end_in_a_documented_way(family, tmp_path):
         if instance is not None:
             failures.extend(f"{case} [{what}]: {p}" for p in contradictions(family, instance, docs))
     assert not failures, f"{len(failures)} failures:\n" + "\n".join(failures)
+
+
+def _one_line_exit_2(argv: list[str], capsys, needle: str) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and needle in err, err
+
+
+def test_inputs_nested_past_the_parsers_are_refused_in_one_line(tmp_path, capsys):
+    """tomllib and json recurse once a level: a file nested hundreds deep raised
+    RecursionError (exit 4) in every reader; now it is malformed input (found by fuzzing)."""
+    deep_toml = tmp_path / "deep.toml"
+    deep_toml.write_text('problem = "allocation"\nfoo = ' + "[" * 1000 + "]" * 1000 + "\n")
+    deep_json = tmp_path / "deep.json"
+    deep_json.write_text('{"stages": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    _one_line_exit_2(["solve", str(deep_toml)], capsys, "nested too deeply")
+    _one_line_exit_2(["plan", "--cluster", "cephalo-a", "--model", str(deep_toml), "--global-batch", "8"], capsys, "nested too deeply")
+    _one_line_exit_2(["draw", str(deep_json), "-o", str(tmp_path / "x.svg")], capsys, "nested too deeply")
+    _one_line_exit_2(["export", str(deep_json), "--to", "megatron"], capsys, "nested too deeply")
+
+
+def test_generate_refuses_an_output_it_cannot_write_and_a_profile_of_the_wrong_shape(tmp_path, capsys):
+    taken = tmp_path / "plan.json"
+    taken.write_text("{}")
+    _one_line_exit_2(["generate", "clusters", "--out", str(taken)], capsys, "exists and is not a folder")
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    for src in (ROOT / "instances" / "profiles" / "cephalo").glob("*.json"):
+        (profiles / src.name).write_text(src.read_text())
+    (profiles / "model_latencies.json").write_text("[1, 2]")
+    _one_line_exit_2(["generate", "allocation", "--out", str(tmp_path / "out"), "--profiles", str(profiles)], capsys,
+                     "not an object keyed by model")

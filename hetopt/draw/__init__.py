@@ -159,7 +159,10 @@ def read_result(path: str) -> Any:
     ...
     hetopt.errors.InputError: no-such-result.json: no such file
     """
+    from hetopt.io import check_size, too_deep
+
     try:
+        check_size(Path(path), "a result")
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
@@ -167,6 +170,8 @@ def read_result(path: str) -> Any:
         raise InputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise too_deep(path) from None
     except json.JSONDecodeError as exc:
         if Path(path).suffix.lower() == ".toml":
             raise InputError(f"{path}: an instance file, not a result: solve it and draw the answer "

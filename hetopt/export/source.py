@@ -165,8 +165,13 @@ def read_document(path: str | Path) -> dict[str, Any]:
         raise InputError(f"{path}: is a folder (give the JSON file of `hetopt plan --json` or `hetopt solve --json`)")
     if not p.is_file():
         raise InputError(f"{path}: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)")
+    from hetopt.io import check_size, too_deep
+
     try:
+        check_size(p, "a result")
         doc = json.loads(p.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise too_deep(path) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
     except json.JSONDecodeError as exc:

@@ -36,12 +36,23 @@ def default_profiles_dir() -> Path:
 
 
 def _read_json(path: Path) -> dict:
+    """A profile file: a JSON object (keyed by model, then GPU, ...)."""
+    from hetopt.io import check_size, too_deep
+
     if not path.exists():
         raise InputError(f"{path}: no such file (pass the cephalo-profiles folder with --profiles)")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        check_size(path, "a profile file")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise too_deep(path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a JSON {type(data).__name__}, not an object keyed by model (give Cephalo's profile file)")
+    return data
 
 
 def load_latencies(folder: Path) -> dict:
@@ -56,10 +67,15 @@ def load_memory(folder: Path) -> dict:
 
 def layer_profile(latencies: dict, model: str, gpu: str, seq: int, dtype: str) -> LayerProfile | None:
     """The two-line (optionally tabled) profile, or None when absent or in the old one-line form."""
-    entry = latencies.get(model, {}).get(gpu, {}).get(str(seq), {}).get(dtype)
-    if entry is None or not isinstance(entry[0], list):
-        return None
-    (fs, fi), (bs, bi) = entry[0], entry[1]
-    ft = tuple(x * MS for x in entry[2]) if len(entry) > 2 else ()
-    bt = tuple(x * MS for x in entry[3]) if len(entry) > 3 else ()
-    return LayerProfile((fs * MS, fi * MS), (bs * MS, bi * MS), ft, bt)
+    where = f"model_latencies.json: {model}.{gpu}.{seq}.{dtype}"
+    try:
+        entry = latencies.get(model, {}).get(gpu, {}).get(str(seq), {}).get(dtype)
+        if entry is None or not isinstance(entry[0], list):
+            return None
+        (fs, fi), (bs, bi) = entry[0], entry[1]
+        ft = tuple(x * MS for x in entry[2]) if len(entry) > 2 else ()
+        bt = tuple(x * MS for x in entry[3]) if len(entry) > 3 else ()
+        return LayerProfile((fs * MS, fi * MS), (bs * MS, bi * MS), ft, bt)
+    except (AttributeError, TypeError, IndexError, ValueError):  # a level that is not Cephalo's shape
+        raise InputError(f"{where}: not Cephalo's form (objects by model, GPU, sequence and dtype, then "
+                         "[[forward slope, intercept], [backward slope, intercept], ...] in ms)") from None
