@@ -151,10 +151,11 @@ def dendrogram_islands(instance: IslandsInstance, tree: dendro.Dendrogram, deadl
             if ranges[d] is not None:
                 profiles[ranges[d]].append(d)
         types = sorted(profiles, key=lambda r: (r.gpus, r.c, r.m, r.b))
-        adjacent = [
-            sum(1 << v for v, other in enumerate(types) if v != u and types[u].union(other).homogeneous(instance))
-            for u in range(len(types))
-        ]
+        adjacent = []  # which profiles may share an island: quadratic in the profiles, so under the deadline
+        for u in range(len(types)):
+            if deadline.expired():
+                raise OutOfTime
+            adjacent.append(sum(1 << v for v, other in enumerate(types) if v != u and types[u].union(other).homogeneous(instance)))
         for part in min_clique_cover(adjacent, counters, deadline):
             plan.append([d for v, t in enumerate(types) if part >> v & 1 for d in profiles[t]])
         plans.append(plan)

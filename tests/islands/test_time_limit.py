@@ -150,3 +150,22 @@ def test_a_model_contradicting_the_greedy_is_a_solver_bug(monkeypatch, method):
         monkeypatch.setattr(milp, "solve_pulp_by", lambda *_a, **_k: (infeasible, None))
     with pytest.raises(SolverBug, match="reports infeasible where a solution is known to exist"):
         solve(load(INSTANCES / "tiny.toml"), method)
+
+
+def test_the_dendrogram_dp_keeps_its_limit_on_thousands_of_node_profiles():
+    """2,048 nodes that all differ (their own tflops) behind one network: every node is a
+    profile of its own, and the graph of which profiles may share an island is quadratic
+    (4 million checks, about a minute); it is built under the deadline (it ran 63 s under
+    --time-limit 1, found by fuzzing)."""
+    import time
+
+    from hetopt.family import TIME_LIMIT_SLACK_S
+    from hetopt.io import loads
+
+    nodes = "".join(f'[[node]]\nname = "n{i}"\ngpu = "T4"\ngpus = 8\ntflops = {10 + i * 1.3}\nmemory_gib = 40.0\n'
+                    f'intra_gbs = 100.0\n' for i in range(2048))
+    inst = loads(f'name = "distinct"\nproblem = "islands"\n{nodes}[network]\ndefault_gbps = 100.0\n')
+    started = time.perf_counter()
+    r = solve(inst, "dp-dendrogram", time_limit=0.5)
+    assert time.perf_counter() - started <= 0.5 + TIME_LIMIT_SLACK_S
+    assert r.status is Status.TIME_LIMIT and r.solution is None
