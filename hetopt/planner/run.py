@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator
 from concurrent.futures import Executor
 
@@ -15,6 +16,9 @@ from hetopt.planner.plan import HeteroPlan, as_model, check_time_limit, plan
 from hetopt.planner.workers import ProcessPool, dask_executor
 #: Largest global batch ``hetopt plan`` accepts (samples per iteration).
 MAX_GLOBAL_BATCH = 1 << 20
+#: The least time limit a plan is given after connecting to a scheduler took the rest: it
+#: then returns TIME_LIMIT at once (a limit must be > 0).
+MIN_TIME_LEFT_S = 1e-3
 
 
 def policies_from(no_prune: str | None) -> tuple[str, ...]:
@@ -29,9 +33,10 @@ def policies_from(no_prune: str | None) -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def executor_for(workers: int | None, scheduler: str | None) -> Iterator[Executor | None]:
-    """A Dask scheduler's executor (``scheduler``), a process pool of ``workers`` processes
-    that replaces dead workers (``workers`` > 1), or None (here).
+def executor_for(workers: int | None, scheduler: str | None, timeout: float | None = None) -> Iterator[Executor | None]:
+    """A Dask scheduler's executor (``scheduler``, connecting within ``timeout`` seconds), a
+    process pool of ``workers`` processes that replaces dead workers (``workers`` > 1), or
+    None (here).
 
     Raises
     ------
@@ -39,7 +44,7 @@ def executor_for(workers: int | None, scheduler: str | None) -> Iterator[Executo
         A malformed scheduler address, no Dask scheduler answering there, ``workers`` < 1.
     """
     if scheduler:
-        with dask_executor(scheduler) as executor:
+        with dask_executor(scheduler, timeout) as executor:
             yield executor
         return
     n = os.cpu_count() or 1 if workers is None else workers
@@ -76,7 +81,10 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
     check_time_limit(args.time_limit)
     cluster = load_cluster(args.cluster)
     cfg = as_model(args.model)
-    with executor_for(args.workers, args.scheduler) as executor:
+    started = time.monotonic()
+    with executor_for(args.workers, args.scheduler, args.time_limit) as executor:
+        # the limit bounds the whole call: what connecting to a scheduler took is not the plan's
+        limit = None if args.time_limit is None else max(args.time_limit - (time.monotonic() - started), MIN_TIME_LEFT_S)
         return plan(
             cluster,
             cfg,
@@ -85,7 +93,7 @@ def run_plan(args, on_progress=None) -> HeteroPlan:
             seq=args.seq,
             policies=policies_from(args.no_prune),
             executor=executor,
-            time_limit=args.time_limit,
+            time_limit=limit,
             alternatives=not args.no_alternatives,
             on_progress=on_progress,
             max_islands=args.max_islands,

@@ -203,21 +203,24 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
 
 
 @contextlib.contextmanager
-def dask_executor(address: str) -> Iterator[Executor]:
-    """An executor on the Dask scheduler at ``address``, checked first with :func:`probe_scheduler`.
+def dask_executor(address: str, timeout: float | None = None) -> Iterator[Executor]:
+    """An executor on the Dask scheduler at ``address``, checked first with :func:`probe_scheduler`,
+    each of the two connections waiting at most ``timeout`` seconds (None:
+    :data:`SCHEDULER_TIMEOUT_S`; a plan's time limit, when shorter, so the limit holds).
 
     Raises
     ------
     InputError
         A malformed address, no Dask scheduler there, or Dask's distributed package missing.
     """
-    probe_scheduler(address)
+    timeout = SCHEDULER_TIMEOUT_S if timeout is None else min(timeout, SCHEDULER_TIMEOUT_S)
+    probe_scheduler(address, timeout)
     try:
         from distributed import Client
     except ImportError:
         raise InputError("--scheduler needs Dask's distributed package: pip install 'hetopt[dask]'") from None
     try:
-        client = Client(address, timeout=f"{SCHEDULER_TIMEOUT_S}s")
+        client = Client(address, timeout=f"{timeout}s")
     except (OSError, MemoryError, ValueError, TypeError) as exc:
         raise InputError(f"--scheduler {address}: cannot connect ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
     try:
