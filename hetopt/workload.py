@@ -194,6 +194,9 @@ def model_from_fields(f: Fields) -> ModelConfig:
     )
     if cfg.head_dim is None and cfg.hidden % cfg.heads:
         raise f.error("heads", f"hidden {cfg.hidden} is not a multiple of heads {cfg.heads}; give head_dim")
+    if cfg.kv_heads is not None and cfg.heads % cfg.kv_heads:
+        raise f.error("kv_heads", f"{cfg.kv_heads} does not divide heads {cfg.heads} (grouped-query attention shares "
+                                  "each key/value head among heads / kv_heads query heads)")
     if cfg.top_k > cfg.experts:
         raise f.error("top_k", f"{cfg.top_k} exceeds experts {cfg.experts}")
     return cfg

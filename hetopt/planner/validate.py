@@ -264,9 +264,14 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             inter_bandwidth=c.number("inter_gbps", minimum=MIN_INTER_GBPS) * GIGA / BITS_PER_BYTE,
         )
     out = []
-    for m in top.tables("measurement", required=True):
+    seen: dict[str, int] = {}
+    for k, m in enumerate(top.tables("measurement", required=True)):
         m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
                           "layout", "runtime", "note"))
+        ident = m.string("id")
+        if ident in seen:
+            raise m.error("id", f"{ident!r} also names measurement[{seen[ident]}] (every row needs its own id)")
+        seen[ident] = k
         model, cluster = m.string("model"), m.string("cluster")
         if model not in models:
             raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
@@ -473,8 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="hetopt validate", description=__doc__.split("\n")[0])
     parser.add_argument("--file", default=None,
                         help="a published measurement set: a file, or the name of a shipped one "
-                        "(megatron-sc21, the default calibration set; megatron-core-h100, "
-                        "megatron-lm-readme-a100, megatron-selective-a100, bigscience-bloom-a100, megatron-turing-nlg-a100 and mosaicml-mpt, held out)")
+                        "(megatron-sc21, the default calibration set; held out: "
+                        + ", ".join(sorted(p.stem for p in (instances_dir() / "published").glob("*.toml") if p.stem != "megatron-sc21"))
+                        + ")")
     parser.add_argument("--only", default=None, help="comma-separated measurement ids")
     parser.add_argument("--json", action="store_true", help="one JSON document")
     parser.add_argument("--plan", action="store_true",
@@ -482,7 +488,16 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
-        rows = validate(load_published(path), only=args.only.split(",") if args.only else None, with_plan=args.plan)
+        measurements = load_published(path)
+        only = None if args.only is None else [i for i in args.only.split(",") if i.strip()]
+        if only is not None:
+            known = {m.id for m in measurements}
+            unknown = [i for i in only if i not in known]
+            if unknown or not only:
+                raise InputError(f"--only {args.only}: " + (f"no measurement {', '.join(map(repr, unknown))} in "
+                                 f"{path or default_published()} (its ids: {', '.join(sorted(known)[:5])}, ...)"
+                                 if unknown else "give comma-separated measurement ids"))
+        rows = validate(measurements, only=only, with_plan=args.plan)
     except InputError as exc:
         print(f"hetopt: {exc}", file=sys.stderr)
         return 2

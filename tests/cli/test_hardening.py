@@ -141,3 +141,25 @@ def test_help_lists_the_exit_codes(capsys):
         main(["--help"])
     out = capsys.readouterr().out
     assert "exit codes" in out and "4  internal error" in out and "3  time limit" in out
+
+
+def test_validate_refuses_unknown_ids_and_a_set_that_repeats_one(capsys, tmp_path):
+    code, out, err = run(capsys, "validate", "--only", "no-such-row")
+    assert code == EXIT_USAGE and out == "" and len(err) == 1 and "no measurement 'no-such-row'" in err[0]
+    code, out, err = run(capsys, "validate", "--only", ",")
+    assert code == EXIT_USAGE and len(err) == 1 and "give comma-separated measurement ids" in err[0]
+    text = (ROOT / "instances" / "published" / "eleutherai-neox-a100.toml").read_text()
+    row = text[text.index("[[measurement]]"):]
+    twice = tmp_path / "twice.toml"
+    twice.write_text(text + "\n" + row)
+    code, out, err = run(capsys, "validate", "--file", str(twice))
+    assert code == EXIT_USAGE and len(err) == 1 and "measurement[1].id" in err[0] and "also names measurement[0]" in err[0]
+
+
+@pytest.mark.parametrize("kv_heads", [3, 8])
+def test_a_model_whose_kv_heads_do_not_divide_its_heads_is_refused(capsys, tmp_path, kv_heads):
+    model = tmp_path / "gqa.toml"
+    model.write_text(f'name = "gqa"\narchitecture = "llama"\nlayers = 4\nhidden = 256\nheads = 4\nkv_heads = {kv_heads}\n'
+                     'ffn = 1024\nvocab = 1000\nsequence = 512\n')
+    code, out, err = run(capsys, "plan", "--cluster", "cephalo-a", "--model", str(model), "--global-batch", "8")
+    assert code == EXIT_USAGE and len(err) == 1 and f"kv_heads: {kv_heads} does not divide heads 4" in err[0]
