@@ -254,7 +254,8 @@ def crosscheck(instance: Any, methods: Sequence[str] | None = None, **options: A
     methods
         At least two different method names; by default the family's choice for this
         instance (the fast exact methods, plus the slow references when the instance is
-        small enough).
+        small enough), which on an instance too large for all but one method is that one
+        (``compared`` is then at most 1 and ``agree`` None).
     **options
         As for :func:`solve`, passed to every method (``time_limit`` applies to each).
 
@@ -275,7 +276,7 @@ def crosscheck(instance: Any, methods: Sequence[str] | None = None, **options: A
     fam = family(instance)
     names = list(methods) if methods is not None else fam.crosscheck_methods(instance)
     resolved = {_resolve(fam, name)[0] for name in names}
-    if len(resolved) < 2:
+    if len(resolved) < 2 and methods is not None:  # the family's own choice may be one method: it says so
         raise ValueError(f"a crosscheck compares at least two different methods (got {', '.join(names) or 'none'}; "
                          f"known: {', '.join(['auto', *fam.methods])})")
     checked = check_options(**options)

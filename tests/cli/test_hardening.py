@@ -163,3 +163,17 @@ def test_a_model_whose_kv_heads_do_not_divide_its_heads_is_refused(capsys, tmp_p
                      'ffn = 1024\nvocab = 1000\nsequence = 512\n')
     code, out, err = run(capsys, "plan", "--cluster", "cephalo-a", "--model", str(model), "--global-batch", "8")
     assert code == EXIT_USAGE and len(err) == 1 and f"kv_heads: {kv_heads} does not divide heads 4" in err[0]
+
+
+def test_crosscheck_by_the_familys_choice_of_one_method_reports_it_alone(capsys, monkeypatch):
+    """On an instance too large for all but dp, the default crosscheck runs dp and says there
+    was nothing to compare (exit 0), as the help's exit codes promise; it was a usage error
+    naming --methods, which the user had not given (found by fuzzing)."""
+    from hetopt import solvers
+
+    import dataclasses
+
+    allocation = solvers.family("allocation")
+    monkeypatch.setitem(solvers.FAMILIES, "allocation", dataclasses.replace(allocation, crosscheck_methods=lambda instance: ["dp"]))
+    code, out, err = run(capsys, "crosscheck", TINY)
+    assert code == 0 and err == [] and "only one method proved an answer (dp)" in out
