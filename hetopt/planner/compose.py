@@ -8,6 +8,7 @@ uniform and compute-proportional baselines are compositions with fixed layer cou
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ import numpy as np
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
-from hetopt.pipeline.problem import PipelineInstance, PipelineOption
+from hetopt.pipeline.problem import MIN_TIME_S, PipelineInstance, PipelineOption
 from hetopt.planner.parallelizer import divisors as _all_divisors
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
@@ -145,16 +146,33 @@ def pipeline_instance(
             seen.add(option)
             options.append(option)
             behind.append(plan)
-    instance = PipelineInstance(
-        name=name,
-        layers=cfg.layers,
-        microbatches=microbatches,
-        islands=tuple(s.to_island() for s in islands),
-        options=tuple(options),
-        link_s=links,
-        memory_fraction=memory_fraction,
-    )
+    with below_resolution(cfg):
+        instance = PipelineInstance(
+            name=name,
+            layers=cfg.layers,
+            microbatches=microbatches,
+            islands=tuple(s.to_island() for s in islands),
+            options=tuple(options),
+            link_s=links,
+            memory_fraction=memory_fraction,
+        )
     return instance, behind
+
+
+@contextlib.contextmanager
+def below_resolution(cfg: ModelConfig):
+    """Name the model when the cost model prices a stage or link of it below the pipeline
+    family's 1 µs resolution (``MIN_TIME_S``: a sequence of one token, a model a few units
+    wide), which the solvers cannot represent; the family's own message names only its
+    internal key."""
+    try:
+        yield
+    except InputError as exc:
+        if "not represented by the solvers" not in str(exc):
+            raise
+        raise InputError(f"model {cfg.name}: the cost model prices a stage or a link of it below {MIN_TIME_S:g} s at "
+                         f"this sequence length, which the solvers do not represent ({exc}); plan a longer sequence "
+                         "(--seq) or a larger model") from None
 
 
 def split_layers(weights: Sequence[float], layers: int) -> list[int]:

@@ -511,6 +511,7 @@ def price_island_layouts(
     """
     from hetopt.pipeline.plan import build_solution
     from hetopt.pipeline.problem import Block, PipelineInstance, evaluate, PipelineSolution
+    from hetopt.planner.compose import below_resolution
 
     par = parallelizer or BuiltinParallelizer()
     seq = seq or cfg.sequence
@@ -547,8 +548,9 @@ def price_island_layouts(
             options.append(partial.to_option(index[b.island]))
             placed.append(Block(index[b.island], k, first, b.layers))
             first += b.layers
-        instance = PipelineInstance(f"given-{cfg.name}-m{m}", cfg.layers, M, tuple(x.to_island() for x in islands),
-                                    tuple(options), links(m))
+        with below_resolution(cfg):
+            instance = PipelineInstance(f"given-{cfg.name}-m{m}", cfg.layers, M, tuple(x.to_island() for x in islands),
+                                        tuple(options), links(m))
         ev = evaluate(instance, PipelineSolution(tuple(placed)))
         if not ev.feasible:
             if best.solution is None:

@@ -177,3 +177,12 @@ def test_crosscheck_by_the_familys_choice_of_one_method_reports_it_alone(capsys,
     monkeypatch.setitem(solvers.FAMILIES, "allocation", dataclasses.replace(allocation, crosscheck_methods=lambda instance: ["dp"]))
     code, out, err = run(capsys, "crosscheck", TINY)
     assert code == 0 and err == [] and "only one method proved an answer (dp)" in out
+
+
+def test_a_plan_priced_below_the_solvers_resolution_names_the_model_and_the_fix(capsys):
+    """A one-token sequence makes a link cost 0.5 µs, below the pipeline family's 1 µs: the
+    message named only the family's internal key (link m1-...: time_s); it names the model
+    and --seq now (found by fuzzing)."""
+    code, out, err = run(capsys, "plan", "--cluster", "cephalo-a", "--model", "gpt3-1.3b", "--global-batch", "8", "--seq", "1",
+                         "--no-alternatives")
+    assert code == EXIT_USAGE and len(err) == 1 and "model GPT-3 1.3B" in err[0] and "(--seq)" in err[0]
