@@ -107,7 +107,9 @@ def replicas_instance(
     kept, candidates = [], []
     for shape in unit_shapes(cluster, members):
         mine = []
-        link = network_link(cluster, shape.first_node)
+        # a cluster of one node has no network: one replica at most, whose sync crosses
+        # nothing; its GPU links stand in (the family needs a figure, and none is used)
+        link = network_link(cluster, shape.first_node) or shape.spec.intra_bandwidth
         for k in UNITS_PER_PIPELINE:
             if k > shape.count or (deadline is not None and deadline.expired()):
                 break

@@ -186,3 +186,14 @@ def test_a_plan_priced_below_the_solvers_resolution_names_the_model_and_the_fix(
     code, out, err = run(capsys, "plan", "--cluster", "cephalo-a", "--model", "gpt3-1.3b", "--global-batch", "8", "--seq", "1",
                          "--no-alternatives")
     assert code == EXIT_USAGE and len(err) == 1 and "model GPT-3 1.3B" in err[0] and "(--seq)" in err[0]
+
+
+def test_replicas_on_a_cluster_of_one_node_plan(capsys, tmp_path):
+    """One node needs no [network]; --replicas on it failed on the replicas family's internal
+    bandwidth key (0 Gb/s) where the plain plan succeeded (found by fuzzing)."""
+    one = tmp_path / "one.toml"
+    one.write_text('name = "one"\n[[node]]\nname = "a"\ngpu = "A100-SXM4-80GB"\ngpus = 8\n')
+    code, out, err = run(capsys, "plan", "--cluster", str(one), "--model", "gpt3-1.3b", "--global-batch", "16", "--replicas",
+                         "--no-alternatives", "--json")
+    assert code == 0 and err == [], err
+    assert json.loads(out)["replicas"]["status"] in ("OPTIMAL", "FEASIBLE")
