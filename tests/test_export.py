@@ -300,7 +300,9 @@ def test_one_island_megatron_export_has_no_gaps() -> None:
 
 
 def test_torchtitan_names_a_model_it_ships() -> None:
-    out = export(_doc(C2) | {"model": "Llama-3 8B"}, "torchtitan")
+    doc = _doc(C2) | {"model": "Llama-3 8B"}
+    doc["stages"][-1]["layers"] += 32 - sum(s["layers"] for s in doc["stages"])  # Llama-3 8B's 32 layers
+    out = export(doc, "torchtitan")
     assert tomllib.loads(out.files["torchtitan.toml"])["model"] == {"name": "llama3", "flavor": "8B"}
     assert not any(g.startswith("model:") for g in out.gaps)
     assert any(g.startswith("model: torchtitan ships no GPT-3 1.3B") for g in export_file(C2, "torchtitan").gaps)
@@ -316,6 +318,19 @@ def test_deepspeed_allocation_gaps_uneven_batches_and_shares() -> None:
     gaps = export_file(TINY, "deepspeed").gaps
     assert any(g.startswith("uneven per-GPU batches (2×2, 8×1") for g in gaps)
     assert any(g.startswith("uneven state shares") for g in gaps)
+
+
+def test_an_edited_plan_whose_stages_contradict_it_is_refused() -> None:
+    """Found by fuzzing: a plan JSON edited to 1e9 layers exported ``--num-layers 1000000000``,
+    and a stage on an island the plan does not have exported "0 x A100, 0 nodes"."""
+    doc = _doc(C2)
+    doc["stages"][-1]["layers"] += 1_000_000_000
+    with pytest.raises(InputError, match=r"stages hold 1000000024 layers but GPT-3 1.3B has 24"):
+        export(doc, "megatron")
+    doc = _doc(C2)
+    doc["stages"][0]["island"] = "zzz"
+    with pytest.raises(InputError, match=r"stages\[0\]\.island: 'zzz' is not one of the plan's islands"):
+        export(doc, "megatron")
 
 
 def test_deepspeed_caps_zero_beside_pipelines_with_a_gap() -> None:

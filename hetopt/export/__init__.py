@@ -119,6 +119,9 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
                              "(give the model the plan was made for)")
         if model is None:
             model = find_model(view.model)
+            if model is not None and model.layers != view.layers:  # the plan's own model, by its name
+                raise InputError(f"{source}: stages hold {view.layers} layers but {view.model} has {model.layers} "
+                                 "(re-run `hetopt plan --json`)")
             if model is None and module.NEEDS_MODEL:
                 gaps.append(f"model: {view.model!r} is not a shipped model; its dimensions are left out "
                             "(give --model FILE, a model file as in instances/models/)")

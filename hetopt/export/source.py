@@ -300,7 +300,10 @@ def plan_view(doc: dict[str, Any], source: str) -> PlanView:
 
     def close() -> None:
         k, first, lay = current[0]
-        info = islands.get(first["island"], {})
+        if first["island"] not in islands:
+            raise InputError(f"{source}: stages[{k}].island: {first['island']!r} is not one of the plan's islands "
+                             "(re-run `hetopt plan --json`)")
+        info = islands[first["island"]]
         blocks.append(Block(first["island"], str(first.get("gpu", "?")), lay, k,
                             tuple(s["layers"] for _, s, _ in current),
                             int(info.get("gpus", 0) or 0), int(info.get("nodes", 0) or 0)))
