@@ -341,3 +341,20 @@ def test_readme_shows_a_committed_picture_of_each_kind():
         shown = re.findall(rf"\]\((docs/pictures/{kind}[\w.-]*\.(?:svg|png))\)", text)
         assert shown, kind
         assert all((ROOT / path).is_file() for path in shown), shown
+
+
+def test_a_result_too_large_to_draw_is_refused_up_front_with_the_limit(tmp_path):
+    """A 20,000-GPU allocation (hetopt's own solve --json) or an island of 200,000 nodes ran
+    for minutes (found by fuzzing): bars and squares below a pixel are refused, naming the key."""
+    from hetopt.draw import allocation as allocation_picture
+    from hetopt.draw import islands as islands_picture
+    from hetopt.errors import InputError
+
+    gpu = {"type": "T4", "microbatch_size": 1, "microbatches": 1, "state_share": 0.0, "memory_gib": 1.0}
+    many = {"problem": "allocation", "solution": {"gpus": [gpu] * (allocation_picture.MAX_GPUS + 1)}}
+    with pytest.raises(InputError, match=r"big.json: solution.gpus: 2,049 GPUs, above the 2,048"):
+        draw(many, tmp_path / "a.svg", source="big.json")
+    nodes = [f"n{i}" for i in range(islands_picture.MAX_NODES + 1)]
+    wide = {"problem": "islands", "solution": {"islands": [{"nodes": nodes, "gpus": 8, "gpu": "T4"}]}}
+    with pytest.raises(InputError, match=r"big.json: solution.islands: 8,193 nodes, above the 8,192"):
+        draw(wide, tmp_path / "i.svg", source="big.json")

@@ -30,6 +30,10 @@ FRAME_IN = 1.5
 #: Bandwidths spread over more than this factor are drawn on a log scale (a 400 Gb/s
 #: NVLink island beside 10 Gb/s Ethernet would flatten the slow ones to nothing).
 LOG_ABOVE = 10.0
+#: Most nodes drawn (a square each, 16 to a row in a picture at most 30 inches tall): past
+#: it the squares are dots and writing them takes ever longer (about 13 s at 8,192 nodes on
+#: one core; 200,000 ran for minutes): refused up front, with the limit.
+MAX_NODES = 8_192
 #: Width of a node square, in node slots.
 NODE = 0.86
 
@@ -66,6 +70,10 @@ def render(document: dict, title: str, source: str) -> Figure:
     """
     top = style.Doc(document, source)
     islands = top.table("solution").tables("islands")
+    listed = sum(len(isl.data["nodes"]) for isl in islands if isinstance(isl.data.get("nodes"), list))
+    if listed > MAX_NODES:
+        raise top.table("solution").error("islands", f"{listed:,} nodes, above the {MAX_NODES:,} an islands picture draws "
+                                                     "(squares smaller than a pixel); read the result itself (--json)")
     nodes = [isl.texts("nodes") for isl in islands]
     gpu = [isl.text("gpu", optional=True) or "?" for isl in islands]
     gpus = [isl.integer("gpus", minimum=1, optional=True) for isl in islands]
