@@ -58,6 +58,10 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+#: Rows of a solution table ``solve`` prints; the rest are counted (``--json`` has them all).
+MAX_TABLE_ROWS = 200
+
+
 def _table(rows: list[dict], title: str | None = None) -> Table:
     table = Table(title=title, show_edge=False, header_style="bold")
     if not rows:
@@ -201,7 +205,8 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     if args.write_model and "model_file" not in result.stats:
         print(f"hetopt: note: --write-model {args.write_model}: nothing written: {result.method} ended "
               f"{result.status.value} before its model was written (see its reason)", file=sys.stderr)
-    document = result_to_dict(result)
+    # the JSON document only when something takes it (building it for 40,000 GPUs takes seconds)
+    document = result_to_dict(result) if target is not None or args.json or args.draw is not None else {}
     name = getattr(instance, "name", None) or Path(args.file).stem
     if target is not None:
         try:
@@ -215,7 +220,10 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     out.print(f"[bold]{getattr(instance, 'name', args.file)}[/bold]  ({args.file})", highlight=False)
     out.print(_result_line(result), highlight=False)
     if result.solution is not None:
-        out.print(_table(result.solution.rows()))
+        rows = result.solution.rows()
+        out.print(_table(rows[:MAX_TABLE_ROWS]))
+        if len(rows) > MAX_TABLE_ROWS:  # 20,000 rows took seconds to lay out, past the time limit
+            out.print(f"... {len(rows) - MAX_TABLE_ROWS:,} more rows (every row: --json)", highlight=False)
         for line in result.solution.summary():
             out.print(line, highlight=False)
     _draw(args, document, name, args.file, result.solution is not None, out)

@@ -197,3 +197,16 @@ def test_replicas_on_a_cluster_of_one_node_plan(capsys, tmp_path):
                          "--no-alternatives", "--json")
     assert code == 0 and err == [], err
     assert json.loads(out)["replicas"]["status"] in ("OPTIMAL", "FEASIBLE")
+
+
+def test_solve_prints_at_most_a_screenful_of_solution_rows(capsys, tmp_path):
+    """A solution of thousands of rows took seconds to lay out after the solver had kept its
+    time limit (found by fuzzing); the table stops at MAX_TABLE_ROWS and counts the rest."""
+    head = Path(TINY).read_text().split("[[gpu]]")[0].replace("global_batch = 8", "global_batch = 512")
+    groups = "".join(f'[[gpu]]\ntype = "g{i}"\ncount = 1\nmemory_gib = {16 + i % 8}.0\nforward_slope_s = {0.001 + i * 1e-6}\n'
+                     'forward_intercept_s = 0.002\nbackward_slope_s = 0.002\nbackward_intercept_s = 0.004\n' for i in range(cli.MAX_TABLE_ROWS + 10))
+    path = tmp_path / "many.toml"
+    path.write_text(head + groups)
+    code, out, err = run(capsys, "solve", str(path))
+    assert code == 0, err
+    assert "... 10 more rows (every row: --json)" in out
