@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -226,9 +227,17 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
     from hetopt.readers.fields import located
 
     module = importlib.import_module(KINDS[kind])
-    with matplotlib.rc_context(style.RC), located(source):  # e.g. the simulator's size limit names the file
-        figure = module.render(document, title or source, source)
-        width_px, height_px = style.save(figure, target, FORMATS[target.suffix.lower()])
+    with matplotlib.rc_context(style.RC), located(source), warnings.catch_warnings():  # e.g. the simulator's size limit names the file
+        # numbers near the float limit (1e308 s) overflow in matplotlib's transforms: its
+        # warning lines are not the one-line answer, its ValueError is the document's fault
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            figure = module.render(document, title or source, source)
+            width_px, height_px = style.save(figure, target, FORMATS[target.suffix.lower()])
+        except ValueError as exc:
+            if "NaN or Inf" not in str(exc):
+                raise
+            raise InputError(f"{source}: a time or size too large to draw ({exc}); give a result hetopt wrote") from None
     return Picture(kind, target, width_px, height_px)
 
 

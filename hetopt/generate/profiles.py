@@ -7,6 +7,7 @@ in milliseconds as a function of the micro-batch size; see that folder's README.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +76,12 @@ def layer_profile(latencies: dict, model: str, gpu: str, seq: int, dtype: str) -
         (fs, fi), (bs, bi) = entry[0], entry[1]
         ft = tuple(x * MS for x in entry[2]) if len(entry) > 2 else ()
         bt = tuple(x * MS for x in entry[3]) if len(entry) > 3 else ()
+        numbers = (fs, fi, bs, bi, *ft, *bt)
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in numbers):
+            raise InputError(f"{where}: every latency must be a finite number of ms (got {[x for x in numbers][:6]})")
         return LayerProfile((fs * MS, fi * MS), (bs * MS, bi * MS), ft, bt)
+    except InputError:
+        raise
     except (AttributeError, TypeError, IndexError, ValueError):  # a level that is not Cephalo's shape
         raise InputError(f"{where}: not Cephalo's form (objects by model, GPU, sequence and dtype, then "
                          "[[forward slope, intercept], [backward slope, intercept], ...] in ms)") from None

@@ -139,7 +139,10 @@ def parse_scheduler(address: str) -> tuple[str, str, int]:
     ('tcp', '10.0.0.5', 8786)
     """
     head = f"--scheduler {address}"
-    parts = urlsplit(address)
+    try:
+        parts = urlsplit(address)
+    except ValueError as exc:  # e.g. an unclosed IPv6 bracket
+        raise InputError(f"{head}: not an address ({exc}; give tcp://HOST:PORT)") from None
     if parts.scheme not in SCHEMES:
         raise InputError(f"{head}: scheme must be one of {', '.join(SCHEMES)} (give tcp://HOST:PORT)")
     try:

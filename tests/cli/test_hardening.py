@@ -210,3 +210,39 @@ def test_solve_prints_at_most_a_screenful_of_solution_rows(capsys, tmp_path):
     code, out, err = run(capsys, "solve", str(path))
     assert code == 0, err
     assert "... 10 more rows (every row: --json)" in out
+
+
+def test_odd_values_in_a_scheduler_a_profile_or_a_result_get_one_line(capsys, tmp_path):
+    """Found by fuzzing: an unclosed IPv6 bracket ("Invalid IPv6 URL", naming nothing), NaN
+    latencies in a profile ("TOML has no nan", after a file was written), a result whose time
+    is 1e308 s (matplotlib's warning lines, then "Axis limits cannot be NaN or Inf")."""
+    code, out, err = run(capsys, "plan", "--cluster", "cephalo-a", "--model", "gpt3-1.3b", "--global-batch", "8",
+                         "--scheduler", "tcp://[::1")
+    assert code == EXIT_USAGE and len(err) == 1 and "--scheduler tcp://[::1: not an address" in err[0]
+
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    for src in (ROOT / "instances" / "profiles" / "cephalo").glob("*.json"):
+        (profiles / src.name).write_text(src.read_text())
+    latencies = json.loads((profiles / "model_latencies.json").read_text())
+
+    def poison(node):  # every number a NaN
+        if isinstance(node, dict):
+            return {k: poison(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [poison(v) for v in node]
+        return float("nan") if isinstance(node, (int, float)) else node
+
+    (profiles / "model_latencies.json").write_text(json.dumps(poison(latencies)))
+    out_folder = tmp_path / "out"
+    code, out, err = run(capsys, "generate", "allocation", "--out", str(out_folder), "--profiles", str(profiles))
+    assert code == EXIT_USAGE and len(err) == 1 and "every latency must be a finite number" in err[0]
+    assert not any(out_folder.glob("*.toml"))  # refused before anything was written
+
+    code, out, err = run(capsys, "solve", str(ROOT / "instances" / "pipeline" / "tiny.toml"), "--json")
+    doc = json.loads(out)
+    doc["solution"]["stages"][0]["forward_s"] = 1e308
+    result = tmp_path / "huge.json"
+    result.write_text(json.dumps(doc))
+    code, out, err = run(capsys, "draw", str(result), "-o", str(tmp_path / "huge.svg"))
+    assert code == EXIT_USAGE and len(err) == 1 and "huge.json: a time or size too large to draw" in err[0], err
