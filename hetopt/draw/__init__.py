@@ -175,8 +175,8 @@ def read_result(path: str) -> Any:
         raise too_deep(path) from None
     except json.JSONDecodeError as exc:
         if Path(path).suffix.lower() == ".toml":
-            raise InputError(f"{path}: an instance file, not a result: solve it and draw the answer "
-                             f"(hetopt solve {path} --draw PICTURE.svg)") from None
+            raise InputError(f"{path}: a TOML input, not a result: draw what solves or plans it (hetopt solve "
+                             "INSTANCE.toml --draw PICTURE.svg, hetopt plan --cluster ... --draw PICTURE.svg)") from None
         raise InputError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
                          f"give the output of hetopt solve --json or hetopt plan --json") from None
 

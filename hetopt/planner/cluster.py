@@ -140,7 +140,10 @@ def cluster_from_data(data: dict, path: str, catalog: dict[str, GpuType] | None 
     if "problem" in data:
         raise InputError(f"{path}: problem: a cluster file has no 'problem' key (it is not an instance)")
     nodes = data.get("node")
-    if not isinstance(nodes, list) or not nodes:
+    if nodes is not None and not isinstance(nodes, list):
+        kind = {"dict": "table", "str": "string", "int": "integer", "float": "number", "bool": "boolean"}.get(type(nodes).__name__, "value")
+        raise InputError(f"{path}: node: a {kind}, not an array of tables: write each node as a [[node]] table")
+    if not nodes:
         raise InputError(f"{path}: node: missing: give at least one [[node]] table")
     types = []
     for i, node in enumerate(nodes):

@@ -246,3 +246,18 @@ def test_odd_values_in_a_scheduler_a_profile_or_a_result_get_one_line(capsys, tm
     result.write_text(json.dumps(doc))
     code, out, err = run(capsys, "draw", str(result), "-o", str(tmp_path / "huge.svg"))
     assert code == EXIT_USAGE and len(err) == 1 and "huge.json: a time or size too large to draw" in err[0], err
+
+
+@pytest.mark.parametrize(("node", "says"), [('node = "abc"', "node: a string, not an array of tables"),
+                                            ('[node]\nname = "a"', "node: a table, not an array of tables")])
+def test_a_cluster_whose_node_is_not_an_array_of_tables_says_so(capsys, tmp_path, node, says):
+    """It said 'node: missing' (found by fuzzing)."""
+    path = tmp_path / "c.toml"
+    path.write_text(f'name = "c"\n{node}\n')
+    code, out, err = run(capsys, "plan", "--cluster", str(path), "--model", "gpt3-1.3b", "--global-batch", "8")
+    assert code == EXIT_USAGE and len(err) == 1 and says in err[0]
+
+
+def test_drawing_a_toml_input_points_to_what_draws_it(capsys, tmp_path):
+    code, out, err = run(capsys, "draw", str(ROOT / "instances" / "clusters" / "cephalo-a.toml"), "-o", str(tmp_path / "x.svg"))
+    assert code == EXIT_USAGE and len(err) == 1 and "a TOML input, not a result" in err[0] and "hetopt plan" in err[0]
