@@ -197,6 +197,9 @@ def model_from_fields(f: Fields) -> ModelConfig:
     if cfg.kv_heads is not None and cfg.heads % cfg.kv_heads:
         raise f.error("kv_heads", f"{cfg.kv_heads} does not divide heads {cfg.heads} (grouped-query attention shares "
                                   "each key/value head among heads / kv_heads query heads)")
+    if cfg.experts > 1 and cfg.moe_every > cfg.layers:
+        raise f.error("moe_every", f"{cfg.moe_every} exceeds layers {cfg.layers}: no layer would have experts "
+                                   f"(every moe_every-th layer is an MoE layer; give at most {cfg.layers})")
     if cfg.top_k > cfg.experts:
         raise f.error("top_k", f"{cfg.top_k} exceeds experts {cfg.experts}")
     return cfg

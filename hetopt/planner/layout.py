@@ -169,6 +169,8 @@ def key_values(parts: list[str], keys: tuple[str, ...], option: str, text: str) 
 
 def _whole(text: str, key: str, value: str) -> int:
     try:
+        if not value.isascii():  # int() reads any script's digits ("١" is 1); a layout is written in ASCII
+            raise ValueError(value)
         return int(value)
     except ValueError:
         raise InputError(f"--layout {key}={value}: must be a whole number (in {text!r})") from None

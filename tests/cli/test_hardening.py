@@ -261,3 +261,16 @@ def test_a_cluster_whose_node_is_not_an_array_of_tables_says_so(capsys, tmp_path
 def test_drawing_a_toml_input_points_to_what_draws_it(capsys, tmp_path):
     code, out, err = run(capsys, "draw", str(ROOT / "instances" / "clusters" / "cephalo-a.toml"), "-o", str(tmp_path / "x.svg"))
     assert code == EXIT_USAGE and len(err) == 1 and "a TOML input, not a result" in err[0] and "hetopt plan" in err[0]
+
+
+def test_a_layout_in_another_scripts_digits_and_an_moe_model_without_moe_layers_are_refused(capsys, tmp_path):
+    """Found by fuzzing: "tp=١" (Arabic-Indic one) planned as tp=1; moe_every past the last
+    layer gave a model with experts on no layer."""
+    code, out, err = run(capsys, "plan", "--cluster", "cephalo-a", "--model", "gpt3-1.3b", "--global-batch", "8",
+                         "--layout", "tp=\u0661 pp=1 dp=1")
+    assert code == EXIT_USAGE and len(err) == 1 and "must be a whole number" in err[0]
+    model = tmp_path / "moe.toml"
+    model.write_text('name = "moe"\narchitecture = "gpt"\nlayers = 4\nhidden = 256\nheads = 4\nffn = 1024\nvocab = 1000\n'
+                     "sequence = 512\nexperts = 8\ntop_k = 2\nmoe_every = 99\n")
+    code, out, err = run(capsys, "plan", "--cluster", "cephalo-a", "--model", str(model), "--global-batch", "8")
+    assert code == EXIT_USAGE and len(err) == 1 and "moe_every: 99 exceeds layers 4" in err[0]
