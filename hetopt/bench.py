@@ -32,6 +32,7 @@ class Job:
     path: Path
     methods: tuple[str, ...] | None  # None: the family's crosscheck choice
     time_limit: float | None = None
+    origin: str | None = None  # where the methods were named ("suite.toml: instance[0].methods"), for messages
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,8 @@ def _suite_jobs(path: Path, methods: Sequence[str] | None, time_limit: float | N
         if not target.exists():
             raise f.error("path", f"no such file {target} (paths are relative to the suite file)")
         own = f.strings("methods", None)
-        jobs.append(Job(target, tuple(methods or own or default or ()) or None, limit))
+        named = None if methods else (f"{path}: {f.key('methods')}" if own else f"{path}: methods" if default else None)
+        jobs.append(Job(target, tuple(methods or own or default or ()) or None, limit, named))
     return jobs
 
 
@@ -127,7 +129,12 @@ def run_job(job: Job, *, repeat: int = 1, on_step: Callable[[], None] | None = N
     names = list(job.methods) if job.methods else fam.crosscheck_methods(instance)
     results: list[tuple[Result, list[float]]] = []
     for name in names:
-        runs = [solve(instance, name, time_limit=job.time_limit, **options) for _ in range(repeat)]
+        try:
+            runs = [solve(instance, name, time_limit=job.time_limit, **options) for _ in range(repeat)]
+        except ValueError as exc:  # a method the suite file names that the family does not have
+            if job.origin is None or not str(exc).startswith("unknown method"):
+                raise
+            raise InputError(f"{job.origin}: {exc}") from None
         results.append((runs[-1], [r.wall_s for r in runs]))
         if on_step is not None:
             on_step()

@@ -274,3 +274,10 @@ def test_a_layout_in_another_scripts_digits_and_an_moe_model_without_moe_layers_
                      "sequence = 512\nexperts = 8\ntop_k = 2\nmoe_every = 99\n")
     code, out, err = run(capsys, "plan", "--cluster", "cephalo-a", "--model", str(model), "--global-batch", "8")
     assert code == EXIT_USAGE and len(err) == 1 and "moe_every: 99 exceeds layers 4" in err[0]
+
+
+def test_a_suite_naming_an_unknown_method_names_the_suite_and_its_key(capsys, tmp_path):
+    suite = tmp_path / "suite.toml"
+    suite.write_text(f'suite = "x"\n[[instance]]\npath = "{TINY}"\nmethods = ["foo"]\n')
+    code, out, err = run(capsys, "bench", str(suite))
+    assert code == EXIT_USAGE and len(err) == 1 and "suite.toml: instance[0].methods: unknown method 'foo'" in err[0]
