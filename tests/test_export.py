@@ -333,6 +333,13 @@ def test_an_edited_plan_whose_stages_contradict_it_is_refused() -> None:
         export(doc, "megatron")
 
 
+def test_a_plan_with_keys_taken_out_names_them() -> None:
+    doc = _doc(C2)
+    del doc["cluster"], doc["seq"]
+    with pytest.raises(InputError, match=r"a plan without 'cluster', 'seq' \(the file was edited"):
+        export(doc, "megatron")
+
+
 def test_deepspeed_caps_zero_beside_pipelines_with_a_gap() -> None:
     doc = _doc(C2)
     for s in doc["stages"]:

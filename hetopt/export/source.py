@@ -203,6 +203,10 @@ def kind(doc: dict[str, Any], source: str) -> str:
     if "results" in doc and "agree" in doc:
         raise InputError(f"{source}: a crosscheck result, not one answer; export the JSON of "
                          "`hetopt plan --json` or `hetopt solve FILE --method M --json`")
+    if "stages" in doc and "problem" not in doc:  # a plan with keys taken out
+        missing = [k for k in PLAN_KEYS if k not in doc]
+        raise InputError(f"{source}: a plan without {', '.join(map(repr, missing))} (the file was edited; "
+                         "re-run `hetopt plan --json`)")
     raise InputError(f"{source}: not a hetopt result (no 'stages' of a plan, no 'problem' and 'solution' of a solve); "
                      "give the output of `hetopt plan --json` or `hetopt solve --json`")
 
