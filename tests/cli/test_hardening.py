@@ -281,3 +281,25 @@ def test_a_suite_naming_an_unknown_method_names_the_suite_and_its_key(capsys, tm
     suite.write_text(f'suite = "x"\n[[instance]]\npath = "{TINY}"\nmethods = ["foo"]\n')
     code, out, err = run(capsys, "bench", str(suite))
     assert code == EXIT_USAGE and len(err) == 1 and "suite.toml: instance[0].methods: unknown method 'foo'" in err[0]
+
+
+def test_generate_writes_nothing_from_profiles_that_give_instances_the_reader_refuses(capsys, tmp_path):
+    """Negated latencies wrote instances that solve then refused (found by fuzzing)."""
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    for src in (ROOT / "instances" / "profiles" / "cephalo").glob("*.json"):
+        (profiles / src.name).write_text(src.read_text())
+
+    def negate(node):
+        if isinstance(node, dict):
+            return {k: negate(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [negate(v) for v in node]
+        return -node if isinstance(node, (int, float)) and not isinstance(node, bool) else node
+
+    latencies = json.loads((profiles / "model_latencies.json").read_text())
+    (profiles / "model_latencies.json").write_text(json.dumps(negate(latencies)))
+    out_folder = tmp_path / "out"
+    code, out, err = run(capsys, "generate", "allocation", "--out", str(out_folder), "--profiles", str(profiles))
+    assert code == EXIT_USAGE and len(err) == 1 and "gives an instance the reader refuses" in err[0]
+    assert not out_folder.exists()
