@@ -528,6 +528,9 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     if target.exists() and not target.is_dir():
         raise InputError(f"--out {target}: exists and is not a folder (give a folder name)")
     # only the allocation generator reads Cephalo's profiles
+    if args.profiles and args.family != "allocation":
+        raise InputError(f"--profiles {args.profiles}: only `hetopt generate allocation` reads profiles "
+                         f"(the {args.family} generator reads none)")
     extra = (Path(args.profiles) if args.profiles else None,) if args.family == "allocation" else ()
     try:
         for path in module.write(target, *extra):

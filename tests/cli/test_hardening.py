@@ -303,3 +303,8 @@ def test_generate_writes_nothing_from_profiles_that_give_instances_the_reader_re
     code, out, err = run(capsys, "generate", "allocation", "--out", str(out_folder), "--profiles", str(profiles))
     assert code == EXIT_USAGE and len(err) == 1 and "gives an instance the reader refuses" in err[0]
     assert not out_folder.exists()
+
+
+def test_generate_refuses_profiles_where_it_reads_none(capsys, tmp_path):
+    code, out, err = run(capsys, "generate", "pipeline", "--out", str(tmp_path / "p"), "--profiles", str(tmp_path))
+    assert code == EXIT_USAGE and len(err) == 1 and "only `hetopt generate allocation` reads profiles" in err[0]
