@@ -8,6 +8,7 @@ path and the fix. ``result_to_dict`` turns a Result into plain data for JSON.
 from __future__ import annotations
 
 import dataclasses
+import json
 import enum
 import math
 import tomllib
@@ -64,6 +65,44 @@ def check_size(path: Path, what: str) -> None:
     size = path.stat().st_size
     if size > MAX_FILE_BYTES:
         raise InputError(f"{path}: {size} bytes, above the {MAX_FILE_BYTES}-byte limit for {what}")
+
+
+def read_json(path: str | Path, *, what: str, hint: str) -> Any:
+    """Parse a JSON file, turning every failure into a one-line InputError ending in ``hint``.
+
+    ``what`` names the kind of file in the size message (:func:`check_size`); ``hint`` says
+    what to give instead ("give the output of hetopt plan --json"). The callers check the
+    document's shape.
+
+    Raises
+    ------
+    InputError
+        A folder, a missing or unreadable file, one above :data:`MAX_FILE_BYTES`, text that
+        is not JSON (with its line and column), or nesting past the parser (:func:`too_deep`).
+
+    Examples
+    --------
+    >>> read_json("no-such-file.json", what="a result", hint="give the output of hetopt solve --json")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: no-such-file.json: no such file (give the output of hetopt solve --json)
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{path}: is a folder ({hint})")
+    if not p.is_file():
+        raise InputError(f"{path}: no such file ({hint})")
+    check_size(p, what)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise too_deep(path) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {hint}") from None
 
 
 def read_toml(path: str | Path) -> dict:

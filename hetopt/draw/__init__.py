@@ -14,7 +14,6 @@ pyplot and saved through the Agg (PNG) and SVG canvases.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import warnings
 from dataclasses import dataclass
@@ -158,27 +157,20 @@ def read_result(path: str) -> Any:
     >>> read_result("no-such-result.json")
     Traceback (most recent call last):
     ...
-    hetopt.errors.InputError: no-such-result.json: no such file
+    hetopt.errors.InputError: no-such-result.json: no such file (give the output of hetopt solve --json or hetopt plan --json)
     """
-    from hetopt.io import check_size, too_deep
+    from hetopt.io import read_json, read_toml
 
-    try:
-        check_size(Path(path), "a result")
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise too_deep(path) from None
-    except json.JSONDecodeError as exc:
-        if Path(path).suffix.lower() == ".toml":
-            raise InputError(f"{path}: a TOML input, not a result: draw what solves or plans it (hetopt solve "
-                             "INSTANCE.toml --draw PICTURE.svg, hetopt plan --cluster ... --draw PICTURE.svg)") from None
-        raise InputError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
-                         f"give the output of hetopt solve --json or hetopt plan --json") from None
+    if Path(path).suffix.lower() == ".toml":  # an input, never a result: point to what draws it
+        try:
+            instance = "problem" in read_toml(path)
+        except InputError:
+            instance = False
+        raise InputError(f"{path}: an instance file, not a result: solve it and draw the answer "
+                         f"(hetopt solve {path} --draw PICTURE.svg)" if instance else
+                         f"{path}: a TOML input, not a result: draw a plan made with it "
+                         "(hetopt plan --cluster ... --model ... --draw PICTURE.svg)")
+    return read_json(path, what="a result", hint="give the output of hetopt solve --json or hetopt plan --json")
 
 
 def draw(document: Any, path: str | Path, *, title: str | None = None, source: str = "result") -> Picture:

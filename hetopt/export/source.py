@@ -9,7 +9,6 @@ naming the file and what to give instead.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
@@ -160,23 +159,9 @@ def read_document(path: str | Path) -> dict[str, Any]:
     ...
     hetopt.errors.InputError: no-such-file.json: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)
     """
-    p = Path(path)
-    if p.is_dir():
-        raise InputError(f"{path}: is a folder (give the JSON file of `hetopt plan --json` or `hetopt solve --json`)")
-    if not p.is_file():
-        raise InputError(f"{path}: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)")
-    from hetopt.io import check_size, too_deep
+    from hetopt.io import read_json
 
-    try:
-        check_size(p, "a result")
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except RecursionError:
-        raise too_deep(path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not JSON (line {exc.lineno}: {exc.msg}); give the output of "
-                         "`hetopt plan --json` or `hetopt solve --json`") from None
+    doc = read_json(path, what="a result", hint="give the JSON of `hetopt plan --json` or `hetopt solve --json`")
     if not isinstance(doc, dict):
         raise InputError(f"{path}: not a hetopt result (a JSON {type(doc).__name__}, not an object); "
                          "give the output of `hetopt plan --json` or `hetopt solve --json`")

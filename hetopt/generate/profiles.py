@@ -6,7 +6,6 @@ in milliseconds as a function of the micro-batch size; see that folder's README.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,19 +37,9 @@ def default_profiles_dir() -> Path:
 
 def _read_json(path: Path) -> dict:
     """A profile file: a JSON object (keyed by model, then GPU, ...)."""
-    from hetopt.io import check_size, too_deep
+    from hetopt.io import read_json
 
-    if not path.exists():
-        raise InputError(f"{path}: no such file (pass the cephalo-profiles folder with --profiles)")
-    try:
-        check_size(path, "a profile file")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except RecursionError:
-        raise too_deep(path) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: not valid JSON: {exc}") from None
+    data = read_json(path, what="a profile file", hint="pass the cephalo-profiles folder with --profiles")
     if not isinstance(data, dict):
         raise InputError(f"{path}: a JSON {type(data).__name__}, not an object keyed by model (give Cephalo's profile file)")
     return data
