@@ -64,6 +64,9 @@ DEFAULT_CPSAT_SEED = 0
 MODEL_SUFFIXES = {"milp": (".mps", ".lp"), "cpsat": (".pb.txt", ".pb")}
 
 
+#: Longest wait poll() takes (a C int of milliseconds); past it the wait is unbounded.
+MAX_POLL_S = 2_000_000.0
+
 def check_model_path(path: str | os.PathLike[str], kind: str) -> Path:
     """The file a ``kind`` model ("milp" or "cpsat") is written to, checked by its ending.
 
@@ -344,7 +347,9 @@ def solve_pulp_by(
     proc.start()
     send.close()
     try:
-        if receive.poll(deadline.remaining() + BACKEND_GRACE_S):
+        # poll() takes at most 2^31 ms; a longer limit (or none: inf) waits in a blocking poll
+        wait = deadline.remaining() + BACKEND_GRACE_S
+        if receive.poll(wait if wait < MAX_POLL_S else None):
             try:
                 kind, answer = receive.recv()
             except EOFError:  # the child died without a word

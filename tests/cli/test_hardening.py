@@ -308,3 +308,9 @@ def test_generate_writes_nothing_from_profiles_that_give_instances_the_reader_re
 def test_generate_refuses_profiles_where_it_reads_none(capsys, tmp_path):
     code, out, err = run(capsys, "generate", "pipeline", "--out", str(tmp_path / "p"), "--profiles", str(tmp_path))
     assert code == EXIT_USAGE and len(err) == 1 and "only `hetopt generate allocation` reads profiles" in err[0]
+
+
+def test_a_time_limit_longer_than_poll_can_wait_is_kept(capsys):
+    """poll() takes at most 2^31 ms: --time-limit 1e10 on a MILP method was exit 4 (found by fuzzing)."""
+    code, out, err = run(capsys, "solve", TINY, "--method", "milp", "--time-limit", "1e10")
+    assert code == 0 and err == []
