@@ -67,6 +67,7 @@ MODEL_SUFFIXES = {"milp": (".mps", ".lp"), "cpsat": (".pb.txt", ".pb")}
 #: Longest wait poll() takes (a C int of milliseconds); past it the wait is unbounded.
 MAX_POLL_S = 2_000_000.0
 
+
 def check_model_path(path: str | os.PathLike[str], kind: str) -> Path:
     """The file a ``kind`` model ("milp" or "cpsat") is written to, checked by its ending.
 

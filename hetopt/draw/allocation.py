@@ -28,8 +28,9 @@ MAX_STACKED = 2_000
 #: every k-th GPU is labelled.
 MAX_TICKS = 64
 #: Most GPUs drawn: four bars each, and the picture is 1,000 px wide, so past this the bars
-#: are narrower than a pixel and writing them takes ever longer (about 13 s at 2,048 GPUs
-#: on one core; a 20,000-GPU result ran for minutes): refused up front, with the limit.
+#: are narrower than a pixel and writing them takes ever longer (``draw`` of a synthetic
+#: result on this project's 2-core machine: 7.9 s at 1,024 GPUs, 26 s at 4,096; a
+#: 20,000-GPU result was killed after 120 s): refused up front, with the limit.
 MAX_GPUS = 2_048
 #: The capacity bar behind each GPU's memory bar.
 CAPACITY = "#d9d9d9"
@@ -89,8 +90,8 @@ def render(document: dict, title: str, source: str) -> Figure:
     batch_ax, share_ax, memory_ax = fig.subplots(3, 1, sharex=True)
     stacked = sum(count) <= MAX_STACKED
     fill = [colour[t] for t in types]
-    # one bar call per layer of bars (a call per bar costs about a millisecond each: minutes
-    # for the thousands of GPUs of a datacenter), each rectangle then named by its GPU
+    # one bar call per layer of bars, not per bar, each rectangle then named by its GPU
+    # (4,096 GPUs: 26 s against 31 s; the rest of the time is writing the rectangles)
     if stacked:
         for k in range(max(count)):
             on = [i for i in range(n) if count[i] > k]

@@ -31,8 +31,9 @@ FRAME_IN = 1.5
 #: NVLink island beside 10 Gb/s Ethernet would flatten the slow ones to nothing).
 LOG_ABOVE = 10.0
 #: Most nodes drawn (a square each, 16 to a row in a picture at most 30 inches tall): past
-#: it the squares are dots and writing them takes ever longer (about 13 s at 8,192 nodes on
-#: one core; 200,000 ran for minutes): refused up front, with the limit.
+#: it the squares are dots and writing them takes ever longer (``draw`` of one synthetic
+#: island on this project's 2-core machine: 2.0 s at 1,024 nodes, 6.6 s at 4,096; 200,000
+#: were killed after 120 s): refused up front, with the limit.
 MAX_NODES = 8_192
 #: Width of a node square, in node slots.
 NODE = 0.86

@@ -114,17 +114,16 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
         view: Any = fsdp_from_plan(plan_view(doc, source), source)
     elif found == "plan":
         view = plan_view(doc, source)
+        given = model is not None
+        model = model if given else find_model(view.model)  # else the plan's own model, by its name
         if model is not None and model.layers != view.layers:
             raise InputError(f"--model: {model.name} has {model.layers} layers but the plan's stages hold {view.layers} "
-                             "(give the model the plan was made for)")
-        if model is None:
-            model = find_model(view.model)
-            if model is not None and model.layers != view.layers:  # the plan's own model, by its name
-                raise InputError(f"{source}: stages hold {view.layers} layers but {view.model} has {model.layers} "
-                                 "(re-run `hetopt plan --json`)")
-            if model is None and module.NEEDS_MODEL:
-                gaps.append(f"model: {view.model!r} is not a shipped model; its dimensions are left out "
-                            "(give --model FILE, a model file as in instances/models/)")
+                             "(give the model the plan was made for)" if given else
+                             f"{source}: stages hold {view.layers} layers but {view.model} has {model.layers} "
+                             "(re-run `hetopt plan --json`)")
+        if model is None and module.NEEDS_MODEL:
+            gaps.append(f"model: {view.model!r} is not a shipped model; its dimensions are left out "
+                        "(give --model FILE, a model file as in instances/models/)")
     else:
         view = allocation_view(doc, source)
     files, more = module.build(view, model)

@@ -51,6 +51,9 @@ MAX_TIME_S = 1e6
 #: 1 ns, so a time must be well above both to be represented: 1 µs is 1000 quanta, and
 #: below the launch time of a GPU kernel.
 MIN_TIME_S = 1e-6
+#: What a time refused for falling below ``MIN_TIME_S`` is told (callers that build instances
+#: from a cost model recognise it and name their own input).
+BELOW_RESOLUTION = "a time below that is not represented by the solvers"
 #: Largest ratio of the largest positive time to the smallest (stage times and links of
 #: the whole instance). The MILP backends resolve a coefficient only above their primal
 #: feasibility / integrality tolerances (1e-6 to 1e-9 relative to the row's largest): a
@@ -121,7 +124,7 @@ def time_problem(seconds: float) -> str | None:
     if not 0.0 <= value <= MAX_TIME_S:  # also rejects NaN
         return f"must be between 0 and {MAX_TIME_S:g} s (got {value:g})"
     if 0.0 < value < MIN_TIME_S:
-        return f"must be 0 or at least {MIN_TIME_S:g} s (got {value:g}); a time below that is not represented by the solvers"
+        return f"must be 0 or at least {MIN_TIME_S:g} s (got {value:g}); {BELOW_RESOLUTION}"
     return None
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
-from hetopt.pipeline.problem import MIN_TIME_S, PipelineInstance, PipelineOption
+from hetopt.pipeline.problem import BELOW_RESOLUTION, MIN_TIME_S, PipelineInstance, PipelineOption
 from hetopt.planner.parallelizer import divisors as _all_divisors
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
@@ -168,7 +168,7 @@ def below_resolution(cfg: ModelConfig):
     try:
         yield
     except InputError as exc:
-        if "not represented by the solvers" not in str(exc):
+        if BELOW_RESOLUTION not in str(exc):
             raise
         raise InputError(f"model {cfg.name}: the cost model prices a stage or a link of it below {MIN_TIME_S:g} s at "
                          f"this sequence length, which the solvers do not represent ({exc}); plan a longer sequence "

@@ -327,7 +327,7 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         if metric == "mfu" and isinstance(m.data.get("value"), (int, float)) and m.data["value"] > 1:
             raise m.error("value", f"mfu is a fraction of the GPU's peak (0.38, not 38); got {m.data['value']}")
         out.append(Measurement(
-            id=m.string("id"), group=m.string("group", "ungrouped"), source=source,
+            id=ident, group=m.string("group", "ungrouped"), source=source,
             model=models[model], island=isl, global_batch=global_batch,
             seq=seq, metric=metric,
             value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
@@ -489,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
         measurements = load_published(path)
-        only = None if args.only is None else [i for i in args.only.split(",") if i.strip()]
+        only = None if args.only is None else [i.strip() for i in args.only.split(",") if i.strip()]
         if only is not None:
             known = {m.id for m in measurements}
             unknown = [i for i in only if i not in known]
