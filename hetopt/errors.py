@@ -9,7 +9,27 @@ class InputError(ValueError):
     The message is one line that names the file, the key path and the fix, e.g.
     ``instances/allocation/x.toml: gpu[2].memory_gib: must be > 0 (got -4)``.
     The command line prints it and exits with code 2.
+
+    Parameters
+    ----------
+    message
+        The one line. A library message about an argument starts with the argument's name
+        (``"global_batch: must be >= 1 (got 0)"``), never with a command-line flag: the
+        command line alone knows which flag sets which field.
+    field
+        The name of the argument (or option) the message is about, when there is one; the
+        command line maps it to its flag.
+
+    Examples
+    --------
+    >>> e = InputError("global_batch: must be >= 1 (got 0)", field="global_batch")
+    >>> e.field, str(e)
+    ('global_batch', 'global_batch: must be >= 1 (got 0)')
     """
+
+    def __init__(self, message: str = "", *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class SolverBug(RuntimeError):

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import functools
 import importlib
-import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from hetopt.budget import Deadline  # noqa: F401  (re-exported: families import it from here)
 from hetopt.errors import SolverBug
 from hetopt.result import AGREEMENT_RTOL, Evaluation, Result, Status, relative_gap
 
@@ -125,35 +124,6 @@ def resolve_method(func: Callable[..., Result] | MethodRef) -> Callable[..., Res
 #: finish with ``evaluate``; one such unit plus the final check must fit in this slack.
 #: The time-limit tests assert ``wall_s <= time_limit + TIME_LIMIT_SLACK_S``.
 TIME_LIMIT_SLACK_S = 1.0
-
-
-class Deadline:
-    """A wall-clock budget started at construction.
-
-    Examples
-    --------
-    >>> d = Deadline(None)
-    >>> d.expired()
-    False
-    >>> d.remaining() == math.inf
-    True
-    """
-
-    def __init__(self, time_limit: float | None) -> None:
-        self.started = time.perf_counter()
-        self.limit = math.inf if time_limit is None else float(time_limit)
-
-    def elapsed(self) -> float:
-        """Seconds since the start."""
-        return time.perf_counter() - self.started
-
-    def remaining(self) -> float:
-        """Seconds left (``inf`` without a limit, never negative)."""
-        return max(0.0, self.limit - self.elapsed())
-
-    def expired(self) -> bool:
-        """True once the budget is spent."""
-        return self.elapsed() >= self.limit
 
 
 def conclude(
