@@ -68,7 +68,11 @@ def solve_cpsat_model(
                            bound=lower, reason="time limit reached while building the CP-SAT model")
 
     n_total = instance.microbatches
-    top = max(scaled(cands[c].time(n_total)) for c, _ in data.slots)
+    # The caps on z are sums of the same integers the constraints use (f̂ + p̂·(n − 1)), never
+    # ⌊T(n)/q⌋ of a float sum: T(n) = f + (n − 1)·p rounded in floating point can fall below
+    # the exact value by an ulp, and one unit under f̂ + p̂·(n − 1) cuts off every plan.
+    top = max(scaled(cands[c].fill_s) + scaled(cands[c].per_microbatch_s) * (data.most[c] - 1)
+              for c, _ in data.slots)
     model = cp_model.CpModel()
     z = model.new_int_var(0, top, "z")
     w = {p: model.new_bool_var(f"w_{p[0]}_{p[1]}") for p in data.pairs}
@@ -97,8 +101,11 @@ def solve_cpsat_model(
         if j > 0:  # copies of one candidate are interchangeable: use them in order
             model.add_implication(y[c, j], y[c, j - 1])
             model.add(n[c, j] <= n[c, j - 1])
-    # no plan worth finding runs a replica past the known plan's time (or every T_c(N))
-    model.add(z <= scaled(data.z_top))
+    # no plan worth finding runs a replica past the known plan's time: z_top is U with a
+    # relative margin (UPPER_RTOL) far above a float sum's rounding, so ⌊z_top/q⌋ keeps it; without
+    # a known plan the domain's integer top is the cap
+    if upper is not None:
+        model.add(z <= scaled(data.z_top))
     # every micro-batch runs on exactly one replica
     model.add(sum(n.values()) == n_total)
     # the islands of each shape

@@ -75,3 +75,17 @@ def test_crosscheck_agrees_with_ring_latency(seed):
     check = crosscheck(inst, ["dp", "milp", "cpsat", "greedy"])
     assert check.agree is True, check.disagreement
     assert math.isfinite(check.results[0].objective)
+
+
+def test_cpsat_keeps_a_plan_whose_time_rounds_below_its_scaled_value():
+    """Issue 29: T(7) = 3.3 + 6·0.33 sums to 5.279999999999999 in floating point; a domain cap
+    ⌊T(N)/q⌋ taken from that float fell one unit below f̂ + 6·p̂ and cut off every plan, so
+    CP-SAT answered infeasible (a SolverBug) where dp, milp and brute force give 5.28 s."""
+    from hetopt.replicas.problem import Candidate, IslandShape, ReplicasInstance
+
+    inst = ReplicasInstance("x", 7, (IslandShape("A", 2),), (Candidate("a", (2,), 3.3, 0.33, 1e9, 1e10),))
+    truth = solve(inst, "bruteforce")
+    assert truth.status is Status.OPTIMAL and math.isclose(truth.objective, 5.28)
+    r = solve(inst, "cpsat")
+    assert r.status is Status.OPTIMAL, r.reason
+    assert math.isclose(r.objective, truth.objective, rel_tol=1e-9)
