@@ -5,6 +5,8 @@ Examples
 >>> import hetopt
 >>> "allocation" in hetopt.FAMILIES
 True
+>>> hetopt.plan is hetopt.planner.plan  # the planner, loaded on first use
+True
 """
 
 from hetopt.errors import InputError, SolverBug
@@ -14,11 +16,25 @@ from hetopt.solvers import FAMILIES, crosscheck, family, methods, solve
 
 __version__ = "0.1.0"
 
+#: The planner's names, imported on first use: the solver layer alone loads no cost model.
+_PLANNER = {"plan": "hetopt.planner.plan", "PlanRequest": "hetopt.planner.request", "HeteroPlan": "hetopt.planner.plan"}
+
+
+def __getattr__(name: str):
+    if name in _PLANNER:
+        import importlib
+
+        return getattr(importlib.import_module(_PLANNER[name]), name)
+    raise AttributeError(f"module 'hetopt' has no attribute {name!r}")
+
+
 __all__ = [
     "FAMILIES",
+    "HeteroPlan",
     "CrossCheck",
     "Evaluation",
     "InputError",
+    "PlanRequest",
     "Result",
     "SolverBug",
     "Status",
@@ -27,6 +43,7 @@ __all__ = [
     "load",
     "loads",
     "methods",
+    "plan",
     "result_to_dict",
     "solve",
 ]

@@ -474,34 +474,60 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: ``hetopt plan``'s flag for each ``PlanRequest`` field whose flag is not ``--`` and the
+#: field's name with dashes: the library names fields, the command line its flags.
+PLAN_FLAGS = {"microbatch_size": "--microbatch", "policies": "--no-prune"}
+
+
+def plan_flag_error(exc: InputError) -> InputError:
+    """``exc`` with the field it starts with replaced by ``hetopt plan``'s flag for it.
+
+    >>> str(plan_flag_error(InputError("microbatch_size 4: must divide 30", field="microbatch_size")))
+    '--microbatch 4: must divide 30'
+    """
+    field = exc.field
+    text = str(exc)
+    if field is None or not text.startswith(field) or text[len(field):len(field) + 1] not in (":", " "):
+        return exc
+    flag = PLAN_FLAGS.get(field, "--" + field.replace("_", "-"))
+    return InputError(flag + text[len(field):], field=field)
+
+
 def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     from hetopt.planner import report, run
     from hetopt.planner.workers import WorkersLost
 
     _check_draw(args)
     try:
-        if sys.stdout.isatty() and not args.json:
-            from rich.progress import Progress
-
-            with Progress(console=out, transient=True) as progress:
-                task = progress.add_task("enumeration", total=None)
-
-                def on_progress(phase: str, done: int, total: int) -> None:
-                    progress.update(task, description=f"enumeration, {phase}", completed=done, total=total)
-
-                result = run.run_plan(args, on_progress)
-        else:
-            result = run.run_plan(args)
+        return _run_plan(args, out, report, run)
+    except InputError as exc:
+        raise plan_flag_error(exc) from None
     except WorkersLost as exc:  # the pool or the cluster is gone: one line, like bad input
         print(f"hetopt: {exc}", file=sys.stderr)
         return EXIT_USAGE
+
+
+def _run_plan(args: argparse.Namespace, out: Console, report, run) -> int:
+    """Plan (with a progress bar on a terminal), print, draw; the exit code."""
+    if sys.stdout.isatty() and not args.json:
+        from rich.progress import Progress
+
+        with Progress(console=out, transient=True) as progress:
+            task = progress.add_task("enumeration", total=None)
+
+            def on_progress(phase: str, done: int, total: int) -> None:
+                progress.update(task, description=f"enumeration, {phase}", completed=done, total=total)
+
+            result = run.run_plan(args, on_progress)
+    else:
+        result = run.run_plan(args)
     document = plain(result)
     if args.json:
         print(json.dumps(document, indent=2))
     else:
         report.print_plan(result, out)
     _draw(args, document, "hetopt plan", "plan", bool(document.get("stages")), out)
-    return _STATUS_EXIT[result.status]
+    return _STATUS_EXIT[result.answer_status]
 
 
 #: ``hetopt generate NAME``: the module whose ``write(folder, ...)`` rewrites the shipped files,

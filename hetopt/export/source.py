@@ -215,6 +215,13 @@ def check_solved(doc: dict[str, Any], source: str) -> str:
     status = _need(doc, "status", str, source)
     if status not in SOLVED:
         reason = doc.get("reason") or "no reason given"
+        replicas = doc.get("replicas")
+        if isinstance(replicas, dict) and replicas.get("status") in SOLVED:
+            # `plan --replicas` found replicas but no composed pipeline: say why export stops
+            raise InputError(f"{source}: the composed pipeline has no solution (status {status}: {reason}); "
+                             f"its data-parallel replicas plan ({replicas['status']}) runs one job per replica, "
+                             "which export does not write yet: re-plan with a longer --time-limit for a "
+                             "composed pipeline to export")
         raise InputError(f"{source}: the result has no solution to export (status {status}: {reason}); "
                          "re-plan (e.g. a longer --time-limit, a smaller batch or more GPUs)")
     return status

@@ -7,5 +7,6 @@ one by default) → composition, and plans the alternatives on the same cost mod
 
 from hetopt.planner.cluster import Cluster, load_cluster
 from hetopt.planner.plan import Alternative, HeteroPlan, StageRow, plan
+from hetopt.planner.request import PlanRequest
 
-__all__ = ["Alternative", "Cluster", "HeteroPlan", "StageRow", "load_cluster", "plan"]
+__all__ = ["Alternative", "Cluster", "HeteroPlan", "PlanRequest", "StageRow", "load_cluster", "plan"]

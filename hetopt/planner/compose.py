@@ -17,11 +17,26 @@ import numpy as np
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
-from hetopt.pipeline.problem import BELOW_RESOLUTION, MIN_TIME_S, PipelineInstance, PipelineOption
+from hetopt.pipeline.problem import BELOW_RESOLUTION, MAX_MICROBATCHES, MIN_TIME_S, PipelineInstance, PipelineOption
 from hetopt.planner.parallelizer import divisors as _all_divisors
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.workload import ModelConfig
+
+
+def uncomposable_microbatch_sizes(global_batch: int, microbatch_size: int | None) -> list[int]:
+    """The divisors of the global batch that :func:`microbatch_candidates` leaves out because
+    they cut it into more micro-batches than the pipeline family composes (none when a size is
+    given: that one is checked there).
+
+    Examples
+    --------
+    >>> uncomposable_microbatch_sizes(262144, None)
+    [1, 2]
+    """
+    if microbatch_size is not None:
+        return []
+    return [m for m in _all_divisors(global_batch) if global_batch // m > MAX_MICROBATCHES]
 
 
 def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> list[int]:
@@ -31,27 +46,40 @@ def microbatch_candidates(global_batch: int, microbatch_size: int | None) -> lis
     Every divisor, because a data-parallel degree d needs d | m and practitioners run any d
     the GPU count allows (Megatron's 2,520-sample batch on 2,520 GPUs runs d = 9). The
     planner skips a size whose lower bound (:func:`pipeline_lower_bound`) cannot beat the
-    best plan found, so the order puts the likely fast sizes first.
+    best plan found, so the order puts the likely fast sizes first. Sizes that would cut the
+    batch into more micro-batches than the pipeline family composes
+    (``hetopt.pipeline.problem.MAX_MICROBATCHES``) are not candidates: no pipeline of them can
+    be composed, so leaving them out loses no plan the planner could have returned.
 
     Raises
     ------
     InputError
-        When ``microbatch_size`` does not divide the global batch.
+        When ``microbatch_size`` does not divide the global batch, or cuts it into more
+        micro-batches than the pipeline family composes (``field`` names the argument).
 
     Examples
     --------
     >>> microbatch_candidates(24, None)
     [1, 2, 4, 8, 3, 6, 12, 24]
+    >>> microbatch_candidates(131072, None)[:3]  # 131,072 micro-batches of 1 is past the limit
+    [2, 4, 8]
     """
     if microbatch_size is not None:
         if microbatch_size < 1 or global_batch % microbatch_size:
             divisors = _all_divisors(global_batch)[:8]
             raise InputError(
-                f"--microbatch {microbatch_size}: must divide the global batch {global_batch} "
-                f"(try one of {', '.join(str(d) for d in divisors)})"
+                f"microbatch_size {microbatch_size}: must divide the global batch {global_batch} "
+                f"(try one of {', '.join(str(d) for d in divisors)})", field="microbatch_size"
+            )
+        if global_batch // microbatch_size > MAX_MICROBATCHES:
+            least = next(m for m in _all_divisors(global_batch) if global_batch // m <= MAX_MICROBATCHES)
+            raise InputError(
+                f"microbatch_size {microbatch_size}: cuts the global batch {global_batch} into "
+                f"{global_batch // microbatch_size} micro-batches, more than the {MAX_MICROBATCHES} a pipeline "
+                f"composes (give at least {least})", field="microbatch_size"
             )
         return [microbatch_size]
-    every = _all_divisors(global_batch)
+    every = [m for m in _all_divisors(global_batch) if global_batch // m <= MAX_MICROBATCHES]
     powers = [m for m in every if m & (m - 1) == 0]
     return powers + [m for m in every if m & (m - 1)]
 

@@ -10,6 +10,7 @@ micro-batch size was proven not to fit over the whole cluster.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -46,6 +47,9 @@ class Attempt:
     #: Set when the size was skipped: its lower bound, at least the best plan found (a proof
     #: that no plan of this size is faster, so it needs no enumeration).
     pruned_bound: float | None = None
+    #: Set when the size was not planned for a reason other than time (e.g. more micro-batches
+    #: than the pipeline family composes): no proof either way, so the plan is not OPTIMAL.
+    not_planned: str = ""
 
 
 def _attempt_bound(a: Attempt) -> float | None:
@@ -61,18 +65,23 @@ def _attempt_bound(a: Attempt) -> float | None:
     return a.result.bound  # FEASIBLE or TIME_LIMIT: the dp's bound, if it has one
 
 
-def _not_proven(islands: Result, chosen: ChosenIslands | None, attempts: list[Attempt], planned: int) -> list[str]:
+def _not_proven(islands: Result, chosen: ChosenIslands | None, attempts: list[Attempt], planned: int,
+                narrowed: Sequence[str] = ()) -> list[str]:
     """Why the composition is not a proof for the whole cluster (empty: it is)."""
     why = []
     if islands.status is not Status.OPTIMAL:
         why.append(f"islands {islands.status.value} (not proven fewest)")
     if chosen is not None and chosen.left_out:
         why.append(chosen.note)
+    why.extend(narrowed)
     if planned > len(attempts):
         why.append(f"time limit: {planned - len(attempts)} of {planned} micro-batch sizes not planned")
     for a in attempts:
         if a.pruned_bound is not None:
             continue  # proven not to beat the plan found
+        if a.not_planned:
+            why.append(f"micro-batch {a.microbatch_size}: {a.not_planned}")
+            continue
         if not a.complete:
             why.append(f"micro-batch {a.microbatch_size}: time limit during the enumeration")
         elif a.result is None:
@@ -90,6 +99,7 @@ def _not_proven(islands: Result, chosen: ChosenIslands | None, attempts: list[At
 
 def conclude_plan(
     out: HeteroPlan, islands: Result, chosen: ChosenIslands | None, attempts: list[Attempt], planned: int,
+    narrowed: Sequence[str] = (),
 ) -> Attempt | None:
     """Set ``out``'s status, bound, gap and reason from the islands and composition results.
 
@@ -101,6 +111,10 @@ def conclude_plan(
         The islands composed (None when the islands step found none).
     attempts
         One per micro-batch size planned, in order; ``planned`` of them were to be.
+    narrowed
+        How the search was narrowed short of the whole space (e.g. atoms of several layers:
+        stage boundaries only between atoms). Each keeps the plan from OPTIMAL, and the
+        compositions' bounds then bound only the narrowed space, so the bound is the ideal.
 
     Returns
     -------
@@ -120,7 +134,7 @@ def conclude_plan(
         if islands.status is Status.TIME_LIMIT:
             out.reason = f"time limit reached while forming islands ({islands.reason or 'no partition found'})"
         return None
-    why = _not_proven(islands, chosen, attempts, planned)
+    why = _not_proven(islands, chosen, attempts, planned, narrowed)
     found = [a for a in attempts if a.result is not None and a.result.status.has_solution]
     best = min(found, key=lambda a: a.result.objective, default=None)
     if best is not None:
@@ -129,7 +143,8 @@ def conclude_plan(
             out.status, out.bound_s, out.gap, out.reason = Status.OPTIMAL, t, 0.0, ""
             return best
         bounds = [_attempt_bound(a) for a in attempts]
-        exact_over_all = islands.status is Status.OPTIMAL and not chosen.left_out and planned == len(attempts)
+        exact_over_all = (islands.status is Status.OPTIMAL and not chosen.left_out and not narrowed
+                          and planned == len(attempts))
         bound = min(bounds) if exact_over_all and None not in bounds else None
         bound = out.ideal_time_s if bound is None else max(bound, out.ideal_time_s)
         out.status, out.bound_s = Status.FEASIBLE, min(bound, t)
@@ -141,7 +156,7 @@ def conclude_plan(
     failures = "; ".join(f"micro-batch {a.microbatch_size}: {a.result.reason or a.result.status.value}"
                          for a in attempts if a.result is not None)
     statuses = {a.result.status for a in attempts if a.result is not None}
-    timed_out = planned > len(attempts) or any(a.result is None or not a.complete for a in attempts) \
+    timed_out = planned > len(attempts) or any((a.result is None and not a.not_planned) or not a.complete for a in attempts) \
         or Status.TIME_LIMIT in statuses
     if timed_out:
         out.status = Status.TIME_LIMIT

@@ -14,6 +14,7 @@ slices with the same layers get the same signature wherever they are built.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -416,10 +417,16 @@ class Parallelizer(Protocol):
 def divisors(n: int) -> list[int]:
     """The positive divisors of ``n`` in increasing order (tensor/data-parallel degrees, batch splits).
 
+    O(√n) trials: a global batch may be up to 2**20 and the API is called with larger values
+    before they are refused, so a scan to n would be a hang, not a check.
+
     >>> divisors(12)
     [1, 2, 3, 4, 6, 12]
+    >>> divisors(2**40)[-1]
+    1099511627776
     """
-    return [d for d in range(1, n + 1) if n % d == 0]
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return small + [n // d for d in reversed(small) if d * d != n]
 
 
 __all__ = [

@@ -14,6 +14,7 @@ never INFEASIBLE unless every micro-batch size was proven not to fit.
 from __future__ import annotations
 
 import math
+import os
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -31,19 +32,20 @@ from hetopt.planner.alternatives import Alternative, Setting, plan_alternatives
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster, load_cluster, resolve
 from hetopt.planner.compose import (island_specs, link_matrix, microbatch_candidates, pipeline_instance,
-                                    pipeline_lower_bound)
+                                    pipeline_lower_bound, uncomposable_microbatch_sizes)
+from hetopt.pipeline.problem import MAX_MICROBATCHES
 from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime, with_precision,
-                                   parse_island_layouts, parse_layout, price_island_layouts, price_layout)
-from hetopt.planner.runtime import Runtime, layout_names_runtime, parse_runtime
-from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES, EnumerationStats, all_slices, enumerate_plans
+                                   price_island_layouts, price_layout)
+from hetopt.planner.enumerate import EnumerationStats, all_slices, enumerate_plans
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice
 from hetopt.planner.replicas import REPLICAS_SHARE, ReplicasPlan, plan_replicas
-from hetopt.planner.schedule import TIME_MODELS, rescore, simulated_lower_bound
+from hetopt.planner.request import PlanRequest
+from hetopt.planner.schedule import rescore, simulated_lower_bound
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops, load_model
 
-__all__ = ["Alternative", "HeteroPlan", "StageRow", "conclude_plan", "ideal_time", "microbatch_candidates", "plan"]
+__all__ = ["Alternative", "HeteroPlan", "PlanRequest", "StageRow", "conclude_plan", "ideal_time", "microbatch_candidates", "plan"]
 
 #: Most islands the planner composes exactly: the pipeline DP's state grows with the subsets
 #: of islands used, and it declines past about 16 (formulations/pipeline.md).
@@ -133,6 +135,21 @@ class HeteroPlan:
     #: what ``hetopt export`` asks the runtime for
     precision: str = ""
 
+    @property
+    def answer_status(self) -> Status:
+        """The status of the planner's answer as a whole: the composed plan's, or FEASIBLE when
+        only its data-parallel replicas (``replicas=True``) found a plan, which then is the
+        answer (not proven best). The command line's exit code follows it.
+
+        Examples
+        --------
+        >>> HeteroPlan("c", "m", 8, 0, 0, 2048, Status.TIME_LIMIT).answer_status
+        <Status.TIME_LIMIT: 'TIME_LIMIT'>
+        """
+        if not self.status.has_solution and self.replicas is not None and self.replicas.status.has_solution:
+            return Status.FEASIBLE
+        return self.status
+
 
 def model_training_flops(cfg: ModelConfig, seq: int) -> float:
     """Training FLOPs of one sample (forward + backward, no recomputation)."""
@@ -161,22 +178,6 @@ def as_cluster(cluster: Cluster | str | Path) -> Cluster:
 def as_model(cfg: ModelConfig | str | Path) -> ModelConfig:
     """A loaded model, a path to a model file, or a name in ``instances/models``."""
     return cfg if isinstance(cfg, ModelConfig) else load_model(resolve(str(cfg), models_dir(), "model"))
-
-
-def check_time_limit(time_limit: float | None) -> None:
-    """A time limit is None or a finite number of seconds > 0.
-
-    Raises
-    ------
-    InputError
-        Otherwise, naming the option.
-    """
-    if time_limit is None:
-        return
-    if not isinstance(time_limit, (int, float)) or isinstance(time_limit, bool) or not math.isfinite(time_limit) \
-            or time_limit <= 0:
-        raise InputError(f"--time-limit {time_limit}: time_limit must be a finite number of seconds > 0 "
-                         "(leave it out for no limit)")
 
 
 def _limited(deadline: Deadline, share: float = 1.0) -> float | None:
@@ -263,33 +264,27 @@ def _attempt(ctx: _Context, m: int, deadline: Deadline) -> Attempt:
 
 
 def plan(
-    cluster: Cluster | str | Path,
-    cfg: ModelConfig | str | Path,
+    request: PlanRequest | Cluster | str | os.PathLike,
+    cfg: ModelConfig | str | os.PathLike | None = None,
+    /,
     *,
-    global_batch: int,
-    microbatch_size: int | None = None,
-    seq: int | None = None,
     parallelizer: Parallelizer | None = None,
-    policies: Sequence[str] = POLICIES,
-    imbalance: float = DEFAULT_IMBALANCE,
     executor: Executor | None = None,
-    time_limit: float | None = None,
-    alternatives: bool = True,
     on_progress: Callable[[str, int, int], None] | None = None,
-    max_islands: int | None = None,
-    tasks: int = DEFAULT_TASKS,
-    layout: GivenLayout | str | None = None,
-    time_model: str = "closed-form",
-    replicas: bool = False,
-    runtime: Runtime | str | None = None,
+    **options: object,
 ) -> HeteroPlan:
-    """Plan training of ``cfg`` on ``cluster`` with global batch ``global_batch``.
+    """Plan training of a model on a cluster: ``plan(PlanRequest(...))``, or
+    ``plan(cluster, model, global_batch=..., ...)`` with the request's fields as keywords.
+
+    Every option is checked by name before any work (:meth:`PlanRequest.checked`).
 
     Parameters
     ----------
-    cluster, cfg
-        Loaded objects, paths to their files, or names in ``instances/clusters`` and
-        ``instances/models`` (as the command line takes them).
+    request, cfg
+        A :class:`~hetopt.planner.request.PlanRequest`; or the cluster and the model (loaded
+        objects, paths to their files, or names in ``instances/clusters`` and
+        ``instances/models``, as the command line takes them), with the other fields of the
+        request as keywords (``global_batch`` is required).
     microbatch_size
         Fixed micro-batch size; by default every divisor of the global batch is a
         candidate (powers of two first) and the fastest plan kept; a size whose lower bound
@@ -308,7 +303,10 @@ def plan(
         Seconds for the whole call (islands, enumeration, composition, alternatives); it
         returns within ``time_limit + hetopt.family.TIME_LIMIT_SLACK_S``. Stopped early, the
         plan is FEASIBLE with its bound and gap, or TIME_LIMIT without one; never a false
-        OPTIMAL or INFEASIBLE.
+        OPTIMAL or INFEASIBLE. 0 returns at once with what is known (TIME_LIMIT).
+    layers_per_atom
+        Layers per atom of the built-in parallelizer (None: 1, coarser on very large
+        clusters); above 1 the search is narrowed and the plan FEASIBLE, not OPTIMAL.
     tasks
         With an executor, the queries of one enumeration go out in at most this many batches.
     alternatives
@@ -345,30 +343,50 @@ def plan(
 
     Raises
     ------
+    TypeError
+        An unknown keyword (naming the closest option), or options beside a request.
     InputError
-        For a micro-batch size that does not divide the global batch, a bad batch or time
+        A field that is not what it must be (named, ``field`` set); for a micro-batch size that does not divide the global batch, a bad batch or time
         limit, an unknown cluster or model name, a layout the cluster or model cannot hold
         or given for a cluster of several islands.
     hetopt.planner.workers.WorkersLost
         When the executor's workers are gone (a pool that keeps dying, a Dask cluster
         without workers).
     """
-    check_time_limit(time_limit)
-    if time_model not in TIME_MODELS:
-        raise InputError(f"time_model {time_model!r}: must be one of {', '.join(TIME_MODELS)}")
+    if isinstance(request, PlanRequest):
+        if cfg is not None or options:
+            raise TypeError("plan(request): give every option inside the PlanRequest, not beside it")
+    else:
+        request = PlanRequest.of(cluster=request, model=cfg, **options)
+    request = request.checked()
+    if parallelizer is not None and not isinstance(parallelizer, Parallelizer):
+        raise InputError(f"parallelizer: must implement hetopt.planner.Parallelizer (got {type(parallelizer).__name__})",
+                         field="parallelizer")
+    if parallelizer is not None and request.layers_per_atom is not None:
+        raise InputError("layers_per_atom: sets the built-in parallelizer's atoms; give them to your own parallelizer",
+                         field="layers_per_atom")
+    if executor is not None and not callable(getattr(executor, "submit", None)):
+        raise InputError(f"executor: must be a concurrent.futures.Executor (got {type(executor).__name__})",
+                         field="executor")
+    if on_progress is not None and not callable(on_progress):
+        raise InputError(f"on_progress: must be callable as on_progress(phase, done, total) (got {on_progress!r})",
+                         field="on_progress")
+    if request.layers_per_atom is not None:
+        parallelizer = BuiltinParallelizer(layers_per_atom=request.layers_per_atom)
+    return _plan(request, parallelizer, executor, on_progress)
+
+
+def _plan(request: PlanRequest, parallelizer: Parallelizer | None, executor: Executor | None,
+          on_progress: Callable[[str, int, int], None] | None) -> HeteroPlan:
+    """:func:`plan` of a checked request."""
+    r = request
+    cluster, cfg, global_batch, microbatch_size, seq = r.cluster, r.model, r.global_batch, r.microbatch_size, r.seq
+    policies, imbalance, time_limit, alternatives, max_islands = r.policies, r.imbalance, r.time_limit, r.alternatives, r.max_islands
+    tasks, layout, time_model, replicas, runtime = r.tasks, r.layout, r.time_model, r.replicas, r.runtime
     # the steps stop by this inner deadline: each may overshoot it by its own last unit of
     # work (a DP layer, an evaluate), which the margin and the stated slack absorb
     deadline = Deadline(None if time_limit is None else time_limit - min(INNER_MARGIN_S, time_limit / 2))
-    if global_batch < 1:
-        raise InputError(f"--global-batch {global_batch}: must be >= 1")
     cluster, cfg = as_cluster(cluster), as_model(cfg)
-    if isinstance(runtime, str):
-        runtime = parse_runtime(runtime)
-    restated = layout_names_runtime(layout) if runtime is not None and isinstance(layout, str) else []
-    if restated:
-        raise InputError(f"--layout {', '.join(restated)}=: with --runtime, say how the framework runs once, in --runtime")
-    if isinstance(layout, str):  # "ISLAND: layers=K ...; ..." gives one layout per island
-        layout = parse_island_layouts(layout) if ":" in layout else parse_layout(layout)
     if runtime is not None and layout is not None:
         layout = runtime.layouts(layout)
     seq = seq or cfg.sequence
@@ -386,7 +404,7 @@ def plan(
     if not islands.status.has_solution:
         conclude_plan(out, islands, None, [], len(candidates))
         return out
-    par, coarsened = parallelizer or BuiltinParallelizer(), ""
+    par, coarsened, auto_atoms = parallelizer or BuiltinParallelizer(), "", False
     if runtime is not None:
         if not isinstance(par, BuiltinParallelizer):
             raise InputError("--runtime: holds the built-in parallelizer's search; a parallelizer of your own "
@@ -400,7 +418,7 @@ def plan(
     if max_islands is None and parallelizer is None and cfg.layers > LARGE_CLUSTER_ATOMS \
             and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS:
         par = replace(par, layers_per_atom=math.ceil(cfg.layers / LARGE_CLUSTER_ATOMS))
-        coarsened = f", atoms of {par.layers_per_atom} layers"
+        coarsened, auto_atoms = f", atoms of {par.layers_per_atom} layers", True
     if max_islands is None and microbatch_size is None and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS:
         # the large-cluster path is a heuristic already (islands left out, FEASIBLE against
         # the ideal); every divisor of B on islands of hundreds of GPUs would take it from
@@ -429,6 +447,10 @@ def plan(
     given = None if layout is None else _price_given(layout, chosen, cluster, cfg, global_batch, seq)
     out.left_out = chosen.left_out
     atoms = par.slice_model(cfg, seq=seq)
+    # stage boundaries fall only between atoms: coarser atoms narrow the search as leaving
+    # islands out does (the large-cluster default already says so in its note)
+    narrowed = [] if len(atoms) >= cfg.layers or auto_atoms else [
+        f"atoms of {atoms[0].layers} layers (stage boundaries only every {atoms[0].layers} layers)"]
     ctx = _Context(cluster, cfg, seq, global_batch, chosen, par, all_slices(par, atoms), policies, imbalance, executor,
                    tasks, on_progress, time_model)
     attempts: list[Attempt] = []
@@ -459,9 +481,21 @@ def plan(
         attempts.append(attempt)
         timing["enumeration_s"] += attempts[-1].enumerate_s
         timing["composition_s"] += attempts[-1].compose_s
-    out.enumeration = {a.microbatch_size: a.stats.to_dict() if a.pruned_bound is None else {"skipped_bound_s": a.pruned_bound}
-                       for a in attempts}
-    best = conclude_plan(out, islands, chosen, attempts, len(candidates))
+    for m in uncomposable_microbatch_sizes(global_batch, microbatch_size):
+        # a size the pipeline family cannot compose is not planned; only its bound can still
+        # prove that no plan of it beats the one found
+        bound = (simulated_lower_bound if time_model == "simulated" else pipeline_lower_bound)(
+            work, island_flops, global_batch // m)
+        incumbent = _incumbent_s(attempts)
+        if type(par) is BuiltinParallelizer and incumbent is not None and bound >= incumbent:
+            attempts.append(Attempt(m, None, True, [], EnumerationStats(), pruned_bound=bound))
+        else:
+            attempts.append(Attempt(m, None, True, [], EnumerationStats(), not_planned=(
+                f"not planned: {global_batch // m} micro-batches, more than the {MAX_MICROBATCHES} a pipeline composes")))
+    out.enumeration = {a.microbatch_size: {"skipped_bound_s": a.pruned_bound} if a.pruned_bound is not None
+                       else {"not_planned": a.not_planned} if a.not_planned else a.stats.to_dict() for a in attempts}
+    planned = len(candidates) + len(uncomposable_microbatch_sizes(global_batch, microbatch_size))
+    best = conclude_plan(out, islands, chosen, attempts, planned, narrowed)
     if best is not None:
         _fill(out, best, chosen.specs, cluster, cfg, seq)
     if given is not None:

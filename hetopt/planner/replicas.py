@@ -18,6 +18,7 @@ these candidates*; as a plan of the cluster it is FEASIBLE with the ideal time a
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -55,11 +56,16 @@ class UnitShape:
     spec: IslandSpec  # the slowest unit's figures
     first_node: int  # a node of the shape, for its network links
     islands: list[tuple[str, int]] = field(default_factory=list)  # (island, its units), in order
+    #: Set by :func:`unit_shapes` when two shapes differ only in their internal bandwidth
+    #: (e.g. the pods of a datacenter): the bandwidth then joins the name, which must be unique.
+    bandwidth_in_name: bool = False
 
     @property
     def name(self) -> str:
-        """E.g. ``H100-SXM5-8x8``: GPU type, nodes per unit × GPUs per node."""
-        return f"{self.gpu}-{self.unit_nodes}x{self.gpus_per_node}"
+        """E.g. ``H100-SXM5-8x8``: GPU type, nodes per unit × GPUs per node (and
+        ``@400Gbps``, the bandwidth between the unit's nodes, when that alone tells shapes apart)."""
+        base = f"{self.gpu}-{self.unit_nodes}x{self.gpus_per_node}"
+        return f"{base}@{self.inter_bandwidth * 8 / 1e9:.4g}Gbps" if self.bandwidth_in_name else base
 
 
 def unit_shapes(cluster: Cluster, members: list[list[int]]) -> list[UnitShape]:
@@ -78,6 +84,10 @@ def unit_shapes(cluster: Cluster, members: list[list[int]]) -> list[UnitShape]:
         shape.islands.append((spec.name, spec.nodes // unit))
         if spec.gpu.fp16_flops < shape.spec.gpu.fp16_flops:  # keep the slowest unit's GPU
             shape.spec = replace(shape.spec, gpu=spec.gpu)
+    # shapes are keyed by bandwidth too: where that alone tells two apart, their names say it
+    by_name = Counter(s.name for s in shapes.values())
+    for shape in shapes.values():
+        shape.bandwidth_in_name = by_name[shape.name] > 1
     return sorted(shapes.values(), key=lambda s: (-s.count, s.name))
 
 

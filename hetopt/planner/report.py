@@ -127,6 +127,9 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
     for m, s in p.enumeration.items():
         if m in skipped:
             continue
+        if "not_planned" in s:
+            out.print(f"  micro-batch {m}: {s['not_planned']}", highlight=False)
+            continue
         pruned = ", ".join(f"{k} {v}" for k, v in s["pruned"].items())
         out.print(f"  micro-batch {m}: {s['pairs']} (slice, island) pairs, pruned {pruned}; {s.get('unreachable', 0)} need more islands; {s['queried']} queried, {s['plans']} plans", highlight=False)
 

@@ -7,18 +7,14 @@ import os
 import time
 from collections.abc import Iterator
 from concurrent.futures import Executor
+from dataclasses import replace
 
 from hetopt.errors import InputError
-from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import load_cluster
 from hetopt.planner.enumerate import DEFAULT_TASKS, POLICIES
-from hetopt.planner.plan import HeteroPlan, as_model, check_time_limit, plan
+from hetopt.planner.plan import HeteroPlan, as_model, plan
+from hetopt.planner.request import PlanRequest
 from hetopt.planner.workers import ProcessPool, dask_executor
-#: Largest global batch ``hetopt plan`` accepts (samples per iteration).
-MAX_GLOBAL_BATCH = 1 << 20
-#: The least time limit a plan is given after connecting to a scheduler took the rest: it
-#: then returns TIME_LIMIT at once (a limit must be > 0).
-MIN_TIME_LEFT_S = 1e-3
 
 
 def policies_from(no_prune: str | None) -> tuple[str, ...]:
@@ -57,51 +53,38 @@ def executor_for(workers: int | None, scheduler: str | None, timeout: float | No
         yield pool
 
 
+def request_from(args) -> PlanRequest:
+    """The :class:`PlanRequest` of parsed ``hetopt plan`` arguments (not yet checked)."""
+    return PlanRequest(
+        cluster=args.cluster, model=args.model, global_batch=args.global_batch, microbatch_size=args.microbatch,
+        seq=args.seq, policies=policies_from(args.no_prune), time_limit=args.time_limit,
+        alternatives=not args.no_alternatives, max_islands=args.max_islands,
+        tasks=DEFAULT_TASKS if args.tasks is None else args.tasks,
+        # unset: plan() picks the atoms (coarser on clusters of very many islands)
+        layers_per_atom=args.layers_per_atom, layout=getattr(args, "layout", None),
+        time_model=getattr(args, "time_model", "closed-form"), replicas=getattr(args, "replicas", False),
+        runtime=getattr(args, "runtime", None),
+    )
+
+
 def run_plan(args, on_progress=None) -> HeteroPlan:
     """Run the planner for parsed ``hetopt plan`` arguments.
+
+    Every option is checked (:meth:`PlanRequest.checked`) and the cluster and model read
+    before any worker starts.
 
     Raises
     ------
     InputError
-        Unknown cluster or model, bad sizes or time limit, a scheduler address that is
-        malformed or where no Dask scheduler answers.
+        Unknown cluster or model, bad sizes or time limit (``field`` names the option), a
+        scheduler address that is malformed or where no Dask scheduler answers.
     hetopt.planner.workers.WorkersLost
         When the worker processes keep dying or the Dask cluster has no worker left.
     """
-    if not 1 <= args.global_batch <= MAX_GLOBAL_BATCH:
-        raise InputError(f"--global-batch {args.global_batch}: must be between 1 and {MAX_GLOBAL_BATCH}")
-    if args.max_islands is not None and args.max_islands < 1:
-        raise InputError(f"--max-islands {args.max_islands}: must be >= 1")
-    if args.seq is not None and not 1 <= args.seq <= 1 << 20:
-        raise InputError(f"--seq {args.seq}: must be between 1 and {1 << 20}")
-    if args.tasks is not None and args.tasks < 1:
-        raise InputError(f"--tasks {args.tasks}: must be >= 1")
-    if args.layers_per_atom is not None and args.layers_per_atom < 1:
-        raise InputError(f"--layers-per-atom {args.layers_per_atom}: must be >= 1")
-    check_time_limit(args.time_limit)
-    cluster = load_cluster(args.cluster)
-    cfg = as_model(args.model)
+    request = request_from(args).checked()
+    request = replace(request, cluster=load_cluster(request.cluster), model=as_model(request.model))
     started = time.monotonic()
-    with executor_for(args.workers, args.scheduler, args.time_limit) as executor:
+    with executor_for(args.workers, args.scheduler, request.time_limit) as executor:
         # the limit bounds the whole call: what connecting to a scheduler took is not the plan's
-        limit = None if args.time_limit is None else max(args.time_limit - (time.monotonic() - started), MIN_TIME_LEFT_S)
-        return plan(
-            cluster,
-            cfg,
-            global_batch=args.global_batch,
-            microbatch_size=args.microbatch,
-            seq=args.seq,
-            policies=policies_from(args.no_prune),
-            executor=executor,
-            time_limit=limit,
-            alternatives=not args.no_alternatives,
-            on_progress=on_progress,
-            max_islands=args.max_islands,
-            tasks=args.tasks or DEFAULT_TASKS,
-            layout=None if getattr(args, "layout", None) is None else args.layout,
-            time_model=getattr(args, "time_model", "closed-form"),
-            # unset: plan() picks the atoms (coarser on clusters of very many islands)
-            parallelizer=BuiltinParallelizer(layers_per_atom=args.layers_per_atom) if args.layers_per_atom else None,
-            replicas=getattr(args, "replicas", False),
-            runtime=getattr(args, "runtime", None),
-        )
+        limit = None if request.time_limit is None else max(request.time_limit - (time.monotonic() - started), 0.0)
+        return plan(replace(request, time_limit=limit), executor=executor, on_progress=on_progress)

@@ -37,15 +37,24 @@ def one_line_error(capsys, *words):
 # ---- time limits -------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("limit", ["0", "-1", "nan", "inf"])
-def test_a_non_positive_or_non_finite_time_limit_is_bad_input(capsys, limit):
+@pytest.mark.parametrize("limit", ["-1", "nan", "inf"])
+def test_a_negative_or_non_finite_time_limit_is_bad_input(capsys, limit):
     assert main([*SMALL, "--global-batch", "8", "--time-limit", limit]) == 2
-    one_line_error(capsys, f"--time-limit {limit}")
+    one_line_error(capsys, "--time-limit: must be a finite number of seconds >= 0")
 
 
 def test_the_api_rejects_a_bad_time_limit():
-    with pytest.raises(InputError, match="time_limit"):
-        plan("cephalo-a", "gpt3-2.7b", global_batch=8, time_limit=0)
+    for limit in (-1, float("nan"), "5", True):
+        with pytest.raises(InputError, match="time_limit") as err:
+            plan("cephalo-a", "gpt3-2.7b", global_batch=8, time_limit=limit)
+        assert err.value.field == "time_limit"
+
+
+def test_a_time_limit_of_0_returns_at_once_as_solve_does(capsys):
+    # one rule for solve, plan and bench (hetopt.budget.check_time_limit): 0 is "what is known
+    # now", a TIME_LIMIT answer, not bad input
+    assert plan("cephalo-a", "gpt3-2.7b", global_batch=8, time_limit=0).status is Status.TIME_LIMIT
+    assert main([*SMALL, "--global-batch", "8", "--time-limit", "0"]) == 3
 
 
 def test_an_islands_step_stopped_by_the_limit_is_a_time_limit_exit_3(capsys):

@@ -1,0 +1,166 @@
+"""What a plan is asked for: :class:`PlanRequest`, every option of :func:`hetopt.plan` by name.
+
+The request is a frozen, keyword-only dataclass. :meth:`PlanRequest.checked` validates every
+field by name before any work (types, ranges, choices; the rules live in :mod:`hetopt.checks`)
+and returns the request with its texts parsed (a ``runtime`` or ``layout`` string becomes its
+object). ``hetopt plan`` builds one from its flags and the Python API from its keywords, so
+the command line and the library refuse the same values with the same rules; the command
+line then names its flag where the library names the field (``InputError.field``).
+
+Examples
+--------
+>>> req = PlanRequest(cluster="tangram-c2", model="gpt3-1.3b", global_batch=16).checked()
+>>> req.policies, req.time_limit
+(('redundancy', 'infeasibility', 'imbalance'), None)
+>>> PlanRequest(cluster="tangram-c2", model="gpt3-1.3b", global_batch="16").checked()
+Traceback (most recent call last):
+...
+hetopt.errors.InputError: global_batch: must be a whole number (got '16')
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from hetopt.budget import check_time_limit
+from hetopt.checks import (MAX_GLOBAL_BATCH, MAX_SEQ, check_bool, check_choice, check_int, check_names,
+                           check_optional_int, check_real)
+from hetopt.errors import InputError
+from hetopt.planner.cluster import Cluster
+from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES
+from hetopt.planner.layout import GivenLayout, IslandBlock, parse_island_layouts, parse_layout
+from hetopt.planner.runtime import Runtime, layout_names_runtime, parse_runtime
+from hetopt.planner.schedule import TIME_MODELS
+from hetopt.workload import ModelConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanRequest:
+    """Every option of a plan, by name (see :func:`hetopt.plan` for what each one does).
+
+    Attributes
+    ----------
+    cluster, model
+        Loaded objects, paths to their files, or names in ``instances/clusters`` and
+        ``instances/models``.
+    global_batch
+        Samples per iteration, 1 to ``hetopt.checks.MAX_GLOBAL_BATCH``.
+    microbatch_size
+        Samples per micro-batch of the whole pipeline (over all its data-parallel replicas);
+        None tries every divisor of the global batch.
+    seq
+        Tokens per sample (None: the model's), 1 to ``hetopt.checks.MAX_SEQ``.
+    policies
+        The pruning policies on (a tuple out of ``POLICIES``).
+    imbalance
+        The imbalance policy's ratio, a finite number >= 1.
+    time_limit
+        Seconds for the whole call (None: no limit; 0: return at once with what is known).
+    alternatives, replicas
+        Also plan the alternatives / the data-parallel replicas.
+    max_islands, tasks, layers_per_atom
+        Islands composed (None: the default), batches of queries sent to an executor, layers per
+        atom of the built-in parallelizer (None: 1, or coarser on very large clusters).
+    layout, runtime
+        A layout to price beside the plan and the runtime the search is held to: text, or
+        their parsed objects.
+    time_model
+        ``"closed-form"`` or ``"simulated"``.
+    """
+
+    cluster: Cluster | str | os.PathLike
+    model: ModelConfig | str | os.PathLike
+    global_batch: int
+    microbatch_size: int | None = None
+    seq: int | None = None
+    policies: tuple[str, ...] = POLICIES
+    imbalance: float = DEFAULT_IMBALANCE
+    time_limit: float | None = None
+    alternatives: bool = True
+    replicas: bool = False
+    max_islands: int | None = None
+    tasks: int = DEFAULT_TASKS
+    layers_per_atom: int | None = None
+    layout: GivenLayout | tuple[IslandBlock, ...] | str | None = None
+    runtime: Runtime | str | None = None
+    time_model: str = "closed-form"
+
+    @classmethod
+    def of(cls, **options: object) -> PlanRequest:
+        """A request from keywords, where an unknown keyword names the closest option.
+
+        >>> PlanRequest.of(cluster="c", model="m", global_batch=8, microbatch=2)
+        Traceback (most recent call last):
+        ...
+        TypeError: plan() got an unexpected keyword 'microbatch' (did you mean 'microbatch_size'?)
+        """
+        names = [f.name for f in fields(cls)]
+        for key in options:
+            if key not in names:
+                close = difflib.get_close_matches(key, names, n=1) or [n for n in names if n.startswith(key)][:1]
+                hint = f" (did you mean {close[0]!r}?)" if close else f" (options: {', '.join(names)})"
+                raise TypeError(f"plan() got an unexpected keyword {key!r}{hint}")
+        missing = [n for n in ("cluster", "model", "global_batch") if n not in options]
+        if missing:
+            raise TypeError(f"plan() needs {', '.join(missing)}")
+        return cls(**options)
+
+    def checked(self) -> PlanRequest:
+        """This request validated field by field, with ``layout`` and ``runtime`` texts parsed.
+
+        Raises
+        ------
+        InputError
+            The first field that is not what it must be, named (``field`` set).
+        """
+        _check_source(self.cluster, "cluster", Cluster)
+        _check_source(self.model, "model", ModelConfig)
+        runtime = self.runtime
+        if runtime is not None and not isinstance(runtime, (str, Runtime)):
+            raise InputError(f"runtime: must be text such as 'recompute=none zero=0' or a Runtime (got {runtime!r})",
+                             field="runtime")
+        layout = self.layout
+        if layout is not None and not isinstance(layout, (str, GivenLayout)) and not (
+                isinstance(layout, tuple) and layout and all(isinstance(b, IslandBlock) for b in layout)):
+            raise InputError("layout: must be text such as 'tp=8 pp=2 dp=4 mbs=1', a GivenLayout or a tuple of "
+                             f"IslandBlock (got {layout!r})", field="layout")
+        if isinstance(runtime, str):
+            runtime = parse_runtime(runtime)
+        if isinstance(layout, str):
+            restated = layout_names_runtime(layout) if runtime is not None else []
+            if restated:
+                raise InputError(f"layout: names {', '.join(restated)}; with a runtime, say how the framework runs "
+                                 "once, in the runtime", field="layout")
+            # "ISLAND: layers=K ...; ..." gives one layout per island
+            layout = parse_island_layouts(layout) if ":" in layout else parse_layout(layout)
+        return replace(
+            self,
+            global_batch=check_int(self.global_batch, "global_batch", 1, MAX_GLOBAL_BATCH),
+            microbatch_size=check_optional_int(self.microbatch_size, "microbatch_size", 1, MAX_GLOBAL_BATCH),
+            seq=check_optional_int(self.seq, "seq", 1, MAX_SEQ),
+            policies=check_names(self.policies, "policies", POLICIES),
+            imbalance=check_real(self.imbalance, "imbalance", 1.0),
+            time_limit=check_time_limit(self.time_limit),
+            alternatives=check_bool(self.alternatives, "alternatives"),
+            replicas=check_bool(self.replicas, "replicas"),
+            max_islands=check_optional_int(self.max_islands, "max_islands", 1),
+            tasks=check_int(self.tasks, "tasks", 1),
+            layers_per_atom=check_optional_int(self.layers_per_atom, "layers_per_atom", 1),
+            time_model=check_choice(self.time_model, "time_model", TIME_MODELS),
+            layout=layout,
+            runtime=runtime,
+        )
+
+
+def _check_source(value: object, field: str, kind: type) -> None:
+    """A loaded object, a path, or a shipped name (resolved later, when it is read)."""
+    if isinstance(value, (kind, str, Path, os.PathLike)) and not (isinstance(value, str) and not value.strip()):
+        return
+    raise InputError(f"{field}: must be a {kind.__name__}, a path to its file or a name in instances/ (got {value!r})",
+                     field=field)
+
+
+__all__ = ["MAX_GLOBAL_BATCH", "MAX_SEQ", "PlanRequest"]
