@@ -29,6 +29,7 @@ from pathlib import Path
 
 from hetopt.catalog import instances_dir
 from hetopt.costmodel import PRECISIONS, hardware_precision, precision_problem
+from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
@@ -52,8 +53,6 @@ LOWER_IS_BETTER = ("iteration_time_s",)
 #: ``hetopt plan`` takes them.
 VALUE_RANGE = (1e-6, 1e15)
 MIN_INTER_GBPS = 1e-6
-MAX_GLOBAL_BATCH = 1 << 20
-MAX_SEQ = 1 << 20
 #: FLOP-count conventions of ``tflops_per_gpu``: Megatron's eq. 3 (Narayanan et al. SC'21),
 #: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration, which counts the recomputed forward; and
 #: Megatron-Core's ``num_floating_point_operations`` (megatron/training/training.py as of
