@@ -137,6 +137,7 @@ def conclude(
     proven_optimal: bool,
     bound: float | None = None,
     stats: dict[str, Any] | None = None,
+    reason: str = "",
 ) -> Result:
     """Check a solver's solution with ``evaluate`` and wrap it in a Result.
 
@@ -147,6 +148,9 @@ def conclude(
         ``gap = 0`` (the solver's own bound is dropped: it can differ by rounding).
     bound
         Otherwise, the best proven lower bound (minimization), or None.
+    reason
+        Why a FEASIBLE result is not proven optimal. Left empty, it is written here from the
+        deadline and the bound, so no FEASIBLE result comes without one.
 
     Raises
     ------
@@ -161,12 +165,16 @@ def conclude(
         # Proven optimal: the bound is the plan's own value. A solver's bound may differ from
         # the recomputed objective by floating-point rounding of its model (or, for CP-SAT,
         # by the documented time scaling); the agreement checks carry those tolerances.
-        status, bound, gap = Status.OPTIMAL, objective, 0.0
+        status, bound, gap, reason = Status.OPTIMAL, objective, 0.0, ""
     else:
         status = Status.FEASIBLE
         if bound is not None:
             bound = min(bound, objective)
         gap = relative_gap(objective, bound)
+        if not reason:
+            reason = ("time limit reached before optimality was proven" if deadline.expired()
+                      else "optimality not proven")
+            reason += "; no lower bound known" if bound is None else f"; gap {gap:.3g} to the proven bound {bound:.6g}"
     return Result(
         problem=problem,
         method=method,
@@ -177,6 +185,7 @@ def conclude(
         solution=solution,
         wall_s=deadline.elapsed(),
         stats=dict(stats or {}),
+        reason=reason,
     )
 
 

@@ -217,6 +217,8 @@ class IslandsInstance:
             ``"node[2].gpus: must be between 1 and 128 (got 0)"`` and the like; readers add
             the file name (``hetopt.readers.fields.located``).
         """
+        if not isinstance(self.name, str) or not self.name:
+            raise InputError(f"name: must be a non-empty string (got {self.name!r})", field="name")
         if not isinstance(self.tolerance, Tolerance):
             raise InputError(f"tolerance: must be a Tolerance (got {self.tolerance!r})")
         check_nodes(self.nodes)

@@ -44,10 +44,10 @@ def crosscheck_methods(instance: ReplicasInstance) -> list[str]:
     """dp and greedy; milp and cpsat, and bruteforce, when the instance is small enough for them."""
     from hetopt.replicas.bruteforce import MAX_PLANS, plan_count
     from hetopt.replicas.problem import infeasible_reason
-    from hetopt.replicas.model import model_data
+    from hetopt.replicas.model import slot_count
 
     methods = ["dp"]
-    if infeasible_reason(instance) is not None or len(model_data(instance).slots) <= MODEL_SLOTS_LIMIT:
+    if infeasible_reason(instance) is not None or slot_count(instance) <= MODEL_SLOTS_LIMIT:
         methods += ["milp", "cpsat"]
     methods.append("greedy")
     if plan_count(instance) <= min(BRUTEFORCE_LIMIT, MAX_PLANS):

@@ -17,8 +17,8 @@ from ortools.sat.python import cp_model
 from hetopt.backends import solve_cpsat
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.replicas.heuristic import greedy_plan
-from hetopt.replicas.model import model_data, quantum, too_large
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason
+from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data, quantum, size_problem
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason, usable_candidates
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status
 
@@ -50,23 +50,27 @@ def solve_cpsat_model(
     reason = infeasible_reason(instance)
     if reason is not None:
         return no_solution(problem="replicas", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    plan = greedy_plan(instance, deadline)
-    upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective
-    data = model_data(instance, upper)
-    declined = too_large(data, "the CP-SAT model")
+    declined = size_problem(instance, "the CP-SAT model")
     if declined is not None:
         return no_solution(problem="replicas", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
     cands = instance.candidates
+    lower = min(cands[c].fill_s for c in usable_candidates(instance))  # no plan beats the fastest single pass
+    plan = greedy_plan(instance, Deadline(deadline.share(GREEDY_SHARE)))
+    upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective
     q = quantum(instance)
-    lower = min(cands[c].fill_s for c, _ in data.slots)
 
     def scaled(seconds: float) -> int:
         return math.floor(seconds / q)
 
-    def out_of_time() -> Result:
-        return no_solution(problem="replicas", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline,
-                           bound=lower, reason="time limit reached while building the CP-SAT model")
+    def out_of_time(why: str = "time limit reached while building the CP-SAT model") -> Result:
+        return known_plan_or_time_limit(instance, plan, "cpsat", deadline, lower, why)
 
+    try:
+        data = model_data(instance, upper, "the CP-SAT model", deadline)
+    except TooLarge as exc:
+        return no_solution(problem="replicas", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=str(exc))
+    except TimeoutError:
+        return out_of_time()
     n_total = instance.microbatches
     # The caps on z are sums of the same integers the constraints use (f̂ + p̂·(n − 1)), never
     # ⌊T(n)/q⌋ of a float sum: T(n) = f + (n − 1)·p rounded in floating point can fall below
@@ -153,5 +157,8 @@ def solve_cpsat_model(
         return build_solution(instance, pairs)
 
     # infeasible_reason ruled infeasibility out (one usable candidate is a plan)
-    return conclude_model(problem="replicas", method="cpsat", instance=instance, outcome=outcome, decode=decode,
-                          evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="CP-SAT")
+    result = conclude_model(problem="replicas", method="cpsat", instance=instance, outcome=outcome, decode=decode,
+                            evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="CP-SAT")
+    if result.status is Status.TIME_LIMIT and plan is not None:  # stopped before its own plan: the greedy's
+        return known_plan_or_time_limit(instance, plan, "cpsat", deadline, bound, result.reason)
+    return result

@@ -85,6 +85,53 @@ def components(instance: ReplicasInstance, candidates: list[int]) -> list[list[i
     return [groups[k] for k in sorted(groups)]
 
 
+def table_sizes(instance: ReplicasInstance, candidates: list[int]) -> dict[str, int]:
+    """The sizes of the DP's tables, from the input's counts alone (Python integers: a product
+    of island counts overflows int64 long before it is refused), so the DP can decline before
+    it builds anything.
+
+    Returns
+    -------
+    dict
+        ``states`` (island-count states of all components), ``cells`` (knapsack cells),
+        ``choice_bytes`` (the final pass's choice tables), ``sync_cells`` (σ(k, R): classes ×
+        (R_max + 1)), ``classes``, ``components``.
+
+    Examples
+    --------
+    >>> from hetopt.replicas.problem import Candidate, IslandShape
+    >>> shapes = tuple(IslandShape(f"S{i}", 1023) for i in range(7))
+    >>> inst = ReplicasInstance("x", 8, shapes, (Candidate("a", (1,) * 7, 1.0, 0.5, 1e9, 1e11),))
+    >>> table_sizes(inst, [0])["states"] == 1024**7  # 2^70: past int64
+    True
+    """
+    cands = instance.candidates
+    r_max = min(instance.max_replicas, sum(instance.copies(c) for c in candidates))
+    states = cells = choice_bytes = 0
+    groups = components(instance, candidates)
+    for group in groups:
+        dims = [s for s in range(instance.num_shapes) if any(cands[c].uses[s] for c in group)]
+        part_states = math.prod(int(instance.counts[s]) + 1 for s in dims)
+        part_cells = part_states * (min(r_max, sum(instance.copies(c) for c in group)) + 1)
+        states += part_states
+        cells += part_cells
+        choice_bytes += 2 * part_cells * len(group)
+    classes = len({cands[c].sync_ratio for c in candidates})
+    return {"states": states, "cells": cells, "choice_bytes": choice_bytes, "sync_cells": classes * (r_max + 1),
+            "classes": classes, "components": len(groups)}
+
+
+def dp_limit_hit(instance: ReplicasInstance, sizes: dict[str, int] | None = None) -> str | None:
+    """Which of the DP's limits the instance passes (``table_sizes``), or None."""
+    sizes = table_sizes(instance, usable_candidates(instance)) if sizes is None else sizes
+    for key, what, limit in (("cells", "knapsack cells (island-count states × replicas)", MAX_DP_CELLS),
+                             ("sync_cells", "cells of the sync table (ratio classes × replicas)", MAX_DP_CELLS),
+                             ("choice_bytes", "bytes of choice tables", MAX_CHOICE_BYTES)):
+        if sizes[key] > limit:
+            return f"{sizes[key]} {what} exceed the DP's limit of {limit}"
+    return None
+
+
 class Component:
     """The per-τ knapsack of one group of candidates over the shapes they use."""
 
@@ -98,7 +145,7 @@ class Component:
         self.strides = np.ones(len(self.dims), dtype=np.int64)
         for i in range(len(self.dims) - 2, -1, -1):
             self.strides[i] = self.strides[i + 1] * radix[i + 1]
-        self.states = int(np.prod(radix))
+        self.states = math.prod(int(x) for x in radix)  # table_sizes() has bounded it
         self.r_max = min(r_max, sum(instance.copies(c) for c in candidates))
         self.r_width = r_max + 1  # the width of F, shared by every component
         self.order = sorted(candidates, key=lambda c: (class_of[c], c))
@@ -171,6 +218,10 @@ class Component:
             new = g.copy()
             pick = np.zeros(g.shape, dtype=np.uint16) if choices else None
             for copies in range(1, self.copies[c] + 1):
+                # one copy count is a pass over up to MAX_DP_CELLS cells (about 0.01 s): the
+                # unit of work, so a candidate of hundreds of copies cannot overrun the limit
+                if deadline is not None and deadline.expired():
+                    raise _Stopped
                 src, dst = self.moves(c, copies)
                 if src.size == 0:
                     break
@@ -219,7 +270,7 @@ def _join(a: np.ndarray, b: np.ndarray, r_max: int) -> np.ndarray:
 class Knapsack:
     """The per-τ knapsack over island counts (see the module docstring), by components."""
 
-    def __init__(self, instance: ReplicasInstance, candidates: list[int]) -> None:
+    def __init__(self, instance: ReplicasInstance, candidates: list[int], deadline: Deadline | None = None) -> None:
         self.instance = instance
         self.n = instance.microbatches
         cands = instance.candidates
@@ -232,12 +283,17 @@ class Knapsack:
         self.num_classes = len(ratios)
         self.parts = [Component(instance, group, self.class_of, self.num_classes, self.r_max)
                       for group in components(instance, candidates)]
-        # σ(k, R): the ring at the slowest member allowed by class k
+        # σ(k, R): the ring at the slowest member allowed by class k. The members of a class
+        # share g/w, and so their ring at every R: one row per class (table_sizes bounds them)
         self.sync = np.zeros((self.num_classes, self.r_max + 1))
+        first_of = {}
         for c in self.order:
-            row = [ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
-                   for r in range(self.r_max + 1)]
-            self.sync[self.class_of[c]] = np.maximum(self.sync[self.class_of[c]], row)
+            first_of.setdefault(self.class_of[c], c)
+        for k, c in first_of.items():
+            if deadline is not None and deadline.expired():
+                raise _Stopped
+            self.sync[k] = [ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
+                            for r in range(self.r_max + 1)]
         self.sync = np.maximum.accumulate(self.sync, axis=0)
         self.times = Times(instance, self.order)
 
@@ -332,24 +388,34 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
     if reason is not None:
         return no_solution(problem="replicas", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
     usable = usable_candidates(instance)
-    knap = Knapsack(instance, usable)
-    stats = {"states": knap.states, "cells": knap.cells, "candidates": len(usable), "classes": knap.num_classes,
-             "components": len(knap.parts)}
-    if knap.cells > MAX_DP_CELLS:
+    # every limit is checked on the sizes the counts give, before any table is built
+    sizes = table_sizes(instance, usable)
+    stats = {"states": sizes["states"], "cells": sizes["cells"], "candidates": len(usable),
+             "classes": sizes["classes"], "components": sizes["components"]}
+    hit = dp_limit_hit(instance, sizes)
+    if hit is not None:
+        from hetopt.replicas.model import model_limit_hit
+
+        model_hit = model_limit_hit(instance, "the MILP and CP-SAT models")
+        advice = ("use milp or cpsat (their size grows with candidates, not island counts)" if model_hit is None
+                  else f"milp and cpsat decline it too ({model_hit}): use greedy")
         return no_solution(problem="replicas", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
-                           reason=f"{knap.cells} knapsack cells (island-count states × replicas) exceed the DP's "
-                                  f"limit of {MAX_DP_CELLS}; use milp or cpsat")
-    choice_bytes = knap.choice_bytes
-    if choice_bytes > MAX_CHOICE_BYTES:
-        return no_solution(problem="replicas", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
-                           reason=f"{choice_bytes} bytes of choice tables exceed the DP's limit of "
-                                  f"{MAX_CHOICE_BYTES}; use milp or cpsat")
-    times = knap.times
+                           reason=f"{hit}; {advice}")
+    lowest = min(instance.candidates[c].fill_s for c in usable)  # no plan is faster than the fastest single pass
     best_value, best_plan, best_pair = math.inf, None, None
     greedy = greedy_plan(instance, deadline)
     if greedy is not None:
         best_plan = greedy
         best_value = evaluate(instance, build_solution(instance, greedy)).objective
+    try:
+        knap = Knapsack(instance, usable, deadline)
+    except _Stopped:
+        if best_plan is None:
+            return no_solution(problem="replicas", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+                               bound=lowest, reason="time limit reached while building the DP's tables", stats=stats)
+        return conclude(problem="replicas", method="dp", instance=instance, solution=build_solution(instance, best_plan),
+                        evaluate=evaluate, deadline=deadline, proven_optimal=False, bound=lowest, stats=stats)
+    times = knap.times
     knapsacks = 0
 
     def at(tau: float) -> tuple[float, int, int]:
@@ -361,8 +427,7 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
     top = float(np.max(times.fill + (instance.microbatches - 1) * times.per))
     if best_value < math.inf:
         top = min(top, times.value_at_or_below(best_value))
-    lowest = float(np.min(times.fill))
-    bound = lowest  # no plan is faster than the fastest single pass
+    bound = lowest
 
     def finish(proven: bool) -> Result:
         plan = best_plan

@@ -22,8 +22,8 @@ import pulp
 from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.replicas.heuristic import greedy_plan
-from hetopt.replicas.model import model_data, too_large
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason
+from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data, size_problem
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason, usable_candidates
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status
 
@@ -56,18 +56,22 @@ def solve_milp(
     reason = infeasible_reason(instance)
     if reason is not None:
         return no_solution(problem="replicas", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    plan = greedy_plan(instance, deadline)
-    upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective
-    data = model_data(instance, upper)
-    declined = too_large(data, "the MILP")
+    declined = size_problem(instance, "the MILP")
     if declined is not None:
         return no_solution(problem="replicas", method=method, status=Status.DECLINED, deadline=deadline, reason=declined)
     cands = instance.candidates
-    lower = min(cands[c].fill_s for c, _ in data.slots)  # no plan beats the fastest single pass
-
+    lower = min(cands[c].fill_s for c in usable_candidates(instance))  # no plan beats the fastest single pass
+    plan = greedy_plan(instance, Deadline(deadline.share(GREEDY_SHARE)))
+    upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective
     def out_of_time(why: str = "time limit reached while building the MILP") -> Result:
-        return no_solution(problem="replicas", method=method, status=Status.TIME_LIMIT, deadline=deadline,
-                           bound=lower, reason=why)
+        return known_plan_or_time_limit(instance, plan, method, deadline, lower, why)
+
+    try:
+        data = model_data(instance, upper, "the MILP", deadline)
+    except TooLarge as exc:
+        return no_solution(problem="replicas", method=method, status=Status.DECLINED, deadline=deadline, reason=str(exc))
+    except TimeoutError:
+        return out_of_time()
 
     n_total = instance.microbatches
     prob = pulp.LpProblem("replicas", pulp.LpMinimize)
@@ -131,5 +135,8 @@ def solve_milp(
         return build_solution(instance, pairs)
 
     # infeasible_reason ruled infeasibility out (one usable candidate is a plan)
-    return conclude_model(problem="replicas", method=method, instance=instance, outcome=outcome, decode=decode,
-                          evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="the MILP")
+    result = conclude_model(problem="replicas", method=method, instance=instance, outcome=outcome, decode=decode,
+                            evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="the MILP")
+    if result.status is Status.TIME_LIMIT and plan is not None:  # stopped before its own plan: the greedy's
+        return known_plan_or_time_limit(instance, plan, method, deadline, bound, result.reason)
+    return result

@@ -10,7 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hetopt.replicas.problem import ReplicasInstance, ring_s, usable_candidates
+from hetopt.budget import Deadline
+from hetopt.family import conclude, no_solution
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, ring_s, usable_candidates
+from hetopt.result import Result, Status
 from hetopt.replicas.split import cap
 
 #: Most slots (Σ_c K_c) a model takes: each is two variables and four rows; beyond 20,000
@@ -25,6 +28,9 @@ MAX_SCALED = 2**50
 UPPER_RTOL = 1e-9
 #: Most (class, R) pairs a model takes (binaries w_{k,R}).
 MAX_PAIRS = 50_000
+#: Under a time limit, the share of it the greedy warm start may take (it improves its plan
+#: until stopped; the model needs the rest).
+GREEDY_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -45,49 +51,119 @@ class ModelData:
         return 1 + max(self.class_of.values())
 
 
-def model_data(instance: ReplicasInstance, upper: float | None = None) -> ModelData:
+def slot_count(instance: ReplicasInstance, kept: list[int] | None = None) -> int:
+    """Σ_c min(K_c, R_max) over the candidates ``kept`` (default: the usable ones), without
+    building a slot: O(candidates · shapes)."""
+    kept = usable_candidates(instance) if kept is None else kept
+    r_max = min(instance.max_replicas, sum(instance.copies(c) for c in kept))
+    return sum(min(instance.copies(c), r_max) for c in kept)
+
+
+def model_limit_hit(instance: ReplicasInstance, model: str = "the model") -> str | None:
+    """Which of the models' limits the instance passes (slots or pairs), or None.
+
+    Decided from the counts alone, before any work and without the known plan's pruning, so
+    the answer does not depend on the time limit (the greedy that finds the known plan stops
+    with it). MILP and CP-SAT share these limits.
+    """
+    usable = usable_candidates(instance)
+    slots = slot_count(instance, usable)
+    if slots > MAX_SLOTS:
+        return f"{slots} replica slots exceed {model}'s limit of {MAX_SLOTS}"
+    r_max = min(instance.max_replicas, sum(instance.copies(c) for c in usable))
+    classes = len({instance.candidates[c].sync_ratio for c in usable})
+    pairs = 1 + classes * max(0, r_max - 1)
+    if pairs > MAX_PAIRS:
+        return f"{pairs} (sync class, replicas) pairs exceed {model}'s limit of {MAX_PAIRS}"
+    return None
+
+
+def size_problem(instance: ReplicasInstance, model: str) -> str | None:
+    """Why ``model`` (MILP or CP-SAT) declines the instance, with advice that holds: dp only
+    when dp would take it (``hetopt.replicas.dp.dp_limit_hit``), else greedy."""
+    from hetopt.replicas.dp import dp_limit_hit  # dp does not import this module's models
+
+    hit = model_limit_hit(instance, model)
+    if hit is None:
+        return None
+    dp_hit = dp_limit_hit(instance)
+    return f"{hit}; use dp" if dp_hit is None else f"{hit}; dp declines it too ({dp_hit}): use greedy"
+
+
+class TooLarge(Exception):
+    """The instance's model would exceed a limit (``MAX_SLOTS``, ``MAX_PAIRS``); the message says which."""
+
+
+def model_data(instance: ReplicasInstance, upper: float | None = None, model: str = "the model",
+               deadline: Deadline | None = None) -> ModelData:
     """Slots, classes and σ for the models (``instance`` must have a usable candidate).
 
     ``upper``: the iteration time of a known plan (the greedy's), U. A plan no worse than it
     runs no replica past U, so candidates with f_c > U get no slot, a slot of c runs at most
     cap_c(U) micro-batches, and pairs with σ(k, R) + min f > U are left out (with a relative
     margin of ``UPPER_RTOL`` so that the known plan itself always stays in the model).
+
+    The slots and pairs are counted before any is built (O(candidates · shapes) and
+    O(classes · log R)), so an instance past ``MAX_SLOTS`` or ``MAX_PAIRS`` costs no memory.
+
+    Raises
+    ------
+    TooLarge
+        Past ``MAX_SLOTS`` slots or ``MAX_PAIRS`` pairs (naming ``model``).
+    TimeoutError
+        When ``deadline`` passes while the table is built.
     """
     usable = usable_candidates(instance)
     cands = instance.candidates
     n_total = instance.microbatches
     limit = math.inf if upper is None else upper * (1 + UPPER_RTOL)
     kept = [c for c in usable if cands[c].fill_s <= limit] or usable
-    most = {c: n_total if upper is None else max(1, cap(cands[c].fill_s, cands[c].per_microbatch_s, n_total, limit))
-            for c in kept}
     r_max = min(instance.max_replicas, sum(instance.copies(c) for c in kept))
+    slots_count = slot_count(instance, kept)
+    if slots_count > MAX_SLOTS:
+        raise TooLarge(f"{slots_count} replica slots exceed {model}'s limit of {MAX_SLOTS}; use dp")
     ratios = sorted({cands[c].sync_ratio for c in kept})
     rank = {ratio: k for k, ratio in enumerate(ratios)}
     class_of = {c: rank[cands[c].sync_ratio] for c in kept}
-    slots = tuple((c, j) for c in kept for j in range(min(instance.copies(c), r_max)))
+    # σ(k, R) = max over classes ≤ k of the ring: the members of a class share g/w and the ring
+    # grows with g/w, so it is the ring of class k's own members (one representative each)
+    rep = {}
+    for c in kept:
+        rep.setdefault(class_of[c], c)
     fastest = min(cands[c].fill_s for c in kept)
-    sync: dict[tuple[int, int], float] = {}
-    top = len(ratios) - 1
+
+    def sigma(k: int, r: int) -> float:
+        c = rep[k]
+        return ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
+
+    # the ring grows with R too: the pairs of class k are R = 2..top_k, found by bisection
+    tops = []
     for k in range(len(ratios)):
-        for r in range(2, r_max + 1):
-            value = max(ring_s(cands[c].gradient_bytes, r, cands[c].bandwidth, instance.hop_latency_s)
-                        for c in kept if class_of[c] <= k)
-            if fastest + value <= limit:
-                sync[k, r] = value
+        lo, hi = 1, r_max
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fastest + sigma(k, mid) <= limit:
+                lo = mid
+            else:
+                hi = mid - 1
+        tops.append(lo)
+    pairs_count = 1 + sum(max(0, t - 1) for t in tops)
+    if pairs_count > MAX_PAIRS:
+        raise TooLarge(f"{pairs_count} (sync class, replicas) pairs exceed {model}'s limit of {MAX_PAIRS}; use dp")
+    most = {c: n_total if upper is None else max(1, cap(cands[c].fill_s, cands[c].per_microbatch_s, n_total, limit))
+            for c in kept}
+    slots = tuple((c, j) for c in kept for j in range(min(instance.copies(c), r_max)))
+    sync: dict[tuple[int, int], float] = {}
+    for k, top_k in enumerate(tops):
+        if deadline is not None and deadline.expired():
+            raise TimeoutError("time limit reached while building the model's sync table")
+        for r in range(2, top_k + 1):
+            sync[k, r] = sigma(k, r)
     # one replica syncs nothing, whatever its class: a single pair stands for R = 1
-    sync[top, 1] = 0.0
+    sync[len(ratios) - 1, 1] = 0.0
     pairs = tuple(sorted(sync))
     z_top = limit if upper is not None else max(cands[c].time(n_total) for c in kept)
     return ModelData(slots, class_of, pairs, sync, r_max, most, z_top)
-
-
-def too_large(data: ModelData, model: str) -> str | None:
-    """Why a model declines the instance, or None."""
-    if len(data.slots) > MAX_SLOTS:
-        return f"{len(data.slots)} replica slots exceed {model}'s limit of {MAX_SLOTS}; use dp"
-    if len(data.pairs) > MAX_PAIRS:
-        return f"{len(data.pairs)} (sync class, replicas) pairs exceed {model}'s limit of {MAX_PAIRS}; use dp"
-    return None
 
 
 def quantum(instance: ReplicasInstance) -> float:
@@ -107,3 +183,15 @@ def quantum(instance: ReplicasInstance) -> float:
     while largest / q > MAX_SCALED:
         q *= 10
     return q
+
+
+def known_plan_or_time_limit(instance: ReplicasInstance, plan: list[tuple[int, int]] | None, method: str,
+                             deadline: Deadline, lower: float, why: str) -> Result:
+    """A model stopped by the time limit: FEASIBLE with the known (greedy) plan and the bound
+    ``lower`` when there is one, TIME_LIMIT otherwise; ``why`` is the reason either way."""
+    if plan is None:
+        return no_solution(problem="replicas", method=method, status=Status.TIME_LIMIT, deadline=deadline,
+                           bound=lower, reason=why)
+    return conclude(problem="replicas", method=method, instance=instance, solution=build_solution(instance, plan),
+                    evaluate=evaluate, deadline=deadline, proven_optimal=False, bound=lower,
+                    reason=f"{why}; the greedy warm start's plan")

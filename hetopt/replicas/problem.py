@@ -195,6 +195,8 @@ class ReplicasInstance:
         self._validate()
 
     def _validate(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise InputError(f"name: must be a non-empty string (got {self.name!r})", field="name")
         _check_int("microbatches", self.microbatches, 1, MAX_MICROBATCHES, " (the global batch in micro-batches)")
         _check_real("hop_latency_s", self.hop_latency_s, 0.0, MAX_HOP_LATENCY_S, "seconds")
         if not self.shapes:
