@@ -23,6 +23,7 @@ from hetopt.allocation.dp_faithful import faithful_work, solve_dp_faithful
 from hetopt.allocation.options import why_infeasible
 from hetopt.allocation.plan import build_solution
 from hetopt.allocation.problem import AllocationInstance, evaluate
+from hetopt.checks import check_bool, check_choice
 from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.result import Result, Status
@@ -427,6 +428,10 @@ def _choices(ranges: _Ranges, counts: np.ndarray, root: _Node, target: int) -> l
 # ------------------------------------------------------------------------- the search
 
 
+#: The DP windows ``orientation`` may force (None: the shorter one).
+ORIENTATIONS = ("forward", "deficit")
+
+
 def solve_dp(
     instance: AllocationInstance,
     *,
@@ -449,6 +454,11 @@ def solve_dp(
     orientation
         "forward" or "deficit" forces the DP's window (tests); None takes the shorter.
 
+    Raises
+    ------
+    InputError
+        ``bracket`` not a bool, ``orientation`` not None or one of ``ORIENTATIONS``.
+
     Returns
     -------
     Result
@@ -466,6 +476,9 @@ def solve_dp(
     >>> r.status.value, [(p.microbatch_size, p.microbatches) for p in r.solution.gpus]
     ('OPTIMAL', [(4, 1), (4, 1)])
     """
+    check_bool(bracket, "bracket")
+    if orientation is not None:
+        check_choice(orientation, "orientation", ORIENTATIONS)
     deadline = Deadline(time_limit)
     reason = why_infeasible(instance)
     if reason is not None:

@@ -471,7 +471,9 @@ def evaluate(instance: AllocationInstance, solution: AllocationSolution) -> Eval
         if p.microbatch_size > u[g]:
             v.append(f"(II) GPU {i} ({grp.type}): micro-batch {p.microbatch_size} exceeds its max micro-batch {u[g]}")
         activations += p.microbatch_size
-        if p.state_share < -SHARE_ATOL:
+        if not math.isfinite(p.state_share):  # NaN passes every comparison below
+            v.append(f"state: GPU {i} has a share that is not a number ({p.state_share})")
+        elif p.state_share < -SHARE_ATOL:
             v.append(f"state: GPU {i} has a negative share {p.state_share}")
         used = grp.memory_base_bytes + instance.activation_bytes_per_sample * p.microbatch_size + p.state_share * instance.state_bytes
         limit = instance.memory_fraction * grp.memory_bytes

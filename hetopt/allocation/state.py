@@ -18,6 +18,7 @@ import heapq
 import highspy
 import numpy as np
 
+from hetopt.allocation.problem import MEMORY_RTOL
 from hetopt.backends import silence_highs_banner
 
 #: Units of Cephalo's greedy when the instance gives no layer count: fine enough that the
@@ -96,7 +97,14 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     solver.passModel(lp)
     solver.run()
     if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        raise ValueError(f"no state split fits: {solver.modelStatusToString(solver.getModelStatus())}")
+        # At exactly full memory, (III) holds with FLOOR_SLACK's rounding while the LP's
+        # hard limits sum to a hair under 1 and HiGHS calls it infeasible. The one split left
+        # then fills every GPU to its limit, in proportion; it is accepted when each GPU stays
+        # within evaluate's MEMORY_RTOL of its limit (one tolerance for both), else no split fits.
+        shares = _fill_to_limits(used, usable, state)
+        if shares is None:
+            raise ValueError(f"no state split fits: {solver.modelStatusToString(solver.getModelStatus())}")
+        return shares, float(np.max((used + shares * state) / capacity))
     level = float(solver.getInfo().objective_function_value)
     # The LP has many optimal splits when the bottleneck GPU is not the only one with room;
     # report the one that fills every GPU towards the same level U*, which treats identical
@@ -113,13 +121,37 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     limit = np.maximum(0.0, usable - used) / state
     clipped = np.minimum(shares, limit)
     missing = 1.0 - clipped.sum()
-    if missing > 0:
-        slack = limit - clipped
-        clipped = clipped + missing * slack / slack.sum()
-        shares = np.minimum(clipped, limit)
-    else:
+    slack = limit - clipped
+    if missing <= 0:
         shares = clipped
+    elif slack.sum() >= missing:
+        shares = np.minimum(clipped + missing * slack / slack.sum(), limit)
+    else:
+        # the limits hold a hair under all of the state (memory exactly full, within (III)'s
+        # FLOOR_SLACK): fill every GPU to its limit, within evaluate's tolerance, or no split fits
+        shares = _fill_to_limits(used, usable, state)
+        if shares is None:
+            raise ValueError(f"no state split fits: the GPUs' limits hold {float(limit.sum()):.12g} of the state")
     return shares, float(np.max((used + shares * state) / capacity))
+
+
+def _fill_to_limits(used: np.ndarray, usable: np.ndarray, state: float) -> np.ndarray | None:
+    """Shares ∝ each GPU's room φ·C_i − used_i, summing to 1, or None when a GPU would then
+    pass its limit by more than ``MEMORY_RTOL`` (relative): the split of a cluster whose
+    memory is exactly full.
+
+    >>> _fill_to_limits(np.array([2.0, 2.0]), np.array([6.0, 6.0]), 8.0 * (1 + 1e-12)).tolist()
+    [0.5, 0.5]
+    >>> _fill_to_limits(np.array([2.0, 2.0]), np.array([6.0, 6.0]), 9.0) is None
+    True
+    """
+    room = np.maximum(0.0, usable - used)
+    if room.sum() <= 0.0:
+        return None
+    shares = room / room.sum()
+    if np.any(used + shares * state > usable * (1.0 + MEMORY_RTOL)):
+        return None
+    return shares
 
 
 def waterfill_utilization(used: np.ndarray, capacity: np.ndarray, state: float) -> float:
