@@ -66,10 +66,8 @@ def solve_cpsat_model(
     if write_model is not None:
         check_model_path(write_model, "cpsat")
     deadline = Deadline(time_limit)
-    # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
-    # not pay for it; after the deadline starts, so that its import counts against the limit
-    from ortools.sat.python import cp_model
-
+    # the model's size is decided first (model_data declines before OR-Tools loads), so that
+    # loading it does not turn a decline into a time limit
     try:
         data = model_data(instance, deadline)
     except ModelTooLarge as exc:
@@ -77,8 +75,12 @@ def solve_cpsat_model(
     except OutOfTime:
         return no_solution(
             problem="islands", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline,
-            reason="time limit reached before the greedy (whose islands set the model's slots) finished",
+            reason="time limit reached before the greedy (whose islands set the model's slots, and so whether the "
+                   "model fits its size limit) finished",
         )
+    # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
+    # not pay for it; after the deadline starts, so that its import counts against the limit
+    from ortools.sat.python import cp_model
     stats = dict(slots=data.slots, balls=len(data.balls), profile_conflicts=len(data.conflicts))
     model = cp_model.CpModel()
     try:

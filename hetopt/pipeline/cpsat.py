@@ -20,8 +20,9 @@ from hetopt.family import Deadline, conclude, conclude_model, no_solution
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
+from hetopt.pipeline.advice import after_model_declines
 from hetopt.pipeline.positions import canonical_plan, position_data, too_large
-from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
+from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
 
 #: Seconds per integer time unit (1 ns). Iteration times are usually milliseconds to
@@ -89,7 +90,8 @@ def solve_cpsat_model(
                            reason="no usable option may be the first block: every one has role middle or last")
     declined = too_large(data)
     if declined is not None:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
+        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
+                           reason=f"{declined}; {after_model_declines(instance)}")
     P, M, opts = data.positions, instance.microbatches, instance.options
     top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
     top = max([top] + [scaled(c) for (_i, _j, c) in data.links])
@@ -99,15 +101,18 @@ def solve_cpsat_model(
         return no_solution(
             problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
             reason=f"the objective in {TIME_QUANTUM_S:g} s units could reach {reach:.3g}, above CP-SAT's integer "
-            f"range {CPSAT_MAX_INT:.3g} (times this long with M = {M}); use dp or milp",
+            f"range {CPSAT_MAX_INT:.3g} (times this long with M = {M}); use milp (the same model in floating point) or dp",
         )
 
     hint: list[int] | None = None
 
+    floor = simple_bound(instance)  # a bound before any search, for an answer stopped early
+
     def out_of_time() -> Result:
-        if hint is not None:  # the greedy's plan is a solution; nothing proven about it
-            return _feasible(instance, hint, deadline, None, {"positions": P, "hinted": True})
-        return no_solution(problem="pipeline", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline,
+        if hint is not None:  # the greedy's plan is a solution; only the simple bound is proven
+            return _feasible(instance, hint, deadline, floor, {"positions": P, "hinted": True},
+                             "time limit reached while building the CP-SAT model; the greedy warm start's plan")
+        return no_solution(problem="pipeline", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
                            reason="time limit reached while building the CP-SAT model", stats={"positions": P})
 
     model = cp_model.CpModel()
@@ -202,14 +207,15 @@ def solve_cpsat_model(
     written = {} if write_model is None else {"model_file": write_cpsat_model(model, write_model)}
     solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
     stats = dict(outcome.stats, positions=P, hinted=hint is not None, **written)
-    bound = None if outcome.bound is None else outcome.bound * TIME_QUANTUM_S
+    bound = floor if outcome.bound is None else max(floor, outcome.bound * TIME_QUANTUM_S)
 
     def decode() -> PipelineSolution:
         plan = [o for p in range(P) for o in data.at[p] if solver.value(y[p, o])]
         return build_solution(instance, blocks_from_choices(instance, plan))
 
     if outcome.status is Status.TIME_LIMIT and hint is not None:
-        return _feasible(instance, hint, deadline, bound, stats)
+        return _feasible(instance, hint, deadline, bound, stats,
+                         "time limit reached before CP-SAT improved on the greedy warm start's plan")
     # a greedy plan proves a pipeline exists: then an infeasible outcome is a bug
     return conclude_model(
         problem="pipeline", method="cpsat", instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
@@ -218,9 +224,11 @@ def solve_cpsat_model(
     )
 
 
-def _feasible(instance: PipelineInstance, plan: list[int], deadline: Deadline, bound: float | None, stats: dict) -> Result:
+def _feasible(instance: PipelineInstance, plan: list[int], deadline: Deadline, bound: float | None, stats: dict,
+              reason: str) -> Result:
     """FEASIBLE with the greedy's plan (the warm start), when the time ran out before CP-SAT had a better one."""
     return conclude(
         problem="pipeline", method="cpsat", instance=instance, solution=build_solution(instance, blocks_from_choices(instance, plan)),
         evaluate=evaluate, deadline=deadline, proven_optimal=False, bound=bound, stats=dict(stats, from_hint=True),
+        reason=reason,
     )

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.pipeline import dp_table
+from hetopt.pipeline.advice import after_dp_declines
 from hetopt.pipeline.bound import cover_bound, unused_cover_bound, unused_cover_work
 from hetopt.pipeline.dp_feasible import feasible
 from hetopt.pipeline.dp_table import MAX_USAGE_STATES, _prepare, _run, _Timeout, _TooLarge
@@ -270,7 +271,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
             problem="pipeline", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
             reason=f"the DP would list {prep.usage_count:.3g} usage vectors (tables of up to "
             f"{prep.cells * (instance.layers + 1):.3g} cells), above {MAX_USAGE_STATES:.3g}: "
-            f"{len(prep.kinds)} distinct island kinds are too many for the DP; use milp or cpsat",
+            f"{len(prep.kinds)} distinct island kinds are too many for the DP; {after_dp_declines(instance)}",
         )
     search = _Search(instance, prep, cands, deadline, stats)
     plan = greedy_plan(instance, deadline)
@@ -302,7 +303,8 @@ def _stopped(instance, search: _Search, deadline, stats, timeout_reason: str | N
                            bound=bound, reason=timeout_reason)
     return no_solution(
         problem="pipeline", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats, bound=bound,
-        reason=f"one DP run would hold more than {dp_table.MAX_DP_CELLS:.3g} cells before any pipeline was found; use milp or cpsat",
+        reason=f"one DP run would hold more than {dp_table.MAX_DP_CELLS:.3g} cells before any pipeline was found; "
+               f"{after_dp_declines(instance)}",
     )
 
 

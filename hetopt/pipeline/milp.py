@@ -26,8 +26,9 @@ from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_pulp_b
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
+from hetopt.pipeline.advice import after_model_declines
 from hetopt.pipeline.positions import position_data, too_large
-from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
+from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
 
 
@@ -83,11 +84,14 @@ def solve_milp(
                            reason="no usable option may be the first block: every one has role middle or last")
     declined = too_large(data)
     if declined is not None:
-        return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline, reason=declined)
+        return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline,
+                           reason=f"{declined}; {after_model_declines(instance)}")
     P, M, opts = data.positions, instance.microbatches, instance.options
 
+    floor = simple_bound(instance)  # a bound before any search, for an answer stopped early
+
     def out_of_time() -> Result:
-        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline,
+        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
                            reason="time limit reached while building the MILP", stats={"positions": P})
 
     prob = pulp.LpProblem("pipeline", pulp.LpMinimize)
@@ -162,7 +166,7 @@ def solve_milp(
     ran = solve_pulp_by(prob, None if time_limit is None else deadline,
                         lambda: [key for key, v in y.items() if (v.value() or 0.0) > 0.5], backend=backend, threads=threads)
     if ran is None:
-        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline,
+        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
                            reason=f"time limit reached before {backend} returned (stopped)", stats={"positions": P, **written})
     outcome, chosen = ran
     stats = dict(outcome.stats, variables=len(y) + len(w) + len(on) + 2 * P + 1, constraints=prob.numConstraints(), positions=P,
@@ -175,5 +179,5 @@ def solve_milp(
     return conclude_model(
         problem="pipeline", method=method, instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
         deadline=deadline, stats=stats, infeasible_reason=GENERIC_INFEASIBLE.format(layers=instance.layers),
-        model="the MILP",
+        model="the MILP", bound=floor if outcome.bound is None else max(floor, outcome.bound),
     )

@@ -23,12 +23,13 @@ MAX_POSITION_BINARIES = 250_000
 
 
 def too_large(data: PositionData) -> str | None:
-    """The reason the position model is declined for its size, or None."""
+    """The reason the position model is declined for its size, or None (the advice that
+    follows it is ``hetopt.pipeline.advice``'s)."""
     n = sum(len(a) for a in data.at)
     if n <= MAX_POSITION_BINARIES:
         return None
     return (f"the position model would have {n:,} binaries y[p,o] ({data.positions} positions x usable options), "
-            f"above the limit of {MAX_POSITION_BINARIES:,}; use dp")
+            f"above the limit of {MAX_POSITION_BINARIES:,}")
 
 
 @dataclass(frozen=True)

@@ -555,6 +555,22 @@ def _check_blocks(instance: PipelineInstance, blocks: tuple[Block, ...]) -> list
     return v
 
 
+def simple_bound(instance: PipelineInstance) -> float:
+    """A lower bound on every pipeline's T, from the options alone (no search): the chosen
+    blocks cover the L layers, so Σ t ≥ L · min_o (Σ t_o / layers_o); some stage runs, so the
+    bottleneck is ≥ min_o max t_o; links add ≥ 0. What a model stopped before its own bound
+    reports, so that no FEASIBLE answer comes without one.
+
+    >>> opt = PipelineOption(0, 4, (StagePlan(4, 0.25, 0.75, 0.0, 0.0),))
+    >>> inst = PipelineInstance("x", 4, 3, (PipelineIsland("A", 1, 1e12),), (opt,), ((0.0,),))
+    >>> simple_bound(inst)  # 4 layers at 1 s for 4 + (3 − 1)·1
+    3.0
+    """
+    per_layer = min(o.total_time_s / o.layers for o in instance.options)
+    bottleneck = min(o.max_time_s for o in instance.options)
+    return instance.layers * per_layer + (instance.microbatches - 1) * bottleneck
+
+
 def evaluate(instance: PipelineInstance, solution: PipelineSolution) -> Evaluation:
     """Check a composed pipeline against every constraint and recompute its iteration time.
 
