@@ -15,12 +15,17 @@ error (a bug: one line on stderr, the traceback with ``--debug`` or ``HETOPT_DEB
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
+import errno
 import json
 import os
+import signal
 import sys
+import threading
+import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +41,18 @@ EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT, EXIT_INTERNAL = 0, 1, 2, 
 #: The reader of stdout went away: the shell's status of a program killed by SIGPIPE (128 + 13).
 EXIT_BROKEN_PIPE = 141
 
+#: Errors of writing the output (a full disk or device, a closed or unwritable descriptor):
+#: bad surroundings, not a bug, so exit 2 with one line.
+OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EBADF, errno.EIO})
 #: Set (to anything but "" or "0") to print the traceback of an internal error.
 DEBUG_ENV = "HETOPT_DEBUG"
 
 EXIT_CODES_HELP = """exit codes:
   0  a solution was found (crosscheck: the answers agree, or too few to compare and one has a plan)
   1  proven infeasible, or a crosscheck/bench disagreement
-  2  bad input or usage (one line on stderr, naming the file, the key and the fix), or a
-     method that declines or fails on the instance (DECLINED, ERROR: its reason is printed)
+  2  bad input or usage (one line on stderr, naming the file, the key and the fix), a
+     method that declines or fails on the instance (DECLINED, ERROR: its reason is printed),
+     or an output that cannot be written (stdout closed or full)
   3  time limit reached without a solution
   4  internal error: a bug in hetopt (one line; the traceback with --debug or HETOPT_DEBUG=1)"""
 
@@ -185,13 +194,90 @@ def _draw(args: argparse.Namespace, document: dict, title: str, source: str, has
         out.print(f"picture: {picture.path} ({picture.kind})", highlight=False)
 
 
+#: The longest time limit the reading alarm is armed for (about 115 days).
+MAX_ALARM_S = 1e7
+
+
+class _ReadingStopped(Exception):
+    """The time limit passed while an instance file was read (raised by the alarm)."""
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Raise ``_ReadingStopped`` in the main thread once ``seconds`` pass (None: never).
+
+    Reading a file is pure Python (tomllib, json, the readers' checks), so the signal stops
+    it between two bytecodes; off the main thread, or without SIGALRM, nothing is armed and the
+    solver's own limit starts after the file is read."""
+    # a limit of months arms nothing (setitimer overflows; no file takes that long to read)
+    usable = seconds is not None and seconds < MAX_ALARM_S and hasattr(signal, "setitimer") \
+        and threading.current_thread() is threading.main_thread()
+    if not usable:
+        yield
+        return
+
+    def stop(_signum, _frame):
+        raise _ReadingStopped
+
+    previous = signal.signal(signal.SIGALRM, stop)
+    signal.setitimer(signal.ITIMER_REAL, max(seconds, 1e-6))
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _load_within(args: argparse.Namespace, options: dict[str, Any]) -> Any:
+    """The instance of ``args.file``, read within ``--time-limit``: the limit counts from
+    before the file is read, and ``options["time_limit"]`` becomes what is left of it.
+
+    Raises
+    ------
+    _ReadingStopped
+        When the limit passes before the file is read.
+    """
+    started = time.monotonic()
+    limit = options.get("time_limit")
+    with _alarm(limit):
+        instance = load(args.file)
+    if limit is not None:
+        options["time_limit"] = max(0.0, limit - (time.monotonic() - started))
+    return instance
+
+
+def _reading_stopped(args: argparse.Namespace) -> int:
+    """The answer when the limit passed while the file was read: TIME_LIMIT, exit 3."""
+    reason = f"time limit reached while reading {args.file} ({args.time_limit:g} s, the file not fully read)"
+    if getattr(args, "json", False):
+        method = getattr(args, "method", None) or getattr(args, "methods", None)
+        print(json.dumps({"status": Status.TIME_LIMIT.value, "method": method, "reason": reason}, indent=2))
+    else:
+        print(f"{args.file}: TIME_LIMIT: {reason}")
+    return EXIT_TIME_LIMIT
+
+
+def _check_drawable(args: argparse.Namespace, instance: Any) -> None:
+    """``--draw`` refused before solving a problem that has no picture."""
+    from hetopt.draw import KINDS
+
+    problem = getattr(instance, "problem", None)
+    if args.draw is not None and problem not in KINDS:
+        raise InputError(f"--draw {args.draw}: no picture for {problem!r} results (pictures: "
+                         f"{', '.join(k for k in KINDS if k != 'plan')}); leave --draw out")
+
+
 def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     options = _options(args)
     target = _check_out(args.out) if args.out else None
     if args.write_model:
         _check_out(args.write_model, "--write-model")
     _check_draw(args)
-    instance = load(args.file)
+    try:
+        instance = _load_within(args, options)
+    except _ReadingStopped:
+        return _reading_stopped(args)
+    _check_drawable(args, instance)
     if args.write_model:
         _check_write_model(instance, args.method, args.write_model)
         options["write_model"] = args.write_model
@@ -270,7 +356,11 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
     if names is not None and len(set(names)) < 2:
         raise InputError(f"--methods {args.methods}: a crosscheck compares at least two different methods "
                          "(e.g. --methods dp,milp; `hetopt methods` lists them)")
-    instance = load(args.file)
+    try:
+        with _alarm(options.get("time_limit")):  # the file is read within one method's limit
+            instance = load(args.file)
+    except _ReadingStopped:
+        return _reading_stopped(args)
     check = crosscheck(instance, names, **options)
     if args.json:
         print(json.dumps(crosscheck_to_dict(check), indent=2))
@@ -355,14 +445,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version, help="print the installed version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def common(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--time-limit", type=float, default=None, metavar="S", help="seconds per method run (finite, >= 0)")
+    def common(p: argparse.ArgumentParser, output: Any = None) -> None:
+        """The solver options; ``--json`` joins ``output`` (a group of formats that exclude each other) when given."""
+        p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                       help="seconds per method run (finite, >= 0), reading the file included: solve counts it from "
+                       "the start, before the file is read; a file not read in time is TIME_LIMIT (exit 3)")
         p.add_argument("--backend", choices=("highs", "cbc"), default=None, help="MILP backend (default highs)")
         p.add_argument("--threads", type=int, default=None, metavar="N",
                        help="solver threads: CP-SAT workers, HiGHS/CBC threads (default: CP-SAT 1, so runs repeat)")
         p.add_argument("--workers", type=int, default=None, metavar="N", help="deprecated alias of --threads")
         p.add_argument("--seed", type=int, default=None, help="CP-SAT random seed (default 0)")
-        p.add_argument("--json", action="store_true", help="print one JSON document")
+        (output or p).add_argument("--json", action="store_true", help="print one JSON document")
 
     p = sub.add_parser("solve", help="solve one instance file", epilog=EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -388,8 +481,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("targets", nargs="+", metavar="FILE|FOLDER|SUITE")
     p.add_argument("--methods", default=None, help="comma-separated; replaces the suite's lists")
     p.add_argument("--repeat", type=int, default=1, help="runs per method (>= 1); wall_s is the median")
-    p.add_argument("--csv", action="store_true", help="print CSV")
-    common(p)
+    formats = p.add_mutually_exclusive_group()  # one document on stdout: JSON or CSV, not both
+    formats.add_argument("--csv", action="store_true", help="print CSV")
+    common(p, formats)
     p.set_defaults(run=cmd_bench)
 
     p = sub.add_parser("plan", help="plan training of a model on a heterogeneous cluster (end to end)")
@@ -398,9 +492,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--global-batch", type=int, required=True, help="samples per iteration")
     p.add_argument("--microbatch", type=int, default=None, help="micro-batch size (default: every divisor of the global batch, powers of two first; sizes a bound proves slower are skipped)")
     p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
-    p.add_argument("--workers", type=int, default=None, metavar="N",
-                   help="run the parallelizer queries in N worker processes (default: the CPU count; 1: in this process)")
-    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="run the queries on a Dask distributed cluster")
+    where = p.add_mutually_exclusive_group()  # the queries run in local processes or on a Dask cluster
+    where.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="run the parallelizer queries in N worker processes (default: the CPU count; 1: in this process)")
+    where.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="run the queries on a Dask distributed cluster")
     p.add_argument("--no-prune", default=None, metavar="POLICIES", help="switch pruning policies off: redundancy,infeasibility,imbalance or all")
     p.add_argument("--no-alternatives", action="store_true", help="skip the baselines")
     p.add_argument("--replicas", action="store_true",
@@ -665,6 +760,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     for a program stopped by SIGPIPE.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    if sys.stdout is None:  # started with stdout closed (`hetopt ... >&-`): nowhere to answer
+        print("hetopt: stdout is closed; give the command somewhere to write (a file, a pipe or /dev/null)",
+              file=sys.stderr)
+        return EXIT_USAGE
     if argv[:1] == ["validate"]:  # its arguments are the validation command's own
         from hetopt.planner import validate
 
@@ -676,7 +775,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
         run = lambda: args.run(args, out)  # noqa: E731
     try:
-        return run()
+        code = run()
+        sys.stdout.flush()  # here, where a full disk or a gone reader is caught, not at exit
+        return code
     except (InputError, ValueError) as exc:  # bad files, names, sizes and option values
         print(f"hetopt: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
@@ -687,6 +788,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # stdout to /dev/null, or flushing it at exit raises the same error once more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
+    except OSError as exc:
+        if exc.errno not in OUTPUT_ERRNOS:
+            raise
+        # stdout is full or gone (`> /dev/full`): one line, and nothing left to flush at exit
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        print(f"hetopt: cannot write the output: {exc.strerror}", file=sys.stderr)
+        return EXIT_USAGE
     except SolverBug as exc:
         if debug:
             traceback.print_exc()

@@ -17,12 +17,14 @@ import functools
 import inspect
 import math
 import numbers
+import os
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from hetopt import allocation, islands, pipeline, replicas
 from hetopt.backends import MILP_BACKENDS
+from hetopt.errors import InputError
 from hetopt.family import Family, resolve_method
 from hetopt.result import CrossCheck, Result, Status, objectives_agree, relative_gap
 
@@ -53,7 +55,23 @@ def methods(problem: str) -> list[str]:
     return ["auto", *family(problem).methods]
 
 
+def _family_of_instance(instance: Any) -> Family:
+    """The Family of an instance; a problem name or anything else is refused by name."""
+    if isinstance(instance, (str, bytes, os.PathLike)):
+        raise InputError(f"instance: {instance!r} is a name or a path, not an instance; read a file with "
+                         "hetopt.load(path), or build one (e.g. hetopt.allocation.AllocationInstance(...))",
+                         field="instance")
+    for fam in FAMILIES.values():
+        if isinstance(instance, fam.instance_type):
+            return fam
+    raise InputError(f"instance: got an object of type {type(instance).__name__}, not an instance of any problem family "
+                     f"({', '.join(FAMILIES)}); read one with hetopt.load(path)", field="instance")
+
+
 def _resolve(fam: Family, method: str) -> tuple[str, Any]:
+    if not isinstance(method, str):
+        raise InputError(f"method: must be a method name such as 'dp' (got {method!r}; known: "
+                         f"{', '.join(['auto', *fam.methods])})", field="method")
     name = fam.auto if method == "auto" else method
     if name not in fam.methods:
         raise ValueError(f"unknown method {method!r} for {fam.name} (known: {', '.join(['auto', *fam.methods])})")
@@ -239,7 +257,7 @@ def solve(instance: Any, method: str = "auto", **options: Any) -> Result:
     TypeError
         For an option name no method of the family takes (the message lists the known ones).
     """
-    fam = family(instance)
+    fam = _family_of_instance(instance)
     _, func = _resolve(fam, method)
     return func(instance, **_accepted(fam, func, check_options(**options)))
 
@@ -273,7 +291,11 @@ def crosscheck(instance: Any, methods: Sequence[str] | None = None, **options: A
     ValueError
         Fewer than two different methods, or as for :func:`solve`.
     """
-    fam = family(instance)
+    fam = _family_of_instance(instance)
+    if isinstance(methods, str) or (methods is not None and not isinstance(methods, Sequence)):
+        # a string is a sequence of its characters: "dp" would be the methods "d" and "p"
+        raise InputError(f"methods: must be a list of method names such as ['dp', 'milp'] (got {methods!r})",
+                         field="methods")
     names = list(methods) if methods is not None else fam.crosscheck_methods(instance)
     resolved = {_resolve(fam, name)[0] for name in names}
     if len(resolved) < 2 and methods is not None:  # the family's own choice may be one method: it says so

@@ -9,3 +9,8 @@ from __future__ import annotations
 
 #: Bytes in one GiB (binary: GPU memory is sized in GiB, as ``nvidia-smi`` reports it).
 GIB = 2.0**30
+
+#: Relative slack of every floating-point memory comparison (bytes used against bytes
+#: available): a stage or a GPU that needs exactly its capacity fits, and so does one that
+#: exceeds it by a rounding error of the GiB -> bytes conversion or of a sum.
+MEMORY_RTOL = 1e-9

@@ -15,6 +15,11 @@ DEFINITIONS = {
     "BACKWARD_PER_FORWARD": (r"^BACKWARD_PER_FORWARD\s*=", "hetopt/costmodel.py"),
     "TRAINING_PER_FORWARD": (r"^TRAINING_PER_FORWARD\s*=", "hetopt/costmodel.py"),
     "divisors": (r"^def _?divisors\(", "hetopt/planner/parallelizer.py"),
+    "MEMORY_RTOL": (r"^MEMORY_RTOL\s*=", "hetopt/units.py"),
+    "CLOCK_EVERY": (r"^CLOCK_EVERY\s*=", "hetopt/budget.py"),
+    "MAX_GLOBAL_BATCH": (r"^MAX_GLOBAL_BATCH\s*=", "hetopt/checks.py"),
+    "MAX_SEQ": (r"^MAX_SEQ\s*=", "hetopt/checks.py"),
+    "check_time_limit": (r"^def check_time_limit\(", "hetopt/budget.py"),
 }
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+from hetopt.budget import CLOCK_EVERY
 from hetopt.allocation.options import enumerate_options, why_infeasible
 from hetopt.allocation.plan import build_solution
 from hetopt.allocation.problem import AllocationInstance, evaluate
@@ -14,7 +15,7 @@ from hetopt.result import Result, Status
 #: Largest number of complete plans bruteforce will enumerate; beyond it, it declines.
 MAX_PLANS = 2_000_000
 #: Combinations tried between two looks at the clock (about 10 ms of work).
-CLOCK_EVERY = 8192
+STEPS_PER_CLOCK = 32 * CLOCK_EVERY
 
 
 def plan_count(instance: AllocationInstance) -> int:
@@ -60,7 +61,7 @@ def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None =
     for combo in itertools.product(*per_gpu):
         tried += 1
         # look at the clock before the filters below skip the rest of the loop body
-        if tried % CLOCK_EVERY == 0 and deadline.expired():
+        if tried % STEPS_PER_CLOCK == 0 and deadline.expired():
             break
         if sum(m * ell for m, ell, _ in combo) != instance.global_batch:
             continue

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 
+from hetopt.budget import CLOCK_EVERY
 from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.options import (
     enumerate_options,
@@ -39,8 +40,6 @@ INT64_ROOM = 2**62
 #: Most options (after pruning) the CP-SAT model takes: about 2·10^5 variables, which
 #: CP-SAT loads and presolves in seconds. Above it the model declines.
 MAX_CPSAT_OPTIONS = 50_000
-#: Options added to the model between two looks at the clock.
-CLOCK_EVERY = 256
 #: Seconds per option kept back from CP-SAT's time limit: copying the model into the
 #: solver and its first presolve steps run before CP-SAT looks at its clock (about
 #: 2·10^-5 s per option measured, doubled for a loaded machine), plus a fixed part.

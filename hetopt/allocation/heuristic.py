@@ -13,6 +13,7 @@ import heapq
 
 import numpy as np
 
+from hetopt.budget import CLOCK_EVERY
 from hetopt.allocation.options import Options, first_of_each_batch
 from hetopt.allocation.problem import AllocationInstance
 
@@ -29,8 +30,8 @@ def _fastest_per_batch(options: Options, length: int) -> tuple[np.ndarray, np.nd
     return best_time, best_index
 
 
-#: Samples the greedy hands out between two looks at the clock.
-CLOCK_EVERY = 4096
+#: Samples the greedy hands out between two looks at the clock (a heap step each).
+STEPS_PER_CLOCK = 16 * CLOCK_EVERY
 
 
 def greedy_choices(instance: AllocationInstance, options: list[Options], deadline=None) -> list[tuple[int, int]] | None:
@@ -56,7 +57,7 @@ def greedy_choices(instance: AllocationInstance, options: list[Options], deadlin
     heap = [(tables[g][0][2] if length > 2 else np.inf, i) for i, g in enumerate(groups)]
     heapq.heapify(heap)
     for given in range(instance.global_batch - len(groups)):
-        if deadline is not None and given % CLOCK_EVERY == 0 and deadline.expired():
+        if deadline is not None and given % STEPS_PER_CLOCK == 0 and deadline.expired():
             return None
         if not heap:
             return None

@@ -28,6 +28,9 @@ import math
 from numbers import Integral, Real
 from typing import TYPE_CHECKING, Any
 
+# the largest global batch B is the planner's (hetopt.checks): the ``dp`` solves it in
+# seconds; the methods whose tables grow with B decline above their own limits
+from hetopt.checks import MAX_GLOBAL_BATCH
 from hetopt.errors import InputError
 from hetopt.units import GIB
 
@@ -37,9 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
 LOG = logging.getLogger("hetopt.allocation")
 
 
-#: Largest global batch B (samples): the planner's documented maximum, 2^20. The ``dp``
-#: solves it in seconds; the methods whose tables grow with B decline above their limits.
-MAX_GLOBAL_BATCH = 1 << 20
 #: Most GPUs in one instance (a 100,000-GPU cluster is outside what this family plans).
 MAX_GPUS = 100_000
 #: Longest latency table (points m = 1..P); measured profiles have a few dozen.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 
+from hetopt.budget import CLOCK_EVERY
 from hetopt.allocation.heuristic import greedy_choices
 from hetopt.allocation.options import (
     enumerate_options,
@@ -38,8 +39,6 @@ from hetopt.result import Result, Status
 #: and HiGHS's presolve of the 2·10^5-variable model that 10^5 options give already runs
 #: for tens of seconds without looking at its time limit. Above it the MILP declines.
 MAX_MILP_OPTIONS = 50_000
-#: Options added to the model between two looks at the clock.
-CLOCK_EVERY = 256
 #: Seconds per option kept back from the backend's time limit: loading the model into
 #: HiGHS (or writing it for CBC and starting CBC) and reading the solution back are not
 #: covered by the backend's own limit; about 2·10^-5 s per option measured, doubled for a

@@ -16,14 +16,12 @@ from functools import cached_property
 import numpy as np
 
 from hetopt.result import Evaluation
-from hetopt.units import GIB  # noqa: F401  (re-exported: instances are built in GiB)
+from hetopt.units import GIB, MEMORY_RTOL  # noqa: F401  (GIB re-exported: instances are built in GiB)
 
 #: Slack, in samples, when a memory ratio is floored to a whole micro-batch: a ratio of
 #: 7.9999999999 that is 8 in exact arithmetic must give 8.
 FLOOR_SLACK = 1e-9
 
-#: Relative slack of the floating-point memory and state-share checks in ``evaluate``.
-MEMORY_RTOL = 1e-9
 
 #: Absolute slack of ``sum(state_share) == 1``.
 SHARE_ATOL = 1e-9

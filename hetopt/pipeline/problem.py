@@ -20,12 +20,8 @@ from functools import cached_property
 
 from hetopt.errors import InputError
 from hetopt.result import Evaluation
-from hetopt.units import GIB  # noqa: F401  (re-exported: instances are built in GiB)
+from hetopt.units import GIB, MEMORY_RTOL  # noqa: F401  (GIB re-exported: instances are built in GiB)
 
-#: Relative slack of the memory check: a stage that needs exactly its capacity fits, and
-#: so does one that exceeds it by a rounding error of the GiB -> bytes conversion. The
-#: one memory rule of a stage is :func:`stage_fits`; the planner's parallelizers use it too.
-MEMORY_RTOL = 1e-9
 
 # -- accepted ranges (checked by PipelineInstance, so files and the API get the same errors) --
 #: Most layers: GPT-3 175B has 96, the deepest published LLMs a few hundred.

@@ -10,6 +10,7 @@ import itertools
 import math
 from collections.abc import Iterator
 
+from hetopt.budget import CLOCK_EVERY
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason
 from hetopt.result import Result, Status
@@ -18,8 +19,9 @@ from hetopt.result import Result, Status
 MAX_PLANS = 2_000_000
 #: Most multisets listed while counting the plans (the count stops there).
 MAX_MULTISETS = 200_000
-#: Plans tried between two looks at the clock.
-CLOCK_EVERY = 4096
+#: Plans tried between two looks at the clock: a plan is a few microseconds, so more of them
+#: than ``hetopt.budget.CLOCK_EVERY`` model rows.
+STEPS_PER_CLOCK = 16 * CLOCK_EVERY
 
 
 def multisets(instance: ReplicasInstance) -> Iterator[tuple[int, ...]]:
@@ -79,7 +81,7 @@ def solve_bruteforce(instance: ReplicasInstance, *, time_limit: float | None = N
         sync = instance.sync_s(ms)
         for split in _splits(instance.microbatches, len(ms)):
             tried += 1
-            if tried % CLOCK_EVERY == 0 and deadline.expired():
+            if tried % STEPS_PER_CLOCK == 0 and deadline.expired():
                 timed_out = True
                 break
             value = max(cands[c].time(n) for c, n in zip(ms, split)) + sync

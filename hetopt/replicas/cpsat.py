@@ -14,6 +14,7 @@ import math
 
 from ortools.sat.python import cp_model
 
+from hetopt.budget import CLOCK_EVERY
 from hetopt.backends import solve_cpsat
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.replicas.heuristic import greedy_plan
@@ -22,8 +23,6 @@ from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, 
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status
 
-#: Slots added between two looks at the clock.
-CLOCK_EVERY = 256
 #: Seconds kept back from CP-SAT's limit (model copy and presolve before it looks at its
 #: clock), plus a share per slot (about 5·10^-5 s per variable measured, doubled).
 LOAD_S = 0.1

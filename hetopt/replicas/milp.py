@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import pulp
 
+from hetopt.budget import CLOCK_EVERY
 from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.replicas.heuristic import greedy_plan
@@ -27,8 +28,6 @@ from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, 
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status
 
-#: Slots added between two looks at the clock.
-CLOCK_EVERY = 256
 #: Seconds kept back from the backend's limit for loading the model and reading it back
 #: (HiGHS's set-up, CBC's process start), plus a share per slot (about 2·10^-5 s measured
 #: per variable, doubled for a loaded machine; a slot is two variables).
