@@ -492,10 +492,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--global-batch", type=int, required=True, help="samples per iteration")
     p.add_argument("--microbatch", type=int, default=None, help="micro-batch size (default: every divisor of the global batch, powers of two first; sizes a bound proves slower are skipped)")
     p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
-    where = p.add_mutually_exclusive_group()  # the queries run in local processes or on a Dask cluster
-    where.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="run the parallelizer queries in N worker processes (default: the CPU count; 1: in this process)")
-    where.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT", help="run the queries on a Dask distributed cluster")
+    p.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run the parallelizer queries in N worker processes (default: the CPU count; 1: in this process)")
+    p.add_argument("--scheduler", default=None, metavar="tcp://HOST:PORT",
+                   help="run the queries on a Dask distributed cluster (then --workers is not used)")
     p.add_argument("--no-prune", default=None, metavar="POLICIES", help="switch pruning policies off: redundancy,infeasibility,imbalance or all")
     p.add_argument("--no-alternatives", action="store_true", help="skip the baselines")
     p.add_argument("--replicas", action="store_true",

@@ -69,12 +69,6 @@ def test_json_and_csv_exclude_each_other(capsys):
     assert code == 2 and out == "" and "not allowed with argument" in err
 
 
-def test_workers_and_a_scheduler_exclude_each_other(capsys):
-    code, out, err = run(capsys, "plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "8",
-                         "--workers", "2", "--scheduler", "tcp://127.0.0.1:1")
-    assert code == 2 and "not allowed with argument" in err
-
-
 def test_a_picture_the_problem_has_not_is_refused_before_solving(capsys, tmp_path):
     code, out, err = run(capsys, "solve", REPLICAS, "--draw", str(tmp_path / "x.svg"))
     assert code == 2 and out == ""  # nothing solved, nothing printed
