@@ -1,0 +1,132 @@
+"""Differential test of the allocation family (issue 29): 1,000 seeded random instances, every
+exact method against an optimum and a checker written here from formulations/allocation.md
+(the symbols, derived limits, constraints (I)-(III), the state rule and T_i), not from the
+family's code (no evaluate, no option lists, no instance-derived limits).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from hetopt import solve
+from hetopt.allocation import tolerance
+from hetopt.result import Status
+
+
+
+def _generator():
+    """tests/allocation/conftest.py's seeded generator (loaded by path: tests/ is no package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "allocation" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("allocation_instances", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.random_instance
+
+
+random_instance = _generator()
+
+SEEDS = range(1000)
+CHUNKS = 10
+METHODS = ("dp", "milp", "cpsat")
+SLACK = 1e-9  # the formulation's floors take 1e-9 samples of slack
+
+
+def floor(x: float) -> int:
+    return math.floor(x + SLACK)
+
+
+def latency(curve, m: int) -> float:
+    """A table for m = 1..P, then the given line, or the line through the last two points."""
+    table = curve.table
+    if m <= len(table):
+        return table[m - 1]
+    if curve.slope is not None and curve.intercept is not None:
+        return curve.slope * m + curve.intercept
+    (m1, y1), (m2, y2) = (len(table) - 1, table[-2]), (len(table), table[-1])
+    return y1 + (y2 - y1) * (m - m1) / (m2 - m1)
+
+
+def limits(inst):
+    """(per GPU: group, u, e) and K*, from the formulation's derived limits."""
+    gpus = [g for g, grp in enumerate(inst.groups) for _ in range(grp.count)]
+    n, a, phi, s = len(gpus), inst.activation_bytes_per_sample, inst.memory_fraction, inst.state_bytes
+    u, e = [], []
+    for grp in inst.groups:
+        room = phi * grp.memory_bytes - grp.memory_base_bytes
+        caps = [floor(room / a), inst.global_batch - (n - 1)]
+        caps += [c for c in (grp.max_microbatch, inst.max_microbatch) if c is not None]
+        u.append(min(caps))
+        e.append(grp.even_shard_max_microbatch if grp.even_shard_max_microbatch is not None
+                 else floor((room - s / n) / a))
+    k_star = floor((phi * sum(inst.groups[g].memory_bytes for g in gpus)
+                    - sum(inst.groups[g].memory_base_bytes for g in gpus) - s) / a)
+    return gpus, u, e, k_star
+
+
+def gpu_time(inst, g: int, e: list[int], ell: int, m: int) -> float:
+    grp = inst.groups[g]
+    f = ell * latency(grp.forward, m)
+    gg = ell * latency(grp.backward, m) + (ell - 1) * inst.accumulation_overhead_s
+    factor = 1.0 + inst.uneven_shard_overhead if m > e[g] else 1.0
+    ag, rs = inst.allgather_s * factor, inst.reducescatter_s * factor
+    return max(ag, f) + max(ag + rs, f + gg)
+
+
+def check(inst, plan) -> float:
+    """The formulation's objective of a solution (inf when a constraint breaks)."""
+    gpus, u, e, k_star = limits(inst)
+    if len(plan.gpus) != len(gpus):
+        return math.inf
+    if sum(p.microbatch_size * p.microbatches for p in plan.gpus) != inst.global_batch:  # (I)
+        return math.inf
+    if any(not 1 <= p.microbatch_size <= u[g] or p.microbatches < 1 for p, g in zip(plan.gpus, gpus)):  # (II)
+        return math.inf
+    if sum(p.microbatch_size for p in plan.gpus) > k_star:  # (III)
+        return math.inf
+    shares = [p.state_share for p in plan.gpus]
+    if not all(math.isfinite(r) and r >= -1e-9 for r in shares) or abs(sum(shares) - 1) > 1e-6:
+        return math.inf
+    for p, g in zip(plan.gpus, gpus):  # the state rule
+        grp = inst.groups[g]
+        used = grp.memory_base_bytes + inst.activation_bytes_per_sample * p.microbatch_size + p.state_share * inst.state_bytes
+        if used > inst.memory_fraction * grp.memory_bytes * (1 + 1e-9):
+            return math.inf
+    return max(gpu_time(inst, g, e, p.microbatches, p.microbatch_size) for p, g in zip(plan.gpus, gpus))
+
+
+def brute_optimum(inst) -> float:
+    """Least max_i T_i over every (m_i, ℓ_i) per GPU meeting (I)-(III); inf if none."""
+    gpus, u, e, k_star = limits(inst)
+    big_b = inst.global_batch
+    options = [[(m, ell) for m in range(1, max(u[g], 0) + 1) for ell in range(1, big_b // m + 1)] for g in gpus]
+    best = math.inf
+    for combo in itertools.product(*options):
+        if sum(m * ell for m, ell in combo) != big_b or sum(m for m, _ in combo) > k_star:
+            continue
+        best = min(best, max(gpu_time(inst, g, e, ell, m) for (m, ell), g in zip(combo, gpus)))
+    return best
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_exact_methods_match_an_independent_optimum(chunk):
+    for seed in SEEDS[chunk::CHUNKS]:
+        inst = random_instance(20_000 + seed, max_gpus=3, max_batch=7)
+        truth = brute_optimum(inst)
+        rtol, atol = tolerance(inst)
+        for method in METHODS:
+            r = solve(inst, method, time_limit=30)
+            if math.isinf(truth):
+                assert r.status is Status.INFEASIBLE, (seed, method, r.status, r.reason)
+                continue
+            assert r.status is Status.OPTIMAL, (seed, method, r.status, r.reason)
+            mine = check(inst, r.solution)
+            assert math.isfinite(mine), (seed, method)
+            assert math.isclose(mine, r.objective, rel_tol=rtol, abs_tol=atol), (seed, method, mine, r.objective)
+            assert math.isclose(mine, truth, rel_tol=rtol, abs_tol=atol), (seed, method, mine, truth)
