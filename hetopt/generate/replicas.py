@@ -16,7 +16,7 @@ from pathlib import Path
 from hetopt import solvers
 from hetopt.generate.toml import dumps
 from hetopt.planner.cluster import load_cluster
-from hetopt.planner.plan import as_model
+from hetopt.planner.request import as_model
 from hetopt.planner.replicas import UNIT_NODES, replicas_instance
 from hetopt.replicas.problem import GBPS, ReplicasInstance
 from hetopt.replicas.synthetic import random_instance

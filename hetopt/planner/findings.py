@@ -43,7 +43,8 @@ from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster, load_cluster
 from hetopt.planner.compose import link_matrix, pipeline_instance
 from hetopt.planner.parallelizer import Slice
-from hetopt.planner.plan import _choose_islands, plan
+from hetopt.planner.configure import choose_islands
+from hetopt.planner.plan import plan
 from hetopt.workload import ModelConfig, load_model
 
 #: The Tangram baselines: compositions restricted to one island or a fixed layer split, so
@@ -273,7 +274,7 @@ def ordered_time(cluster: Cluster, cfg: ModelConfig, front: str, *, seq: int = C
     rest; the pipeline family's ``dp`` picks the split and both layouts. None if nothing fits.
     """
     found = solvers.solve(cluster.islands)
-    chosen = _choose_islands(cluster, found, None, "")
+    chosen = choose_islands(cluster, found, None, "")
     specs = chosen.specs
     if len(specs) != 2:
         raise ValueError(f"{cluster.name} forms {len(specs)} islands, not 2")
@@ -316,7 +317,7 @@ def uniform_layout_time(cluster: Cluster, cfg: ModelConfig, *, seq: int = C2_SEQ
     from hetopt.planner.parallelizer import divisors
 
     found = solvers.solve(cluster.islands)
-    chosen = _choose_islands(cluster, found, None, "")
+    chosen = choose_islands(cluster, found, None, "")
     specs = chosen.specs
     counts = split_layers([s.gpus for s in specs], cfg.layers)
     gpn = min(s.gpus_per_node for s in specs)

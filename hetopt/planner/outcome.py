@@ -12,15 +12,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from hetopt.planner.enumerate import EnumerationStats
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.result import Result, Status, relative_gap
-
-if TYPE_CHECKING:
-    from hetopt.planner.plan import HeteroPlan
-
 
 @dataclass(frozen=True)
 class ChosenIslands:
@@ -50,6 +45,18 @@ class Attempt:
     #: Set when the size was not planned for a reason other than time (e.g. more micro-batches
     #: than the pipeline family composes): no proof either way, so the plan is not OPTIMAL.
     not_planned: str = ""
+
+
+@dataclass(frozen=True)
+class PlanOutcome:
+    """The composed plan's status, proven bound, gap and reason, and the attempt whose plan is
+    the answer (None: no plan). Named as in :class:`~hetopt.planner.answer.HeteroPlan`."""
+
+    status: Status
+    reason: str = ""
+    bound_s: float | None = None
+    gap: float | None = None
+    best: Attempt | None = None
 
 
 def _attempt_bound(a: Attempt) -> float | None:
@@ -98,10 +105,10 @@ def _not_proven(islands: Result, chosen: ChosenIslands | None, attempts: list[At
 
 
 def conclude_plan(
-    out: HeteroPlan, islands: Result, chosen: ChosenIslands | None, attempts: list[Attempt], planned: int,
-    narrowed: Sequence[str] = (),
-) -> Attempt | None:
-    """Set ``out``'s status, bound, gap and reason from the islands and composition results.
+    islands: Result, chosen: ChosenIslands | None, attempts: list[Attempt], planned: int,
+    narrowed: Sequence[str] = (), *, cluster: str, model: str, ideal_s: float,
+) -> PlanOutcome:
+    """The plan's status, bound, gap and reason from the islands and composition results.
 
     Parameters
     ----------
@@ -115,10 +122,16 @@ def conclude_plan(
         How the search was narrowed short of the whole space (e.g. atoms of several layers:
         stage boundaries only between atoms). Each keeps the plan from OPTIMAL, and the
         compositions' bounds then bound only the narrowed space, so the bound is the ideal.
+    cluster, model
+        Their names, for the reason.
+    ideal_s
+        The ideal iteration time (:func:`~hetopt.planner.answer.ideal_time`), a lower bound on
+        every plan: the bound when the compositions' bounds do not cover the whole space.
 
     Returns
     -------
-    The attempt whose plan is the answer, or None.
+    PlanOutcome
+        With ``best`` the attempt whose plan is the answer, or None.
 
     Rules: no islands → the islands step's status (TIME_LIMIT, INFEASIBLE, ...). A plan →
     OPTIMAL only when the islands are proven, none is left out, every micro-batch size was
@@ -127,48 +140,45 @@ def conclude_plan(
     never below the ideal, a lower bound of every plan). No plan → INFEASIBLE only when that
     same proof holds; TIME_LIMIT when a time limit stopped a step; else the composition's
     DECLINED or ERROR, or DECLINED when islands were left out.
+
+    Examples
+    --------
+    >>> stopped = Result(problem="islands", method="exact", status=Status.TIME_LIMIT)
+    >>> conclude_plan(stopped, None, [], 1, cluster="c", model="m", ideal_s=1.0).status
+    <Status.TIME_LIMIT: 'TIME_LIMIT'>
     """
     if not islands.status.has_solution:
-        out.status = islands.status
-        out.reason = f"islands: {islands.reason or islands.status.value}"
         if islands.status is Status.TIME_LIMIT:
-            out.reason = f"time limit reached while forming islands ({islands.reason or 'no partition found'})"
-        return None
+            return PlanOutcome(islands.status,
+                               f"time limit reached while forming islands ({islands.reason or 'no partition found'})")
+        return PlanOutcome(islands.status, f"islands: {islands.reason or islands.status.value}")
     why = _not_proven(islands, chosen, attempts, planned, narrowed)
     found = [a for a in attempts if a.result is not None and a.result.status.has_solution]
     best = min(found, key=lambda a: a.result.objective, default=None)
     if best is not None:
         t = best.result.objective
         if not why:
-            out.status, out.bound_s, out.gap, out.reason = Status.OPTIMAL, t, 0.0, ""
-            return best
+            return PlanOutcome(Status.OPTIMAL, "", t, 0.0, best)
         bounds = [_attempt_bound(a) for a in attempts]
         exact_over_all = (islands.status is Status.OPTIMAL and not chosen.left_out and not narrowed
                           and planned == len(attempts))
         bound = min(bounds) if exact_over_all and None not in bounds else None
-        bound = out.ideal_time_s if bound is None else max(bound, out.ideal_time_s)
-        out.status, out.bound_s = Status.FEASIBLE, min(bound, t)
-        out.gap = relative_gap(t, out.bound_s)
-        out.reason = (f"{'; '.join(why)}: not proven optimal for {out.cluster}; gap {100 * out.gap:.1f}% to the bound "
-                      f"{out.bound_s:.4g} s" + (" (the ideal, a lower bound for the whole cluster)"
-                                                  if out.bound_s == out.ideal_time_s else ""))
-        return best
+        bound = min(ideal_s if bound is None else max(bound, ideal_s), t)
+        gap = relative_gap(t, bound)
+        reason = (f"{'; '.join(why)}: not proven optimal for {cluster}; gap {100 * gap:.1f}% to the bound "
+                  f"{bound:.4g} s" + (" (the ideal, a lower bound for the whole cluster)" if bound == ideal_s else ""))
+        return PlanOutcome(Status.FEASIBLE, reason, bound, gap, best)
     failures = "; ".join(f"micro-batch {a.microbatch_size}: {a.result.reason or a.result.status.value}"
                          for a in attempts if a.result is not None)
     statuses = {a.result.status for a in attempts if a.result is not None}
     timed_out = planned > len(attempts) or any((a.result is None and not a.not_planned) or not a.complete for a in attempts) \
         or Status.TIME_LIMIT in statuses
     if timed_out:
-        out.status = Status.TIME_LIMIT
-        out.reason = "time limit reached before a pipeline was found: " + "; ".join(why)
-    elif statuses & {Status.ERROR, Status.DECLINED}:
-        out.status = Status.ERROR if Status.ERROR in statuses else Status.DECLINED
-        out.reason = f"no pipeline of {out.model} composed on {out.cluster}: {failures}"
-    elif why:  # every composition infeasible, but over a choice of islands, not the cluster
-        out.status = Status.DECLINED
-        out.reason = (f"no pipeline of {out.model} fits the islands composed on {out.cluster} ({'; '.join(why)}); "
-                      f"not proven for the whole cluster: {failures}")
-    else:
-        out.status = Status.INFEASIBLE
-        out.reason = f"no pipeline of {out.model} fits {out.cluster}: {failures}"
-    return None
+        return PlanOutcome(Status.TIME_LIMIT, "time limit reached before a pipeline was found: " + "; ".join(why))
+    if statuses & {Status.ERROR, Status.DECLINED}:
+        return PlanOutcome(Status.ERROR if Status.ERROR in statuses else Status.DECLINED,
+                           f"no pipeline of {model} composed on {cluster}: {failures}")
+    if why:  # every composition infeasible, but over a choice of islands, not the cluster
+        return PlanOutcome(Status.DECLINED, f"no pipeline of {model} fits the islands composed on {cluster} "
+                           f"({'; '.join(why)}); not proven for the whole cluster: {failures}")
+    return PlanOutcome(Status.INFEASIBLE, f"no pipeline of {model} fits {cluster}: {failures}")

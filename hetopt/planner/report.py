@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-from hetopt.planner.plan import HeteroPlan
+from hetopt.planner.answer import HeteroPlan
 
 
 def _f(x, fmt: str = ".4g") -> str:

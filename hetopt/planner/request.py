@@ -29,12 +29,13 @@ from hetopt.budget import check_time_limit
 from hetopt.checks import (MAX_GLOBAL_BATCH, MAX_SEQ, check_bool, check_choice, check_int, check_names,
                            check_optional_int, check_real)
 from hetopt.errors import InputError
-from hetopt.planner.cluster import Cluster
+from hetopt.catalog import instances_dir
+from hetopt.planner.cluster import Cluster, load_cluster, resolve
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES
 from hetopt.planner.layout import GivenLayout, IslandBlock, parse_island_layouts, parse_layout
 from hetopt.planner.runtime import Runtime, layout_names_runtime, parse_runtime
 from hetopt.planner.schedule import TIME_MODELS
-from hetopt.workload import ModelConfig
+from hetopt.workload import ModelConfig, load_model
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -45,30 +46,61 @@ class PlanRequest:
     ----------
     cluster, model
         Loaded objects, paths to their files, or names in ``instances/clusters`` and
-        ``instances/models``.
+        ``instances/models``, as the command line takes them.
     global_batch
         Samples per iteration, 1 to ``hetopt.checks.MAX_GLOBAL_BATCH``.
     microbatch_size
-        Samples per micro-batch of the whole pipeline (over all its data-parallel replicas);
-        None tries every divisor of the global batch.
+        Samples per micro-batch of the whole pipeline (over all its data-parallel replicas).
+        None: every divisor of the global batch is a candidate (powers of two first) and the
+        fastest plan kept; a size whose lower bound
+        (:func:`~hetopt.planner.compose.pipeline_lower_bound`) cannot beat the best plan found
+        is skipped, which proves it cannot.
     seq
         Tokens per sample (None: the model's), 1 to ``hetopt.checks.MAX_SEQ``.
     policies
-        The pruning policies on (a tuple out of ``POLICIES``).
+        The pruning policies on (a tuple out of ``POLICIES``; default all: redundancy,
+        infeasibility, imbalance).
     imbalance
         The imbalance policy's ratio, a finite number >= 1.
     time_limit
-        Seconds for the whole call (None: no limit; 0: return at once with what is known).
-    alternatives, replicas
-        Also plan the alternatives / the data-parallel replicas.
-    max_islands, tasks, layers_per_atom
-        Islands composed (None: the default), batches of queries sent to an executor, layers per
-        atom of the built-in parallelizer (None: 1, or coarser on very large clusters).
-    layout, runtime
-        A layout to price beside the plan and the runtime the search is held to: text, or
-        their parsed objects.
+        Seconds for the whole call (islands, enumeration, composition, alternatives); the call
+        returns within ``time_limit + hetopt.family.TIME_LIMIT_SLACK_S``. Stopped early, the
+        plan is FEASIBLE with its bound and gap, or TIME_LIMIT without one; never a false
+        OPTIMAL or INFEASIBLE. None: no limit; 0: return at once with what is known.
+    alternatives
+        Also plan the alternatives (FSDP, single island, uniform, proportional).
+    replicas
+        Also plan data-parallel replicas (``hetopt.planner.replicas``): the islands cut into
+        units, whole-model pipelines on units of one shape, the replicas family's ``dp``
+        choosing the replicas and their micro-batch shares; in ``HeteroPlan.replicas``,
+        FEASIBLE with the ideal time as bound.
+    max_islands
+        Compose only the ``max_islands`` islands with the most sustained FLOP/s (a heuristic:
+        the plan is then exact over those islands only, and FEASIBLE with its gap to the ideal
+        when islands are left out). None: every island, or the ``LARGE_CLUSTER_ISLANDS``
+        fastest when the cluster forms more than ``MAX_COMPOSE_ISLANDS`` (and then, with the
+        built-in parallelizer, the model is cut into at most ``LARGE_CLUSTER_ATOMS`` atoms;
+        constants of ``hetopt.planner.plan``).
+    tasks
+        With an executor, the queries of one enumeration go out in at most this many batches.
+    layers_per_atom
+        Layers per atom of the built-in parallelizer (None: 1, coarser on very large
+        clusters); above 1 the search is narrowed and the plan FEASIBLE, not OPTIMAL.
+    layout
+        A layout to price beside the plan (``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"``
+        or a :class:`~hetopt.planner.layout.GivenLayout`) on a cluster that forms one island,
+        or one per island (``"ISLAND: layers=K tp=.. pp=.. dp=..; ..."``, front of the
+        pipeline first, or a tuple of :class:`~hetopt.planner.layout.IslandBlock`);
+        ``HeteroPlan.given_layout`` then holds its iteration time and the plan's speed-up.
+    runtime
+        What the training framework can run (:mod:`hetopt.planner.runtime`,
+        ``"recompute=none,full zero=0 flash=no"``): the built-in parallelizer searches only
+        that, priced as it runs, and a given ``layout`` is priced under it too (its text must
+        then not name runtime keys).
     time_model
-        ``"closed-form"`` or ``"simulated"``.
+        ``"closed-form"`` (default): the pipeline family's closed form T, as Tangram composes;
+        ``"simulated"``: the best by simulated 1F1B time among the candidates re-ranked
+        (``hetopt.planner.schedule``), OPTIMAL only when that is proven.
     """
 
     cluster: Cluster | str | os.PathLike
@@ -155,6 +187,16 @@ class PlanRequest:
         )
 
 
+def as_cluster(cluster: Cluster | str | os.PathLike) -> Cluster:
+    """A loaded cluster, a path to a cluster file, or a name in ``instances/clusters``."""
+    return cluster if isinstance(cluster, Cluster) else load_cluster(cluster)
+
+
+def as_model(cfg: ModelConfig | str | os.PathLike) -> ModelConfig:
+    """A loaded model, a path to a model file, or a name in ``instances/models``."""
+    return cfg if isinstance(cfg, ModelConfig) else load_model(resolve(str(cfg), instances_dir() / "models", "model"))
+
+
 def _check_source(value: object, field: str, kind: type) -> None:
     """A loaded object, a path, or a shipped name (resolved later, when it is read)."""
     if isinstance(value, (kind, str, Path, os.PathLike)) and not (isinstance(value, str) and not value.strip()):
@@ -163,4 +205,4 @@ def _check_source(value: object, field: str, kind: type) -> None:
                      field=field)
 
 
-__all__ = ["MAX_GLOBAL_BATCH", "MAX_SEQ", "PlanRequest"]
+__all__ = ["MAX_GLOBAL_BATCH", "MAX_SEQ", "PlanRequest", "as_cluster", "as_model"]

@@ -41,7 +41,8 @@ from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Runtime, parse_runtime
 from hetopt.readers.fields import Fields
 from hetopt.workload import ModelConfig, ffn_matrices, load_model, model_from_fields
 from hetopt.planner.cluster import Cluster, cluster_from_data, resolve
-from hetopt.planner.plan import HeteroPlan, plan
+from hetopt.planner.answer import HeteroPlan
+from hetopt.planner.plan import plan
 
 #: The metrics a measurement may state, and how a predicted iteration time becomes each.
 METRICS = ("tflops_per_gpu", "samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "iteration_time_s", "mfu")

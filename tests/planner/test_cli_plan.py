@@ -81,7 +81,7 @@ def test_unreachable_scheduler_exits_2(capsys):
 
 def test_a_cluster_of_too_many_islands_gets_a_feasible_plan_over_the_fastest(capsys, monkeypatch):
     # the 512-node datacenter (30 islands) in miniature: Cluster A's 5 islands against a limit of 3
-    plan_module = sys.modules["hetopt.planner.plan"]  # the module (the package exports the function plan)
+    plan_module = sys.modules["hetopt.planner.configure"]  # where the large-cluster rule lives
     monkeypatch.setattr(plan_module, "MAX_COMPOSE_ISLANDS", 3)
     monkeypatch.setattr(plan_module, "LARGE_CLUSTER_ISLANDS", 2)
     assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json", "--no-alternatives"]) == 0
@@ -101,7 +101,7 @@ def test_max_islands_composes_the_fastest_islands(capsys):
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["islands"]) == 2 and len(doc["left_out"]) == 3
     assert {i["gpu"] for i in doc["islands"]} == {"A6000", "L4"}
-    assert doc["status"] == "FEASIBLE" and "(--max-islands)" in doc["reason"]
+    assert doc["status"] == "FEASIBLE" and "(2 asked for)" in doc["reason"]
     assert main([*BASE, "--global-batch", "32", "--max-islands", "0"]) == 2
     assert "--max-islands: must be >= 1 (got 0)" in capsys.readouterr().err
 

@@ -4,6 +4,7 @@ in bandwidth, replicas found where the composition ran out of time."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 import json
 import subprocess
 import sys
@@ -76,10 +77,8 @@ def test_the_answer_is_feasible_when_only_the_replicas_found_a_plan():
 
     p = HeteroPlan("c", "m", 8, 0, 0, 2048, Status.TIME_LIMIT)
     assert p.answer_status is Status.TIME_LIMIT
-    p.replicas = Found()
-    assert p.answer_status is Status.FEASIBLE
-    p.status = Status.OPTIMAL
-    assert p.answer_status is Status.OPTIMAL
+    assert replace(p, replicas=Found()).answer_status is Status.FEASIBLE
+    assert replace(p, replicas=Found(), status=Status.OPTIMAL).answer_status is Status.OPTIMAL
 
 
 def test_export_says_why_a_replicas_only_plan_is_not_written(tmp_path):

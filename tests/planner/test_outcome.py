@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import math
 
 import pytest
 
 from hetopt.planner.enumerate import EnumerationStats
 from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
-from hetopt.planner.plan import HeteroPlan
 from hetopt.result import Result, Status
 
 IDEAL = 10.0
@@ -31,10 +29,9 @@ SOME = ChosenIslands([], [], [], ["t4"], "composed over 1 of 2 islands")
 
 
 def conclude(attempts, islands=ISLANDS_OK, chosen=ALL, planned=None):
-    out = HeteroPlan(cluster="c", model="m", global_batch=8, microbatch_size=0, microbatches=0, seq=1,
-                     status=Status.ERROR, ideal_time_s=IDEAL)
-    best = conclude_plan(out, islands, chosen, attempts, len(attempts) if planned is None else planned)
-    return out, best
+    out = conclude_plan(islands, chosen, attempts, len(attempts) if planned is None else planned,
+                        cluster="c", model="m", ideal_s=IDEAL)
+    return out, out.best
 
 
 def test_every_size_proven_is_optimal_with_the_best():
@@ -91,4 +88,4 @@ def test_a_declined_composition_is_declined():
 def test_no_islands_passes_the_islands_status_on(status):
     islands = Result(problem="islands", method="exact", status=status, reason="why")
     out, best = conclude([], islands=islands, chosen=None, planned=3)
-    assert best is None and out.status is status and out.iteration_time_s is None and not math.isnan(out.ideal_time_s)
+    assert best is None and out.status is status and out.bound_s is None

@@ -1,0 +1,169 @@
+"""What :func:`hetopt.plan` returns: :class:`HeteroPlan`, frozen, with one :class:`StageRow` a stage.
+
+The plan is built once, at the end of the planner's steps (``planner/plan.py``), from the
+islands, the plan's outcome (``planner/outcome.py``: status, bound, gap, reason), the composed
+stages and the alternatives; nothing changes it afterwards. ``hetopt.io.plain`` turns it into
+the ``hetopt plan --json`` document.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from hetopt.costmodel import TRAINING_PER_FORWARD
+from hetopt.result import Status
+from hetopt.units import GIB
+from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
+
+if TYPE_CHECKING:
+    from hetopt.planner.alternatives import Alternative
+    from hetopt.planner.cluster import Cluster
+    from hetopt.planner.layout import PricedLayout, PricedPipeline
+    from hetopt.planner.outcome import Attempt
+    from hetopt.planner.parallelizer import IslandSpec
+    from hetopt.planner.replicas import ReplicasPlan
+
+
+@dataclass(frozen=True)
+class StageRow:
+    """One stage of the composed pipeline, for the report."""
+
+    island: str
+    gpu: str
+    first_layer: int
+    layers: int
+    layout: str
+    gpus: int
+    time_s: float
+    memory_gib: float
+    in_flight: int
+    ep: int = 1  # experts' parallel degree (1: experts split by TP like a dense FFN)
+    fsep: bool = False  # fully sharded EP
+    cp: int = 1  # context-parallel degree
+    offload: bool = False  # activations offloaded to host memory
+
+
+@dataclass(frozen=True)
+class HeteroPlan:
+    """The planner's answer. Times in seconds; ``status``, ``bound_s``, ``gap`` and ``reason``
+    are the :class:`~hetopt.planner.outcome.PlanOutcome` of the composed pipeline."""
+
+    cluster: str
+    model: str
+    global_batch: int
+    microbatch_size: int
+    microbatches: int
+    seq: int
+    status: Status
+    reason: str = ""
+    islands: list[dict] = field(default_factory=list)
+    stages: list[StageRow] = field(default_factory=list)
+    iteration_time_s: float | None = None  # by ``time_model``: the 1F1B simulation unless it says why not
+    simulated_s: float | None = None
+    analytic_s: float | None = None  # the family's closed form T of the same pipeline
+    time_model: str = ""  # what iteration_time_s is: "1F1B simulation", or "closed form" with the reason
+    throughput_samples_s: float | None = None
+    tflops_per_gpu: float | None = None
+    ideal_time_s: float | None = None
+    efficiency: float | None = None
+    bound_s: float | None = None  # a proven lower bound on the iteration time
+    gap: float | None = None  # (iteration − bound) / iteration
+    alternatives: list[Alternative] = field(default_factory=list)
+    best: str = ""
+    speedups: dict[str, float] = field(default_factory=dict)
+    timing_s: dict[str, float] = field(default_factory=dict)
+    left_out: list[str] = field(default_factory=list)  # islands not composed (max_islands)
+    enumeration: dict = field(default_factory=dict)
+    composition: dict = field(default_factory=dict)
+    given_layout: dict | None = None  # the given layout priced by the same cost model, with the plan's speed-up over it
+    runtime: str | None = None  # the runtime the search was held to (its non-default keys)
+    replicas: ReplicasPlan | None = None  # data-parallel replicas beside the pipeline (``replicas=True``)
+    #: GPUs of the composed islands that run attention unfused although the runtime asks for
+    #: FlashAttention: it does not run on them (the catalog's ``flash_attention``)
+    unfused_attention: list[str] = field(default_factory=list)
+    #: the mixed precision the plan is priced in (``cm.PRECISIONS``): its training state's bytes, and
+    #: what ``hetopt export`` asks the runtime for
+    precision: str = ""
+
+    @property
+    def answer_status(self) -> Status:
+        """The status of the planner's answer as a whole: the composed plan's, or FEASIBLE when
+        only its data-parallel replicas (``replicas=True``) found a plan, which then is the
+        answer (not proven best). The command line's exit code follows it.
+
+        Examples
+        --------
+        >>> HeteroPlan("c", "m", 8, 0, 0, 2048, Status.TIME_LIMIT).answer_status
+        <Status.TIME_LIMIT: 'TIME_LIMIT'>
+        """
+        if not self.status.has_solution and self.replicas is not None and self.replicas.status.has_solution:
+            return Status.FEASIBLE
+        return self.status
+
+
+def model_training_flops(cfg: ModelConfig, seq: int) -> float:
+    """Training FLOPs of one sample (forward + backward, no recomputation)."""
+    forward = sum(layer_forward_flops(cfg, seq, i) for i in range(cfg.layers)) + head_forward_flops(cfg, seq)
+    return TRAINING_PER_FORWARD * forward
+
+
+def ideal_time(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int) -> float:
+    """The iteration's training FLOPs spread over every GPU at its modeled speed
+    (``GpuType.sustained_flops``), no memory traffic, no communication: this cost
+    model's physical limit, a lower bound on every plan's iteration time."""
+    speed = sum(node.gpus * gpu.sustained_flops for node, gpu in zip(cluster.islands.nodes, cluster.gpu_types))
+    return global_batch * model_training_flops(cfg, seq) / speed
+
+
+def plan_figures(best: Attempt, specs: list[IslandSpec], cluster: Cluster, cfg: ModelConfig, seq: int, global_batch: int,
+             ideal: float) -> dict:
+    """The plan's figures and stages from the best composition's solution."""
+    res, sol = best.result, best.result.solution
+    stages, reports = [], iter(sol.stages)
+    for block in sol.blocks:
+        pp, first = best.plans[block.option], block.first_layer
+        for s in pp.stages:
+            report = next(reports)
+            stages.append(StageRow(
+                island=specs[block.island].name, gpu=specs[block.island].gpu.name, first_layer=first,
+                layers=s.layers, layout=pp.layout, gpus=s.gpus, time_s=report.time_s,
+                memory_gib=report.memory_bytes / GIB, in_flight=report.in_flight,
+                ep=pp.ep, fsep=pp.fsep, cp=pp.cp, offload=pp.offload,
+            ))
+            first += s.layers
+    return {
+        "microbatch_size": best.microbatch_size, "microbatches": global_batch // best.microbatch_size,
+        "iteration_time_s": res.objective, "simulated_s": getattr(sol, "simulated_or_none", None),
+        "analytic_s": getattr(sol, "iteration_time_s", None), "time_model": res.stats.get("time_model", "closed form"),
+        "throughput_samples_s": global_batch / res.objective,
+        "tflops_per_gpu": global_batch * model_training_flops(cfg, seq) / res.objective / cluster.gpus / 1e12,
+        "efficiency": ideal / res.objective, "stages": stages,
+        "composition": {"method": res.method, "status": res.status.value, "gap": res.gap, "stats": res.stats},
+    }
+
+
+def given_layout_figures(given: PricedLayout | PricedPipeline, time_model: str, plan_s: float | None) -> dict:
+    """The given layout's figures, timed like the plan, with the plan's speed-up over it."""
+    out = given.to_dict()
+    simulated = out.get("simulated_s")
+    if time_model == "simulated" and simulated is not None:
+        # a per-island layout is a pipeline: priced like the plan, by its simulated schedule
+        out["analytic_s"] = out["iteration_time_s"]
+        out["iteration_time_s"] = simulated
+    if out.get("iteration_time_s") is not None and plan_s:
+        out["plan_speedup"] = out["iteration_time_s"] / plan_s
+    return out
+
+
+def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
+    """The fastest of the composed plan and the alternatives, and the plan's speed-up over each."""
+    timed = [(n, t) for n, t in [("tangram-composed", plan_s)] + [(a.name, a.iteration_time_s) for a in alternatives]
+             if t is not None]
+    if not timed:
+        return {}
+    speedups = {} if plan_s is None else {a.name: a.iteration_time_s / plan_s for a in alternatives if a.iteration_time_s}
+    return {"best": min(timed, key=lambda nt: nt[1])[0], "speedups": speedups}
+
+
+__all__ = ["HeteroPlan", "StageRow", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]

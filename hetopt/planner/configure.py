@@ -1,0 +1,160 @@
+"""The planner's configure step: which islands are composed, and how the search runs on them.
+
+From the islands the islands family formed: the islands composed (every one, or the fastest
+on very large clusters), the parallelizer held to the runtime and to the islands' precision, the
+micro-batch sizes to try, the model's atoms, and what narrows the search short of the whole
+space (which keeps the plan from OPTIMAL). A given layout is priced here too, on the islands
+composed, by the same cost model as the plan.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from hetopt import costmodel as cm
+from hetopt.errors import InputError
+from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.cluster import Cluster
+from hetopt.planner.compose import island_specs, link_matrix, microbatch_candidates
+from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime, price_island_layouts,
+                                   price_layout, with_precision)
+from hetopt.planner.outcome import ChosenIslands
+from hetopt.planner.parallelizer import Parallelizer, Slice
+from hetopt.planner.request import PlanRequest
+from hetopt.result import Result
+from hetopt.workload import ModelConfig
+
+#: Most islands the planner composes exactly: the pipeline DP's state grows with the subsets
+#: of islands used, and it declines past about 16 (formulations/pipeline.md).
+MAX_COMPOSE_ISLANDS = 16
+#: Islands composed when a cluster forms more than ``MAX_COMPOSE_ISLANDS`` and no
+#: ``max_islands`` is given: the ones with the most sustained FLOP/s. The plan is then
+#: FEASIBLE, not OPTIMAL, with its gap to the ideal (a lower bound for the whole cluster).
+#: Four keeps the 512-node datacenter's planning within minutes on two cores (README).
+LARGE_CLUSTER_ISLANDS = 4
+#: On that default path, when no parallelizer is given, the built-in one cuts the model into
+#: at most this many atoms: the slices, and so the queries, shrink with the atoms squared.
+#: GPT-3 175B's 96 layers become 24 atoms of 4.
+LARGE_CLUSTER_ATOMS = 24
+#: Micro-batch sizes tried on that default path (powers of two up to 16 samples): there the
+#: plan is FEASIBLE by construction, and each size costs minutes of enumeration on islands of
+#: hundreds of GPUs. Everywhere else every divisor of the global batch is a candidate.
+LARGE_CLUSTER_MICROBATCHES = (1, 2, 4, 8, 16)
+
+@dataclass(frozen=True)
+class Setup:
+    """What the configure step decided: the islands composed and how the search runs on them."""
+
+    chosen: ChosenIslands
+    parallelizer: Parallelizer
+    candidates: list[int]  # micro-batch sizes to compose
+    atoms: list[Slice]
+    narrowed: list[str]  # how the search is narrowed short of the whole space (keeps it from OPTIMAL)
+    layout: GivenLayout | tuple[IslandBlock, ...] | None  # the given layout in the plan's precision
+    precision: str
+    unfused_attention: list[str]
+    runtime: str | None
+
+
+def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLayout | tuple[IslandBlock, ...] | None,
+               cluster: Cluster, cfg: ModelConfig, islands: Result) -> Setup:
+    """The islands to compose, the parallelizer held to the runtime and precision, the sizes and atoms."""
+    par = parallelizer or BuiltinParallelizer()
+    if r.runtime is not None and not isinstance(par, BuiltinParallelizer):
+        raise InputError("runtime: holds the built-in parallelizer's search; a parallelizer of your own "
+                         "decides what it searches", field="runtime")
+    if r.runtime is not None:
+        par = r.runtime.parallelizer(par)
+    elif layout is not None and isinstance(par, BuiltinParallelizer):
+        # the layout's runtime keys describe the user's runtime: plan for the same one, so the
+        # plan can run there and its speed-up over the layout compares like with like
+        par = given_runtime(layout, par)
+    large = r.max_islands is None and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS
+    coarsened, auto_atoms = "", large and parallelizer is None and cfg.layers > LARGE_CLUSTER_ATOMS
+    if auto_atoms:
+        par = replace(par, layers_per_atom=math.ceil(cfg.layers / LARGE_CLUSTER_ATOMS))
+        coarsened = f", atoms of {par.layers_per_atom} layers"
+    candidates = microbatch_candidates(r.global_batch, r.microbatch_size)
+    if large and r.microbatch_size is None:
+        # the large-cluster path is a heuristic already (islands left out, FEASIBLE against
+        # the ideal); every divisor of B on islands of hundreds of GPUs would take it from
+        # minutes to tens of minutes, so it keeps the sizes of LARGE_CLUSTER_MICROBATCHES
+        candidates = [m for m in candidates if m in LARGE_CLUSTER_MICROBATCHES] or candidates[:1]
+        coarsened += f", micro-batch sizes {', '.join(map(str, candidates))}"
+    chosen = choose_islands(cluster, islands, r.max_islands, coarsened)
+    par, layout, precision, unfused = hold_precision(r, par, layout, chosen)
+    atoms = par.slice_model(cfg, seq=r.seq or cfg.sequence)
+    # stage boundaries fall only between atoms: coarser atoms narrow the search as leaving
+    # islands out does (the large-cluster default already says so in its note)
+    narrowed = [] if len(atoms) >= cfg.layers or auto_atoms else [
+        f"atoms of {atoms[0].layers} layers (stage boundaries only every {atoms[0].layers} layers)"]
+    return Setup(chosen, par, candidates, atoms, narrowed, layout, precision, unfused,
+                  None if r.runtime is None else r.runtime.text())
+
+
+def hold_precision(r: PlanRequest, par: Parallelizer, layout: GivenLayout | tuple[IslandBlock, ...] | None,
+                    chosen: ChosenIslands) -> tuple[Parallelizer, GivenLayout | tuple[IslandBlock, ...] | None, str, list[str]]:
+    """One job, one precision: the hardware's of the islands composed (bf16 unless one of them has
+    no BF16), unless the runtime or the layout names one, which those GPUs must have.
+
+    Returns the parallelizer and the layout held to it, the precision and the GPUs that run
+    attention unfused although the runtime asks for FlashAttention.
+    """
+    gpu_types = [spec.gpu for spec in chosen.specs]
+    precision = cm.hardware_precision(gpu_types)
+    if layout is not None:
+        layout = with_precision(layout, precision)
+        for given_layout in (layout,) if isinstance(layout, GivenLayout) else tuple(b.layout for b in layout):
+            if (problem := cm.precision_problem(given_layout.precision, gpu_types)) is not None:
+                raise InputError(f"layout {problem}", field="layout")
+    if not isinstance(par, BuiltinParallelizer):
+        return par, layout, precision, []
+    named = par.precision
+    par = par.for_gpus(gpu_types)
+    if named is not None and (problem := cm.precision_problem(named, gpu_types)) is not None:
+        field = "runtime" if r.runtime is not None else "parallelizer"
+        raise InputError(f"{field} {problem}", field=field)
+    unfused = sorted({spec.gpu.name for spec in chosen.specs if par.flash_attention and not par.flash_on(spec)})
+    return par, layout, par.precision, unfused  # the runtime's precision, or the hardware's (for_gpus)
+
+
+def choose_islands(cluster: Cluster, found: Result, max_islands: int | None, coarsened: str) -> ChosenIslands:
+    """Every island, or the ``max_islands`` (by default ``LARGE_CLUSTER_ISLANDS`` past
+    ``MAX_COMPOSE_ISLANDS``) with the most sustained FLOP/s."""
+    index = cluster.islands.index
+    names = [list(isl.nodes) for isl in found.solution.islands]
+    members = [[index[n] for n in group] for group in names]
+    specs = island_specs(cluster, members)
+    large = max_islands is None and len(specs) > MAX_COMPOSE_ISLANDS
+    limit = max_islands or (LARGE_CLUSTER_ISLANDS if large else len(specs))
+    if len(specs) <= limit:
+        return ChosenIslands(specs, members, names, [], "")
+    speed = [s.sustained_flops for s in specs]
+    keep = sorted(sorted(range(len(specs)), key=lambda i: -speed[i])[:limit])
+    how = f"{max_islands} asked for" if max_islands else f"the default for clusters of more than {MAX_COMPOSE_ISLANDS} islands"
+    return ChosenIslands(
+        [specs[i] for i in keep], [members[i] for i in keep], [names[i] for i in keep],
+        [specs[i].name for i in range(len(specs)) if i not in keep],
+        f"composed over {len(keep)} of {len(specs)} islands, those with the most compute ({how}{coarsened})",
+    )
+
+
+def price_given(layout: GivenLayout | tuple[IslandBlock, ...], chosen: ChosenIslands, cluster: Cluster, cfg: ModelConfig,
+                 global_batch: int, seq: int) -> PricedLayout | PricedPipeline:
+    """The given layout priced: one layout on a cluster of one island, or one per island (``IslandBlock`` s)."""
+    if isinstance(layout, tuple):
+        if chosen.left_out:
+            raise InputError(f"layout: the plan composes {len(chosen.specs)} of the cluster's islands "
+                             f"({', '.join(chosen.left_out)} left out); give max_islands to compose them all",
+                             field="layout")
+        return price_island_layouts(layout, chosen.specs, lambda m: link_matrix(cluster, chosen.members, cfg, seq, m), cfg,
+                                    global_batch=global_batch, seq=seq)
+    if len(chosen.specs) + len(chosen.left_out) != 1:
+        names = ", ".join(s.name for s in chosen.specs)
+        raise InputError(f"layout: {cluster.name} forms {len(chosen.specs) + len(chosen.left_out)} islands ({names}); "
+                         "give one layout per island: \"ISLAND: layers=K tp=.. pp=.. dp=..; ...\"", field="layout")
+    return price_layout(layout, chosen.specs[0], cfg, global_batch=global_batch, seq=seq)
+
+__all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_ISLANDS", "LARGE_CLUSTER_MICROBATCHES", "MAX_COMPOSE_ISLANDS", "Setup",
+           "choose_islands", "configure", "hold_precision", "price_given"]

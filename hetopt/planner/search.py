@@ -1,0 +1,158 @@
+"""The planner's search step: every micro-batch size enumerated and composed, or proven useless.
+
+For each candidate micro-batch size, in turn and with what is left of the budget: a lower bound
+(:func:`~hetopt.planner.compose.pipeline_lower_bound`, or the simulated schedule's own) that
+cannot beat the best plan found proves the size useless and skips it; otherwise the parallelizer
+enumerates partial plans for every (slice, island) pair (``planner/enumerate.py``) and the
+pipeline family's ``dp`` composes them (``planner/compose.py``), re-scored by the 1F1B
+simulation when the time model asks for it. Sizes with more micro-batches than the pipeline
+family composes are not planned, unless their bound rules them out. The result is one
+:class:`~hetopt.planner.outcome.Attempt` per size, which ``conclude_plan`` turns into a status.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, replace
+
+from hetopt import solvers
+from hetopt.budget import Deadline
+from hetopt.family import no_solution
+from hetopt.pipeline.problem import MAX_MICROBATCHES
+from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.cluster import Cluster
+from hetopt.planner.compose import link_matrix, pipeline_instance, pipeline_lower_bound, uncomposable_microbatch_sizes
+from hetopt.planner.enumerate import EnumerationStats, enumerate_plans
+from hetopt.planner.outcome import Attempt, ChosenIslands
+from hetopt.planner.parallelizer import Parallelizer, Slice
+from hetopt.planner.schedule import rescore, simulated_lower_bound
+from hetopt.result import Status
+from hetopt.workload import ModelConfig
+
+#: Under a time limit, the share of one micro-batch size's budget its enumeration may use: the
+#: rest composes what it found (the composition of a few thousand plans takes about as long
+#: as their enumeration on the shipped clusters).
+ENUMERATION_SHARE = 0.5
+
+
+def limited(deadline: Deadline, share: float = 1.0) -> float | None:
+    """``share`` of what is left of ``deadline``, as a solver's ``time_limit`` (None: no limit)."""
+    return None if math.isinf(deadline.limit) else share * deadline.remaining()
+
+
+@dataclass(frozen=True)
+class SearchContext:
+    """What every micro-batch size's enumeration and composition share."""
+
+    cluster: Cluster
+    cfg: ModelConfig
+    seq: int
+    global_batch: int
+    islands: ChosenIslands
+    parallelizer: Parallelizer
+    slices: list[Slice]
+    policies: Sequence[str]
+    imbalance: float
+    executor: Executor | None
+    tasks: int
+    on_progress: Callable[[str, int, int], None] | None
+    time_model: str = "simulated"
+    #: training FLOPs of one iteration, for the micro-batch sizes' lower bounds
+    work_flops: float = 0.0
+
+
+def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
+    """Enumerate and compose one micro-batch size within ``deadline``."""
+    t0 = time.perf_counter()
+    microbatches = ctx.global_batch // m
+    progress = None if ctx.on_progress is None else (lambda done, total: ctx.on_progress(f"micro-batch {m}", done, total))
+    plans, stats = enumerate_plans(
+        ctx.parallelizer, ctx.slices, ctx.islands.specs, microbatch_size=m, microbatches=microbatches,
+        global_batch=ctx.global_batch, policies=ctx.policies, imbalance=ctx.imbalance, executor=ctx.executor,
+        on_progress=progress, tasks=ctx.tasks, deadline=Deadline(limited(deadline, ENUMERATION_SHARE)),
+    )
+    t1 = time.perf_counter()
+    links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m)
+    instance, behind = pipeline_instance(f"{ctx.cluster.name}-{ctx.cfg.name}-m{m}", ctx.cfg, ctx.islands.specs, plans,
+                                         links, microbatches, 1.0)
+    if not instance.options:
+        result = no_solution(problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=Deadline(None),
+                             reason="no partial plan of any slice fits any island")
+    elif deadline.expired():
+        result = None
+    else:
+        result = solvers.solve(instance, "dp", time_limit=limited(deadline))
+        if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/schedule.py)
+            # interleaved plans' stages are shaped for the closed form, not for the simulator
+            interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
+            result = rescore(instance, result, deadline, interleaved)
+    return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
+
+
+def _skipped_by_bound(ctx: SearchContext, m: int, attempts: list[Attempt]) -> Attempt | None:
+    """The size skipped, with its bound as the proof, when that bound cannot beat the best plan found."""
+    island_flops = [x.sustained_flops for x in ctx.islands.specs]
+    # the closed form's bound does not bound the schedule: by simulated time, its own
+    lower_bound = simulated_lower_bound if ctx.time_model == "simulated" else pipeline_lower_bound
+    bound = lower_bound(ctx.work_flops, island_flops, ctx.global_batch // m)
+    times = [a.result.objective for a in attempts if a.result is not None and a.result.status.has_solution]
+    incumbent = min(times, default=None)
+    # the bound rests on the built-in cost model's speeds; another parallelizer (a subclass
+    # too: it may price stages its own way) gets every size planned
+    if type(ctx.parallelizer) is BuiltinParallelizer and incumbent is not None and bound >= incumbent:
+        return Attempt(m, None, True, [], EnumerationStats(), pruned_bound=bound)
+    return None
+
+
+def _imbalance_hid_plans(attempt: Attempt) -> bool:
+    """The composition proved no pipeline fits, but only over pairs left after imbalance pruning."""
+    return (attempt.result is not None and attempt.result.status is Status.INFEASIBLE
+            and attempt.stats.pruned.get("imbalance", 0) > 0)
+
+
+def search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size: int | None, deadline: Deadline,
+                 timing: dict[str, float]) -> list[Attempt]:
+    """One attempt per micro-batch size, in order; stops starting sizes when ``deadline`` expires.
+
+    ``timing`` gains the enumeration and composition seconds of every size tried.
+    """
+    attempts: list[Attempt] = []
+    for m in candidates:
+        if deadline.expired():
+            break
+        skipped = _skipped_by_bound(ctx, m, attempts)
+        if skipped is not None:  # exact: no plan with this micro-batch size beats the best one found
+            attempts.append(skipped)
+            continue
+        # in turn, each with what is left: one micro-batch size composed completely is worth
+        # more than five enumerated in part
+        attempt = attempt_size(ctx, m, deadline)
+        if _imbalance_hid_plans(attempt) and not deadline.expired():
+            # imbalance pruning is Tangram's heuristic: an infeasibility it may have caused is
+            # no proof, so this size is enumerated again without it
+            timing["enumeration_s"] += attempt.enumerate_s
+            timing["composition_s"] += attempt.compose_s
+            attempt = attempt_size(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, deadline)
+        attempts.append(attempt)
+        timing["enumeration_s"] += attempt.enumerate_s
+        timing["composition_s"] += attempt.compose_s
+    for m in uncomposable_microbatch_sizes(ctx.global_batch, microbatch_size):
+        # a size the pipeline family cannot compose is not planned; only its bound can still
+        # prove that no plan of it beats the one found
+        attempts.append(_skipped_by_bound(ctx, m, attempts) or Attempt(
+            m, None, True, [], EnumerationStats(),
+            not_planned=f"not planned: {ctx.global_batch // m} micro-batches, more than the {MAX_MICROBATCHES} "
+                        "a pipeline composes"))
+    return attempts
+
+
+def enumeration_summary(attempts: list[Attempt]) -> dict:
+    """Per micro-batch size: its enumeration's statistics, or why it was not enumerated."""
+    return {a.microbatch_size: {"skipped_bound_s": a.pruned_bound} if a.pruned_bound is not None
+            else {"not_planned": a.not_planned} if a.not_planned else a.stats.to_dict() for a in attempts}
+
+
+__all__ = ["ENUMERATION_SHARE", "SearchContext", "attempt_size", "enumeration_summary", "limited", "search_sizes"]
