@@ -45,7 +45,7 @@ ALLTOALLS_PER_PASS = 2
 #: amount that the auxiliary balancing loss keeps of this order. An assumption, sourced.
 ROUTING_IMBALANCE = 1.25
 #: MoE layers whose gathered experts FSEP holds at once: the one computed and the one
-#: prefetched (as ZeRO-3's gathered layers, ``builtin.ZERO3_GATHERED_LAYERS``).
+#: prefetched (as ZeRO-3's gathered layers, ``hetopt.costmodel.stage.ZERO3_GATHERED_LAYERS``).
 FSEP_GATHERED_LAYERS = 2
 
 

@@ -34,7 +34,6 @@ Examples
 from __future__ import annotations
 
 import bisect
-import functools
 import gc
 import math
 import threading
@@ -45,12 +44,11 @@ from itertools import accumulate
 import numpy as np
 
 from hetopt import costmodel as cm
+from hetopt.costmodel.stage import LayerTable, Layout, layer_table, price_stage, stage_nodes, stage_offset
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
-from hetopt.parallelism import offload as off
 from hetopt.hardware import GpuType
 from hetopt.units import GIB
-from hetopt.pipeline.problem import stage_fits
 from hetopt.planner.parallelizer import (
     Atom,
     IslandSpec,
@@ -70,11 +68,6 @@ from hetopt.workload import ModelConfig
 #: Per-GPU memory no layout may use: CUDA context, allocator fragmentation, NCCL buffers
 #: (about 1 GiB in practice; the pipeline generator uses the same figure).
 RESERVED_BYTES = 1.0 * GIB
-#: Layers whose 16-bit weights and gradients ZeRO-3 holds unsharded at once: the one
-#: computed and the one prefetched (as the allocation family's FSDP units).
-ZERO3_GATHERED_LAYERS = 2
-#: Bytes per parameter of such an unsharded layer: fp16 weights (2) and gradients (2).
-ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
 #: Context-parallel degrees the built-in parallelizer tries (those whose t·c GPUs are part of
 #: a node or whole nodes and 2c of which divide the sequence): up to 16, as Llama 3 ran
 #: (CP 16 with TP 8 at 128K tokens, Dubey et al. 2024, Table 4).
@@ -93,78 +86,6 @@ STATIC_FIRST = True
 #: Entries a parallelizer's memo of stage prices may hold before it is emptied (memory bound;
 #: see :class:`BuiltinParallelizer`).
 STAGE_CACHE_LIMIT = 1_000_000
-
-
-@dataclass(frozen=True)
-class _Table:
-    """Per-layer quantities of a slice as prefix sums (index j = first j layers of the slice)."""
-
-    forward: tuple[float, ...]  # FLOPs per sample
-    scores: tuple[float, ...]  # attention-score FLOPs per sample
-    params: tuple[float, ...]
-    sharded: tuple[float, ...]  # TP-sharded activation bytes per token
-    sharded_each: tuple[float, ...]  # the same, per layer (for the recomputed layer's peak)
-    ew_wide: tuple[float, ...]  # memory-bound forward bytes per token, h-wide kernels
-    ew_sharded: tuple[float, ...]  # memory-bound forward bytes per token, TP-sharded kernels
-    tensors: tuple[int, ...]  # parameter tensors (ZeRO-3 collectives per pass)
-    kinds: tuple[int, ...]  # per layer, an id of everything its price depends on (memo key)
-    run_end: tuple[int, ...]  # run_end[j]: where the run of layers of kind kinds[j] from j ends
-    # MoE layers (all zero for a dense model): expert GEMM FLOPs per sample, expert parameters
-    expert: tuple[float, ...] = (0.0,)
-    expert_params: tuple[float, ...] = (0.0,)
-    expert_params_each: tuple[float, ...] = ()
-    moe: tuple[int, ...] = (0,)
-    # the GEMMs' operand elements per token (``cm.gemm_operand_widths``; experts': per routed token)
-    gemm_wide: tuple[float, ...] = (0.0,)
-    gemm_sharded: tuple[float, ...] = (0.0,)
-    expert_wide: tuple[float, ...] = (0.0,)
-    expert_sharded: tuple[float, ...] = (0.0,)
-
-
-
-def _table(sl: Slice, kind_ids: dict[tuple, int] | None = None, *, flash: bool = False) -> _Table:
-    """The slice's prefix sums; ``kind_ids`` numbers the distinct per-layer figures (a memo)."""
-    kind_ids = {} if kind_ids is None else kind_ids
-    cfg, s = sl.model, sl.seq
-    idx = range(sl.first_layer, sl.first_layer + sl.layers)
-    forward = [cm.layer_forward_flops(cfg, s, i) for i in idx]
-    params = [float(cm.layer_parameters(cfg, i)) for i in idx]
-    sharded = [cm.sharded_activation_widths(cfg, i) for i in idx]
-    ew = [cm.elementwise_widths(cfg, s, i, flash=flash) for i in idx]
-    operands = [cm.gemm_operand_widths(cfg, i) for i in idx]
-    expert_operands = [ex.expert_operand_widths(cfg, i) for i in idx]
-
-    def pre(xs):
-        return tuple(accumulate(xs, initial=0.0))
-
-    # a layer's price depends on its index only through these (experts or not)
-    kinds = tuple(
-        kind_ids.setdefault(kind, len(kind_ids)) for kind in zip(forward, params, sharded, (cfg.is_moe_layer(i) for i in idx))
-    )
-    run_end = [len(kinds)] * len(kinds)  # run_end[j]: end of the run of equal kinds starting at j
-    for j in range(len(kinds) - 2, -1, -1):
-        run_end[j] = run_end[j + 1] if kinds[j] == kinds[j + 1] else j + 1
-    return _Table(
-        forward=pre(forward),
-        scores=pre(cm.attention_score_flops(cfg, s) for _ in idx),
-        params=pre(params),
-        sharded=pre(sharded),
-        sharded_each=tuple(sharded),
-        ew_wide=pre(w for w, _ in ew),
-        ew_sharded=pre(x for _, x in ew),
-        tensors=tuple(accumulate((cm.parameter_tensors(cfg, i) for i in idx), initial=0)),
-        # a layer's price depends on its index only through these (experts or not)
-        kinds=kinds,
-        run_end=tuple(run_end),
-        expert=pre(ex.expert_forward_flops(cfg, s, i) for i in idx),
-        expert_params=pre(float(ex.expert_parameters(cfg, i)) for i in idx),
-        expert_params_each=tuple(float(ex.expert_parameters(cfg, i)) for i in idx),
-        moe=tuple(accumulate((int(cfg.is_moe_layer(i)) for i in idx), initial=0)),
-        gemm_wide=pre(w for w, _ in operands),
-        gemm_sharded=pre(x for _, x in operands),
-        expert_wide=pre(w for w, _ in expert_operands),
-        expert_sharded=pre(x for _, x in expert_operands),
-    )
 
 
 def even_split(k: int, p: int) -> tuple[int, ...]:
@@ -248,339 +169,7 @@ def stage_offsets(island: IslandSpec, gpus: int, pp: int) -> tuple[int, ...]:
     >>> stage_offsets(isl, 3, 2), stage_offsets(isl, 6, 1)
     ((0, 4), (0,))
     """
-    gpn = island.gpus_per_node
-    per_node = gpn // gpus
-    if per_node >= 1 and pp <= island.nodes * per_node:
-        return tuple((q // per_node) * gpn + (q % per_node) * gpus for q in range(pp))
-    return tuple(q * gpus for q in range(pp))
-
-
-def _stage_offset(island: IslandSpec, gpus: int, pp: int, q: int) -> int:
-    """``stage_offsets(island, gpus, pp)[q]`` without building the tuple."""
-    gpn = island.gpus_per_node
-    per_node = gpn // gpus
-    if per_node >= 1 and pp <= island.nodes * per_node:
-        return (q // per_node) * gpn + (q % per_node) * gpus
-    return q * gpus
-
-
-def stage_nodes(island: IslandSpec, tp: int, dp: int, pp: int) -> tuple[tuple[int, int], ...]:
-    """First and last node of every stage's t·d GPUs.
-
-    Stages are packed whole into nodes when they fit (⌊gpus_per_node / (t·d)⌋ per node);
-    otherwise laid out contiguously, GPU offsets multiples of t, so no TP group straddles
-    a node.
-
-    >>> from hetopt.hardware import load_gpus
-    >>> isl = IslandSpec("t4", load_gpus()["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=4e9)
-    >>> stage_nodes(isl, 1, 3, 2), stage_nodes(isl, 2, 3, 1)
-    (((0, 0), (1, 1)), ((0, 1),))
-    """
-    g, gpn = tp * dp, island.gpus_per_node
-    per_node = gpn // g
-    if per_node >= 1 and pp <= island.nodes * per_node:
-        return tuple((q // per_node, q // per_node) for q in range(pp))
-    return tuple(((q * g) // gpn, (q * g + g - 1) // gpn) for q in range(pp))
-
-
-@dataclass(frozen=True)
-class Layout:
-    """A layout: t, p, d, the layer split, recomputation, ZeRO stage, virtual stages; EP degree
-    (with or without FSEP), CP degree and activation offloading (``hetopt.parallelism``). A
-    stage has t·c·d GPUs."""
-
-    tp: int
-    pp: int
-    dp: int
-    split: tuple[int, ...]
-    recompute: str
-    zero_stage: int
-    vpp: int = 1  # virtual stages per GPU (Megatron's interleaved 1F1B); > 1 only for whole models
-    ep: int = 1
-    fsep: bool = False
-    cp: int = 1
-    offload: bool = False
-
-    @property
-    def stage_gpus(self) -> int:
-        """GPUs of one stage: t·c·d."""
-        return self.tp * self.cp * self.dp
-
-
-@functools.lru_cache(maxsize=4096)
-def _expert_locality(gpn: int, offset: int, gpus: int, span: int, ep: int, stride: int) -> tuple[int, int]:
-    """(fewest EP-group members on one node, the stage's GPUs on that node) for a stage at ``offset``.
-
-    Groups are ``span`` consecutive GPUs from the stage's start, members every ``stride``;
-    ``gpn`` GPUs per node. Only ``offset`` mod ``gpn`` matters (callers pass it reduced).
-    """
-    worst = (ep, min(gpus, gpn))
-    for g0 in range(offset, offset + gpus, span):
-        counts: dict[int, int] = {}
-        for j in range(ep):
-            n = (g0 + j * stride) // gpn
-            counts[n] = counts.get(n, 0) + 1
-        if len(counts) > 1:
-            n, local = min(counts.items(), key=lambda kv: kv[1])
-            on_node = min((n + 1) * gpn, offset + gpus) - max(n * gpn, offset)
-            worst = min(worst, (local, on_node))
-    return worst
-
-
-
-def _stage(
-    sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
-    *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
-    flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
-    precision: str = cm.DEFAULT_PRECISION,
-) -> StageCost | None:
-    """Time and memory of inner stage q (formulas: formulations/costmodel.md, "A stage").
-
-    With ``capacity`` (bytes per GPU): None instead when the stage's static bytes alone exceed
-    it (``stage_fits`` with nothing in flight), its time left uncomputed.
-    """
-    cfg, s, gpu = sl.model, sl.seq, island.gpu
-    tp, dp, rc, z = lay.tp, lay.dp, lay.recompute, lay.zero_stage
-    cp, ep = lay.cp, lay.ep
-    replicas = dp * cp  # the dense weights' data-parallel group: Megatron reduces gradients over DP × CP
-    sp = sequence_parallel and tp > 1
-    a = sum(lay.split[:q])
-    b = a + lay.split[q]
-    ell = b - a
-    embed = sl.embedding and q == 0
-    head = sl.head and q == lay.pp - 1
-    # b: samples per replica per micro-batch, over c: CP gives each GPU s/c tokens of each sample,
-    # and every per-GPU quantity below is proportional to its tokens (the s² attention terms too:
-    # s/c queries against s keys)
-    samples = microbatch_size / replicas
-    tokens = samples * s  # the GEMMs' token rows on every GPU of the replica (TP splits the weights)
-    intra, inter = island.intra_achieved, island.inter_achieved  # what NCCL gets of the datasheet links
-    intra_hop, inter_hop = cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"]
-    step_floor = cm.ring_step_floor_s(gpu.host_cpu)  # the least step latency of a ring across nodes
-
-    # experts (MoE layers only; all zero for a dense model): their GEMMs run on the expert's
-    # own token rows, and the busiest EP rank sets the pace unless FSEP rebalances
-    n_moe = tab.moe[b] - tab.moe[a]
-    etp = ex.expert_tp(tp=tp, ep=ep, cp=cp, dp=dp) if n_moe else tp
-    expert_fwd = (tab.expert[b] - tab.expert[a]) * samples / tp
-    imbalance = ex.ROUTING_IMBALANCE if ep > 1 and not lay.fsep else 1.0
-
-    # memory per GPU, first: a stage whose static bytes fit nowhere (not even with no
-    # micro-batch in flight) makes its layout infeasible whatever its time, so when given the
-    # ``capacity`` the time is not computed (None; exact: ``parallelize`` drops such layouts)
-    exp_params = tab.expert_params[b] - tab.expert_params[a]
-    params = tab.params[b] - tab.params[a]
-    params += cm.input_embedding_parameters(cfg) if embed else 0
-    params += cm.head_parameters(cfg, with_embedding=embed) if head else 0
-    dense_params = params - exp_params if n_moe else params
-    expert_replicas = tp * replicas // (ep * etp)
-    # a run of layers of one kind (``_Table.kinds``: equal figures): its maxima are its first layer's
-    uniform = tab.run_end[a] >= b
-    static = cm.state_bytes_per_parameter(z, replicas, precision) * dense_params / tp + reserved_bytes
-    if n_moe:
-        static += cm.state_bytes_per_parameter(z, expert_replicas, precision) * exp_params / (ep * etp)
-        if lay.fsep and ep > 1:
-            widest_experts = max(tab.expert_params_each[a:b])
-            static += ex.FSEP_GATHERED_LAYERS * (cm.WEIGHT_BYTES + cm.GRADIENT_BYTES) * widest_experts / (ep * etp)
-    if z == 3 and replicas > 1:
-        if n_moe:  # per GPU: the dense part over t, the experts over e·etp
-            widest = max((tab.params[j + 1] - tab.params[j] - tab.expert_params_each[j]) / tp
-                         + tab.expert_params_each[j] / (ep * etp) for j in range(a, a + 1 if uniform else b))
-            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest
-        else:
-            widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + (a + 1 if uniform else b)))
-            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
-    if rc != "none":  # the layer being recomputed materializes what recomputation dropped
-        # the first layer of the widest activations (of a run of equal layers: its first)
-        i = sl.first_layer + a + (0 if uniform else max(range(ell), key=lambda j: tab.sharded_each[a + j]))
-        static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sp, recompute=rc, index=i, flash=flash)
-    if head:
-        static += cm.logit_bytes(cfg, s, samples, tp=tp)
-    h = cfg.hidden
-    if rc == "full":
-        activation = ell * s * samples * cm.CHECKPOINT_WIDTHS * h / (tp if sp else 1)
-    else:
-        replicated = ell * cm.replicated_activation_widths(cfg) * h
-        sharded = tab.sharded[b] - tab.sharded[a]
-        per_token = (replicated + sharded) / tp if sp else replicated + sharded / tp
-        kept_scores = 0.0 if rc == "selective" or flash else ell * cm.attention_score_bytes(cfg) * cfg.heads * s * s * samples / tp
-        activation = s * samples * per_token + kept_scores
-
-    # activation offloading keeps the layers' activations on the host (their time: below)
-    offloaded = activation
-    if lay.offload:
-        static += off.resident_bytes(activation, layers=ell)
-        activation = 0.0
-    if capacity is not None and not stage_fits(static, activation, 0, capacity):
-        return None
-
-    # the GEMMs' own traffic in one forward pass: the weights on the GPU once per call, the
-    # tokens' operands and results (cm.gemm_traffic_bytes); the experts' on the busiest rank
-    dense_traffic = cm.gemm_traffic_bytes(
-        tokens, (tab.gemm_wide[b] - tab.gemm_wide[a] + (h if head else 0.0), tab.gemm_sharded[b] - tab.gemm_sharded[a] + (cfg.vocab if head else 0.0)),
-        (tab.params[b] - tab.params[a] - exp_params + (cfg.vocab * h if head else 0.0)) / tp, tp=tp)
-    expert_traffic = cm.gemm_traffic_bytes(
-        ex.routed_rows(cfg, tokens, tp=tp, etp=etp) * imbalance, (tab.expert_wide[b] - tab.expert_wide[a], tab.expert_sharded[b] - tab.expert_sharded[a]),
-        exp_params / (ep * etp), tp=etp) if n_moe else 0.0
-
-    def gemm(flops: float, experts: float, passes: float) -> float:
-        """``passes`` forward-equivalents of traffic (backward: BACKWARD_PER_FORWARD)."""
-        t = cm.gemm_time_s(flops - experts, gpu, traffic_bytes=passes * dense_traffic)
-        return t + cm.gemm_time_s(experts * imbalance, gpu, traffic_bytes=passes * expert_traffic) if experts else t
-
-    # compute: the matrix multiplications at the GEMM efficiency, the memory-bound kernels
-    # at the memory bandwidth (formulations/costmodel.md, "Time")
-    layer_fwd = (tab.forward[b] - tab.forward[a]) * samples / tp
-    head_fwd = cm.head_forward_flops(cfg, s) * samples / tp if head else 0.0
-    scores = (tab.scores[b] - tab.scores[a]) * samples / tp
-    # FlashAttention: the scores' FLOPs run in its own kernels at its own share of peak; it
-    # stores no scores, so selective recomputation has nothing to redo, and its backward
-    # recomputes Q·Kᵀ itself (FLASH_SCORE_BACKWARD_PER_FORWARD)
-    attn = scores if flash else 0.0
-    dense = layer_fwd + head_fwd - attn  # the FLOPs of the GEMMs
-    extra = {"none": 0.0, "selective": 0.0 if flash else scores, "full": layer_fwd - attn}[rc]
-    attn_bwd = cm.FLASH_SCORE_BACKWARD_PER_FORWARD * attn + (attn if rc == "full" else 0.0)
-    wide = tab.ew_wide[b] - tab.ew_wide[a]
-    ew_fwd = s * samples * ((wide / tp if sp else wide) + (tab.ew_sharded[b] - tab.ew_sharded[a]) / tp)
-    ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s, flash=flash) / tp,
-                "full": ew_fwd}[rc]
-    # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
-    loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)
-    backward_passes = cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)  # full recomputation: one forward more
-    gemm_fwd = gemm(dense, expert_fwd, 1.0)
-    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, backward_passes * expert_fwd, backward_passes)
-    forward = gemm_fwd + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
-    backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu)
-    backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
-    compute = (forward, backward)  # what data-parallel traffic can hide behind (TP's cannot: it is on the path)
-    compute_fwd, compute_bwd = compute  # and what offloading's copies overlap
-
-    # tensor parallelism (inside a node); folded EP keeps experts whole, so an MoE layer's
-    # FFN has no TP all-reduce
-    allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, samples), tp, intra, intra_hop)
-    tp_pass = ell * cm.tp_layer_comm_s(cfg, s, samples, tp, intra, intra_hop)
-    if etp != tp:
-        tp_pass -= n_moe * allreduce
-    tp_fwd, tp_bwd = tp_pass, tp_pass * (2.0 if rc == "full" else 1.0)
-    if tp_overlap and sp:
-        # Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): each sequence-
-        # parallel all-gather / reduce-scatter is cut into t chunks exchanged round the TP ring
-        # while the adjacent GEMM computes the chunk before; what the GEMMs cannot hide, and
-        # at least one chunk, stays on the path (cm.exposed_s with t pieces)
-        tp_fwd, tp_bwd = cm.exposed_s(tp_fwd, gemm_fwd, tp), cm.exposed_s(tp_bwd, gemm_bwd, tp)
-    forward += tp_fwd + (cm.EMBEDDING_TP_ALLREDUCES * allreduce if embed else 0.0)
-    backward += tp_bwd + (cm.HEAD_TP_ALLREDUCES * allreduce if head else 0.0)
-
-    # context parallelism: the K/V ring of every layer, inside a node (t·c divides it) over the
-    # GPU links, or node by node (t·c whole nodes), where the slowest step is the one that
-    # crosses the network: every GPU at a node's edge sends through its share of the node's
-    # network (rail-optimized nodes give each GPU its own NIC)
-    if cp > 1:
-        across = ctx.crosses_nodes(cp, tp, island.gpus_per_node)
-        ring_bw, ring_hop = (inter / island.gpus_per_node, inter_hop) if across else (intra, intra_hop)
-        ring_f, ring_b = ctx.ring_attention_s(cfg, s, samples * cp, cp=cp, tp=tp, gpu=gpu, bandwidth=ring_bw, hop_latency_s=ring_hop,
-                                              flash=flash)
-        forward += ell * ring_f
-        backward += ell * (ring_b + (ring_f if rc == "full" else 0.0))
-
-    # hand-over to the next inner stage (activations) and back (gradients)
-    def handover(x: int, y: int) -> float:
-        if nodes[x][0] == nodes[x][1] == nodes[y][0] == nodes[y][1]:  # one node: every GPU sends its 1/t share
-            return cm.p2p_transfer_s(cfg, s, samples / tp, intra)
-        # across nodes each node's network carries the samples of the replicas it holds (its
-        # share of the stage's t·c·d GPUs; the whole micro-batch when the stage is one node),
-        # all the stage's nodes sending at once
-        node_share = min(lay.stage_gpus, island.gpus_per_node) / lay.stage_gpus
-        return cm.p2p_transfer_s(cfg, s, microbatch_size * node_share, inter)
-
-    # interleaved (v virtual stages per GPU): a micro-batch passes every GPU v times, so each
-    # hand-over happens v times, and the last stage's v − 1 chunk ends go round to the first
-    v = lay.vpp
-    if q + 1 < lay.pp:
-        forward += v * handover(q, q + 1)
-    elif v > 1 and lay.pp > 1:
-        forward += (v - 1) * handover(q, 0)
-    if q > 0:
-        backward += v * handover(q - 1, q)
-    elif v > 1 and lay.pp > 1:
-        backward += (v - 1) * handover(lay.pp - 1, q)
-
-    # expert parallelism: dispatch + combine per MoE layer in each pass (again with full
-    # recomputation), over the links the EP groups cross; FSEP gathers each layer's experts
-    one_node = nodes[q][0] == nodes[q][1]
-    if ep > 1 and n_moe:
-        stage_gpus = lay.stage_gpus
-        span = ex.group_span(tp=tp, ep=ep, etp=etp)
-        offset = _stage_offset(island, stage_gpus, lay.pp, q) % island.gpus_per_node
-        local, node_gpus = _expert_locality(island.gpus_per_node, offset, stage_gpus, span, ep, tp if etp == tp else 1)
-
-        def exchange(nbytes: float) -> float:
-            return ex.alltoall_s(nbytes, ep, local=local, node_gpus=node_gpus, intra_bandwidth=intra,
-                                 inter_bandwidth=inter or intra, intra_hop_s=intra_hop, inter_hop_s=inter_hop)
-
-        a2a = exchange(imbalance * ex.alltoall_bytes(cfg, tokens / tp, ep))
-        passes = 2 if rc == "full" else 1
-        forward += n_moe * ex.ALLTOALLS_PER_PASS * a2a
-        backward += (passes * n_moe) * ex.ALLTOALLS_PER_PASS * a2a
-        if lay.fsep:
-            gather = exchange(ex.fsep_gather_bytes(exp_params / n_moe, ep, etp))
-            forward += n_moe * gather
-            backward += n_moe * gather * (2 + (1 if rc == "full" else 0))  # gather again, reduce-scatter gradients
-
-    # data parallelism: one ring per TP rank; inside a node each on its own GPU link, across
-    # nodes all t rings share the node's network, so the node moves the stage's whole gradient.
-    # Experts' gradients are reduced over their own data-parallel group of t·c·d/(e·etp) GPUs.
-    # an MoE layer's expert tensors (weight, + bias for GPT/ViT) go with the experts' own collectives
-    expert_tensors = cfg.experts * cm.ffn_matrices(cfg) * (1 if cfg.architecture == "llama" else 2) if n_moe else 0
-    # ZeRO-3 collectives per pass: one per parameter tensor (DeepSpeed's ZeRO-3 of 2021), or one
-    # per layer (FSDP's unit: FSDP2's fully_shard groups a block's parameters into one all-gather;
-    # the embedding and the head are units of their own, one unit when tied on the same stage)
-    if zero3_per_tensor:
-        collectives = max(1, tab.tensors[b] - tab.tensors[a] - n_moe * expert_tensors)
-    else:
-        collectives = ell + int(embed) + int(head and not (embed and cfg.tied_embeddings))
-    span = nodes[q][1] - nodes[q][0] + 1
-    comm = cm.data_parallel_comm(
-        dense_params / tp if one_node else dense_params, replicas, intra if one_node else inter, zero_stage=z,
-        microbatches=microbatches,
-        hop_latency_s=cm.ring_hop_latency_s(replicas, span, intra_hop, inter_hop, step_floor),
-        collectives=collectives, recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=ell,
-    )
-    forward += comm.forward_s
-    backward += comm.backward_s
-    if zero3_per_tensor and z == 3:
-        # the list collectives' copies of every gathered tensor and reduced gradient (the
-        # gathers as ``data_parallel_comm`` counts them: forward; backward, again before a
-        # full recomputation), on the full tensors a GPU holds: the dense ones over t, the
-        # experts' over e·etp (each only when its group has replicas to gather from)
-        gathered = (dense_params / tp if replicas > 1 else 0.0) + (exp_params / (ep * etp) if n_moe and expert_replicas > 1 else 0.0)
-        forward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1, scatters=0)
-        backward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1 + (rc == "full"), scatters=1)
-    # the optimizer step over this GPU's shard of the state (ZeRO >= 1 shards it over the
-    # data-parallel group), once per iteration: amortized over M as the gradient reduction
-    step_params = dense_params / tp / (replicas if z >= 1 else 1)
-    if n_moe:
-        step_params += exp_params / (ep * etp) / (expert_replicas if z >= 1 else 1)
-    backward += cm.optimizer_step_s(step_params, gpu) / microbatches
-    if n_moe:
-        shard = exp_params / (ep * etp)
-        # the experts' reduction hides behind the same compute as the dense one (optimistic)
-        ecomm = cm.data_parallel_comm(
-            shard if one_node else exp_params / ep, expert_replicas, intra if one_node else inter, zero_stage=z,
-            microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(expert_replicas, span, intra_hop, inter_hop, step_floor),
-            collectives=n_moe, recompute_gather=rc == "full", overlap=compute if overlap else None, buckets=n_moe,
-        )
-        forward += ecomm.forward_s
-        backward += ecomm.backward_s
-
-    # activation offloading: the micro-batch's activations go to the host during forward and
-    # come back during backward, hidden behind the stage's compute up to the host link
-    # (its bytes were counted with the memory, above)
-    if lay.offload:
-        host = gpu.host_bandwidth
-        forward += off.exposed_s(offloaded, host, compute_fwd)
-        backward += off.exposed_s(offloaded, host, compute_bwd)
-    return StageCost(ell, forward, backward, static, activation, lay.stage_gpus)
+    return tuple(stage_offset(island, gpus, pp, q) for q in range(pp))
 
 
 def interleaved_in_flight(q: int, pp: int, vpp: int, microbatches: int) -> float:
@@ -937,7 +526,7 @@ class BuiltinParallelizer:
         """The slice's FLOPs, parameters and memory floor on ``island``."""
         sl = as_slice(slice)
         cfg, s = sl.model, sl.seq
-        tab = _table(sl, self._cache("kinds"), flash=self.flash_on(island))
+        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island))
         forward = tab.forward[-1] + (cm.head_forward_flops(cfg, s) if sl.head else 0.0)
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
@@ -1030,14 +619,14 @@ class BuiltinParallelizer:
     ) -> PartialPlan:
         """Price one layout (no pruning): its stages' times and memory."""
         sl = as_slice(slice)
-        return self._plan(sl, island, _table(sl, self._cache("kinds"), flash=self.flash_on(island)), layout, microbatch_size, microbatches, memory_fraction)
+        return self._plan(sl, island, layer_table(sl, self._cache("kinds"), flash=self.flash_on(island)), layout, microbatch_size, microbatches, memory_fraction)
 
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
         # one table per pricing context (the parallelizer's own settings are fixed)
         return self._cache("prices").setdefault((sl.model, sl.seq, island, m, M, phi), {})
 
     def _price_layout(
-        self, sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, m: int, M: int,
+        self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout, m: int, M: int,
         prices: dict[tuple, tuple[StageCost | None, int | None, float | None]], capacity: float, *, complete: bool = False,
     ) -> tuple[tuple[StageCost, ...] | None, list[float] | None, int | None]:
         """The layout's stages (memoized prices), their times and its stages-behind limit.
@@ -1073,11 +662,11 @@ class BuiltinParallelizer:
                 None if q == 0 else one and nodes[q - 1] == nodes[q],
                 lay.vpp > 1 and q in (0, last) and wrap_one,
                 # where a multi-node stage starts within a node decides which links its EP groups cross
-                None if lay.ep == 1 or one else _stage_offset(island, gpus, lay.pp, q) % island.gpus_per_node,
+                None if lay.ep == 1 or one else stage_offset(island, gpus, lay.pp, q) % island.gpus_per_node,
             )
             priced = prices.get(key)
             if priced is None or (priced[0] is None and not static_first):
-                cost = _stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
+                cost = price_stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
                               overlap=self.overlap_communication, flash=self.flash_on(island),
                               capacity=capacity if static_first else None, tp_overlap=self.tp_comm_overlap,
@@ -1106,7 +695,7 @@ class BuiltinParallelizer:
             capacity_bytes=capacity, behind=limit, vpp=lay.vpp, ep=lay.ep, fsep=lay.fsep, cp=lay.cp, offload=lay.offload,
         )
 
-    def _plan(self, sl: Slice, island: IslandSpec, tab: _Table, lay: Layout, m: int, M: int, phi: float) -> PartialPlan:
+    def _plan(self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout, m: int, M: int, phi: float) -> PartialPlan:
         capacity = phi * island.memory_bytes
         stages, _, limit = self._price_layout(sl, island, tab, lay, m, M, self._prices(sl, island, m, M, phi), capacity,
                                               complete=True)
@@ -1167,7 +756,7 @@ class BuiltinParallelizer:
     def _search(self, sl: Slice, island: IslandSpec, m: int, M: int, global_batch: int,
                 memory_fraction: float) -> tuple[PartialPlan, ...]:
         """:meth:`parallelize` after checking its arguments."""
-        tab = _table(sl, self._cache("kinds"), flash=self.flash_on(island))
+        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island))
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
@@ -1253,8 +842,6 @@ def best_single_island_plan(
 
 __all__ = [
     "RESERVED_BYTES",
-    "ZERO3_GATHERED_BYTES",
-    "ZERO3_GATHERED_LAYERS",
     "BuiltinParallelizer",
     "best_single_island_plan",
     "even_split",

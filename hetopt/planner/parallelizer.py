@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 from hetopt import costmodel as cm
+from hetopt.costmodel.stage import StageCost
 from hetopt.hardware import GpuType
 from hetopt.pipeline.problem import MEMORY_RTOL, PipelineOption, StagePlan, most_in_flight
 from hetopt.pipeline.problem import PipelineIsland
@@ -244,22 +245,6 @@ class SliceProfile:
     ideal_time_per_sample_s: float
     min_bytes_per_gpu: float
     memory_bytes: float
-
-
-@dataclass(frozen=True)
-class StageCost:
-    """One inner stage: ``layers`` layers on ``gpus`` GPUs; per micro-batch times, per-GPU bytes."""
-
-    layers: int
-    forward_s: float
-    backward_s: float
-    static_bytes: float
-    activation_bytes: float
-    gpus: int
-
-    @property
-    def time_s(self) -> float:
-        return self.forward_s + self.backward_s
 
 
 def in_flight_fit(stage: StageCost, capacity_bytes: float, microbatches: int) -> int | None:

@@ -1,0 +1,557 @@
+"""The price of one pipeline stage: its time and memory per micro-batch, the one home of that rule.
+
+A stage is ``ell`` consecutive layers of a model slice on t·c·d GPUs of a homogeneous island
+(t tensor-, c context-, d data-parallel; e expert-parallel inside them), with a recomputation
+policy and a ZeRO stage. :func:`price_stage` adds up its parts, each a function below:
+
+* memory (:func:`_memory`): the training state, ZeRO-3's gathered layers, the recomputed layer's
+  working set, the logits, the activations of one micro-batch (or what offloading leaves);
+* compute (:func:`_compute`): the GEMMs at their efficiency (a roofline with their own traffic),
+  FlashAttention's kernels, the memory-bound kernels and the loss;
+* collectives: tensor parallelism (:func:`_tensor_parallel`), context parallelism's K/V ring
+  (:func:`_context_parallel`), the hand-overs between stages (:func:`_handovers`), expert
+  parallelism's all-to-alls and FSEP's gathers (:func:`_expert_parallel`), the data-parallel
+  reduction with ZeRO and the optimizer step (:func:`_data_parallel`), and offloading's copies.
+
+The formulas, units and sources are in ``formulations/costmodel.md`` ("A stage"); the terms they
+use are the functions of :mod:`hetopt.costmodel` and :mod:`hetopt.parallelism`. A parallelizer
+chooses layouts and asks this module for their stages' prices (``planner/builtin.py``).
+
+The island and the slice are read through their attributes only (:class:`IslandLike`,
+:class:`SliceLike`), so the cost model does not depend on the planner that defines them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from itertools import accumulate
+from typing import Protocol
+
+from hetopt import costmodel as cm
+from hetopt.hardware import GpuType
+from hetopt.parallelism import context as ctx
+from hetopt.parallelism import expert as ex
+from hetopt.parallelism import offload as off
+from hetopt.pipeline.problem import stage_fits
+from hetopt.workload import ModelConfig
+
+#: Layers whose 16-bit weights and gradients ZeRO-3 holds unsharded at once: the one
+#: computed and the one prefetched (as the allocation family's FSDP units).
+ZERO3_GATHERED_LAYERS = 2
+#: Bytes per parameter of such an unsharded layer: fp16 weights (2) and gradients (2).
+ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
+
+
+class IslandLike(Protocol):
+    """What pricing reads of an island (``hetopt.planner.parallelizer.IslandSpec``)."""
+
+    gpu: GpuType
+    nodes: int
+    gpus_per_node: int
+    intra_achieved: float  # bytes/s per GPU inside a node, as NCCL achieves it
+    inter_achieved: float  # bytes/s of one node's network, as NCCL achieves it
+
+
+class SliceLike(Protocol):
+    """What pricing reads of a model slice (``hetopt.planner.parallelizer.Slice``)."""
+
+    model: ModelConfig
+    seq: int
+    first_layer: int
+    layers: int
+    embedding: bool  # the slice holds the input embedding
+    head: bool  # the slice holds the output head
+
+
+@dataclass(frozen=True)
+class StageCost:
+    """One inner stage: ``layers`` layers on ``gpus`` GPUs; per micro-batch times, per-GPU bytes."""
+
+    layers: int
+    forward_s: float
+    backward_s: float
+    static_bytes: float
+    activation_bytes: float
+    gpus: int
+
+    @property
+    def time_s(self) -> float:
+        return self.forward_s + self.backward_s
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A layout: t, p, d, the layer split, recomputation, ZeRO stage, virtual stages; EP degree
+    (with or without FSEP), CP degree and activation offloading (``hetopt.parallelism``). A
+    stage has t·c·d GPUs."""
+
+    tp: int
+    pp: int
+    dp: int
+    split: tuple[int, ...]
+    recompute: str
+    zero_stage: int
+    vpp: int = 1  # virtual stages per GPU (Megatron's interleaved 1F1B); > 1 only for whole models
+    ep: int = 1
+    fsep: bool = False
+    cp: int = 1
+    offload: bool = False
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one stage: t·c·d."""
+        return self.tp * self.cp * self.dp
+
+
+@dataclass(frozen=True)
+class LayerTable:
+    """Per-layer quantities of a slice as prefix sums (index j = first j layers of the slice)."""
+
+    forward: tuple[float, ...]  # FLOPs per sample
+    scores: tuple[float, ...]  # attention-score FLOPs per sample
+    params: tuple[float, ...]
+    sharded: tuple[float, ...]  # TP-sharded activation bytes per token
+    sharded_each: tuple[float, ...]  # the same, per layer (for the recomputed layer's peak)
+    ew_wide: tuple[float, ...]  # memory-bound forward bytes per token, h-wide kernels
+    ew_sharded: tuple[float, ...]  # memory-bound forward bytes per token, TP-sharded kernels
+    tensors: tuple[int, ...]  # parameter tensors (ZeRO-3 collectives per pass)
+    kinds: tuple[int, ...]  # per layer, an id of everything its price depends on (memo key)
+    run_end: tuple[int, ...]  # run_end[j]: where the run of layers of kind kinds[j] from j ends
+    # MoE layers (all zero for a dense model): expert GEMM FLOPs per sample, expert parameters
+    expert: tuple[float, ...] = (0.0,)
+    expert_params: tuple[float, ...] = (0.0,)
+    expert_params_each: tuple[float, ...] = ()
+    moe: tuple[int, ...] = (0,)
+    # the GEMMs' operand elements per token (``cm.gemm_operand_widths``; experts': per routed token)
+    gemm_wide: tuple[float, ...] = (0.0,)
+    gemm_sharded: tuple[float, ...] = (0.0,)
+    expert_wide: tuple[float, ...] = (0.0,)
+    expert_sharded: tuple[float, ...] = (0.0,)
+
+
+def layer_table(sl: SliceLike, kind_ids: dict[tuple, int] | None = None, *, flash: bool = False) -> LayerTable:
+    """The slice's prefix sums; ``kind_ids`` numbers the distinct per-layer figures (a memo)."""
+    kind_ids = {} if kind_ids is None else kind_ids
+    cfg, s = sl.model, sl.seq
+    idx = range(sl.first_layer, sl.first_layer + sl.layers)
+    forward = [cm.layer_forward_flops(cfg, s, i) for i in idx]
+    params = [float(cm.layer_parameters(cfg, i)) for i in idx]
+    sharded = [cm.sharded_activation_widths(cfg, i) for i in idx]
+    ew = [cm.elementwise_widths(cfg, s, i, flash=flash) for i in idx]
+    operands = [cm.gemm_operand_widths(cfg, i) for i in idx]
+    expert_operands = [ex.expert_operand_widths(cfg, i) for i in idx]
+
+    def pre(xs):
+        return tuple(accumulate(xs, initial=0.0))
+
+    # a layer's price depends on its index only through these (experts or not)
+    kinds = tuple(
+        kind_ids.setdefault(kind, len(kind_ids)) for kind in zip(forward, params, sharded, (cfg.is_moe_layer(i) for i in idx))
+    )
+    run_end = [len(kinds)] * len(kinds)  # run_end[j]: end of the run of equal kinds starting at j
+    for j in range(len(kinds) - 2, -1, -1):
+        run_end[j] = run_end[j + 1] if kinds[j] == kinds[j + 1] else j + 1
+    return LayerTable(
+        forward=pre(forward), scores=pre(cm.attention_score_flops(cfg, s) for _ in idx), params=pre(params),
+        sharded=pre(sharded), sharded_each=tuple(sharded), ew_wide=pre(w for w, _ in ew), ew_sharded=pre(x for _, x in ew),
+        tensors=tuple(accumulate((cm.parameter_tensors(cfg, i) for i in idx), initial=0)), kinds=kinds,
+        run_end=tuple(run_end), expert=pre(ex.expert_forward_flops(cfg, s, i) for i in idx),
+        expert_params=pre(float(ex.expert_parameters(cfg, i)) for i in idx),
+        expert_params_each=tuple(float(ex.expert_parameters(cfg, i)) for i in idx),
+        moe=tuple(accumulate((int(cfg.is_moe_layer(i)) for i in idx), initial=0)),
+        gemm_wide=pre(w for w, _ in operands), gemm_sharded=pre(x for _, x in operands),
+        expert_wide=pre(w for w, _ in expert_operands), expert_sharded=pre(x for _, x in expert_operands),
+    )
+
+
+# ---- where the stages sit ------------------------------------------------------------------------
+
+
+def stage_offset(island: IslandLike, gpus: int, pp: int, q: int) -> int:
+    """The first GPU (island-wide index) of stage q of ``pp`` stages of ``gpus`` GPUs, placed as
+    :func:`stage_nodes`."""
+    gpn = island.gpus_per_node
+    per_node = gpn // gpus
+    if per_node >= 1 and pp <= island.nodes * per_node:
+        return (q // per_node) * gpn + (q % per_node) * gpus
+    return q * gpus
+
+
+def stage_nodes(island: IslandLike, tp: int, dp: int, pp: int) -> tuple[tuple[int, int], ...]:
+    """First and last node of every stage's t·d GPUs.
+
+    Stages are packed whole into nodes when they fit (⌊gpus_per_node / (t·d)⌋ per node);
+    otherwise laid out contiguously, GPU offsets multiples of t, so no TP group straddles
+    a node.
+
+    >>> from types import SimpleNamespace as island
+    >>> stage_nodes(island(nodes=2, gpus_per_node=4), 1, 3, 2), stage_nodes(island(nodes=2, gpus_per_node=4), 2, 3, 1)
+    (((0, 0), (1, 1)), ((0, 1),))
+    """
+    g, gpn = tp * dp, island.gpus_per_node
+    per_node = gpn // g
+    if per_node >= 1 and pp <= island.nodes * per_node:
+        return tuple((q // per_node, q // per_node) for q in range(pp))
+    return tuple(((q * g) // gpn, (q * g + g - 1) // gpn) for q in range(pp))
+
+
+@functools.lru_cache(maxsize=4096)
+def expert_locality(gpn: int, offset: int, gpus: int, span: int, ep: int, stride: int) -> tuple[int, int]:
+    """(fewest EP-group members on one node, the stage's GPUs on that node) for a stage at ``offset``.
+
+    Groups are ``span`` consecutive GPUs from the stage's start, members every ``stride``;
+    ``gpn`` GPUs per node. Only ``offset`` mod ``gpn`` matters (callers pass it reduced).
+    """
+    worst = (ep, min(gpus, gpn))
+    for g0 in range(offset, offset + gpus, span):
+        counts: dict[int, int] = {}
+        for j in range(ep):
+            n = (g0 + j * stride) // gpn
+            counts[n] = counts.get(n, 0) + 1
+        if len(counts) > 1:
+            n, local = min(counts.items(), key=lambda kv: kv[1])
+            on_node = min((n + 1) * gpn, offset + gpus) - max(n * gpn, offset)
+            worst = min(worst, (local, on_node))
+    return worst
+
+
+# ---- one stage -----------------------------------------------------------------------------------
+
+
+class _Shares:
+    """What every part of one stage's price reads: its layers, roles and per-GPU shares."""
+
+    __slots__ = ("a", "b", "ell", "embed", "head", "samples", "tokens", "replicas", "sp", "n_moe", "etp", "imbalance",
+                 "exp_params", "dense_params", "expert_replicas", "uniform", "one_node")
+
+    def __init__(self, sl: SliceLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
+                 microbatch_size: int, sequence_parallel: bool) -> None:
+        cfg, tp, ep = sl.model, lay.tp, lay.ep
+        self.replicas = lay.dp * lay.cp  # the dense weights' data-parallel group: Megatron reduces gradients over DP × CP
+        self.sp = sequence_parallel and tp > 1
+        self.a = a = sum(lay.split[:q])
+        self.b = b = a + lay.split[q]
+        self.ell = b - a
+        self.embed = sl.embedding and q == 0
+        self.head = sl.head and q == lay.pp - 1
+        # samples per replica per micro-batch, over c: CP gives each GPU s/c tokens of each sample,
+        # and every per-GPU quantity is proportional to its tokens (the s² attention terms too:
+        # s/c queries against s keys)
+        self.samples = microbatch_size / self.replicas
+        self.tokens = self.samples * sl.seq  # the GEMMs' token rows on every GPU of the replica (TP splits the weights)
+        # experts (MoE layers only; all zero for a dense model): their GEMMs run on the expert's
+        # own token rows, and the busiest EP rank sets the pace unless FSEP rebalances
+        self.n_moe = n_moe = tab.moe[b] - tab.moe[a]
+        self.etp = ex.expert_tp(tp=tp, ep=ep, cp=lay.cp, dp=lay.dp) if n_moe else tp
+        self.imbalance = ex.ROUTING_IMBALANCE if ep > 1 and not lay.fsep else 1.0
+        self.exp_params = tab.expert_params[b] - tab.expert_params[a]
+        params = tab.params[b] - tab.params[a]
+        params += cm.input_embedding_parameters(cfg) if self.embed else 0
+        params += cm.head_parameters(cfg, with_embedding=self.embed) if self.head else 0
+        self.dense_params = params - self.exp_params if n_moe else params
+        self.expert_replicas = tp * self.replicas // (ep * self.etp)
+        # a run of layers of one kind (``LayerTable.kinds``: equal figures): its maxima are its first layer's
+        self.uniform = tab.run_end[a] >= b
+        self.one_node = nodes[q][0] == nodes[q][1]
+
+
+def price_stage(
+    sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
+    *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
+    flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
+    precision: str = cm.DEFAULT_PRECISION,
+) -> StageCost | None:
+    """Time and memory of inner stage q of ``lay`` (formulas: formulations/costmodel.md, "A stage").
+
+    Parameters
+    ----------
+    tab
+        The slice's :func:`layer_table`.
+    nodes
+        Every stage's first and last node (:func:`stage_nodes`).
+    capacity
+        Bytes per GPU. When given, None instead of a price when the stage's static bytes alone
+        exceed it (``stage_fits`` with nothing in flight): such a layout fits in no pipeline
+        position whatever its time, which is then left uncomputed.
+    reserved_bytes, overlap, flash, tp_overlap, zero3_per_tensor, precision
+        How the runtime runs: bytes per GPU no layout may use; data-parallel traffic overlapped
+        with compute; FlashAttention; Megatron-Core's TP communication overlap; ZeRO-3
+        collectives per tensor (DeepSpeed) rather than per layer (FSDP); the mixed precision.
+    """
+    sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, sequence_parallel)
+    static, activation, offloaded = _memory(sl, tab, lay, sh, reserved_bytes, flash, precision)
+    if capacity is not None and not stage_fits(static, activation, 0, capacity):
+        return None
+    forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
+    compute = (forward, backward)  # what data-parallel traffic can hide behind (TP's cannot: it is on the path)
+    tp_fwd, tp_bwd = _tensor_parallel(sl, island, lay, sh, tp_overlap, gemm_fwd, gemm_bwd)
+    forward, backward = forward + tp_fwd, backward + tp_bwd
+    if lay.cp > 1:
+        cp_fwd, cp_bwd = _context_parallel(sl, island, lay, sh, flash)
+        forward, backward = forward + cp_fwd, backward + cp_bwd
+    hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size)
+    forward, backward = forward + hand_fwd, backward + hand_bwd
+    # the parts below add to the running times term by term, in the order of the formulas
+    # (the same floating-point sums wherever a stage is priced)
+    if lay.ep > 1 and sh.n_moe:
+        forward, backward = _expert_parallel(sl, island, lay, sh, q, forward, backward)
+    forward, backward = _data_parallel(sl, island, tab, lay, sh, q, nodes, microbatches, zero3_per_tensor,
+                                       compute if overlap else None, forward, backward)
+    if lay.offload:
+        # the micro-batch's activations go to the host during forward and come back during
+        # backward, hidden behind the stage's compute up to the host link (memory: above)
+        host = island.gpu.host_bandwidth
+        forward += off.exposed_s(offloaded, host, compute[0])
+        backward += off.exposed_s(offloaded, host, compute[1])
+    return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus)
+
+
+def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_bytes: float, flash: bool,
+            precision: str) -> tuple[float, float, float]:
+    """(static bytes, activation bytes of one micro-batch, activations offloaded) per GPU."""
+    cfg, s, tp, z, rc = sl.model, sl.seq, lay.tp, lay.zero_stage, lay.recompute
+    a, b, ell, samples = sh.a, sh.b, sh.ell, sh.samples
+    ep, etp = lay.ep, sh.etp
+    static = cm.state_bytes_per_parameter(z, sh.replicas, precision) * sh.dense_params / tp + reserved_bytes
+    if sh.n_moe:
+        static += cm.state_bytes_per_parameter(z, sh.expert_replicas, precision) * sh.exp_params / (ep * etp)
+        if lay.fsep and ep > 1:
+            widest_experts = max(tab.expert_params_each[a:b])
+            static += ex.FSEP_GATHERED_LAYERS * (cm.WEIGHT_BYTES + cm.GRADIENT_BYTES) * widest_experts / (ep * etp)
+    last = a + 1 if sh.uniform else b
+    if z == 3 and sh.replicas > 1:
+        if sh.n_moe:  # per GPU: the dense part over t, the experts over e·etp
+            widest = max((tab.params[j + 1] - tab.params[j] - tab.expert_params_each[j]) / tp
+                         + tab.expert_params_each[j] / (ep * etp) for j in range(a, last))
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest
+        else:
+            widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + last))
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
+    if rc != "none":  # the layer being recomputed materializes what recomputation dropped
+        # the first layer of the widest activations (of a run of equal layers: its first)
+        i = sl.first_layer + a + (0 if sh.uniform else max(range(ell), key=lambda j: tab.sharded_each[a + j]))
+        static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sh.sp, recompute=rc, index=i,
+                                             flash=flash)
+    if sh.head:
+        static += cm.logit_bytes(cfg, s, samples, tp=tp)
+    h = cfg.hidden
+    if rc == "full":
+        activation = ell * s * samples * cm.CHECKPOINT_WIDTHS * h / (tp if sh.sp else 1)
+    else:
+        replicated = ell * cm.replicated_activation_widths(cfg) * h
+        sharded = tab.sharded[b] - tab.sharded[a]
+        per_token = (replicated + sharded) / tp if sh.sp else replicated + sharded / tp
+        kept_scores = 0.0 if rc == "selective" or flash else ell * cm.attention_score_bytes(cfg) * cfg.heads * s * s * samples / tp
+        activation = s * samples * per_token + kept_scores
+    if not lay.offload:
+        return static, activation, activation
+    # activation offloading keeps the layers' activations on the host (their time: price_stage)
+    return static + off.resident_bytes(activation, layers=ell), 0.0, activation
+
+
+def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Shares,
+             flash: bool) -> tuple[float, float, float, float]:
+    """(forward s, backward s, the forward GEMMs' s, the backward GEMMs' s) of the stage's kernels:
+    the matrix multiplications at the GEMM efficiency, the memory-bound kernels at the memory
+    bandwidth (formulations/costmodel.md, "Time")."""
+    cfg, s, tp, rc = sl.model, sl.seq, lay.tp, lay.recompute
+    a, b, ell, samples, head, imbalance = sh.a, sh.b, sh.ell, sh.samples, sh.head, sh.imbalance
+    h = cfg.hidden
+    # the GEMMs' own traffic in one forward pass: the weights on the GPU once per call, the
+    # tokens' operands and results (cm.gemm_traffic_bytes); the experts' on the busiest rank
+    dense_traffic = cm.gemm_traffic_bytes(
+        sh.tokens, (tab.gemm_wide[b] - tab.gemm_wide[a] + (h if head else 0.0),
+                    tab.gemm_sharded[b] - tab.gemm_sharded[a] + (cfg.vocab if head else 0.0)),
+        (tab.params[b] - tab.params[a] - sh.exp_params + (cfg.vocab * h if head else 0.0)) / tp, tp=tp)
+    expert_traffic = cm.gemm_traffic_bytes(
+        ex.routed_rows(cfg, sh.tokens, tp=tp, etp=sh.etp) * imbalance,
+        (tab.expert_wide[b] - tab.expert_wide[a], tab.expert_sharded[b] - tab.expert_sharded[a]),
+        sh.exp_params / (lay.ep * sh.etp), tp=sh.etp) if sh.n_moe else 0.0
+    expert_fwd = (tab.expert[b] - tab.expert[a]) * samples / tp
+
+    def gemm(flops: float, experts: float, passes: float) -> float:
+        """``passes`` forward-equivalents of traffic (backward: BACKWARD_PER_FORWARD)."""
+        t = cm.gemm_time_s(flops - experts, gpu, traffic_bytes=passes * dense_traffic)
+        return t + cm.gemm_time_s(experts * imbalance, gpu, traffic_bytes=passes * expert_traffic) if experts else t
+
+    layer_fwd = (tab.forward[b] - tab.forward[a]) * samples / tp
+    head_fwd = cm.head_forward_flops(cfg, s) * samples / tp if head else 0.0
+    scores = (tab.scores[b] - tab.scores[a]) * samples / tp
+    # FlashAttention: the scores' FLOPs run in its own kernels at its own share of peak; it
+    # stores no scores, so selective recomputation has nothing to redo, and its backward
+    # recomputes Q·Kᵀ itself (FLASH_SCORE_BACKWARD_PER_FORWARD)
+    attn = scores if flash else 0.0
+    dense = layer_fwd + head_fwd - attn  # the FLOPs of the GEMMs
+    extra = {"none": 0.0, "selective": 0.0 if flash else scores, "full": layer_fwd - attn}[rc]
+    attn_bwd = cm.FLASH_SCORE_BACKWARD_PER_FORWARD * attn + (attn if rc == "full" else 0.0)
+    wide = tab.ew_wide[b] - tab.ew_wide[a]
+    ew_fwd = s * samples * ((wide / tp if sh.sp else wide) + (tab.ew_sharded[b] - tab.ew_sharded[a]) / tp)
+    ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s, flash=flash) / tp,
+                "full": ew_fwd}[rc]
+    # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
+    loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)
+    backward_passes = cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)  # full recomputation: one forward more
+    gemm_fwd = gemm(dense, expert_fwd, 1.0)
+    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, backward_passes * expert_fwd, backward_passes)
+    forward = gemm_fwd + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
+    backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu)
+    backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
+    return forward, backward, gemm_fwd, gemm_bwd
+
+
+def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, tp_overlap: bool, gemm_fwd: float,
+                     gemm_bwd: float) -> tuple[float, float]:
+    """Tensor parallelism's collectives (inside a node) on the path, forward and backward; folded
+    EP keeps experts whole, so an MoE layer's FFN has no TP all-reduce."""
+    cfg, s, tp = sl.model, sl.seq, lay.tp
+    intra, intra_hop = island.intra_achieved, cm.intra_hop_latency_s(island.gpu)
+    allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, sh.samples), tp, intra, intra_hop)
+    tp_pass = sh.ell * cm.tp_layer_comm_s(cfg, s, sh.samples, tp, intra, intra_hop)
+    if sh.etp != tp:
+        tp_pass -= sh.n_moe * allreduce
+    tp_fwd, tp_bwd = tp_pass, tp_pass * (2.0 if lay.recompute == "full" else 1.0)
+    if tp_overlap and sh.sp:
+        # Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): each sequence-
+        # parallel all-gather / reduce-scatter is cut into t chunks exchanged round the TP ring
+        # while the adjacent GEMM computes the chunk before; what the GEMMs cannot hide, and
+        # at least one chunk, stays on the path (cm.exposed_s with t pieces)
+        tp_fwd, tp_bwd = cm.exposed_s(tp_fwd, gemm_fwd, tp), cm.exposed_s(tp_bwd, gemm_bwd, tp)
+    return (tp_fwd + (cm.EMBEDDING_TP_ALLREDUCES * allreduce if sh.embed else 0.0),
+            tp_bwd + (cm.HEAD_TP_ALLREDUCES * allreduce if sh.head else 0.0))
+
+
+def _context_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, flash: bool) -> tuple[float, float]:
+    """Context parallelism's K/V ring of every layer: inside a node (t·c divides it) over the GPU
+    links, or node by node (t·c whole nodes), where the slowest step is the one that crosses the
+    network: every GPU at a node's edge sends through its share of the node's network
+    (rail-optimized nodes give each GPU its own NIC)."""
+    cp, tp, gpn = lay.cp, lay.tp, island.gpus_per_node
+    if ctx.crosses_nodes(cp, tp, gpn):
+        ring_bw, ring_hop = island.inter_achieved / gpn, cm.HOP_LATENCY_S["network"]
+    else:
+        ring_bw, ring_hop = island.intra_achieved, cm.intra_hop_latency_s(island.gpu)
+    ring_f, ring_b = ctx.ring_attention_s(sl.model, sl.seq, sh.samples * cp, cp=cp, tp=tp, gpu=island.gpu,
+                                          bandwidth=ring_bw, hop_latency_s=ring_hop, flash=flash)
+    return sh.ell * ring_f, sh.ell * (ring_b + (ring_f if lay.recompute == "full" else 0.0))
+
+
+def _handovers(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: int, nodes: tuple[tuple[int, int], ...],
+               microbatch_size: int) -> tuple[float, float]:
+    """The hand-over to the next inner stage (activations, forward) and back (gradients, backward).
+
+    Interleaved (v virtual stages per GPU): a micro-batch passes every GPU v times, so each
+    hand-over happens v times, and the last stage's v − 1 chunk ends go round to the first.
+    """
+    cfg, s = sl.model, sl.seq
+
+    def handover(x: int, y: int) -> float:
+        if nodes[x][0] == nodes[x][1] == nodes[y][0] == nodes[y][1]:  # one node: every GPU sends its 1/t share
+            return cm.p2p_transfer_s(cfg, s, sh.samples / lay.tp, island.intra_achieved)
+        # across nodes each node's network carries the samples of the replicas it holds (its
+        # share of the stage's t·c·d GPUs; the whole micro-batch when the stage is one node),
+        # all the stage's nodes sending at once
+        node_share = min(lay.stage_gpus, island.gpus_per_node) / lay.stage_gpus
+        return cm.p2p_transfer_s(cfg, s, microbatch_size * node_share, island.inter_achieved)
+
+    v, forward, backward = lay.vpp, 0.0, 0.0
+    if q + 1 < lay.pp:
+        forward = v * handover(q, q + 1)
+    elif v > 1 and lay.pp > 1:
+        forward = (v - 1) * handover(q, 0)
+    if q > 0:
+        backward = v * handover(q - 1, q)
+    elif v > 1 and lay.pp > 1:
+        backward = (v - 1) * handover(lay.pp - 1, q)
+    return forward, backward
+
+
+def _expert_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: int, forward: float,
+                     backward: float) -> tuple[float, float]:
+    """``forward`` and ``backward`` plus expert parallelism: dispatch + combine per MoE layer in
+    each pass (again with full recomputation), over the links the EP groups cross; FSEP gathers
+    each layer's experts."""
+    tp, ep, etp, gpn, stage_gpus = lay.tp, lay.ep, sh.etp, island.gpus_per_node, lay.stage_gpus
+    span = ex.group_span(tp=tp, ep=ep, etp=etp)
+    offset = stage_offset(island, stage_gpus, lay.pp, q) % gpn
+    local, node_gpus = expert_locality(gpn, offset, stage_gpus, span, ep, tp if etp == tp else 1)
+    intra, inter = island.intra_achieved, island.inter_achieved
+
+    def exchange(nbytes: float) -> float:
+        return ex.alltoall_s(nbytes, ep, local=local, node_gpus=node_gpus, intra_bandwidth=intra,
+                             inter_bandwidth=inter or intra, intra_hop_s=cm.intra_hop_latency_s(island.gpu),
+                             inter_hop_s=cm.HOP_LATENCY_S["network"])
+
+    a2a = exchange(sh.imbalance * ex.alltoall_bytes(sl.model, sh.tokens / tp, ep))
+    passes = 2 if lay.recompute == "full" else 1
+    forward += sh.n_moe * ex.ALLTOALLS_PER_PASS * a2a
+    backward += (passes * sh.n_moe) * ex.ALLTOALLS_PER_PASS * a2a
+    if lay.fsep:
+        gather = exchange(ex.fsep_gather_bytes(sh.exp_params / sh.n_moe, ep, etp))
+        forward += sh.n_moe * gather
+        backward += sh.n_moe * gather * (2 + (1 if lay.recompute == "full" else 0))  # gather again, reduce-scatter gradients
+    return forward, backward
+
+
+def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh: _Shares, q: int,
+                   nodes: tuple[tuple[int, int], ...], microbatches: int, zero3_per_tensor: bool,
+                   overlap: tuple[float, float] | None, forward: float, backward: float) -> tuple[float, float]:
+    """``forward`` and ``backward`` plus the data-parallel reduction (with ZeRO's gathers), ZeRO-3's tensor copies and the optimizer
+    step, per micro-batch (the once-per-iteration parts amortized over M).
+
+    One ring per TP rank; inside a node each on its own GPU link, across nodes all t rings share
+    the node's network, so the node moves the stage's whole gradient. Experts' gradients are
+    reduced over their own data-parallel group of t·c·d/(e·etp) GPUs.
+    """
+    cfg, gpu, tp, z, rc = sl.model, island.gpu, lay.tp, lay.zero_stage, lay.recompute
+    ep, etp, n_moe, one_node = lay.ep, sh.etp, sh.n_moe, sh.one_node
+    intra, inter = island.intra_achieved, island.inter_achieved
+    intra_hop, inter_hop = cm.intra_hop_latency_s(gpu), cm.HOP_LATENCY_S["network"]
+    step_floor = cm.ring_step_floor_s(gpu.host_cpu)  # the least step latency of a ring across nodes
+    # an MoE layer's expert tensors (weight, + bias for GPT/ViT) go with the experts' own collectives
+    expert_tensors = cfg.experts * cm.ffn_matrices(cfg) * (1 if cfg.architecture == "llama" else 2) if n_moe else 0
+    # ZeRO-3 collectives per pass: one per parameter tensor (DeepSpeed's ZeRO-3 of 2021), or one
+    # per layer (FSDP's unit: FSDP2's fully_shard groups a block's parameters into one all-gather;
+    # the embedding and the head are units of their own, one unit when tied on the same stage)
+    if zero3_per_tensor:
+        collectives = max(1, tab.tensors[sh.b] - tab.tensors[sh.a] - n_moe * expert_tensors)
+    else:
+        collectives = sh.ell + int(sh.embed) + int(sh.head and not (sh.embed and cfg.tied_embeddings))
+    span = nodes[q][1] - nodes[q][0] + 1
+    comm = cm.data_parallel_comm(
+        sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, intra if one_node else inter, zero_stage=z,
+        microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
+        collectives=collectives, recompute_gather=rc == "full", overlap=overlap, buckets=sh.ell,
+    )
+    forward += comm.forward_s
+    backward += comm.backward_s
+    if zero3_per_tensor and z == 3:
+        # the list collectives' copies of every gathered tensor and reduced gradient (the
+        # gathers as ``data_parallel_comm`` counts them: forward; backward, again before a
+        # full recomputation), on the full tensors a GPU holds: the dense ones over t, the
+        # experts' over e·etp (each only when its group has replicas to gather from)
+        gathered = ((sh.dense_params / tp if sh.replicas > 1 else 0.0)
+                    + (sh.exp_params / (ep * etp) if n_moe and sh.expert_replicas > 1 else 0.0))
+        forward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1, scatters=0)
+        backward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1 + (rc == "full"), scatters=1)
+    # the optimizer step over this GPU's shard of the state (ZeRO >= 1 shards it over the
+    # data-parallel group), once per iteration: amortized over M as the gradient reduction
+    step_params = sh.dense_params / tp / (sh.replicas if z >= 1 else 1)
+    if n_moe:
+        step_params += sh.exp_params / (ep * etp) / (sh.expert_replicas if z >= 1 else 1)
+    backward += cm.optimizer_step_s(step_params, gpu) / microbatches
+    if n_moe:
+        # the experts' reduction hides behind the same compute as the dense one (optimistic)
+        ecomm = cm.data_parallel_comm(
+            sh.exp_params / (ep * etp) if one_node else sh.exp_params / ep, sh.expert_replicas,
+            intra if one_node else inter, zero_stage=z, microbatches=microbatches,
+            hop_latency_s=cm.ring_hop_latency_s(sh.expert_replicas, span, intra_hop, inter_hop, step_floor),
+            collectives=n_moe, recompute_gather=rc == "full", overlap=overlap, buckets=n_moe,
+        )
+        forward += ecomm.forward_s
+        backward += ecomm.backward_s
+    return forward, backward
+
+
+__all__ = ["IslandLike", "LayerTable", "Layout", "SliceLike", "StageCost", "ZERO3_GATHERED_BYTES", "ZERO3_GATHERED_LAYERS",
+           "expert_locality", "layer_table", "price_stage", "stage_nodes", "stage_offset"]
