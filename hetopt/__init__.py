@@ -10,7 +10,8 @@ True
 """
 
 from hetopt.errors import InputError, SolverBug
-from hetopt.io import load, loads, result_to_dict
+from hetopt.io import load, loads
+from hetopt.jsonout import result_to_dict
 from hetopt.result import CrossCheck, Evaluation, Result, Status
 from hetopt.solvers import FAMILIES, crosscheck, family, methods, solve
 

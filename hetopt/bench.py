@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hetopt.errors import InputError
-from hetopt.io import load, read_toml
+from hetopt.files import read_toml
+from hetopt.io import load
 from hetopt.readers.fields import Fields
 from hetopt.result import Result
 from hetopt.solvers import compare, family, solve

@@ -33,7 +33,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hetopt.errors import InputError, SolverBug
-from hetopt.io import crosscheck_to_dict, load, plain, result_to_dict
+from hetopt.io import load
+from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
 from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
-from hetopt.io import read_toml
+from hetopt.files import read_toml
 from hetopt.readers.fields import Fields
 from hetopt.units import GIB  # noqa: F401  (re-exported for the catalogs' users)
 

@@ -104,7 +104,7 @@ def cluster_rows() -> list[dict[str, Any]]:
     (4, 20, {'gpu': 'T4', 'nodes': 1, 'gpus_per_node': 4})
     """
     # the planner's reader: the same validation and catalog defaults as `hetopt plan --cluster`
-    from hetopt.io import read_toml
+    from hetopt.files import read_toml
     from hetopt.planner.cluster import clusters_dir, load_cluster
 
     rows = []

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from hetopt.io import read_toml
+from hetopt.files import read_toml
 from hetopt.readers.fields import Fields
 
 #: Bytes per 16-bit activation element (fp16/bf16 training).

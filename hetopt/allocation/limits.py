@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 from numbers import Integral, Real
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 # the largest global batch B is the planner's (hetopt.checks): the ``dp`` solves it in
 # seconds; the methods whose tables grow with B decline above their own limits
@@ -34,8 +34,7 @@ from hetopt.checks import MAX_GLOBAL_BATCH
 from hetopt.errors import InputError
 from hetopt.units import GIB
 
-if TYPE_CHECKING:  # pragma: no cover
-    from hetopt.allocation.problem import AllocationInstance, Latency
+from hetopt.allocation.groups import GpuGroup, Latency
 
 LOG = logging.getLogger("hetopt.allocation")
 
@@ -149,8 +148,10 @@ def _check_latency(key: str, curve: Latency, u: int) -> None:
         )
 
 
-def validate_instance(instance: AllocationInstance) -> None:
-    """Check every field of an allocation instance against the accepted ranges.
+def validate_instance(instance: Any) -> None:
+    """Check every field of an allocation instance (an
+    :class:`~hetopt.allocation.problem.AllocationInstance`, which calls this from its
+    constructor) against the accepted ranges.
 
     Raises
     ------
@@ -178,8 +179,6 @@ def validate_instance(instance: AllocationInstance) -> None:
     if not isinstance(instance.groups, tuple) or not instance.groups:
         raise _fail("gpu", "missing: give at least one [[gpu]] table (a tuple of GpuGroup in code)")
     total = 0
-    from hetopt.allocation.problem import GpuGroup, Latency
-
     for g, grp in enumerate(instance.groups):
         key = f"gpu[{g}]"
         if not isinstance(grp, GpuGroup):

@@ -159,7 +159,7 @@ def read_result(path: str) -> Any:
     ...
     hetopt.errors.InputError: no-such-result.json: no such file (give the output of hetopt solve --json or hetopt plan --json)
     """
-    from hetopt.io import read_json, read_toml
+    from hetopt.files import read_json, read_toml
 
     if Path(path).suffix.lower() == ".toml":  # an input, never a result: point to what draws it
         try:
@@ -179,7 +179,7 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
     Parameters
     ----------
     document
-        The result as plain data (parsed JSON, or ``hetopt.io.result_to_dict(result)``).
+        The result as plain data (parsed JSON, or ``hetopt.jsonout.result_to_dict(result)``).
     path
         The picture file, ``.svg`` or ``.png`` (see :func:`check_target`).
     title
@@ -201,7 +201,7 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
     --------
     >>> import tempfile, pathlib
     >>> from hetopt import load, solve
-    >>> from hetopt.io import result_to_dict
+    >>> from hetopt.jsonout import result_to_dict
     >>> from hetopt.catalog import instances_dir
     >>> result = solve(load(instances_dir() / "pipeline" / "tiny.toml"))
     >>> with tempfile.TemporaryDirectory() as folder:

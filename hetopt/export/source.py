@@ -159,7 +159,7 @@ def read_document(path: str | Path) -> dict[str, Any]:
     ...
     hetopt.errors.InputError: no-such-file.json: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)
     """
-    from hetopt.io import read_json
+    from hetopt.files import read_json
 
     doc = read_json(path, what="a result", hint="give the JSON of `hetopt plan --json` or `hetopt solve --json`")
     if not isinstance(doc, dict):

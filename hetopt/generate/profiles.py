@@ -37,7 +37,7 @@ def default_profiles_dir() -> Path:
 
 def _read_json(path: Path) -> dict:
     """A profile file: a JSON object (keyed by model, then GPU, ...)."""
-    from hetopt.io import read_json
+    from hetopt.files import read_json
 
     data = read_json(path, what="a profile file", hint="pass the cephalo-profiles folder with --profiles")
     if not isinstance(data, dict):

@@ -2,7 +2,7 @@
 
 The plan is built once, at the end of the planner's steps (``planner/plan.py``), from the
 islands, the plan's outcome (``planner/outcome.py``: status, bound, gap, reason), the composed
-stages and the alternatives; nothing changes it afterwards. ``hetopt.io.plain`` turns it into
+stages and the alternatives; nothing changes it afterwards. ``hetopt.jsonout.plain`` turns it into
 the ``hetopt plan --json`` document.
 """
 

@@ -27,7 +27,8 @@ from hetopt.errors import InputError
 from hetopt.hardware import GIGA, TERA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
 from hetopt.units import GIB
-from hetopt.io import READERS, read_toml
+from hetopt.files import read_toml
+from hetopt.readers.islands import read_islands
 from hetopt.islands.problem import IslandsInstance
 
 
@@ -157,5 +158,5 @@ def cluster_from_data(data: dict, path: str, catalog: dict[str, GpuType] | None 
         node.setdefault("tflops", gpu.training_flops / TERA)
         node.setdefault("memory_gib", gpu.memory_bytes / GIB)
         node.setdefault("intra_gbs", gpu.intra_bandwidth / GIGA)
-    islands = READERS["islands"](dict(data, problem="islands"), path)
+    islands = read_islands(dict(data, problem="islands"), path)
     return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=path)

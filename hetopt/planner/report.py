@@ -1,4 +1,4 @@
-"""Printing a :class:`HeteroPlan` for a person (the JSON form is ``hetopt.io.plain``)."""
+"""Printing a :class:`HeteroPlan` for a person (the JSON form is ``hetopt.jsonout.plain``)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
-from hetopt.io import read_toml
+from hetopt.files import read_toml
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, UnsupportedLayout, check_layout, contradiction, price_layout
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan

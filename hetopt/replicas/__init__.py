@@ -44,7 +44,7 @@ def crosscheck_methods(instance: ReplicasInstance) -> list[str]:
     """dp and greedy; milp and cpsat, and bruteforce, when the instance is small enough for them."""
     from hetopt.replicas.bruteforce import MAX_PLANS, plan_count
     from hetopt.replicas.problem import infeasible_reason
-    from hetopt.replicas.model import slot_count
+    from hetopt.replicas.limits import slot_count
 
     methods = ["dp"]
     if infeasible_reason(instance) is not None or slot_count(instance) <= MODEL_SLOTS_LIMIT:

@@ -18,7 +18,8 @@ from hetopt.budget import CLOCK_EVERY
 from hetopt.backends import solve_cpsat
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.replicas.heuristic import greedy_plan
-from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data, quantum, size_problem
+from hetopt.replicas.limits import size_problem
+from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data, quantum
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason, usable_candidates
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status

@@ -27,6 +27,7 @@ import numpy as np
 from hetopt.errors import SolverBug
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.replicas.heuristic import greedy_plan
+from hetopt.replicas.limits import components, dp_limit_hit, model_limit_hit, table_sizes
 from hetopt.replicas.problem import (
     ReplicasInstance,
     build_solution,
@@ -38,13 +39,6 @@ from hetopt.replicas.problem import (
 from hetopt.replicas.split import Times, optimal_split
 from hetopt.result import Result, Status
 
-#: Most knapsack cells (island-count states × (R_max + 1)) the DP fills per τ: 4·10^6 int64
-#: cells are 32 MB per table and about 0.05 s per candidate copy on one core. Above it the
-#: DP declines (the MILP and CP-SAT count candidates instead of states).
-MAX_DP_CELLS = 4_000_000
-#: Most bytes of the choice tables kept to rebuild the plan (one byte or two per cell and
-#: candidate, only in the final pass).
-MAX_CHOICE_BYTES = 2**29
 #: Most state indices kept between knapsacks (int64: 10^7 are 80 MB); past it the moves
 #: are recomputed for every τ.
 MAX_KEPT_MOVES = 10_000_000
@@ -57,79 +51,6 @@ UNREACHABLE = -(2**40)
 
 class _Stopped(Exception):
     """The deadline passed inside a knapsack (raised between two candidates)."""
-
-
-def components(instance: ReplicasInstance, candidates: list[int]) -> list[list[int]]:
-    """The candidates grouped so that no two groups share a shape (connected components).
-
-    Groups meet only through R, so each gets its own knapsack over its own shapes and the
-    tables are joined by a max-plus convolution over R: the state space is a sum over groups
-    instead of one product over every shape.
-    """
-    parent = list(range(instance.num_shapes))
-
-    def root(s: int) -> int:
-        while parent[s] != s:
-            parent[s] = parent[parent[s]]
-            s = parent[s]
-        return s
-
-    for c in candidates:
-        used = [s for s, u in enumerate(instance.candidates[c].uses) if u]
-        for s in used[1:]:
-            parent[root(s)] = root(used[0])
-    groups: dict[int, list[int]] = {}
-    for c in candidates:
-        first = next(s for s, u in enumerate(instance.candidates[c].uses) if u)
-        groups.setdefault(root(first), []).append(c)
-    return [groups[k] for k in sorted(groups)]
-
-
-def table_sizes(instance: ReplicasInstance, candidates: list[int]) -> dict[str, int]:
-    """The sizes of the DP's tables, from the input's counts alone (Python integers: a product
-    of island counts overflows int64 long before it is refused), so the DP can decline before
-    it builds anything.
-
-    Returns
-    -------
-    dict
-        ``states`` (island-count states of all components), ``cells`` (knapsack cells),
-        ``choice_bytes`` (the final pass's choice tables), ``sync_cells`` (σ(k, R): classes ×
-        (R_max + 1)), ``classes``, ``components``.
-
-    Examples
-    --------
-    >>> from hetopt.replicas.problem import Candidate, IslandShape
-    >>> shapes = tuple(IslandShape(f"S{i}", 1023) for i in range(7))
-    >>> inst = ReplicasInstance("x", 8, shapes, (Candidate("a", (1,) * 7, 1.0, 0.5, 1e9, 1e11),))
-    >>> table_sizes(inst, [0])["states"] == 1024**7  # 2^70: past int64
-    True
-    """
-    cands = instance.candidates
-    r_max = min(instance.max_replicas, sum(instance.copies(c) for c in candidates))
-    states = cells = choice_bytes = 0
-    groups = components(instance, candidates)
-    for group in groups:
-        dims = [s for s in range(instance.num_shapes) if any(cands[c].uses[s] for c in group)]
-        part_states = math.prod(int(instance.counts[s]) + 1 for s in dims)
-        part_cells = part_states * (min(r_max, sum(instance.copies(c) for c in group)) + 1)
-        states += part_states
-        cells += part_cells
-        choice_bytes += 2 * part_cells * len(group)
-    classes = len({cands[c].sync_ratio for c in candidates})
-    return {"states": states, "cells": cells, "choice_bytes": choice_bytes, "sync_cells": classes * (r_max + 1),
-            "classes": classes, "components": len(groups)}
-
-
-def dp_limit_hit(instance: ReplicasInstance, sizes: dict[str, int] | None = None) -> str | None:
-    """Which of the DP's limits the instance passes (``table_sizes``), or None."""
-    sizes = table_sizes(instance, usable_candidates(instance)) if sizes is None else sizes
-    for key, what, limit in (("cells", "knapsack cells (island-count states × replicas)", MAX_DP_CELLS),
-                             ("sync_cells", "cells of the sync table (ratio classes × replicas)", MAX_DP_CELLS),
-                             ("choice_bytes", "bytes of choice tables", MAX_CHOICE_BYTES)):
-        if sizes[key] > limit:
-            return f"{sizes[key]} {what} exceed the DP's limit of {limit}"
-    return None
 
 
 class Component:
@@ -394,8 +315,6 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
              "classes": sizes["classes"], "components": sizes["components"]}
     hit = dp_limit_hit(instance, sizes)
     if hit is not None:
-        from hetopt.replicas.model import model_limit_hit
-
         model_hit = model_limit_hit(instance, "the MILP and CP-SAT models")
         advice = ("use milp or cpsat (their size grows with candidates, not island counts)" if model_hit is None
                   else f"milp and cpsat decline it too ({model_hit}): use greedy")

@@ -23,7 +23,8 @@ from hetopt.budget import CLOCK_EVERY
 from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
 from hetopt.family import Deadline, conclude_model, no_solution
 from hetopt.replicas.heuristic import greedy_plan
-from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data, size_problem
+from hetopt.replicas.limits import size_problem
+from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason, usable_candidates
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status

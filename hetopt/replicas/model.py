@@ -12,13 +12,11 @@ from dataclasses import dataclass
 
 from hetopt.budget import Deadline
 from hetopt.family import conclude, no_solution
+from hetopt.replicas.limits import MAX_PAIRS, MAX_SLOTS, slot_count
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, ring_s, usable_candidates
 from hetopt.result import Result, Status
 from hetopt.replicas.split import cap
 
-#: Most slots (Σ_c K_c) a model takes: each is two variables and four rows; beyond 20,000
-#: the models take longer to build than the DP to solve, so they decline.
-MAX_SLOTS = 20_000
 #: The finest time quantum, seconds (1 ps): times of a millisecond or more keep 9 digits.
 FINEST_QUANTUM_S = 1e-12
 #: Largest scaled time: sums of a few such terms stay far inside int64 (2^63).
@@ -26,8 +24,6 @@ MAX_SCALED = 2**50
 #: Relative margin on the known plan's time U when pruning with it: the pruned figures are
 #: recomputed sums, and the known plan must never be cut off by a rounding.
 UPPER_RTOL = 1e-9
-#: Most (class, R) pairs a model takes (binaries w_{k,R}).
-MAX_PAIRS = 50_000
 #: Under a time limit, the share of it the greedy warm start may take (it improves its plan
 #: until stopped; the model needs the rest).
 GREEDY_SHARE = 0.2
@@ -49,45 +45,6 @@ class ModelData:
     def num_classes(self) -> int:
         """K, the number of sync classes."""
         return 1 + max(self.class_of.values())
-
-
-def slot_count(instance: ReplicasInstance, kept: list[int] | None = None) -> int:
-    """Σ_c min(K_c, R_max) over the candidates ``kept`` (default: the usable ones), without
-    building a slot: O(candidates · shapes)."""
-    kept = usable_candidates(instance) if kept is None else kept
-    r_max = min(instance.max_replicas, sum(instance.copies(c) for c in kept))
-    return sum(min(instance.copies(c), r_max) for c in kept)
-
-
-def model_limit_hit(instance: ReplicasInstance, model: str = "the model") -> str | None:
-    """Which of the models' limits the instance passes (slots or pairs), or None.
-
-    Decided from the counts alone, before any work and without the known plan's pruning, so
-    the answer does not depend on the time limit (the greedy that finds the known plan stops
-    with it). MILP and CP-SAT share these limits.
-    """
-    usable = usable_candidates(instance)
-    slots = slot_count(instance, usable)
-    if slots > MAX_SLOTS:
-        return f"{slots} replica slots exceed {model}'s limit of {MAX_SLOTS}"
-    r_max = min(instance.max_replicas, sum(instance.copies(c) for c in usable))
-    classes = len({instance.candidates[c].sync_ratio for c in usable})
-    pairs = 1 + classes * max(0, r_max - 1)
-    if pairs > MAX_PAIRS:
-        return f"{pairs} (sync class, replicas) pairs exceed {model}'s limit of {MAX_PAIRS}"
-    return None
-
-
-def size_problem(instance: ReplicasInstance, model: str) -> str | None:
-    """Why ``model`` (MILP or CP-SAT) declines the instance, with advice that holds: dp only
-    when dp would take it (``hetopt.replicas.dp.dp_limit_hit``), else greedy."""
-    from hetopt.replicas.dp import dp_limit_hit  # dp does not import this module's models
-
-    hit = model_limit_hit(instance, model)
-    if hit is None:
-        return None
-    dp_hit = dp_limit_hit(instance)
-    return f"{hit}; use dp" if dp_hit is None else f"{hit}; dp declines it too ({dp_hit}): use greedy"
 
 
 class TooLarge(Exception):

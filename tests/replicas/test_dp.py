@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from hetopt import solve
-from hetopt.replicas.dp import MAX_DP_CELLS, solve_dp
+from hetopt.replicas.dp import solve_dp
+from hetopt.replicas.limits import MAX_DP_CELLS
 from hetopt.replicas.problem import Candidate, IslandShape, ReplicasInstance, evaluate
 from hetopt.replicas.split import Times, optimal_split
 from hetopt.result import Status

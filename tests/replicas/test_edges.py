@@ -11,7 +11,7 @@ import pytest
 from hetopt import solve
 from hetopt.errors import InputError
 from hetopt.family import TIME_LIMIT_SLACK_S
-from hetopt.replicas.dp import table_sizes
+from hetopt.replicas.limits import table_sizes
 from hetopt.replicas.problem import Candidate, IslandShape, ReplicasInstance
 from hetopt.result import Status
 

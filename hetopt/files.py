@@ -1,0 +1,117 @@
+"""Reading input files: TOML and JSON, each failure one line naming the file and the fix.
+
+The bottom of the input side: the catalogs (``hardware.py``, ``workload.py``), the planner's
+cluster files, the published measurements and the instance files (``hetopt.io``) are all read
+here, with the same size limit and the same messages.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from hetopt.errors import InputError
+
+#: Largest instance file read (bytes): a bigger file is a mistake, not an instance.
+MAX_FILE_BYTES = 64 * 2**20
+
+
+def too_deep(source: str | Path) -> InputError:
+    """The one-line error for an input nested deeper than Python's parsers recurse.
+
+    ``tomllib`` and ``json`` recurse once per nested list or table and raise RecursionError
+    some hundreds of levels down; no hetopt input nests more than a few, so such a file is
+    refused as malformed.
+
+    Examples
+    --------
+    >>> str(too_deep("x.json"))
+    'x.json: nested too deeply to read (lists or tables hundreds of levels inside each other); no hetopt input nests more than a few levels'
+    """
+    return InputError(f"{source}: nested too deeply to read (lists or tables hundreds of levels inside each other); "
+                      "no hetopt input nests more than a few levels")
+
+
+def check_size(path: Path, what: str) -> None:
+    """Refuse a file above :data:`MAX_FILE_BYTES` before reading it (its parse would take
+    memory many times its size).
+
+    Raises
+    ------
+    InputError
+        Naming the file, its size and the limit.
+    """
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise InputError(f"{path}: {size} bytes, above the {MAX_FILE_BYTES}-byte limit for {what}")
+
+
+def read_json(path: str | Path, *, what: str, hint: str) -> Any:
+    """Parse a JSON file, turning every failure into a one-line InputError ending in ``hint``.
+
+    ``what`` names the kind of file in the size message (:func:`check_size`); ``hint`` says
+    what to give instead ("give the output of hetopt plan --json"). The callers check the
+    document's shape.
+
+    Raises
+    ------
+    InputError
+        A folder, a missing or unreadable file, one above :data:`MAX_FILE_BYTES`, text that
+        is not JSON (with its line and column), or nesting past the parser (:func:`too_deep`).
+
+    Examples
+    --------
+    >>> read_json("no-such-file.json", what="a result", hint="give the output of hetopt solve --json")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: no-such-file.json: no such file (give the output of hetopt solve --json)
+    """
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{path}: is a folder ({hint})")
+    if not p.is_file():
+        raise InputError(f"{path}: no such file ({hint})")
+    check_size(p, what)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise too_deep(path) from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); {hint}") from None
+
+
+def read_toml(path: str | Path) -> dict:
+    """Parse a TOML file, turning every failure into a one-line InputError.
+
+    Raises
+    ------
+    InputError
+        Missing file, unreadable file, too large, or a TOML syntax error (with its line).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise InputError(f"{path}: no such file (check the path)")
+    if p.is_dir():
+        raise InputError(f"{path}: is a folder, not an instance file")
+    check_size(p, "an instance file")
+    try:
+        text = p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot be read ({exc.strerror})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise too_deep(path) from None
+
+
+__all__ = ["MAX_FILE_BYTES", "check_size", "read_json", "read_toml", "too_deep"]
