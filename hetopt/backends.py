@@ -22,7 +22,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from hetopt.errors import SolverBug
+from hetopt.errors import InputError, SolverBug
 from hetopt.family import TIME_LIMIT_SLACK_S, Deadline
 from hetopt.result import Status
 
@@ -103,7 +103,7 @@ def check_model_path(path: str | os.PathLike[str], kind: str) -> Path:
         fix = "a CP-SAT model is written as .pb.txt (protobuf text) or .pb (binary); .mps and .lp are for the MILP (method milp)"
     else:
         fix = "a MILP is written as .mps or .lp (CPLEX LP); .pb.txt and .pb are for CP-SAT (method cpsat)"
-    raise ValueError(f"write_model: {path}: {fix}")
+    raise InputError(f"write_model: {path}: {fix}", field="write_model")
 
 
 def write_pulp_model(prob: pulp.LpProblem, path: str | os.PathLike[str]) -> str:
@@ -129,7 +129,7 @@ def write_pulp_model(prob: pulp.LpProblem, path: str | os.PathLike[str]) -> str:
         else:
             prob.writeLP(str(target))
     except OSError as exc:
-        raise ValueError(f"write_model: {path}: cannot write ({exc.strerror})") from None
+        raise InputError(f"write_model: {path}: cannot write ({exc.strerror})", field="write_model") from None
     return str(target)
 
 
@@ -150,7 +150,7 @@ def write_cpsat_model(model: cp_model.CpModel, path: str | os.PathLike[str]) -> 
     """
     target = check_model_path(path, "cpsat")
     if not model.export_to_file(str(target)):
-        raise ValueError(f"write_model: {path}: cannot write (OR-Tools' export failed)")
+        raise InputError(f"write_model: {path}: cannot write (OR-Tools' export failed)", field="write_model")
     return str(target)
 
 
@@ -217,7 +217,7 @@ def milp_available(backend: str) -> bool:
 
 def _check_backend(backend: str) -> None:
     if backend not in MILP_BACKENDS:
-        raise ValueError(f"unknown MILP backend {backend!r} (known: {', '.join(MILP_BACKENDS)})")
+        raise InputError(f"unknown MILP backend {backend!r} (known: {', '.join(MILP_BACKENDS)})", field="backend")
 
 
 def solve_pulp(

@@ -132,8 +132,8 @@ def run_job(job: Job, *, repeat: int = 1, on_step: Callable[[], None] | None = N
     for name in names:
         try:
             runs = [solve(instance, name, time_limit=job.time_limit, **options) for _ in range(repeat)]
-        except ValueError as exc:  # a method the suite file names that the family does not have
-            if job.origin is None or not str(exc).startswith("unknown method"):
+        except InputError as exc:  # a method the suite file names that the family does not have
+            if job.origin is None or exc.field != "method":
                 raise
             raise InputError(f"{job.origin}: {exc}") from None
         results.append((runs[-1], [r.wall_s for r in runs]))

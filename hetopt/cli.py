@@ -119,9 +119,10 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     options = {"time_limit": args.time_limit, "backend": args.backend, "threads": threads, "seed": args.seed}
     try:
         return check_options(**options)
-    except ValueError as exc:
-        name, _, rest = str(exc).partition(": ")
-        raise InputError(f"{_FLAGS.get(name, name)}: {rest}") from None
+    except InputError as exc:  # named by its field; the command line names the flag
+        if exc.field is None:
+            raise
+        raise InputError(f"{_FLAGS.get(exc.field, exc.field)}: {exc.detail}", field=exc.field) from None
 
 
 def _result_line(result: Result) -> str:
@@ -284,11 +285,10 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
         options["write_model"] = args.write_model
     try:
         result = solve(instance, args.method, **options)
-    except ValueError as exc:  # the model file's ending, checked by the method before it starts
-        name, _, rest = str(exc).partition(": ")
-        if name != "write_model":
+    except InputError as exc:  # the model file's ending, checked by the method before it starts
+        if exc.field != "write_model":
             raise
-        raise InputError(f"--write-model {rest}") from None
+        raise InputError(f"--write-model {exc.detail}", field=exc.field) from None
     if args.write_model and "model_file" not in result.stats:
         print(f"hetopt: note: --write-model {args.write_model}: nothing written: {result.method} ended "
               f"{result.status.value} before its model was written (see its reason)", file=sys.stderr)
@@ -581,12 +581,10 @@ def plan_flag_error(exc: InputError) -> InputError:
     >>> str(plan_flag_error(InputError("microbatch_size 4: must divide 30", field="microbatch_size")))
     '--microbatch 4: must divide 30'
     """
-    field = exc.field
-    text = str(exc)
-    if field is None or not text.startswith(field) or text[len(field):len(field) + 1] not in (":", " "):
+    if exc.field is None or exc.detail == str(exc):
         return exc
-    flag = PLAN_FLAGS.get(field, "--" + field.replace("_", "-"))
-    return InputError(flag + text[len(field):], field=field)
+    flag = PLAN_FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))
+    return InputError(flag + str(exc)[len(exc.field):], field=exc.field)
 
 
 def cmd_plan(args: argparse.Namespace, out: Console) -> int:

@@ -19,6 +19,9 @@ class InputError(ValueError):
     field
         The name of the argument (or option) the message is about, when there is one; the
         command line maps it to its flag.
+    source
+        The file the message already names at its start, when it does (a reader's error):
+        ``hetopt.readers.fields.located`` adds the file name only to messages without one.
 
     Examples
     --------
@@ -27,9 +30,25 @@ class InputError(ValueError):
     ('global_batch', 'global_batch: must be >= 1 (got 0)')
     """
 
-    def __init__(self, message: str = "", *, field: str | None = None) -> None:
+    def __init__(self, message: str = "", *, field: str | None = None, source: str | None = None) -> None:
         super().__init__(message)
         self.field = field
+        self.source = source
+
+    @property
+    def detail(self) -> str:
+        """The message after the name of its field, which says where (``field``) on its own.
+
+        >>> InputError("layout tp=3: must divide 8", field="layout").detail
+        'tp=3: must divide 8'
+        >>> InputError("global_batch: must be >= 1", field="global_batch").detail
+        'must be >= 1'
+        """
+        text = str(self)
+        field = self.field
+        if not field or not text.startswith(field) or text[len(field):len(field) + 1] not in (":", " "):
+            return text
+        return text[len(field) + 1:].lstrip()
 
 
 class SolverBug(RuntimeError):

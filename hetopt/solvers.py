@@ -74,7 +74,7 @@ def _resolve(fam: Family, method: str) -> tuple[str, Any]:
                          f"{', '.join(['auto', *fam.methods])})", field="method")
     name = fam.auto if method == "auto" else method
     if name not in fam.methods:
-        raise ValueError(f"unknown method {method!r} for {fam.name} (known: {', '.join(['auto', *fam.methods])})")
+        raise InputError(f"unknown method {method!r} for {fam.name} (known: {', '.join(['auto', *fam.methods])})", field="method")
     return name, resolve_method(fam.methods[name])
 
 
@@ -176,7 +176,7 @@ def check_options(**options: Any) -> dict[str, Any]:
     for old, new in DEPRECATED_OPTIONS.items():
         if options.get(old) is not None:
             if options.get(new) is not None:
-                raise ValueError(f"{old}: deprecated alias of {new}; give only {new}")
+                raise InputError(f"{old}: deprecated alias of {new}; give only {new}", field=old)
             warnings.warn(f"option {old!r} is deprecated, use {new!r} (same meaning)", DeprecationWarning, stacklevel=3)
             options[new] = options[old]
         options.pop(old, None)
@@ -184,19 +184,20 @@ def check_options(**options: Any) -> dict[str, Any]:
     if "time_limit" in checked:
         t = checked["time_limit"]
         if isinstance(t, bool) or not isinstance(t, numbers.Real) or not math.isfinite(t) or t < 0:
-            raise ValueError(f"time_limit: must be a finite number of seconds >= 0 (got {t!r})")
+            raise InputError(f"time_limit: must be a finite number of seconds >= 0 (got {t!r})", field="time_limit")
         checked["time_limit"] = float(t)
     if "backend" in checked and checked["backend"] not in MILP_BACKENDS:
-        raise ValueError(f"backend: unknown MILP backend {checked['backend']!r} (known: {', '.join(MILP_BACKENDS)})")
+        raise InputError(f"backend: unknown MILP backend {checked['backend']!r} (known: {', '.join(MILP_BACKENDS)})",
+                         field="backend")
     if "threads" in checked:
         n = checked["threads"]
         if not _is_int(n) or not 1 <= n <= MAX_THREADS:
-            raise ValueError(f"threads: must be an integer from 1 to {MAX_THREADS} (got {n!r})")
+            raise InputError(f"threads: must be an integer from 1 to {MAX_THREADS} (got {n!r})", field="threads")
         checked["threads"] = int(n)
     if "seed" in checked:
         seed = checked["seed"]
         if not _is_int(seed) or not 0 <= seed < SEED_LIMIT:
-            raise ValueError(f"seed: must be an integer from 0 to {SEED_LIMIT - 1} (got {seed!r})")
+            raise InputError(f"seed: must be an integer from 0 to {SEED_LIMIT - 1} (got {seed!r})", field="seed")
         checked["seed"] = int(seed)
     return checked
 

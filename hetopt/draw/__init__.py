@@ -227,9 +227,10 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
             figure = module.render(document, title or source, source)
             width_px, height_px = style.save(figure, target, FORMATS[target.suffix.lower()])
         except ValueError as exc:
-            if "NaN or Inf" not in str(exc):
+            if "NaN or Inf" not in str(exc):  # matplotlib's overflow has no type of its own: its text tells it
                 raise
-            raise InputError(f"{source}: a time or size too large to draw ({exc}); give a result hetopt wrote") from None
+            raise InputError(f"{source}: a time or size too large to draw ({exc}); give a result hetopt wrote",
+                             source=source) from None
     return Picture(kind, target, width_px, height_px)
 
 

@@ -120,7 +120,7 @@ class Doc:
 
     def error(self, name: str, problem: str) -> InputError:
         """An InputError for key ``name``: ``source: key.path: problem``."""
-        return InputError(f"{self.source}: {self._key(name)}: {problem}")
+        return InputError(f"{self.source}: {self._key(name)}: {problem}", source=self.source)
 
     def _get(self, name: str, optional: bool) -> Any:
         if name not in self.data or self.data[name] is None:

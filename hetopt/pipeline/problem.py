@@ -124,6 +124,28 @@ def time_problem(seconds: float) -> str | None:
     return None
 
 
+class BelowResolution(InputError):
+    """A time above 0 but below ``MIN_TIME_S``: valid physics the solvers cannot represent
+    (the planner then names the model and the fix, ``planner/compose.py``)."""
+
+
+def check_time(where: str, seconds: float) -> None:
+    """Refuse a time :func:`time_problem` refuses, naming ``where``.
+
+    Raises
+    ------
+    BelowResolution
+        Above 0 but below ``MIN_TIME_S``.
+    InputError
+        Any other time out of range.
+    """
+    problem = time_problem(seconds)
+    if problem is None:
+        return
+    below = isinstance(seconds, numbers.Real) and not isinstance(seconds, bool) and 0.0 < float(seconds) < MIN_TIME_S
+    raise (BelowResolution if below else InputError)(f"{where}: {problem}")
+
+
 def allowed_roles(position: int, count: int) -> tuple[str, str]:
     """The roles a block may have at ``position`` (0-based) of a pipeline of ``count`` blocks.
 
@@ -328,9 +350,7 @@ def _validate(inst: PipelineInstance) -> None:
     for a in range(n):
         for b in range(n):
             where = f"link {inst.islands[a].name}-{inst.islands[b].name}: time_s"
-            problem = time_problem(link[a][b])
-            if problem is not None:
-                raise InputError(f"{where}: {problem}")
+            check_time(where, link[a][b])
             if a == b and link[a][b] != 0:
                 raise InputError(f"{where}: an island's link to itself must be 0 (got {link[a][b]:g})")
             if link[a][b] != link[b][a]:
@@ -359,9 +379,7 @@ def _validate(inst: PipelineInstance) -> None:
             _whole(f"{sk}.layers", st.layers, 1, MAX_LAYERS)
             _whole(f"{sk}.gpus", st.gpus, 1, MAX_GPUS)
             for attr in ("forward_s", "backward_s"):
-                problem = time_problem(getattr(st, attr))
-                if problem is not None:
-                    raise InputError(f"{sk}.{attr}: {problem}")
+                check_time(f"{sk}.{attr}", getattr(st, attr))
             t = st.forward_s + st.backward_s  # 0 or >= MIN_TIME_S, as both parts are
             if t > 0:
                 positive.append((t, sk))

@@ -17,7 +17,7 @@ import numpy as np
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
-from hetopt.pipeline.problem import BELOW_RESOLUTION, MAX_MICROBATCHES, MIN_TIME_S, PipelineInstance, PipelineOption
+from hetopt.pipeline.problem import MAX_MICROBATCHES, BelowResolution, MIN_TIME_S, PipelineInstance, PipelineOption
 from hetopt.planner.parallelizer import divisors as _all_divisors
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
@@ -195,9 +195,7 @@ def below_resolution(cfg: ModelConfig):
     internal key."""
     try:
         yield
-    except InputError as exc:
-        if BELOW_RESOLUTION not in str(exc):
-            raise
+    except BelowResolution as exc:
         raise InputError(f"model {cfg.name}: the cost model prices a stage or a link of it below {MIN_TIME_S:g} s at "
                          f"this sequence length, which the solvers do not represent ({exc}); plan a longer sequence "
                          "(--seq) or a larger model") from None

@@ -141,7 +141,8 @@ class PricedLayout:
 
 
 def key_values(parts: list[str], keys: tuple[str, ...], option: str, text: str) -> dict[str, str]:
-    """``key=value`` words of an option's string (``--layout``, ``--runtime``), each key once.
+    """``key=value`` words of an option's string (``layout``, ``runtime``: the field the
+    messages name), each key once.
 
     Raises
     ------
@@ -151,18 +152,18 @@ def key_values(parts: list[str], keys: tuple[str, ...], option: str, text: str) 
 
     Examples
     --------
-    >>> key_values(["tp=8", "pp=2"], LAYOUT_KEYS, "--layout", "tp=8 pp=2")
+    >>> key_values(["tp=8", "pp=2"], LAYOUT_KEYS, "layout", "tp=8 pp=2")
     {'tp': '8', 'pp': '2'}
     """
     values: dict[str, str] = {}
     for part in parts:
         key, sep, value = part.partition("=")
         if not sep or not value:
-            raise InputError(f"{option} {part}: expected key=value (keys: {', '.join(keys)})")
+            raise InputError(f"{option} {part}: expected key=value (keys: {', '.join(keys)})", field=option)
         if key not in keys:
-            raise InputError(f"{option} {part}: unknown key {key!r} (keys: {', '.join(keys)})")
+            raise InputError(f"{option} {part}: unknown key {key!r} (keys: {', '.join(keys)})", field=option)
         if key in values:
-            raise InputError(f"{option} {part}: {key} is given twice (in {text!r})")
+            raise InputError(f"{option} {part}: {key} is given twice (in {text!r})", field=option)
         values[key] = value
     return values
 
@@ -173,7 +174,7 @@ def _whole(text: str, key: str, value: str) -> int:
             raise ValueError(value)
         return int(value)
     except ValueError:
-        raise InputError(f"--layout {key}={value}: must be a whole number (in {text!r})") from None
+        raise layout_error(f"layout {key}={value}: must be a whole number (in {text!r})") from None
 
 
 def precision_value(values: dict[str, str], option: str) -> str | None:
@@ -181,14 +182,15 @@ def precision_value(values: dict[str, str], option: str) -> str | None:
 
     Examples
     --------
-    >>> precision_value({"precision": "FP16"}, "--layout"), precision_value({}, "--runtime")
+    >>> precision_value({"precision": "FP16"}, "layout"), precision_value({}, "runtime")
     ('fp16', None)
     """
     if "precision" not in values:
         return None
     precision = values["precision"].lower()
     if precision not in cm.PRECISIONS:
-        raise InputError(f"{option} precision={values['precision']}: must be one of {', '.join(cm.PRECISIONS)}")
+        raise InputError(f"{option} precision={values['precision']}: must be one of {', '.join(cm.PRECISIONS)}",
+                         field=option)
     return precision
 
 
@@ -200,38 +202,38 @@ def parse_layout(text: str) -> GivenLayout:
     InputError
         An unknown key or a value out of range, naming it.
     """
-    values = key_values(text.replace(",", " ").split(), LAYOUT_KEYS, "--layout", text)
+    values = key_values(text.replace(",", " ").split(), LAYOUT_KEYS, "layout", text)
     missing = [k for k in ("tp", "pp", "dp") if k not in values]
     if missing:
-        raise InputError(f"--layout {text!r}: give {', '.join(missing)} (e.g. \"tp=8 pp=4 dp=2 mbs=1\")")
+        raise layout_error(f"layout {text!r}: give {', '.join(missing)} (e.g. \"tp=8 pp=4 dp=2 mbs=1\")")
     sizes = {k: _whole(text, k, values[k]) for k in ("tp", "pp", "dp", "mbs", "zero", "vpp", "ep", "cp") if k in values}
     switches = {}
     for key in ("fsep", "offload"):
         if key in values:
             if values[key].lower() not in SWITCHES:
-                raise InputError(f"--layout {key}={values[key]}: must be 1 or 0 (yes/no, true/false)")
+                raise layout_error(f"layout {key}={values[key]}: must be 1 or 0 (yes/no, true/false)")
             switches[key] = SWITCHES[values[key].lower()]
     for key in ("tp", "pp", "dp", "mbs", "ep", "cp"):
         if key in sizes and sizes[key] < 1:
-            raise InputError(f"--layout {key}={sizes[key]}: must be >= 1")
+            raise layout_error(f"layout {key}={sizes[key]}: must be >= 1")
     if sizes.get("vpp", 1) < 1:
-        raise InputError(f"--layout vpp={sizes['vpp']}: must be >= 1")
+        raise layout_error(f"layout vpp={sizes['vpp']}: must be >= 1")
     zero = sizes.get("zero", 0)
     if zero not in cm.ZERO_STAGES:
-        raise InputError(f"--layout zero={zero}: must be one of {', '.join(map(str, cm.ZERO_STAGES))}")
+        raise layout_error(f"layout zero={zero}: must be one of {', '.join(map(str, cm.ZERO_STAGES))}")
     recompute = values.get("recompute", "none")
     if recompute not in cm.RECOMPUTE_MODES:
-        raise InputError(f"--layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
+        raise layout_error(f"layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
     flags = {}
     for key, default in (("overlap", "yes"), ("flash", "yes"), ("sp", "yes"), ("tpoverlap", "no")):
         word = values.get(key, default).lower()
         if word not in OVERLAP_VALUES:
-            raise InputError(f"--layout {key}={values[key]}: must be yes or no")
+            raise layout_error(f"layout {key}={values[key]}: must be yes or no")
         flags[key] = OVERLAP_VALUES[word]
     gather = values.get("zero3gather", "layer").lower()
     if gather not in ZERO3_GATHERS:
-        raise InputError(f"--layout zero3gather={values['zero3gather']}: must be layer or tensor")
-    precision = precision_value(values, "--layout")
+        raise layout_error(f"layout zero3gather={values['zero3gather']}: must be layer or tensor")
+    precision = precision_value(values, "layout")
     layout = GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                          sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
                          sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
@@ -239,7 +241,7 @@ def parse_layout(text: str) -> GivenLayout:
     clash = contradiction(layout, gather_given="zero3gather" in values)
     if clash:
         key, reason = clash
-        raise InputError(f"--layout {key}={values[key]}: {reason}")
+        raise layout_error(f"layout {key}={values[key]}: {reason}")
     return layout
 
 
@@ -264,12 +266,20 @@ def contradiction(layout: GivenLayout, *, gather_given: bool) -> tuple[str, str]
     return None
 
 
+def layout_error(message: str) -> InputError:
+    """A bad ``layout`` (the request's field; ``hetopt plan`` names its flag)."""
+    return InputError(message, field="layout")
+
+
 class UnsupportedLayout(InputError):
     """A layout that can run but that this cost model does not price: a TP group across nodes,
     a CP ring that leaves a node or runs without FlashAttention, interleaving on a split the
     search does not make, offloading on a GPU without a host-link figure. ``hetopt plan
     --layout`` exits 2 with it like any bad layout; ``validate`` lists such a published row
     as not priced instead of refusing the whole file (the run ran as published)."""
+
+    def __init__(self, message: str = "", *, field: str | None = "layout") -> None:
+        super().__init__(message, field=field)
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:
@@ -287,48 +297,48 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     """
     t, p, d, c = layout.tp, layout.pp, layout.dp, layout.cp
     if t > island.gpus_per_node:
-        raise UnsupportedLayout(f"--layout tp={t}: exceeds the {island.gpus_per_node} GPUs of a node of {island.name} (a TP group stays in a node)")
+        raise UnsupportedLayout(f"layout tp={t}: exceeds the {island.gpus_per_node} GPUs of a node of {island.name} (a TP group stays in a node)")
     if island.gpus_per_node % t:
-        raise UnsupportedLayout(f"--layout tp={t}: must divide the {island.gpus_per_node} GPUs of a node of {island.name}")
+        raise UnsupportedLayout(f"layout tp={t}: must divide the {island.gpus_per_node} GPUs of a node of {island.name}")
     if cfg.heads % t:
-        raise InputError(f"--layout tp={t}: must divide the {cfg.heads} attention heads of {cfg.name}")
+        raise layout_error(f"layout tp={t}: must divide the {cfg.heads} attention heads of {cfg.name}")
     if p > cfg.layers:
-        raise InputError(f"--layout pp={p}: more stages than the {cfg.layers} layers of {cfg.name}")
+        raise layout_error(f"layout pp={p}: more stages than the {cfg.layers} layers of {cfg.name}")
     if t * p * d * c > island.gpus:
         what = "tp·pp·dp" if c == 1 else "tp·pp·dp·cp"
-        raise InputError(f"--layout {what} = {t * p * d * c}: more GPUs than the {island.gpus} of {island.name}")
+        raise layout_error(f"layout {what} = {t * p * d * c}: more GPUs than the {island.gpus} of {island.name}")
     if layout.tp_overlap and not layout.sequence_parallel:
-        raise InputError("--layout tpoverlap=yes: Megatron-Core's TP overlap needs sequence parallelism (drop sp=no)")
+        raise layout_error("layout tpoverlap=yes: Megatron-Core's TP overlap needs sequence parallelism (drop sp=no)")
     v = layout.vpp
     if v != 1 and p == 1:
-        raise InputError(f"--layout vpp={v}: interleaving needs pp >= 2 (got pp=1)")
+        raise layout_error(f"layout vpp={v}: interleaving needs pp >= 2 (got pp=1)")
     if v == 0 and not interleave_degrees(cfg.layers, p):
-        raise UnsupportedLayout(f"--layout vpp=0 pp={p}: the {cfg.layers} layers of {cfg.name} allow no interleaving "
+        raise UnsupportedLayout(f"layout vpp=0 pp={p}: the {cfg.layers} layers of {cfg.name} allow no interleaving "
                                 f"on {p} stages (a virtual stage needs a layer)")
     if v > 1 and v not in interleave_degrees(cfg.layers, p):
         small, large = cfg.layers // p, -(-cfg.layers // p)
         rule = f"stages of {small} layers: vpp must divide {small}" if small == large else \
             f"stages of {small} to {large} layers: vpp must divide {large} and be at most {small}"
         valid = ", ".join(map(str, interleave_degrees(cfg.layers, p))) or "none"
-        raise UnsupportedLayout(f"--layout vpp={v} pp={p}: the {cfg.layers} layers of {cfg.name} give {rule} (valid: {valid})")
+        raise UnsupportedLayout(f"layout vpp={v} pp={p}: the {cfg.layers} layers of {cfg.name} give {rule} (valid: {valid})")
     if v != 1 and layout.microbatch and (global_batch // (layout.microbatch * d)) % p:
-        raise InputError(f"--layout vpp={v}: the interleaved schedule needs the micro-batches per iteration "
+        raise layout_error(f"layout vpp={v}: the interleaved schedule needs the micro-batches per iteration "
                          f"({global_batch // (layout.microbatch * d)}) to be a multiple of pp={p}")
     why = ex.layout_problem(cfg, tp=t, ep=layout.ep, cp=c, dp=d)
     if why:
-        raise InputError(f"--layout {why}")
+        raise layout_error(f"layout {why}")
     why = ctx.sequence_problem(seq or cfg.sequence, c)
     if why:
-        raise InputError(f"--layout {why}")
+        raise layout_error(f"layout {why}")
     why = ctx.flash_problem(c, island.gpu, layout.flash)
     if why:
-        raise UnsupportedLayout(f"--layout {why}")
+        raise UnsupportedLayout(f"layout {why}")
     if why := ctx.placement_problem(c, t, island.gpus_per_node):
-        raise UnsupportedLayout(f"--layout {why} ({island.name})")
+        raise UnsupportedLayout(f"layout {why} ({island.name})")
     if layout.offload and (why := off.host_problem(island.gpu)):
-        raise UnsupportedLayout(f"--layout {why}")
+        raise UnsupportedLayout(f"layout {why}")
     if layout.microbatch and global_batch % (layout.microbatch * d):
-        raise InputError(f"--layout mbs={layout.microbatch} dp={d}: a micro-batch of {layout.microbatch * d} samples "
+        raise layout_error(f"layout mbs={layout.microbatch} dp={d}: a micro-batch of {layout.microbatch * d} samples "
                          f"must divide the global batch {global_batch}")
 
 
@@ -421,7 +431,7 @@ def given_runtime(layout: GivenLayout | tuple[IslandBlock, ...], par: BuiltinPar
     layouts = [b.layout for b in layout] if isinstance(layout, tuple) else [layout]
     runtimes = {x.runtime_flags for x in layouts}
     if len(runtimes) > 1:
-        raise InputError("--layout: the islands' layouts name different runtimes (overlap, flash, sp, tpoverlap, "
+        raise layout_error("layout: the islands' layouts name different runtimes (overlap, flash, sp, tpoverlap, "
                          "zero3gather, precision differ); one job runs one framework: give the same values on every island")
     return layouts[0].runtime(par)
 
@@ -449,20 +459,20 @@ def parse_island_layouts(text: str) -> tuple[IslandBlock, ...]:
             continue
         name, sep, rest = part.partition(":")
         if not sep or not name.strip():
-            raise InputError(f"--layout {part!r}: give the island first, as \"ISLAND: layers=K tp=.. pp=.. dp=..\"")
+            raise layout_error(f"layout {part!r}: give the island first, as \"ISLAND: layers=K tp=.. pp=.. dp=..\"")
         words = rest.split()
         counts = [w for w in words if w.startswith("layers=")]
         if len(counts) != 1:
-            raise InputError(f"--layout {part!r}: give the island's layer count once, layers=K")
+            raise layout_error(f"layout {part!r}: give the island's layer count once, layers=K")
         layers = _whole(part, "layers", counts[0].partition("=")[2])
         if layers < 1:
-            raise InputError(f"--layout {part!r}: layers={layers} must be >= 1")
+            raise layout_error(f"layout {part!r}: layers={layers} must be >= 1")
         layout = parse_layout(" ".join(w for w in words if not w.startswith("layers=")))
         if layout.vpp > 1:
-            raise InputError(f"--layout {part!r}: vpp={layout.vpp}: interleaving is priced for a model on one island only")
+            raise layout_error(f"layout {part!r}: vpp={layout.vpp}: interleaving is priced for a model on one island only")
         out.append(IslandBlock(name.strip(), layers, layout))
     if not out:
-        raise InputError("--layout: empty (give \"ISLAND: layers=K tp=.. pp=.. dp=..; ...\")")
+        raise layout_error("layout: empty (give \"ISLAND: layers=K tp=.. pp=.. dp=..; ...\")")
     return tuple(out)
 
 
@@ -521,19 +531,19 @@ def price_island_layouts(
     seen = set()
     for b in blocks:
         if b.island not in index:
-            raise InputError(f"--layout {b.island}: not an island of this cluster (its islands: {', '.join(index)})")
+            raise layout_error(f"layout {b.island}: not an island of this cluster (its islands: {', '.join(index)})")
         if b.island in seen:
-            raise InputError(f"--layout {b.island}: given twice (an island hosts one block)")
+            raise layout_error(f"layout {b.island}: given twice (an island hosts one block)")
         seen.add(b.island)
         check_layout(b.layout, islands[index[b.island]], cfg, global_batch, seq=seq)
         if b.layout.pp > b.layers:
-            raise InputError(f"--layout {b.island}: pp={b.layout.pp} is more stages than its {b.layers} layers")
+            raise layout_error(f"layout {b.island}: pp={b.layout.pp} is more stages than its {b.layers} layers")
     if sum(b.layers for b in blocks) != cfg.layers:
-        raise InputError(f"--layout: the islands' layers add up to {sum(b.layers for b in blocks)}, "
+        raise layout_error(f"layout: the islands' layers add up to {sum(b.layers for b in blocks)}, "
                          f"not the {cfg.layers} layers of {cfg.name}")
     stated = {b.layout.microbatch * b.layout.dp for b in blocks if b.layout.microbatch}
     if len(stated) > 1 or (stated and any(not b.layout.microbatch for b in blocks)):
-        raise InputError("--layout: mbs·dp must be the same micro-batch on every island (give mbs on all or none): "
+        raise layout_error("layout: mbs·dp must be the same micro-batch on every island (give mbs on all or none): "
                          + ", ".join(f"{b.island} {b.layout.microbatch or '?'}×{b.layout.dp}" for b in blocks))
     lcm = math.lcm(*(b.layout.dp for b in blocks))
     sizes = sorted(stated) if stated else sorted({k * lcm for k in microbatches_tried})

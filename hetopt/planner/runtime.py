@@ -24,7 +24,8 @@ from dataclasses import dataclass, replace
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, IslandBlock, key_values, precision_value
+from hetopt.planner.layout import (OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, IslandBlock, key_values, layout_error,
+                                   precision_value)
 
 #: The keys of a ``--runtime`` string.
 RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "precision", "ep", "cp", "offload")
@@ -107,7 +108,7 @@ class Runtime:
         ]
         for bad, used, allowed in lacks:
             if bad:
-                raise InputError(f"--layout {used}: --runtime {allowed} does not have it (give a layout the runtime can run)")
+                raise layout_error(f"layout {used}: the runtime's {allowed} does not have it (give a layout the runtime can run)")
         return replace(layout, overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
                        tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
 
@@ -116,6 +117,11 @@ class Runtime:
         if isinstance(given, tuple):
             return tuple(replace(b, layout=self.layout(b.layout)) for b in given)
         return self.layout(given)
+
+
+def runtime_error(message: str) -> InputError:
+    """A bad ``runtime`` (the request's field; ``hetopt plan`` names its flag)."""
+    return InputError(message, field="runtime")
 
 
 def parse_runtime(text: str) -> Runtime:
@@ -134,18 +140,18 @@ def parse_runtime(text: str) -> Runtime:
     >>> parse_runtime("recompute=partial")
     Traceback (most recent call last):
     ...
-    hetopt.errors.InputError: --runtime recompute=partial: each must be one of none, selective, full
+    hetopt.errors.InputError: runtime recompute=partial: each must be one of none, selective, full
     """
     # commas join a key's choices here ("zero=0,1"), so they do not split words as in --layout
-    values = key_values(text.replace(" ,", ",").replace(", ", ",").split(), RUNTIME_KEYS, "--runtime", text)
+    values = key_values(text.replace(" ,", ",").replace(", ", ",").split(), RUNTIME_KEYS, "runtime", text)
     if not values:
-        raise InputError(f"--runtime {text!r}: give at least one key (keys: {', '.join(RUNTIME_KEYS)})")
+        raise runtime_error(f"runtime {text!r}: give at least one key (keys: {', '.join(RUNTIME_KEYS)})")
     rt = Runtime()
     if "recompute" in values:
         modes = tuple(dict.fromkeys(values["recompute"].lower().split(",")))
         bad = [m for m in modes if m not in cm.RECOMPUTE_MODES]
         if bad or not modes:
-            raise InputError(f"--runtime recompute={values['recompute']}: each must be one of {', '.join(cm.RECOMPUTE_MODES)}")
+            raise runtime_error(f"runtime recompute={values['recompute']}: each must be one of {', '.join(cm.RECOMPUTE_MODES)}")
         rt = replace(rt, recompute=tuple(m for m in cm.RECOMPUTE_MODES if m in modes))
     if "zero" in values:
         try:
@@ -153,22 +159,22 @@ def parse_runtime(text: str) -> Runtime:
         except ValueError:
             stages = (-1,)
         if not stages or any(z not in cm.ZERO_STAGES for z in stages):
-            raise InputError(f"--runtime zero={values['zero']}: each must be one of {', '.join(map(str, cm.ZERO_STAGES))}")
+            raise runtime_error(f"runtime zero={values['zero']}: each must be one of {', '.join(map(str, cm.ZERO_STAGES))}")
         rt = replace(rt, zero=tuple(z for z in cm.ZERO_STAGES if z in stages))
     flags = {}
     for key, field in SWITCH_FIELDS:
         if key in values:
             word = values[key].lower()
             if word not in OVERLAP_VALUES:
-                raise InputError(f"--runtime {key}={values[key]}: must be yes or no")
+                raise runtime_error(f"runtime {key}={values[key]}: must be yes or no")
             flags[field] = OVERLAP_VALUES[word]
     if "zero3gather" in values:
         gather = values["zero3gather"].lower()
         if gather not in ZERO3_GATHERS:
-            raise InputError(f"--runtime zero3gather={values['zero3gather']}: must be layer or tensor")
+            raise runtime_error(f"runtime zero3gather={values['zero3gather']}: must be layer or tensor")
         flags["zero3_per_tensor"] = ZERO3_GATHERS[gather]
     if "precision" in values:
-        flags["precision"] = precision_value(values, "--runtime")
+        flags["precision"] = precision_value(values, "runtime")
     return replace(rt, **flags)
 
 

@@ -320,9 +320,9 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         try:
             check_layout(layout, isl, models[model], global_batch, seq=seq)
         except UnsupportedLayout as exc:  # the run ran: the row is listed, not priced
-            unsupported = str(exc).removeprefix("--layout ")
+            unsupported = exc.detail
         except InputError as exc:  # the same rule as --layout, named by the file's key
-            raise lay.error(None, str(exc).removeprefix("--layout ")) from None
+            raise lay.error(None, exc.detail) from None
         metric = m.string("metric", choices=METRICS)
         if metric == "mfu" and isinstance(m.data.get("value"), (int, float)) and m.data["value"] > 1:
             raise m.error("value", f"mfu is a fraction of the GPU's peak (0.38, not 38); got {m.data['value']}")
@@ -357,7 +357,7 @@ def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
         rt = replace(parse_runtime(text), **ran)
         rt.layout(layout)  # the published layout must be one the framework could run
     except InputError as exc:
-        raise m.error("runtime", str(exc).replace("--layout ", "the published layout's ").replace("--runtime ", "")) from None
+        raise m.error("runtime", ("the published layout's " if exc.field == "layout" else "") + exc.detail) from None
     return rt
 
 

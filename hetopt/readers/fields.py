@@ -37,10 +37,9 @@ def located(source: str) -> Iterator[None]:
     try:
         yield
     except InputError as exc:
-        message = str(exc)
-        if message.startswith(f"{source}: "):
+        if exc.source is not None:  # it names its file already
             raise
-        raise InputError(f"{source}: {message}") from None
+        raise InputError(f"{source}: {exc}", field=exc.field, source=source) from None
 
 
 class Fields:
@@ -77,7 +76,7 @@ class Fields:
     def error(self, name: str | None, message: str) -> InputError:
         """An InputError for key ``name`` (None: this table itself)."""
         where = self.key(name) if name is not None else (self.path or "(top level)")
-        return InputError(f"{self.source}: {where}: {message}")
+        return InputError(f"{self.source}: {where}: {message}", source=self.source)
 
     def reject_unknown(self, allowed: Iterable[str]) -> None:
         """Refuse keys this table does not define (a typo must not be silently ignored)."""

@@ -67,9 +67,9 @@ def test_a_layout_is_priced_under_the_runtime_and_never_beats_its_plan(c2):
 
 @pytest.mark.parametrize(("layout", "message"), [
     ("h100nvl-0+3: layers=16 tp=1 pp=4 dp=2 mbs=1 recompute=selective; a100-0+1: layers=8 tp=1 pp=2 dp=2 mbs=1",
-     r"--layout recompute=selective: --runtime recompute=none,full does not have it"),
+     r"layout recompute=selective: the runtime.s recompute=none,full does not have it"),
     ("h100nvl-0+3: layers=16 tp=1 pp=4 dp=2 mbs=1 zero=1; a100-0+1: layers=8 tp=1 pp=2 dp=2 mbs=1",
-     r"--layout zero=1: --runtime zero=0 does not have it"),
+     r"layout zero=1: the runtime.s zero=0 does not have it"),
     ("h100nvl-0+3: layers=16 tp=1 pp=4 dp=2 mbs=1 flash=no; a100-0+1: layers=8 tp=1 pp=2 dp=2 mbs=1",
      r"layout: names flash; with a runtime, say how the framework runs once, in the runtime"),
 ])

@@ -362,7 +362,7 @@ def test_the_shipped_rows_name_the_framework_they_ran_on():
 
 
 @pytest.mark.parametrize(("runtime", "message"), [
-    ('"recompute=none,full zero=0"', r"measurement\[0\]\.runtime: the published layout's recompute=selective: recompute=none,full does not have it"),
+    ('"recompute=none,full zero=0"', r"measurement\[0\]\.runtime: the published layout's recompute=selective: the runtime's recompute=none,full does not have it"),
     ('"flash=no"', r"measurement\[0\]\.runtime: flash: how the run ran belongs in layout"),
     ('"recompute=partial"', r"measurement\[0\]\.runtime: recompute=partial: each must be one of none, selective, full"),
     ("3", r"measurement\[0\]\.runtime: must be a string"),
