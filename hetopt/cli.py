@@ -556,10 +556,34 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
 
-    # `hetopt validate ...` runs `python -m hetopt.planner.validate ...` (its own arguments, read
-    # there; main() hands it the rest of the command line): listed here for --help
-    sub.add_parser("validate", help="the cost model against published, measured training runs "
-                   "(python -m hetopt.planner.validate; hetopt validate --help)", add_help=False)
+    p = sub.add_parser("validate", help="the cost model against published, measured training runs",
+                       description="Predicted against published training throughput, row by row.")
+    p.add_argument("--file", default=None,
+                   help="a published measurement set: a file, or the name of a shipped one (megatron-sc21, the "
+                   "default calibration set; held out: " + ", ".join(_held_out_sets()) + ")")
+    p.add_argument("--only", default=None, help="comma-separated measurement ids")
+    p.add_argument("--json", action="store_true", help="one JSON document")
+    p.add_argument("--plan", action="store_true",
+                   help="also run the planner on every row's cluster (slow: minutes for the shipped set)")
+    p.set_defaults(run=cmd_validate)
+
+    p = sub.add_parser("findings", help="the papers' findings (Tangram, Cephalo), measured on this cost model",
+                       description="Each finding of the papers, re-run on this cost model: does it hold here?")
+    p.add_argument("--only", choices=FINDING_NAMES, help="run one finding")
+    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    p.set_defaults(run=cmd_findings)
+
+    p = sub.add_parser("scaling", help="how the pipeline dp's time grows with islands and layers (a Markdown table)",
+                       description="dp wall time by islands (rows) and layers (columns) on synthetic instances.")
+    p.add_argument("--time-limit", type=float, default=60.0, help="seconds per dp run (default 60)")
+    p.add_argument("--islands", default="1,2,4,6,8,10,12,16", help="island counts, comma-separated")
+    p.add_argument("--layers", default="8,16,32,64,96,128", help="layer counts, comma-separated")
+    p.set_defaults(run=cmd_scaling)
+
+    p = sub.add_parser("calibrate", help="the GPU catalog's efficiency figures, fitted to Cephalo's measured profiles",
+                       description="Print the gpus.toml efficiency lines that the measured layer profiles give.")
+    p.add_argument("--profiles", default=None, help="the cephalo-profiles folder (default: the shipped one)")
+    p.set_defaults(run=cmd_calibrate)
 
     p = sub.add_parser("list", help="list the shipped GPU types, models or clusters with their key figures")
     p.add_argument("what", choices=("gpus", "models", "clusters"), help="which catalog")
@@ -632,6 +656,7 @@ GENERATORS = {
     "pipeline": ("hetopt.generate.pipeline", "pipeline"),
     "pipeline-synthetic": ("hetopt.pipeline.synthetic", "pipeline"),
     "clusters": ("hetopt.generate.clusters", "clusters"),
+    "islands": ("hetopt.islands.generate", "islands"),
     "replicas": ("hetopt.generate.replicas", "replicas"),
 }
 
@@ -657,6 +682,84 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
             out.print(str(path), highlight=False)
     except OSError as exc:  # the folder cannot be made or written (permissions, a full disk)
         raise InputError(f"--out {target}: cannot write ({exc.strerror or exc})") from None
+    return EXIT_OK
+
+
+#: ``hetopt findings --only`` (the keys of ``hetopt.planner.findings.FINDINGS``; the test
+#: ``tests/planner/test_findings.py`` holds them equal, so the CLI starts without the planner).
+FINDING_NAMES = ("fig8", "fig11", "fig11-what-if", "fig9", "gshard-c1", "moe-c2")
+
+
+def cmd_findings(args: argparse.Namespace, out: Console) -> int:
+    from dataclasses import asdict
+
+    from hetopt.planner import findings
+
+    found = findings.run_findings(args.only)
+    if args.json:
+        print(json.dumps([asdict(f) for f in found], indent=2))
+    else:
+        findings.print_findings(found)
+    return EXIT_OK
+
+
+def _counts(text: str, flag: str) -> list[int]:
+    """Comma-separated whole numbers >= 1 of a flag."""
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise InputError(f"{flag} {text}: give whole numbers >= 1, comma-separated (e.g. 1,2,4)")
+    return counts
+
+
+def cmd_scaling(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.budget import check_time_limit
+    from hetopt.pipeline.scaling import scaling_table
+
+    islands, layers = _counts(args.islands, "--islands"), _counts(args.layers, "--layers")
+    try:
+        limit = check_time_limit(args.time_limit)
+    except InputError as exc:
+        raise InputError(f"--time-limit: {exc.detail}") from None
+    scaling_table(islands, layers, time_limit=limit, on_line=lambda line: print(line, flush=True))
+    return EXIT_OK
+
+
+def cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
+    from pathlib import Path
+
+    from hetopt.generate.calibrate import calibration_lines
+
+    for line in calibration_lines(None if args.profiles is None else Path(args.profiles)):
+        print(line)
+    return EXIT_OK
+
+
+def _held_out_sets() -> list[str]:
+    """The shipped published sets other than the calibration set, for ``validate --help``."""
+    from hetopt.catalog import instances_dir
+
+    return sorted(p.stem for p in (instances_dir() / "published").glob("*.toml") if p.stem != "megatron-sc21")
+
+
+def cmd_validate(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.catalog import instances_dir
+    from hetopt.planner import validate, validate_report
+    from hetopt.planner.cluster import resolve
+
+    try:
+        path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
+        measurements = validate.load_published(path)
+        only = validate.select_only(measurements, args.only, path or validate.default_published())
+    except InputError as exc:
+        raise plan_flag_error(exc) from None  # "only ..." -> "--only ..."
+    rows = validate.validate(measurements, only=only, with_plan=args.plan)
+    if args.json:
+        print(json.dumps(validate.rows_to_dict(rows), indent=2, allow_nan=False))
+    else:
+        validate_report.print_rows(rows, with_plan=args.plan)
     return EXIT_OK
 
 
@@ -763,16 +866,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hetopt: stdout is closed; give the command somewhere to write (a file, a pipe or /dev/null)",
               file=sys.stderr)
         return EXIT_USAGE
-    if argv[:1] == ["validate"]:  # its arguments are the validation command's own
-        from hetopt.planner import validate
-
-        debug, run = os.environ.get(DEBUG_ENV, "") not in ("", "0"), lambda: validate.main(argv[1:])
-    else:
-        args = build_parser().parse_args(argv)
-        debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
-        # off a terminal rich assumes 80 columns; plan tables are wider, and files want whole rows
-        out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-        run = lambda: args.run(args, out)  # noqa: E731
+    args = build_parser().parse_args(argv)
+    debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
+    # off a terminal rich assumes 80 columns; plan tables are wider, and files want whole rows
+    out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
+    run = lambda: args.run(args, out)  # noqa: E731
     try:
         code = run()
         sys.stdout.flush()  # here, where a full disk or a gone reader is caught, not at exit

@@ -43,7 +43,7 @@ class GpuType:
     alone, with the layer's memory-bound traffic and the GEMMs' own operands taken out
     (``hetopt.costmodel``, ``elementwise_bytes`` and ``gemm_traffic_bytes``): the planner's
     cost model, which prices that traffic at the memory bandwidth. Both are fitted to the
-    same measured profiles by ``python -m hetopt.generate.calibrate``; ``calibration`` says
+    same measured profiles by ``hetopt calibrate``; ``calibration`` says
     where a GPU's figures come from when it has no profile of its own.
     """
 

@@ -9,7 +9,6 @@ The analytic instances come from the instance builder ``hetopt/builders/allocati
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -237,17 +236,3 @@ def write(folder: Path, profiles: Path | None = None) -> list[Path]:
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Write Cephalo's clusters as allocation instances.")
-    parser.add_argument("--out", type=Path, default=instances_dir() / "allocation")
-    parser.add_argument("--profiles", type=Path, default=None, help="the cephalo-profiles folder")
-    args = parser.parse_args(argv)
-    for path in write(args.out, args.profiles):
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -18,12 +18,11 @@ of the measured intercept to it is printed as a check, not used.
 A GPU with no profile of its own takes its measured matmul peak (``MEASURED_MATMUL_PEAK``,
 the best share of peak a sweep of GEMM shapes reaches) times ``SUSTAINED_PER_MATMUL_PEAK``:
 the A100's profiled e_g over the A100's measured peak, the one chip measured both ways.
-``python -m hetopt.generate.calibrate`` prints the values written into ``instances/gpus.toml``.
+``hetopt calibrate`` prints the values written into ``instances/gpus.toml``.
 """
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from pathlib import Path
 
@@ -154,24 +153,20 @@ def unprofiled_gemm_efficiency(cal: dict[str, dict]) -> dict[str, float]:
     return {gpu: round(MEASURED_MATMUL_PEAK[peak] * ratio, 4) for gpu, peak in UNPROFILED.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--profiles", type=Path, default=None, help="the cephalo-profiles folder")
-    args = parser.parse_args(argv)
-    cal = calibrate(args.profiles)
+def calibration_lines(profiles: Path | None = None) -> list[str]:
+    """The catalog lines the profiles give (``hetopt calibrate``): per profiled GPU its efficiency
+    figures, then the derived GEMM efficiency of the GPUs without a profile of their own."""
+    cal = calibrate(profiles)
+    lines = []
     for key, c in cal.items():
-        print(
+        lines.append(
             f"# {key} -> {c['owner']} ({c['dtype']}; {len(c['measurements'])} layers; "
             f"efficiency range {c['efficiency_range'][0]}..{c['efficiency_range'][1]})\n"
             f"efficiency = {c['efficiency']}\nhalf_efficiency_tokens = {c['half_efficiency_tokens']}\n"
             f"gemm_efficiency = {c['gemm_efficiency']}\n"
             f"# measured intercept / the model's weight read: {c['intercept_per_weight_read']}"
         )
-    print(f"# no profile of their own: measured matmul peak x {sustained_per_matmul_peak(cal):.4f}")
+    lines.append(f"# no profile of their own: measured matmul peak x {sustained_per_matmul_peak(cal):.4f}")
     for gpu, e in unprofiled_gemm_efficiency(cal).items():
-        print(f"# {gpu} (peak {MEASURED_MATMUL_PEAK[UNPROFILED[gpu]]})\ngemm_efficiency = {e}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        lines.append(f"# {gpu} (peak {MEASURED_MATMUL_PEAK[UNPROFILED[gpu]]})\ngemm_efficiency = {e}")
+    return lines

@@ -1,4 +1,4 @@
-"""Write the shipped islands instances: ``python -m hetopt.islands.generate [--out DIR]``.
+"""Write the shipped islands instances: ``hetopt generate islands [--out DIR]``.
 
 Rewrites every file in ``instances/islands/`` (``--out`` defaults to that folder under the
 current directory; run it from the repository root). The output is deterministic: the
@@ -22,7 +22,6 @@ Instances
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -305,20 +304,15 @@ INSTANCES = {
 }
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Write every instance of ``INSTANCES`` to ``--out`` (default instances/islands)."""
-    parser = argparse.ArgumentParser(prog="python -m hetopt.islands.generate", description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="instances/islands", help="folder to write (default instances/islands)")
-    args = parser.parse_args(argv)
-    out = Path(args.out)
+def write(folder: str | Path) -> list[Path]:
+    """Write every instance of ``INSTANCES`` to ``folder`` (``hetopt generate islands``); the paths written."""
+    out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
+    paths = []
     for name, build in INSTANCES.items():
         data, header = build()
-        header = [*header, "Written by `python -m hetopt.islands.generate`; edit the generator, not this file."]
-        (out / f"{name}.toml").write_text(dumps(data, header="\n".join(header)), encoding="utf-8")
-    print(f"wrote {len(INSTANCES)} instances to {out}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        header = [*header, "Written by `hetopt generate islands`; edit the generator, not this file."]
+        path = out / f"{name}.toml"
+        path.write_text(dumps(data, header="\n".join(header)), encoding="utf-8")
+        paths.append(path)
+    return paths

@@ -1,4 +1,4 @@
-"""How ``dp`` time grows with islands and layers: ``python -m hetopt.pipeline.scaling``.
+"""How ``dp`` time grows with islands and layers: ``hetopt scaling``.
 
 Instances come from the generator (``generate.py``) with M = 256, m = 8 and role ``any``:
 island i is one node of GPU type i mod 8 (``synthetic_islands``) with 1 + i // 8 nodes, so
@@ -9,7 +9,7 @@ stops shows why (DECLINED: the table exceeds ``MAX_DP_CELLS``; TIME_LIMIT).
 
 from __future__ import annotations
 
-import argparse
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from hetopt.pipeline.dp import solve_dp
@@ -29,32 +29,22 @@ def scaling_instance(islands: int, layers: int, microbatches: int = 256) -> Pipe
     return build_instance(f"scaling-{islands}x{layers}", work, specs, roles=False)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Print a Markdown table of dp wall time (s) by islands (rows) and layers (columns)."""
-    parser = argparse.ArgumentParser(prog="python -m hetopt.pipeline.scaling", description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per dp run (default 60)")
-    parser.add_argument("--islands", default=",".join(map(str, ISLANDS)))
-    parser.add_argument("--layers", default=",".join(map(str, LAYERS)))
-    args = parser.parse_args(argv)
-    islands = [int(x) for x in args.islands.split(",")]
-    layers = [int(x) for x in args.layers.split(",")]
-    print("| islands | " + " | ".join(f"L = {L}" for L in layers) + " |")
-    print("|---|" + "---|" * len(layers))
+def scaling_table(islands: Sequence[int] = ISLANDS, layers: Sequence[int] = LAYERS, *, time_limit: float = 60.0,
+                  on_line: Callable[[str], None] = print) -> None:
+    """A Markdown table of dp wall time (s) by islands (rows) and layers (columns), line by line
+    to ``on_line`` (``hetopt scaling``); a row stops at its first cell that does not finish."""
+    on_line("| islands | " + " | ".join(f"L = {L}" for L in layers) + " |")
+    on_line("|---|" + "---|" * len(layers))
     for n in islands:
         cells, stop = [], False
         for L in layers:
             if stop:
                 cells.append("–")
                 continue
-            r = solve_dp(scaling_instance(n, L), time_limit=args.time_limit)
+            r = solve_dp(scaling_instance(n, L), time_limit=time_limit)
             if r.status.value in ("OPTIMAL", "INFEASIBLE"):
                 cells.append(f"{r.wall_s:.2f}" + ("" if r.status.value == "OPTIMAL" else " (inf.)"))
             else:
                 cells.append(r.status.value)
                 stop = True  # longer models only take longer
-        print(f"| {n} | " + " | ".join(cells) + " |", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+        on_line(f"| {n} | " + " | ".join(cells) + " |")

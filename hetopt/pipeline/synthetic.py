@@ -1,6 +1,6 @@
 """A documented synthetic generator of pipeline options, and the shipped instances it writes.
 
-``hetopt generate pipeline-synthetic`` (or ``python -m hetopt.pipeline.synthetic [FOLDER]``)
+``hetopt generate pipeline-synthetic [--out FOLDER]``
 rewrites the generated instances of ``instances/pipeline/`` (``tangram-*``, ``scale-*``,
 ``tiny-t4-v100``, ``infeasible-*``; not the planner's ``planner-*`` files).
 
@@ -44,7 +44,6 @@ and as many gradient bytes back, over the slower island's network.
 
 from __future__ import annotations
 
-import argparse
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -487,17 +486,3 @@ def write(folder: str | Path) -> list[Path]:
         path.write_text(to_toml(inst), encoding="utf-8")
         paths.append(path)
     return paths
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m hetopt.pipeline.synthetic [FOLDER]``: regenerate the shipped instances (as ``hetopt generate pipeline-synthetic``)."""
-    parser = argparse.ArgumentParser(prog="python -m hetopt.pipeline.synthetic", description=__doc__.splitlines()[0])
-    parser.add_argument("folder", nargs="?", default="instances/pipeline")
-    args = parser.parse_args(argv)
-    for path in write(args.folder):
-        print(path)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,6 +1,6 @@
 """The papers' findings (issue part 9), measured on this cost model: a documented benchmark.
 
-``python -m hetopt.planner.findings [--json]`` prints, for each finding, the numbers behind
+``hetopt findings [--json] [--only NAME]`` prints, for each finding, the numbers behind
 it and whether it holds here. The tests (``tests/planner/test_findings.py``) assert the
 findings that hold; the ones that do not are reported as such, with their numbers, and the
 README says why. Nothing here is tuned to make a finding hold.
@@ -29,11 +29,8 @@ activation offloading in the built-in parallelizer:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import json
-import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import hetopt
 from hetopt.catalog import instances_dir
@@ -391,18 +388,18 @@ def _cell(x) -> str:
     return "-" if x is None else str(x)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m hetopt.planner.findings [--json] [--only fig8|fig11|fig11-what-if|fig9]``."""
-    parser = argparse.ArgumentParser(prog="python -m hetopt.planner.findings", description=__doc__.splitlines()[0])
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--only", choices=("fig8", "fig11", "fig11-what-if", "fig9", "gshard-c1", "moe-c2"), help="run one finding")
-    args = parser.parse_args(argv)
-    runs = {"fig8": fig8, "fig11": fig11, "fig11-what-if": fig11_what_if, "fig9": fig9, "gshard-c1": gshard_c1, "moe-c2": moe_c2}
-    found = [runs[args.only]()] if args.only else [f() for f in runs.values()]
-    if args.json:
-        json.dump([asdict(f) for f in found], sys.stdout, indent=2)
-        print()
-        return 0
+#: The findings by name, as ``hetopt findings --only`` takes them.
+FINDINGS = {"fig8": fig8, "fig11": fig11, "fig11-what-if": fig11_what_if, "fig9": fig9, "gshard-c1": gshard_c1,
+            "moe-c2": moe_c2}
+
+
+def run_findings(only: str | None = None) -> list[Finding]:
+    """Every finding, or the one named ``only`` (a key of :data:`FINDINGS`)."""
+    return [FINDINGS[only]()] if only else [f() for f in FINDINGS.values()]
+
+
+def print_findings(found: list[Finding]) -> None:
+    """Each finding's verdict, claim and rows as a table."""
     for f in found:
         if f.name.endswith("what-if"):
             verdict = "the island stops helping at a factor tried" if f.holds else "the island helps at every factor tried"
@@ -416,8 +413,3 @@ def main(argv: list[str] | None = None) -> int:
         for r in f.rows:
             print("| " + " | ".join(_cell(r[h]) for h in header) + " |")
         print()
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -2,7 +2,7 @@
 
 Users hold an existing configuration; pricing it with the same cost model as the plan tells
 them what it costs and how much faster the plan is. The published layouts of
-``python -m hetopt.planner.validate`` are priced by the same function.
+``hetopt validate`` are priced by the same function.
 
 The layout is Megatron-style on one homogeneous island: tensor parallelism t inside a node,
 p pipeline stages with the layers split evenly (the extra layers at the back, as

@@ -1,4 +1,4 @@
-"""Predicted against published training throughput: ``python -m hetopt.planner.validate``.
+"""Predicted against published training throughput (``hetopt validate``).
 
 A published measurement set (``instances/published/*.toml``; the format is documented at the
 top of ``megatron-sc21.toml`` and in ``docs/formats.md``) names models, homogeneous clusters
@@ -19,11 +19,8 @@ Examples
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import statistics
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -467,97 +464,51 @@ def summarize(rows: list[Row]) -> dict[str, dict]:
     }
 
 
-def _layout_text(lay: GivenLayout) -> str:
+def layout_text(lay: GivenLayout) -> str:
+    """A published layout in one short line (``tp8 pp8 dp12 b1 full zero1``)."""
     b = lay.microbatch or "?"
     vpp = f" vpp{lay.vpp}" if lay.vpp > 1 else (" vpp?" if lay.vpp == 0 else "")
     more = (f" ep{lay.ep}" + ("fs" if lay.fsep else "") if lay.ep > 1 else "") + (f" cp{lay.cp}" if lay.cp > 1 else "")
     return f"tp{lay.tp} pp{lay.pp}{vpp} dp{lay.dp}{more} b{b} {lay.recompute} zero{lay.zero}" + (" offload" if lay.offload else "")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="hetopt validate", description=__doc__.split("\n")[0])
-    parser.add_argument("--file", default=None,
-                        help="a published measurement set: a file, or the name of a shipped one "
-                        "(megatron-sc21, the default calibration set; held out: "
-                        + ", ".join(sorted(p.stem for p in (instances_dir() / "published").glob("*.toml") if p.stem != "megatron-sc21"))
-                        + ")")
-    parser.add_argument("--only", default=None, help="comma-separated measurement ids")
-    parser.add_argument("--json", action="store_true", help="one JSON document")
-    parser.add_argument("--plan", action="store_true",
-                        help="also run the planner on every row's cluster (slow: minutes for the shipped set)")
-    args = parser.parse_args(argv)
-    try:
-        path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
-        measurements = load_published(path)
-        only = None if args.only is None else [i.strip() for i in args.only.split(",") if i.strip()]
-        if only is not None:
-            known = {m.id for m in measurements}
-            unknown = [i for i in only if i not in known]
-            if unknown or not only:
-                raise InputError(f"--only {args.only}: " + (f"no measurement {', '.join(map(repr, unknown))} in "
-                                 f"{path or default_published()} (its ids: {', '.join(sorted(known)[:5])}, ...)"
-                                 if unknown else "give comma-separated measurement ids"))
-        rows = validate(measurements, only=only, with_plan=args.plan)
-    except InputError as exc:
-        print(f"hetopt: {exc}", file=sys.stderr)
-        return 2
-    summary = summarize(rows)
-    if args.json:
-        print(json.dumps({
-            "rows": [{"id": r.measurement.id, "group": r.measurement.group, "gpus": r.measurement.gpus,
-                      "metric": r.measurement.metric, "published": r.measurement.value, "predicted": r.predicted,
-                      "ratio": r.ratio, "layout": _layout_text(r.measurement.layout),
-                      "runtime": r.measurement.runtime.text(),
-                      "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
-                      "priced_vpp": None if r.priced is None else r.priced.vpp,
-                      "reason": r.reason, "over_memory": r.over_memory, "assumed_runtime": list(r.measurement.assumed),
-                      "year": r.measurement.year, "earlier_runtime": r.measurement.earlier_runtime,
-                      **({} if r.planned is None else {
-                          "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,
-                                   "layouts": sorted({st.layout for st in r.planned.stages}),
-                                   "microbatch_size": r.planned.microbatch_size, "status": r.planned.status.value}})}
-                     for r in rows],
-            "summary": summary,
-        }, indent=2, allow_nan=False))
-        return 0
-    plan_head = f" {'plan':>9} {'speed-up':>8}  plan layout" if args.plan else ""
-    print(f"{'id':28} {'GPUs':>5} {'published layout':32} {'metric':>15} {'published':>9} {'predicted':>9} {'ratio':>6}{plan_head}")
-    for r in rows:
-        m = r.measurement
-        pred = "-" if r.predicted is None else f"{r.predicted:.1f}"
-        ratio = r.reason if r.ratio is None else f"{r.ratio:.2f}" + ("*" if r.over_memory else "")
-        tail = ""
-        if r.planned is not None:
-            got = "-" if r.plan_predicted is None else f"{r.plan_predicted:.1f}"
-            up = "-" if r.plan_speedup is None else f"{r.plan_speedup:.2f}x"
-            tail = f" {got:>9} {up:>8}  {', '.join(sorted({st.layout for st in r.planned.stages})) or r.planned.reason}"
-        print(f"{m.id:28} {m.gpus:5d} {_layout_text(m.layout):32} {m.metric:>15} {m.value:9.1f} {pred:>9} {ratio:>6}{tail}")
-    assumed = [r for r in rows if r.measurement.assumed]
-    if assumed:
-        keys = sorted({k for r in assumed for k in r.measurement.assumed}, key=ASSUMED_RUNTIME.index)
-        earlier = sum(r.measurement.earlier_runtime for r in assumed)
-        print(f"{len(assumed)} rows do not say how they ran ({', '.join(keys)}): {earlier} dated before {CURRENT_RUNTIME_FROM} by "
-              "their source are priced as the runtimes of their time ran (attention unfused, no sequence parallelism, "
-              "data-parallel traffic after the backward pass, ZeRO-3 tensor by tensor), the other "
-              f"{len(assumed) - earlier} as a current runtime runs (FlashAttention where the GPU has it, sequence "
-              "parallelism, overlapped data-parallel traffic, ZeRO-3 layer by layer) (docs/formats.md; --json: "
-              "assumed_runtime, year)")
-    unsupported = [r for r in rows if r.measurement.unsupported]
-    if unsupported:
-        print(f"{len(unsupported)} rows not priced: their published layouts are outside the cost model (the reason in the "
-              "ratio column; --json: reason)")
-    over = [r for r in rows if r.over_memory]
-    if over:
-        print(f"* {len(over)} rows over the GPU's memory under the model, priced as if they fit (the runs ran: the memory "
-              "model over-counts them; --json: reason)")
-    for g, s in summary.items():
-        print(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
-    plans = [r.plan_ratio for r in rows if r.plan_ratio is not None]
-    if plans:
-        print(f"the plans over the published figures: {len(plans)} rows, median {statistics.median(plans):.2f}, "
-              f"range {min(plans):.2f}..{max(plans):.2f} (the planner's claimed gain under the model)")
-    return 0
+def select_only(measurements: list[Measurement], only: str | None, source: object) -> list[str] | None:
+    """The ids of a comma-separated ``only`` text, each checked against ``measurements``
+    (read from ``source``); None: every row.
+
+    Raises
+    ------
+    InputError
+        ``field="only"``: an unknown id (with some known ones) or no id at all.
+    """
+    if only is None:
+        return None
+    ids = [i.strip() for i in only.split(",") if i.strip()]
+    known = {m.id for m in measurements}
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise InputError(f"only {only}: no measurement {', '.join(map(repr, unknown))} in {source} "
+                         f"(its ids: {', '.join(sorted(known)[:5])}, ...)", field="only")
+    if not ids:
+        raise InputError(f"only {only}: give comma-separated measurement ids", field="only")
+    return ids
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def rows_to_dict(rows: list[Row]) -> dict:
+    """The rows and their summary as the ``hetopt validate --json`` document."""
+    return {
+        "rows": [{"id": r.measurement.id, "group": r.measurement.group, "gpus": r.measurement.gpus,
+                  "metric": r.measurement.metric, "published": r.measurement.value, "predicted": r.predicted,
+                  "ratio": r.ratio, "layout": layout_text(r.measurement.layout),
+                  "runtime": r.measurement.runtime.text(),
+                  "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
+                  "priced_vpp": None if r.priced is None else r.priced.vpp,
+                  "reason": r.reason, "over_memory": r.over_memory, "assumed_runtime": list(r.measurement.assumed),
+                  "year": r.measurement.year, "earlier_runtime": r.measurement.earlier_runtime,
+                  **({} if r.planned is None else {
+                      "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,
+                               "layouts": sorted({st.layout for st in r.planned.stages}),
+                               "microbatch_size": r.planned.microbatch_size, "status": r.planned.status.value}})}
+                 for r in rows],
+        "summary": summarize(rows),
+    }

@@ -71,7 +71,7 @@ def test_catalog_efficiencies_are_the_calibration():
 
 
 def test_catalog_gemm_efficiencies_are_the_calibration():
-    """The planner's e_g in the catalog is what ``python -m hetopt.generate.calibrate`` prints:
+    """The planner's e_g in the catalog is what ``hetopt calibrate`` prints:
     a GPU's own profile, else its measured matmul peak times what the A100 sustains of its own."""
     from hetopt.generate.calibrate import UNPROFILED, calibrate, unprofiled_gemm_efficiency
     from hetopt.hardware import load_gpus

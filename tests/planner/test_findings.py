@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from hetopt.catalog import instances_dir
+from hetopt import cli
 from hetopt.planner import findings, load_cluster, plan
 from hetopt.workload import load_model
 
@@ -38,10 +39,10 @@ def test_the_fsdp_alternative_agrees_with_fig9_on_the_batches():
 
 
 def test_findings_command_prints_tables_and_json(capsys):
-    assert findings.main(["--only", "fig9"]) == 0
+    assert cli.main(["findings", "--only", "fig9"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("## Cephalo Fig. 9: does NOT hold") and "| cephalo-a-vit-g-14-b128-measured |" in text
-    assert findings.main(["--only", "fig9", "--json"]) == 0
+    assert cli.main(["findings", "--only", "fig9", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc[0]["name"] == "Cephalo Fig. 9" and len(doc[0]["rows"]) == len(findings.FIG9_INSTANCES)
 
@@ -79,3 +80,7 @@ def test_half_mixtral_on_c2_puts_more_layers_on_the_h100s():
 
     one, choice = uniform_layout_time(load_cluster("tangram-c2"), cfg)
     assert one is not None and one >= p.iteration_time_s * (1 - 1e-9) and choice.startswith("tp")
+
+
+def test_the_command_line_names_every_finding():
+    assert cli.FINDING_NAMES == tuple(findings.FINDINGS)

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from hetopt import cli
+
 from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.planner import validate as v
@@ -37,9 +39,9 @@ def test_megatron_core_flops_by_hand_and_the_held_out_set_is_read_by_name(capsys
     B, s, l, h, V = 192, 4096, 24, 2048, 131072
     assert v.publisher_flops(m) == pytest.approx(72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h)), rel=1e-12)
     assert round(m.value / (m.island.gpu.training_flops / 1e12), 2) == 0.41
-    assert v.main(["--file", "megatron-core-h100", "--only", "mcore-h100-1.7b"]) == 0
+    assert cli.main(["validate", "--file", "megatron-core-h100", "--only", "mcore-h100-1.7b"]) == 0
     assert "mcore-h100-1.7b" in capsys.readouterr().out
-    assert v.main(["--file", "no-such-set"]) == 2
+    assert cli.main(["validate", "--file", "no-such-set"]) == 2
     assert "unknown published measurement set" in capsys.readouterr().err
 
 
@@ -103,11 +105,11 @@ def test_unknown_model_is_named(tmp_path):
     text = v.default_published().read_text().replace('model = "mlm-1.7b"', 'model = "mlm-1.8b"', 1)
     bad = tmp_path / "bad.toml"
     bad.write_text(text)
-    assert v.main(["--file", str(bad)]) == 2
+    assert cli.main(["validate", "--file", str(bad)]) == 2
 
 
 def test_json_output(capsys):
-    assert v.main(["--only", "mlm-t1-18.4b", "--json"]) == 0
+    assert cli.main(["validate", "--only", "mlm-t1-18.4b", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [r["id"] for r in doc["rows"]] == ["mlm-t1-18.4b"]
     assert doc["summary"]["all"]["rows"] == 1
@@ -125,7 +127,7 @@ def test_extreme_or_impossible_rows_are_refused_with_file_and_key(tmp_path, caps
     # Infinity into the JSON, and a layout error named --layout instead of the file's key
     bad = tmp_path / "bad.toml"
     bad.write_text(v.default_published().read_text().replace(old, new, 1))
-    assert v.main(["--file", str(bad), "--json"]) == 2
+    assert cli.main(["validate", "--file", str(bad), "--json"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("hetopt: ")
     with pytest.raises(InputError, match=message):
@@ -306,7 +308,7 @@ def test_the_megatron_readme_run_is_read_by_name_and_its_numbers_agree():
     (m,) = v.load_published(instances_dir() / "published" / "megatron-lm-readme-a100.toml")
     assert (m.layout.tp, m.layout.pp, m.layout.dp, m.layout.microbatch, m.gpus) == (8, 16, 8, 1, 1024)
     assert v.publisher_flops(m) / (m.value * 1e12 * m.gpus) == pytest.approx(32.0, rel=0.01)
-    assert v.main(["--file", "megatron-lm-readme-a100"]) == 0
+    assert cli.main(["validate", "--file", "megatron-lm-readme-a100"]) == 0
 
 
 def test_the_bloom_run_is_read_by_name_with_its_script_layout_and_a_time_ratio():
@@ -321,7 +323,7 @@ def test_the_bloom_run_is_read_by_name_with_its_script_layout_and_a_time_ratio()
     assert parameters(m.model) - m.model.sequence * m.model.hidden == pytest.approx(176_247e6, rel=5e-4)
     (row,) = v.validate((m,))
     assert row.ratio == pytest.approx(m.value / row.predicted)
-    assert v.main(["--file", "bigscience-bloom-a100"]) == 0
+    assert cli.main(["validate", "--file", "bigscience-bloom-a100"]) == 0
 
 
 def test_the_mt_nlg_runs_agree_with_eq_3_and_are_read_by_name():
@@ -331,7 +333,7 @@ def test_the_mt_nlg_runs_agree_with_eq_3_and_are_read_by_name():
     for m, tflops in zip(rows, (126, 121, 113)):
         counted = v.Measurement(**{**m.__dict__, "metric": "tflops_per_gpu", "flops": "megatron-eq3"})
         assert v.publisher_flops(counted) / (m.value * m.gpus) / 1e12 == pytest.approx(tflops, abs=0.6)
-    assert v.main(["--file", "megatron-turing-nlg-a100"]) == 0
+    assert cli.main(["validate", "--file", "megatron-turing-nlg-a100"]) == 0
 
 
 def test_the_plans_ratio_to_the_published_figure_is_printed_and_never_below_the_layouts(capsys):
@@ -340,7 +342,7 @@ def test_the_plans_ratio_to_the_published_figure_is_printed_and_never_below_the_
     (row,) = v.validate(v.load_published(), only=["mlm-t1-1.7b"], with_plan=True)
     assert row.plan_ratio == pytest.approx(row.plan_predicted / row.measurement.value)
     assert row.plan_ratio >= row.ratio * (1 - 1e-12)
-    assert v.main(["--only", "mlm-t1-1.7b", "--plan"]) == 0
+    assert cli.main(["validate", "--only", "mlm-t1-1.7b", "--plan"]) == 0
     assert "the plans over the published figures: 1 rows, median" in capsys.readouterr().out
 
 
@@ -373,7 +375,7 @@ def test_a_row_runtime_that_cannot_run_its_layout_or_is_malformed_is_refused(tmp
     path.write_text(row.replace("layout = {", f"runtime = {runtime}\nlayout = {{"))
     with pytest.raises(InputError, match=message):
         v.load_published(path)
-    assert v.main(["--file", str(path)]) == 2
+    assert cli.main(["validate", "--file", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("hetopt: ")
 
@@ -409,7 +411,7 @@ def test_the_2022_set_reproduces_the_megatron_readme_mfu():
         assert full.layout.recompute == "full" and sel.layout.recompute == "selective"
         assert (full.layout.tp, full.layout.pp) == (sel.layout.tp, sel.layout.pp)
         assert 100 * (full.value / sel.value - 1) == pytest.approx(gain, abs=0.15), size
-    assert v.main(["--file", "megatron-selective-a100"]) == 0
+    assert cli.main(["validate", "--file", "megatron-selective-a100"]) == 0
 
 
 def test_the_mpt_set_reproduces_the_llm_foundry_mfu_and_batches():
@@ -454,7 +456,7 @@ def test_the_mpt_set_reproduces_the_llm_foundry_mfu_and_batches():
         flops_per_seq = 3 * 2 * n_params * s + 3 * l * 2 * 2 * d * s * s
         at = lambda tokens_per_s_per_gpu: 100 * flops_per_seq * tokens_per_s_per_gpu / s / peak  # noqa: E731
         assert at(m.value) - 0.005 <= mfu <= at(m.value + 1) + 0.005, (key, at(m.value))
-    assert v.main(["--file", "mosaicml-mpt"]) == 0
+    assert cli.main(["validate", "--file", "mosaicml-mpt"]) == 0
 
 
 def test_a_rows_precision_is_the_hardwares_unless_stated_and_bf16_needs_a_gpu_with_it(tmp_path, capsys):
@@ -482,7 +484,7 @@ def test_a_published_layout_over_memory_under_the_model_is_still_priced_and_flag
     assert over and plan is not None and "does not fit in memory" in why and plan.peak_bytes > m.island.gpu.memory_bytes
     (row,) = v.validate((m,))
     assert row.over_memory and row.ratio is not None and row.plan_speedup is None
-    assert v.main(["--file", "mosaicml-mpt", "--only", m.id]) == 0
+    assert cli.main(["validate", "--file", "mosaicml-mpt", "--only", m.id]) == 0
     out = capsys.readouterr().out
     assert f"{row.ratio:.2f}*" in out and "1 rows over the GPU's memory under the model" in out
     # a layout that fits is not flagged
@@ -530,12 +532,12 @@ def test_a_row_outside_the_cost_model_is_listed_not_priced_and_the_rest_are_pric
         "tp = 8, pp = 12, dp = 4", "tp = 16, pp = 6, dp = 4")
     path = tmp_path / "pub.toml"
     path.write_text(row + "[[measurement]]" + wide)
-    assert v.main(["--file", str(path), "--json"]) == 0
+    assert cli.main(["validate", "--file", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     by_id = {r["id"]: r for r in doc["rows"]}
     assert by_id["tp16"]["ratio"] is None and "not priced: tp=16: exceeds the 8 GPUs of a node" in by_id["tp16"]["reason"]
     assert by_id["x"]["ratio"] is not None and doc["summary"]["all"]["rows"] == 1
-    assert v.main(["--file", str(path)]) == 0
+    assert cli.main(["validate", "--file", str(path)]) == 0
     assert "1 rows not priced" in capsys.readouterr().out
     path.write_text(row.replace("b = 1,", "b = 5,"))
     with pytest.raises(InputError, match=r"measurement\[0\]\.layout: mbs=5 dp=4"):
@@ -578,11 +580,11 @@ def test_rows_that_do_not_say_how_they_ran_are_named(tmp_path, capsys):
     path = tmp_path / "pub.toml"
     path.write_text(CATALOG_ROW.format(model="GPT3-175B", gpu="A100-SXM4-80GB").replace(
         "layout = {", "layout = { flash_attention = false,"))
-    assert v.main(["--file", str(path), "--json"]) == 0
+    assert cli.main(["validate", "--file", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == ["overlap", "sequence_parallel"]
-    assert v.main(["--file", str(path)]) == 0
+    assert cli.main(["validate", "--file", str(path)]) == 0
     assert "1 rows do not say how they ran (overlap, sequence_parallel): 0 dated before 2023" in capsys.readouterr().out
-    assert v.main(["--only", "mlm-t1-1.7b", "--json"]) == 0  # the shipped calibration set states it
+    assert cli.main(["validate", "--only", "mlm-t1-1.7b", "--json"]) == 0  # the shipped calibration set states it
     assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == []
 
 
@@ -652,7 +654,7 @@ def test_the_neox_run_is_read_with_its_config_layout():
     assert (m.layout.tp, m.layout.pp, m.layout.dp, m.layout.microbatch, m.gpus) == (2, 4, 12, 4, 96)
     assert m.global_batch == 4 * 32 * 12 and not m.model.tied_embeddings
     assert parameters(m.model) / 1e9 == pytest.approx(20.6, abs=0.1)
-    assert v.main(["--file", "eleutherai-neox-a100"]) == 0
+    assert cli.main(["validate", "--file", "eleutherai-neox-a100"]) == 0
 
 
 def test_every_shipped_set_is_read_and_every_row_is_priced_or_says_why():
