@@ -84,8 +84,8 @@ def check_model_path(path: str | os.PathLike[str], kind: str) -> Path:
 
     Raises
     ------
-    ValueError
-        "write_model: ..." naming the endings the model can be written with.
+    InputError
+        ``field="write_model"``: "write_model: ..." naming the endings the model can be written with.
 
     Examples
     --------
@@ -94,7 +94,7 @@ def check_model_path(path: str | os.PathLike[str], kind: str) -> Path:
     >>> check_model_path("out.mps", "cpsat")
     Traceback (most recent call last):
     ...
-    ValueError: write_model: out.mps: a CP-SAT model is written as .pb.txt (protobuf text) or .pb (binary); .mps and .lp are for the MILP (method milp)
+    hetopt.errors.InputError: write_model: out.mps: a CP-SAT model is written as .pb.txt (protobuf text) or .pb (binary); .mps and .lp are for the MILP (method milp)
     """
     target = Path(path)
     if target.name.lower().endswith(MODEL_SUFFIXES[kind]):

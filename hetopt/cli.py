@@ -25,9 +25,9 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -37,6 +37,10 @@ from hetopt.io import load
 from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
 from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
+
+if TYPE_CHECKING:  # the planner is imported by the plan command only
+    from hetopt.planner.answer import HeteroPlan
+    from hetopt.planner.request import PlanRequest
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT, EXIT_INTERNAL = 0, 1, 2, 3, 4
 #: The reader of stdout went away: the shell's status of a program killed by SIGPIPE (128 + 13).
@@ -599,8 +603,69 @@ def build_parser() -> argparse.ArgumentParser:
 PLAN_FLAGS = {"microbatch_size": "--microbatch", "policies": "--no-prune"}
 
 
+def policies_from(no_prune: str | None) -> tuple[str, ...]:
+    """The pruning policies left on after ``--no-prune a,b`` (or ``all``)."""
+    from hetopt.planner.enumerate import POLICIES
+
+    if not no_prune:
+        return POLICIES
+    off = set(POLICIES) if no_prune == "all" else {p.strip() for p in no_prune.split(",")}
+    unknown = off - set(POLICIES)
+    if unknown:
+        raise InputError(f"--no-prune: unknown policy {', '.join(sorted(unknown))} (known: {', '.join(POLICIES)}, all)")
+    return tuple(p for p in POLICIES if p not in off)
+
+
+def request_from(args: argparse.Namespace) -> PlanRequest:
+    """The :class:`PlanRequest` of parsed ``hetopt plan`` arguments (not yet checked)."""
+    from hetopt.planner.enumerate import DEFAULT_TASKS
+    from hetopt.planner.request import PlanRequest
+
+    return PlanRequest(
+        cluster=args.cluster, model=args.model, global_batch=args.global_batch, microbatch_size=args.microbatch,
+        seq=args.seq, policies=policies_from(args.no_prune), time_limit=args.time_limit,
+        alternatives=not args.no_alternatives, max_islands=args.max_islands,
+        tasks=DEFAULT_TASKS if args.tasks is None else args.tasks,
+        # unset: plan() picks the atoms (coarser on clusters of very many islands)
+        layers_per_atom=args.layers_per_atom, layout=getattr(args, "layout", None),
+        time_model=getattr(args, "time_model", "closed-form"), replicas=getattr(args, "replicas", False),
+        runtime=getattr(args, "runtime", None),
+    )
+
+
+def run_plan(args: argparse.Namespace, on_progress: Callable[[str, int, int], None] | None = None) -> HeteroPlan:
+    """Run the planner for parsed ``hetopt plan`` arguments.
+
+    Every option is checked (:meth:`PlanRequest.checked`) and the cluster and model read
+    before any worker starts.
+
+    Raises
+    ------
+    InputError
+        Unknown cluster or model, bad sizes or time limit (``field`` names the option), a
+        scheduler address that is malformed or where no Dask scheduler answers.
+    hetopt.planner.workers.WorkersLost
+        When the worker processes keep dying or the Dask cluster has no worker left.
+    """
+    from dataclasses import replace
+
+    from hetopt.planner.cluster import load_cluster
+    from hetopt.planner.plan import plan
+    from hetopt.planner.request import as_model
+    from hetopt.planner.workers import executor_for
+
+    request = request_from(args).checked()
+    request = replace(request, cluster=load_cluster(request.cluster), model=as_model(request.model))
+    started = time.monotonic()
+    with executor_for(args.workers, args.scheduler, request.time_limit) as executor:
+        # the limit bounds the whole call: what connecting to a scheduler took is not the plan's
+        limit = None if request.time_limit is None else max(request.time_limit - (time.monotonic() - started), 0.0)
+        return plan(replace(request, time_limit=limit), executor=executor, on_progress=on_progress)
+
+
 def plan_flag_error(exc: InputError) -> InputError:
-    """``exc`` with the field it starts with replaced by ``hetopt plan``'s flag for it.
+    """``exc`` with the field it starts with replaced by the command line's flag for it
+    (``hetopt plan``'s, and ``--to``, ``--profiles``, ``--only`` of the other commands).
 
     >>> str(plan_flag_error(InputError("microbatch_size 4: must divide 30", field="microbatch_size")))
     '--microbatch 4: must divide 30'
@@ -612,12 +677,12 @@ def plan_flag_error(exc: InputError) -> InputError:
 
 
 def cmd_plan(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.planner import report, run
+    from hetopt.planner import report
     from hetopt.planner.workers import WorkersLost
 
     _check_draw(args)
     try:
-        return _run_plan(args, out, report, run)
+        return _run_plan(args, out, report)
     except InputError as exc:
         raise plan_flag_error(exc) from None
     except WorkersLost as exc:  # the pool or the cluster is gone: one line, like bad input
@@ -625,7 +690,7 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
         return EXIT_USAGE
 
 
-def _run_plan(args: argparse.Namespace, out: Console, report, run) -> int:
+def _run_plan(args: argparse.Namespace, out: Console, report) -> int:
     """Plan (with a progress bar on a terminal), print, draw; the exit code."""
     if sys.stdout.isatty() and not args.json:
         from rich.progress import Progress
@@ -636,9 +701,9 @@ def _run_plan(args: argparse.Namespace, out: Console, report, run) -> int:
             def on_progress(phase: str, done: int, total: int) -> None:
                 progress.update(task, description=f"enumeration, {phase}", completed=done, total=total)
 
-            result = run.run_plan(args, on_progress)
+            result = run_plan(args, on_progress)
     else:
-        result = run.run_plan(args)
+        result = run_plan(args)
     document = plain(result)
     if args.json:
         print(json.dumps(document, indent=2))
@@ -682,6 +747,8 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
             out.print(str(path), highlight=False)
     except OSError as exc:  # the folder cannot be made or written (permissions, a full disk)
         raise InputError(f"--out {target}: cannot write ({exc.strerror or exc})") from None
+    except InputError as exc:
+        raise plan_flag_error(exc) from None  # "profiles ..." -> "--profiles ..."
     return EXIT_OK
 
 
@@ -821,7 +888,10 @@ def cmd_export(args: argparse.Namespace, out: Console) -> int:
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"-o {args.out}: exists and is not a folder (give a folder name)")
     model = load_model(args.model) if args.model else None
-    result = export_file(args.file, args.to, model=model)
+    try:
+        result = export_file(args.file, args.to, model=model)
+    except InputError as exc:
+        raise plan_flag_error(exc) from None  # "to ..." -> "--to ..."
     if args.out is not None:
         for path in write_output(result, args.out):
             out.print(str(path), highlight=False)

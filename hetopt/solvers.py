@@ -170,7 +170,7 @@ def check_options(**options: Any) -> dict[str, Any]:
     >>> check_options(time_limit=-1)
     Traceback (most recent call last):
     ...
-    ValueError: time_limit: must be a finite number of seconds >= 0 (got -1)
+    hetopt.errors.InputError: time_limit: must be a finite number of seconds >= 0 (got -1)
     """
     options = dict(options)
     for old, new in DEPRECATED_OPTIONS.items():

@@ -14,3 +14,8 @@ GIB = 2.0**30
 #: available): a stage or a GPU that needs exactly its capacity fits, and so does one that
 #: exceeds it by a rounding error of the GiB -> bytes conversion or of a sum.
 MEMORY_RTOL = 1e-9
+
+#: Bits per byte: networks are quoted in Gb/s, the library works in bytes/s.
+BITS_PER_BYTE = 8
+#: Bytes/s in one Gb/s.
+GBPS = 1e9 / BITS_PER_BYTE

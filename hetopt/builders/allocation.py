@@ -9,7 +9,7 @@ The formulas and every constant are in ``formulations/allocation.md`` ("Instance
 from __future__ import annotations
 
 from hetopt.allocation.problem import AllocationInstance, GpuGroup, Latency
-from hetopt.costmodel import BACKWARD_PER_FORWARD
+from hetopt.costmodel import BACKWARD_PER_FORWARD, LOGIT_BYTES
 from hetopt.hardware import GpuType
 from hetopt.units import GIB
 from hetopt.workload import (
@@ -35,8 +35,6 @@ UNEVEN_SHARD_OVERHEAD = 0.25
 UNSHARDED_UNITS = 2
 #: Bytes per parameter of an unsharded unit: fp16 weights (2) and fp16 gradients (2).
 UNIT_BYTES_PER_PARAMETER = 4
-#: Bytes per logit kept for the loss: fp32 logits and their gradient (4 + 4).
-LOGIT_BYTES = 8
 #: Table points written for analytic latencies (the line continues them exactly).
 TABLE_POINTS = 8
 

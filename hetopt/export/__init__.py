@@ -104,7 +104,7 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
     """
     module = TARGETS.get(target)
     if module is None:
-        raise InputError(f"--to {target}: unknown target (targets: {', '.join(TARGETS)})")
+        raise InputError(f"to {target}: unknown target (targets: {', '.join(TARGETS)})", field="to")
     found = kind(doc, source)
     if found not in module.ACCEPTS:
         article = "an" if found[0] in "aeiou" else "a"

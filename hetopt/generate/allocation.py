@@ -227,8 +227,8 @@ def write(folder: Path, profiles: Path | None = None) -> list[Path]:
         try:
             loads(text, source=name)
         except InputError as exc:
-            raise InputError(f"--profiles {profiles or default_profiles_dir()}: gives an instance the reader refuses "
-                             f"({exc})") from None
+            raise InputError(f"profiles {profiles or default_profiles_dir()}: gives an instance the reader refuses "
+                             f"({exc})", field="profiles") from None
     folder.mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in texts.items():

@@ -24,10 +24,8 @@ import numpy as np
 
 from hetopt.errors import InputError
 from hetopt.result import Evaluation
-from hetopt.units import GIB  # noqa: F401  (re-exported: instances are built in GiB)
+from hetopt.units import GBPS, GIB  # noqa: F401  (re-exported: instances are built in GiB and Gb/s)
 
-#: Bytes/s in one Gb/s (networks are quoted in gigabits per second).
-GBPS = 1e9 / 8
 #: Bytes/s in one GB/s (NVLink and PCIe are quoted in gigabytes per second).
 GBS = 1e9
 #: FLOP/s in one TFLOP/s.

@@ -15,9 +15,9 @@ from hetopt.allocation.problem import AllocationInstance
 from hetopt.builders.allocation import analytic_allocation
 from hetopt.planner.cluster import Cluster
 from hetopt.result import Result
+from hetopt.units import BITS_PER_BYTE
 from hetopt.workload import ModelConfig
 
-BITS_PER_BYTE = 8.0
 
 
 def ring_bandwidth_gbps(cluster: Cluster) -> float:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hetopt.catalog import instances_dir
 from hetopt.costmodel import PRECISIONS, hardware_precision, precision_problem
+from hetopt.units import BITS_PER_BYTE
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
@@ -62,8 +63,6 @@ FLOP_CONVENTIONS = ("megatron-eq3", "megatron-core")
 #: Micro-batch sizes (samples per replica) tried when the publication does not state it:
 #: the layout is then priced at its best micro-batch size under the model.
 UNSTATED_MICROBATCHES = (1, 2, 4, 8)
-#: Bits per byte (networks are given in Gb/s, the cost model works in bytes/s).
-BITS_PER_BYTE = 8
 #: The ``--runtime`` keys a row's ``runtime`` may name: what its framework could have run
 #: (``validate --plan`` searches only that). How the run ran (overlap, attention, sequence
 #: parallelism, ...) is the layout's, and the plan runs the same way.

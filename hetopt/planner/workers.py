@@ -15,6 +15,7 @@ import concurrent.futures as cf
 import concurrent.futures.process  # noqa: F401  (cf.process, for the manager thread's class)
 import threading
 import contextlib
+import os
 import socket
 import struct
 import time
@@ -221,11 +222,12 @@ def dask_executor(address: str, timeout: float | None = None) -> Iterator[Execut
     try:
         from distributed import Client
     except ImportError:
-        raise InputError("--scheduler needs Dask's distributed package: pip install 'hetopt[dask]'") from None
+        raise InputError("scheduler: needs Dask's distributed package: pip install 'hetopt[dask]'", field="scheduler") from None
     try:
         client = Client(address, timeout=f"{timeout}s")
     except (OSError, MemoryError, ValueError, TypeError) as exc:
-        raise InputError(f"--scheduler {address}: cannot connect ({str(exc).splitlines()[0] if str(exc) else exc!r})") from None
+        raise InputError(f"scheduler {address}: cannot connect ({str(exc).splitlines()[0] if str(exc) else exc!r})",
+                         field="scheduler") from None
     try:
         yield DaskExecutor(client, address)
     finally:
@@ -356,3 +358,28 @@ def gather(
                 raise WorkersLost(f"the Dask cluster at {executor.address} has had no worker for "
                                   f"{NO_WORKER_GRACE_S:g} s; start workers, or plan without --scheduler")
     return results
+
+
+@contextlib.contextmanager
+def executor_for(workers: int | None, scheduler: str | None, timeout: float | None = None) -> Iterator[Executor | None]:
+    """A Dask scheduler's executor (``scheduler``, connecting within ``timeout`` seconds), a
+    process pool of ``workers`` processes that replaces dead workers (``workers`` > 1), or
+    None (here).
+
+    Raises
+    ------
+    InputError
+        A malformed scheduler address, no Dask scheduler answering there, ``workers`` < 1.
+    """
+    if scheduler:
+        with dask_executor(scheduler, timeout) as executor:
+            yield executor
+        return
+    n = os.cpu_count() or 1 if workers is None else workers
+    if n < 1:
+        raise InputError(f"workers {workers}: must be >= 1", field="workers")
+    if n == 1:
+        yield None
+        return
+    with ProcessPool(n) as pool:
+        yield pool

@@ -20,10 +20,8 @@ from functools import cached_property
 
 from hetopt.errors import InputError
 from hetopt.result import Evaluation
-from hetopt.units import GIB
+from hetopt.units import GBPS, GIB  # noqa: F401  (GBPS re-exported: readers build shapes in Gb/s)
 
-#: Bytes/s in one Gb/s (networks are quoted in gigabits per second).
-GBPS = 1e9 / 8
 
 # Accepted ranges, checked by the constructor for files and code alike (the reader
 # imports these names). They keep every derived figure finite and the integer scaling of

@@ -162,19 +162,19 @@ def test_threads_sharing_one_parallelizer_keep_their_own_memo():
     shared = BuiltinParallelizer()
     cuts = [(0, 6), (6, 12), (12, 18), (0, 12)]
     answers: dict[int, object] = {}
-    memos: dict[int, int] = {}
+    memos: dict[int, object] = {}
 
     def work(i: int) -> None:
         a, b = cuts[i]
         answers[i] = shared.parallelize(Slice(atoms[a:b]), isl, microbatch_size=2, microbatches=8, global_batch=16)
-        memos[i] = id(shared._memo)
+        memos[i] = shared._memo  # the object itself: an id alone may be reused once a thread's memo is freed
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(cuts))]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert len(answers) == len(cuts) and len(set(memos.values())) == len(cuts)
+    assert len(answers) == len(cuts) and len({id(m) for m in memos.values()}) == len(cuts)
     assert shared._memo == {}  # the main thread's memo: untouched by the workers
     for i, (a, b) in enumerate(cuts):
         assert answers[i] == BuiltinParallelizer().parallelize(Slice(atoms[a:b]), isl, microbatch_size=2, microbatches=8,

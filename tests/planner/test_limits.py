@@ -362,7 +362,7 @@ def one_worker_dask():
 
 
 def test_a_dask_cluster_whose_only_worker_dies_keeps_the_time_limit(one_worker_dask):
-    from hetopt.planner.run import executor_for
+    from hetopt.planner.workers import executor_for
 
     with executor_for(None, one_worker_dask) as executor:
         started = time.perf_counter()
@@ -375,7 +375,7 @@ def test_a_dask_cluster_whose_only_worker_dies_keeps_the_time_limit(one_worker_d
 
 def test_a_dask_cluster_without_workers_fails_with_one_line(one_worker_dask, monkeypatch):
     from hetopt.planner import workers
-    from hetopt.planner.run import executor_for
+    from hetopt.planner.workers import executor_for
 
     monkeypatch.setattr(workers, "NO_WORKER_GRACE_S", 2.0)
     with executor_for(None, one_worker_dask) as executor, pytest.raises(workers.WorkersLost, match="no worker"):

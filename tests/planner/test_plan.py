@@ -83,7 +83,7 @@ def test_process_pool_gives_the_same_plan():
 
 def test_dask_cluster_on_loopback_gives_the_same_plan():
     distributed = pytest.importorskip("distributed")
-    from hetopt.planner.run import executor_for
+    from hetopt.planner.workers import executor_for
 
     cfg, cl = model("gpt3-2.7b"), load_cluster("cephalo-a")
     here = plan(cl, cfg, global_batch=32, microbatch_size=2, seq=512, alternatives=False)
