@@ -409,7 +409,7 @@ def solve_cpsat(
     model: cp_model.CpModel,
     *,
     time_limit: float | None = None,
-    workers: int | None = None,
+    threads: int | None = None,
     seed: int | None = DEFAULT_CPSAT_SEED,
     on_solver: Callable[[cp_model.CpSolver], None] | None = None,
 ) -> tuple[cp_model.CpSolver, Outcome]:
@@ -419,7 +419,7 @@ def solve_cpsat(
     ----------
     time_limit
         Seconds, or None for no limit.
-    workers
+    threads
         Search workers (``hetopt solve --threads``). None: one worker, so that the same
         model gives the same solution on every run (see ``DEFAULT_CPSAT_WORKERS``); more
         workers search in parallel and may return a different one of several equal optima.
@@ -445,7 +445,7 @@ def solve_cpsat(
     solver = cp_model.CpSolver()
     if time_limit is not None:
         solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
-    solver.parameters.num_workers = workers or DEFAULT_CPSAT_WORKERS
+    solver.parameters.num_workers = threads or DEFAULT_CPSAT_WORKERS
     solver.parameters.random_seed = DEFAULT_CPSAT_SEED if seed is None else seed
     if on_solver is not None:
         on_solver(solver)

@@ -205,7 +205,7 @@ def check_options(**options: Any) -> dict[str, Any]:
 def _accepted(fam: Family, func: Any, options: dict[str, Any]) -> dict[str, Any]:
     """The options ``func`` takes, from checked options (unknown names raise TypeError).
 
-    ``threads`` goes to a method's ``threads`` (MILP) or ``workers`` (CP-SAT) parameter. An
+    Every method names the thread count ``threads`` (``hetopt.modelmethod``). An
     option the family knows but this method does not take is ignored (``backend`` for
     ``dp``), and so is one the registry binds (``backend`` for ``milp-cbc``).
     """
@@ -220,11 +220,8 @@ def _accepted(fam: Family, func: Any, options: dict[str, Any]) -> dict[str, Any]
     bound = set(func.keywords) if isinstance(func, functools.partial) else set()
     taken = {}
     for name, value in options.items():
-        target = name
-        if name == "threads" and "threads" not in params and "workers" in params:
-            target = "workers"
-        if target in params and target not in bound and target not in _INTERNAL_PARAMETERS:
-            taken[target] = value
+        if name in params and name not in bound and name not in _INTERNAL_PARAMETERS:
+            taken[name] = value
     return taken
 
 

@@ -133,3 +133,17 @@ def test_a_shared_constant_is_defined_once():
                 if name.isupper() and name not in PER_MODULE:
                     seen.setdefault((name, ast.unparse(node.value)), []).append(_rel(path))
     assert {k: v for k, v in seen.items() if len(v) > 1} == {}
+
+
+#: The longest function the planner may hold (lines, docstring included): its steps are named
+#: functions, each of which a reader takes in at once.
+LONGEST_PLANNER_FUNCTION = 100
+
+
+def test_no_planner_function_is_longer_than_a_page():
+    long = [f"{_rel(path)}:{node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for path in sorted((PACKAGE / "planner").glob("*.py"))
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.end_lineno - node.lineno + 1 > LONGEST_PLANNER_FUNCTION]
+    assert long == []

@@ -22,8 +22,9 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import check_model_path, solve_cpsat, write_cpsat_model
-from hetopt.family import Deadline, conclude_model, no_solution
+from hetopt.backends import check_model_path
+from hetopt.family import Deadline, no_solution
+from hetopt.modelmethod import BuiltModel, solve_model, threads_alias
 from hetopt.result import Result, Status
 
 #: Seconds per integer time unit in the CP-SAT model (1 ns). Iteration times here are
@@ -52,11 +53,12 @@ def scaled(seconds: float) -> int:
     return math.floor(seconds / TIME_QUANTUM_S)
 
 
+@threads_alias
 def solve_cpsat_model(
     instance: AllocationInstance,
     *,
     time_limit: float | None = None,
-    workers: int | None = None,
+    threads: int | None = None,
     seed: int = 0,
     write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
@@ -65,10 +67,7 @@ def solve_cpsat_model(
     Parameters
     ----------
     write_model
-        Write the model, as built for this solve (warm-start hint included), to this file
-        before solving it: ``.pb.txt`` (protobuf text) or ``.pb`` (binary);
-        ``stats["model_file"]`` names it. Nothing is written when the method stops before
-        the model is built (infeasible by presolve, declined, time limit).
+        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------
@@ -165,17 +164,7 @@ def solve_cpsat_model(
                 model.add_hint(y[key], key in used)
             model.add_hint(z, max(scaled(float(options[g].time[o])) for (g, o) in used))
 
-    backend_limit = None
-    if time_limit is not None:
-        backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
-        if backend_limit <= 0:
-            return out_of_time()
-    written = {} if write_model is None else {"model_file": write_cpsat_model(model, write_model)}
-    solver, outcome = solve_cpsat(model, time_limit=backend_limit, workers=workers, seed=seed)
-    stats = dict(outcome.stats, options=len(x), hinted=hinted, mean_rows_dropped=mean_rows_dropped, **written)
-    bound = lower if outcome.bound is None else max(lower, outcome.bound * TIME_QUANTUM_S)
-
-    def decode():
+    def decode(solver):
         per_group = [[] for _ in instance.groups]
         for (g, o), var in x.items():
             count = solver.value(var)
@@ -184,7 +173,10 @@ def solve_cpsat_model(
         return build_solution(instance, expand_counts(instance, per_group))
 
     # the presolve (why_infeasible) proved a plan exists: an infeasible outcome is a bug
-    return conclude_model(
-        problem="allocation", method="cpsat", instance=instance, outcome=outcome, decode=decode,
-        evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="CP-SAT",
+    built = BuiltModel(
+        problem="allocation", method="cpsat", instance=instance, evaluate=evaluate, model=model, kind="cpsat",
+        decode=decode, bound=lambda b: lower if b is None else max(lower, b * TIME_QUANTUM_S), floor=lower,
+        stats={"options": len(x), "hinted": hinted, "mean_rows_dropped": mean_rows_dropped},
+        load_s=LOAD_S + LOAD_S_PER_OPTION * count, deadline=deadline,
     )
+    return solve_model(built, time_limit=time_limit, threads=threads, seed=seed, write_model=write_model)

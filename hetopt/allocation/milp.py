@@ -31,8 +31,9 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_pulp_by, write_pulp_model
-from hetopt.family import Deadline, conclude_model, no_solution
+from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path
+from hetopt.family import Deadline, no_solution
+from hetopt.modelmethod import BuiltModel, solve_model
 from hetopt.result import Result, Status
 
 #: Most options (after pruning) the MILP takes: PuLP builds about 10^4 options a second,
@@ -68,10 +69,7 @@ def solve_milp(
     threads
         Solver threads.
     write_model
-        Write the model, as built for this solve, to this file before solving it: ``.mps``
-        or ``.lp`` (see ``hetopt.backends.MODEL_SUFFIXES``); ``stats["model_file"]`` names
-        it. Nothing is written when the method stops before the model is built (infeasible
-        by presolve, declined, time limit).
+        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------
@@ -107,13 +105,9 @@ def solve_milp(
             reason=f"{count} options after pruning exceed the MILP's limit of {MAX_MILP_OPTIONS}; use dp",
         )
 
-    written: dict = {}  # {"model_file": path} once the model is written
-
-    def out_of_time(reason: str = "time limit reached while building the MILP") -> Result:
-        return no_solution(
-            problem="allocation", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=lower, reason=reason,
-            stats=written,
-        )
+    def out_of_time() -> Result:
+        return no_solution(problem="allocation", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=lower,
+                           reason="time limit reached while building the MILP")
 
     prob = pulp.LpProblem("allocation", pulp.LpMinimize)
     z = prob.add_variable("z", lowBound=lower)
@@ -139,32 +133,19 @@ def solve_milp(
     if deadline.expired():
         return out_of_time()
 
-    backend_limit = None
-    if time_limit is not None:
-        backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_OPTION * count
-        if backend_limit <= 0:
-            return out_of_time()
-    if write_model is not None:
-        written["model_file"] = write_pulp_model(prob, write_model)
-    # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
-    ran = solve_pulp_by(prob, None if time_limit is None else deadline,
-                        lambda: {key: round(var.value() or 0.0) for key, var in x.items()},
-                        backend=backend, time_limit=backend_limit, threads=threads)
-    if ran is None:
-        return out_of_time(f"time limit reached before {backend} returned (stopped)")
-    outcome, counts = ran
-    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(), options=len(x), **written)
-    bound = lower if outcome.bound is None else max(lower, outcome.bound)
-
-    def decode():
+    def decode(counts):
         per_group = [[] for _ in instance.groups]
-        for (g, o), count in counts.items():
-            if count:
-                per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
+        for (g, o), n in counts.items():
+            if n:
+                per_group[g].append((n, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
         return build_solution(instance, expand_counts(instance, per_group))
 
     # the presolve (why_infeasible) proved a plan exists: an infeasible outcome is a bug
-    return conclude_model(
-        problem="allocation", method=method, instance=instance, outcome=outcome, decode=decode,
-        evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="the MILP",
+    built = BuiltModel(
+        problem="allocation", method=method, instance=instance, evaluate=evaluate, model=prob, kind="milp",
+        decode=decode, read=lambda: {key: round(var.value() or 0.0) for key, var in x.items()},
+        bound=lambda b: lower if b is None else max(lower, b), floor=lower,
+        stats={"variables": len(prob.variables()), "constraints": prob.numConstraints(), "options": len(x)},
+        load_s=LOAD_S + LOAD_S_PER_OPTION * count, deadline=deadline,
     )
+    return solve_model(built, time_limit=time_limit, threads=threads, backend=backend, write_model=write_model)

@@ -19,8 +19,9 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from hetopt.backends import check_model_path, solve_cpsat, write_cpsat_model
-from hetopt.family import Deadline, conclude_model, no_solution
+from hetopt.backends import check_model_path
+from hetopt.family import Deadline, no_solution
+from hetopt.modelmethod import BuiltModel, solve_model, threads_alias
 from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, hint_values, model_data, ticker
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
 from hetopt.islands.subsets import OutOfTime
@@ -33,11 +34,12 @@ if TYPE_CHECKING:
 BOUND_SLACK = 1e-6
 
 
+@threads_alias
 def solve_cpsat_model(
     instance: IslandsInstance,
     *,
     time_limit: float | None = None,
-    workers: int | None = None,
+    threads: int | None = None,
     seed: int = 0,
     write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
@@ -51,10 +53,7 @@ def solve_cpsat_model(
     Parameters
     ----------
     write_model
-        Write the model, as built for this solve (warm-start hint included), to this file
-        before solving it: ``.pb.txt`` (protobuf text) or ``.pb`` (binary);
-        ``stats["model_file"]`` names it. Nothing is written when the method stops before
-        the model is built (infeasible by presolve, declined, time limit).
+        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------
@@ -88,24 +87,20 @@ def solve_cpsat_model(
     except OutOfTime:
         return greedy_answer(instance, data, "cpsat", deadline, stats, "time limit reached while building the CP-SAT model")
     stats["variables"] = len(model.proto.variables)
-    if write_model is not None:
-        stats["model_file"] = write_cpsat_model(model, write_model)
 
-    solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
-    stats.update(outcome.stats)
-    bound = None if outcome.bound is None else float(math.ceil(outcome.bound - BOUND_SLACK))
-    if outcome.status is Status.TIME_LIMIT:  # no solution from CP-SAT: the greedy's islands are one
-        return greedy_answer(instance, data, "cpsat", deadline, stats, "time limit reached before CP-SAT found islands")
-
-    def decode():
-        islands = [[v for v in range(instance.num_nodes) if (v, k) in x and solver.boolean_value(x[v, k])] for k in range(data.slots)]
+    def decode(solver):
+        islands = [[v for v in range(instance.num_nodes) if (v, k) in x and solver.boolean_value(x[v, k])]
+                   for k in range(data.slots)]
         return build_solution(instance, [i for i in islands if i])
 
-    # infeasible_reason=None: the greedy's islands are a solution of the model
-    return conclude_model(
-        problem="islands", method="cpsat", instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
-        deadline=deadline, bound=bound, stats=stats, model="CP-SAT",
+    # infeasible_reason=None: the greedy's islands are a solution of the model, and its answer
+    # when CP-SAT finds none in time
+    built = BuiltModel(
+        problem="islands", method="cpsat", instance=instance, evaluate=evaluate, model=model, kind="cpsat", decode=decode,
+        bound=lambda b: None if b is None else float(math.ceil(b - BOUND_SLACK)), stats=stats, deadline=deadline,
+        known=lambda reason, bound, stats: greedy_answer(instance, data, "cpsat", deadline, stats, reason, bound),
     )
+    return solve_model(built, time_limit=time_limit, threads=threads, seed=seed, write_model=write_model)
 
 
 def _build(model: cp_model.CpModel, data: ModelData, n: int, deadline: Deadline) -> dict:

@@ -14,14 +14,16 @@ from hetopt.family import Deadline
 from hetopt.islands.cpsat import solve_cpsat_model
 from hetopt.islands.dp import solve_dp
 from hetopt.islands.problem import IslandsInstance
+from hetopt.modelmethod import threads_alias
 from hetopt.result import Result, Status
 
 
+@threads_alias
 def solve_exact(
     instance: IslandsInstance,
     *,
     time_limit: float | None = None,
-    workers: int | None = None,
+    threads: int | None = None,
     seed: int = 0,
 ) -> Result:
     """The DP, or CP-SAT when the DP declines.
@@ -37,7 +39,7 @@ def solve_exact(
     if first.status is not Status.DECLINED:
         return replace(first, method="exact", stats=dict(first.stats, via="dp"))
     rest = None if time_limit is None else deadline.remaining()
-    second = solve_cpsat_model(instance, time_limit=rest, workers=workers, seed=seed)
+    second = solve_cpsat_model(instance, time_limit=rest, threads=threads, seed=seed)
     return replace(
         second, method="exact", wall_s=deadline.elapsed(), stats=dict(second.stats, via="cpsat", dp_declined=first.reason)
     )

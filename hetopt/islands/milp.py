@@ -19,8 +19,9 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_pulp_by, write_pulp_model
-from hetopt.family import Deadline, conclude_model, no_solution
+from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path
+from hetopt.family import Deadline, no_solution
+from hetopt.modelmethod import BuiltModel, solve_model
 from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, model_data, ticker
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
 from hetopt.islands.subsets import OutOfTime
@@ -60,10 +61,7 @@ def solve_milp(
     backend
         "highs" (default, may change) or "cbc".
     write_model
-        Write the model, as built for this solve, to this file before solving it: ``.mps``
-        or ``.lp`` (see ``hetopt.backends.MODEL_SUFFIXES``); ``stats["model_file"]`` names
-        it. Nothing is written when the method stops before the model is built (infeasible
-        by presolve, declined, time limit).
+        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------
@@ -95,31 +93,20 @@ def solve_milp(
     stats.update(variables=len(prob.variables()), constraints=prob.numConstraints())
     if time_limit is not None and deadline.remaining() < HANDOVER_PER_BUILD * building:
         return greedy_answer(instance, data, method, deadline, stats, "too little time left to pass the MILP to the solver")
-    if write_model is not None:
-        stats["model_file"] = write_pulp_model(prob, write_model)
-
-    # Warm start is not passed: PuLP's HiGHS interface ignores it; the greedy's count is
-    # already in the model as the number of slots.
-    # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
-    ran = solve_pulp_by(prob, None if time_limit is None else deadline,
-                        lambda: {key for key, var in x.items() if (var.value() or 0.0) > 0.5}, backend=backend, threads=threads)
-    if ran is None:
-        return greedy_answer(instance, data, method, deadline, stats, f"time limit reached before {backend} returned (stopped)")
-    outcome, chosen = ran
-    stats.update(outcome.stats)
-    bound = None if outcome.bound is None else float(math.ceil(outcome.bound - INTEGRALITY_SLACK))
-    if outcome.status is Status.TIME_LIMIT:  # no solution from the solver: the greedy's islands are one
-        return greedy_answer(instance, data, method, deadline, stats, "time limit reached before the MILP found islands", bound)
-
-    def decode():
+    def decode(chosen):
         islands = [[v for v in range(instance.num_nodes) if (v, k) in chosen] for k in range(data.slots)]
         return build_solution(instance, [i for i in islands if i])
 
-    # infeasible_reason=None: the greedy's islands are a solution of the model
-    return conclude_model(
-        problem="islands", method=method, instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
-        deadline=deadline, bound=bound, stats=stats, model="the MILP",
+    # Warm start is not passed: PuLP's HiGHS interface ignores it; the greedy's count is
+    # already in the model as the number of slots. infeasible_reason=None: the greedy's islands
+    # are a solution of the model, and its answer when the MILP finds none in time
+    built = BuiltModel(
+        problem="islands", method=method, instance=instance, evaluate=evaluate, model=prob, kind="milp", decode=decode,
+        read=lambda: {key for key, var in x.items() if (var.value() or 0.0) > 0.5},
+        bound=lambda b: None if b is None else float(math.ceil(b - INTEGRALITY_SLACK)), stats=stats, deadline=deadline,
+        known=lambda reason, bound, stats: greedy_answer(instance, data, method, deadline, stats, reason, bound),
     )
+    return solve_model(built, time_limit=time_limit, threads=threads, backend=backend, write_model=write_model)
 
 
 def _build(data: ModelData, n: int, deadline: Deadline) -> tuple[pulp.LpProblem, dict]:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 import os
 
-from hetopt.backends import check_model_path, solve_cpsat, write_cpsat_model
-from hetopt.family import Deadline, conclude, conclude_model, no_solution
+from hetopt.backends import check_model_path
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.modelmethod import BuiltModel, solve_model, threads_alias
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
@@ -49,11 +50,12 @@ def error_bound(instance: PipelineInstance) -> float:
     return TIME_QUANTUM_S * (2 * len(instance.islands) + instance.microbatches)
 
 
+@threads_alias
 def solve_cpsat_model(
     instance: PipelineInstance,
     *,
     time_limit: float | None = None,
-    workers: int | None = None,
+    threads: int | None = None,
     seed: int = 0,
     write_model: str | os.PathLike[str] | None = None,
 ) -> Result:
@@ -62,10 +64,7 @@ def solve_cpsat_model(
     Parameters
     ----------
     write_model
-        Write the model, as built for this solve (warm-start hint included), to this file
-        before solving it: ``.pb.txt`` (protobuf text) or ``.pb`` (binary);
-        ``stats["model_file"]`` names it. Nothing is written when the method stops before
-        the model is built (infeasible by presolve, declined, time limit).
+        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------
@@ -204,24 +203,21 @@ def solve_cpsat_model(
 
     if deadline.expired():
         return out_of_time()
-    written = {} if write_model is None else {"model_file": write_cpsat_model(model, write_model)}
-    solver, outcome = solve_cpsat(model, time_limit=None if time_limit is None else deadline.remaining(), workers=workers, seed=seed)
-    stats = dict(outcome.stats, positions=P, hinted=hint is not None, **written)
-    bound = floor if outcome.bound is None else max(floor, outcome.bound * TIME_QUANTUM_S)
-
-    def decode() -> PipelineSolution:
+    def decode(solver) -> PipelineSolution:
         plan = [o for p in range(P) for o in data.at[p] if solver.value(y[p, o])]
         return build_solution(instance, blocks_from_choices(instance, plan))
 
-    if outcome.status is Status.TIME_LIMIT and hint is not None:
-        return _feasible(instance, hint, deadline, bound, stats,
-                         "time limit reached before CP-SAT improved on the greedy warm start's plan")
     # a greedy plan proves a pipeline exists: then an infeasible outcome is a bug
-    return conclude_model(
-        problem="pipeline", method="cpsat", instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
-        deadline=deadline, bound=bound, stats=stats, model="CP-SAT",
+    built = BuiltModel(
+        problem="pipeline", method="cpsat", instance=instance, evaluate=evaluate, model=model, kind="cpsat", decode=decode,
+        bound=lambda b: floor if b is None else max(floor, b * TIME_QUANTUM_S), floor=floor,
+        stats={"positions": P, "hinted": hint is not None},
         infeasible_reason=None if hint is not None else GENERIC_INFEASIBLE.format(layers=instance.layers),
+        known=None if hint is None else (lambda reason, bound, stats: _feasible(
+            instance, hint, deadline, bound, stats, f"{reason}; the greedy warm start's plan")),
+        deadline=deadline,
     )
+    return solve_model(built, time_limit=time_limit, threads=threads, seed=seed, write_model=write_model)
 
 
 def _feasible(instance: PipelineInstance, plan: list[int], deadline: Deadline, bound: float | None, stats: dict,

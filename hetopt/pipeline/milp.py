@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import os
 
-from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_pulp_by, write_pulp_model
-from hetopt.family import Deadline, conclude_model, no_solution
+from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path
+from hetopt.family import Deadline, no_solution
+from hetopt.modelmethod import BuiltModel, solve_model
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
@@ -55,10 +56,7 @@ def solve_milp(
     threads
         Solver threads.
     write_model
-        Write the model, as built for this solve, to this file before solving it: ``.mps``
-        or ``.lp`` (see ``hetopt.backends.MODEL_SUFFIXES``); ``stats["model_file"]`` names
-        it. Nothing is written when the method stops before the model is built (infeasible
-        by presolve, declined, time limit).
+        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------
@@ -160,24 +158,15 @@ def solve_milp(
         row([(on[p, a], p) for p in range(1, P)] + [(on[p, b], P - p) for p in range(P)], LE, P, f"twins_order_{a}_{b}")
     if deadline.expired():
         return out_of_time()
-    written = {} if write_model is None else {"model_file": write_pulp_model(prob, write_model)}
-
-    # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
-    ran = solve_pulp_by(prob, None if time_limit is None else deadline,
-                        lambda: [key for key, v in y.items() if (v.value() or 0.0) > 0.5], backend=backend, threads=threads)
-    if ran is None:
-        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
-                           reason=f"time limit reached before {backend} returned (stopped)", stats={"positions": P, **written})
-    outcome, chosen = ran
-    stats = dict(outcome.stats, variables=len(y) + len(w) + len(on) + 2 * P + 1, constraints=prob.numConstraints(), positions=P,
-                 **written)
-
-    def decode() -> PipelineSolution:
+    def decode(chosen) -> PipelineSolution:
         plan = [o for p, o in sorted(chosen or ())]
         return build_solution(instance, blocks_from_choices(instance, plan))
 
-    return conclude_model(
-        problem="pipeline", method=method, instance=instance, outcome=outcome, decode=decode, evaluate=evaluate,
-        deadline=deadline, stats=stats, infeasible_reason=GENERIC_INFEASIBLE.format(layers=instance.layers),
-        model="the MILP", bound=floor if outcome.bound is None else max(floor, outcome.bound),
+    built = BuiltModel(
+        problem="pipeline", method=method, instance=instance, evaluate=evaluate, model=prob, kind="milp", decode=decode,
+        read=lambda: [key for key, v in y.items() if (v.value() or 0.0) > 0.5],
+        bound=lambda b: floor if b is None else max(floor, b), floor=floor,
+        stats={"variables": len(y) + len(w) + len(on) + 2 * P + 1, "constraints": prob.numConstraints(), "positions": P},
+        infeasible_reason=GENERIC_INFEASIBLE.format(layers=instance.layers), deadline=deadline,
     )
+    return solve_model(built, time_limit=time_limit, threads=threads, backend=backend, write_model=write_model)

@@ -240,78 +240,94 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
         return Reranked(None, math.nan, composed.objective, math.nan, False, 0, 0,
                         first.simulation_note or "the 1F1B simulation declined")
     budget = deadline if budget_s is None else Deadline(min(budget_s, deadline.remaining()))
-    best, best_sim, candidates, solves = first, first.simulated_s, 0, 0
-    seen_sets: set[frozenset[int]] = set()  # option sets whose every block order was simulated
-    unordered = math.inf  # least bound of option sets with too many block orders to simulate
-
-    def simulate_orders(chosen: tuple[int, ...], bound: float) -> None:
-        """Every feasible block order of ``chosen``'s options, simulated (the search's children miss them)."""
-        nonlocal best, best_sim, candidates, unordered
-        key = frozenset(chosen)
-        if key in seen_sets:
-            return
-        seen_sets.add(key)
-        if math.factorial(len(chosen)) > MAX_BLOCK_ORDERS:
-            unordered = min(unordered, bound)
-            orders = [chosen]
-        else:
-            orders = list(itertools.permutations(chosen))
-        for order in orders:
-            if order == root:  # the composition's own plan, simulated already
-                candidates += 1
-                continue
-            blocks = blocks_from_choices(instance, order)
-            if not evaluate(instance, PipelineSolution(blocks)).feasible:
-                continue
-            sol = build_solution(instance, blocks)
-            candidates += 1
-            if not math.isnan(sol.simulated_s) and sol.simulated_s < best_sim:
-                best, best_sim = sol, sol.simulated_s
-
-    root = tuple(b.option for b in first.blocks)
+    found = _Candidates(instance, first)
     if not exhaustive:
         # the relaxed closed form of a plan is at least the relaxed optimum: below the best
         # simulated time, the root's bound cannot close the proof, and the search's DP runs
         # (each about one composition) would only add candidates; planning keeps its time
-        simulate_orders(root, math.nan)
+        found.simulate_orders(found.root, math.nan)
         if not search:
-            return Reranked(best, best_sim, best.iteration_time_s, math.nan, False, candidates, solves,
-                            f"only the composition's block orders were simulated ({INTERLEAVED} in other options)")
-        if relaxed_time(best, instance.microbatches) < best_sim:
-            return Reranked(best, best_sim, best.iteration_time_s, math.nan, False, candidates, solves,
-                            "the relaxed bound (formulations/pipeline.md) is below the best simulated time, so it "
-                            f"cannot prove it; the candidates were the composition's optimum and its {candidates} "
-                            "block orders")
-        seen_sets.clear()
-        candidates = 0
+            return found.answer(math.nan, False, 0, f"only the composition's block orders were simulated ({INTERLEAVED} "
+                                "in other options)")
+        if relaxed_time(found.best, instance.microbatches) < found.best_sim:
+            return found.answer(math.nan, False, 0, "the relaxed bound (formulations/pipeline.md) is below the best "
+                                "simulated time, so it cannot prove it; the candidates were the composition's optimum and "
+                                f"its {found.candidates} block orders")
+        # the search counts its own candidates and simulates every set again, with bounds; the
+        # best plan found so far stays the incumbent
+        found.seen_sets.clear()
+        found.candidates = 0
     relaxed = relaxed_instance(instance)
     root_bound, _ = _solve(relaxed, frozenset(), deadline)  # the bound: worth the caller's whole deadline
-    solves += 1
     if root_bound.status is not Status.OPTIMAL:
-        simulate_orders(root, math.nan)
-        return Reranked(best, best_sim, best.iteration_time_s, math.nan, False, candidates, solves,
-                        f"no bound: the relaxed composition is {root_bound.status.value}")
-    simulate_orders(root, root_bound.objective)
+        found.simulate_orders(found.root, math.nan)
+        return found.answer(math.nan, False, 1, f"no bound: the relaxed composition is {root_bound.status.value}")
+    found.simulate_orders(found.root, root_bound.objective)
+    return _branch_and_bound(instance, relaxed, found, root_bound.objective, budget, max_solves)
+
+
+class _Candidates:
+    """The plans simulated so far: the best, how many, and the option sets whose every block
+    order was simulated (a bound below which some were not: ``unordered``)."""
+
+    def __init__(self, instance: PipelineInstance, first: PipelineSolution) -> None:
+        self.instance = instance
+        self.best, self.best_sim, self.candidates = first, first.simulated_s, 0
+        self.root = tuple(b.option for b in first.blocks)
+        self.seen_sets: set[frozenset[int]] = set()
+        self.unordered = math.inf  # least bound of option sets with too many block orders to simulate
+
+    def simulate_orders(self, chosen: tuple[int, ...], bound: float) -> None:
+        """Every feasible block order of ``chosen``'s options, simulated (the search's children miss them)."""
+        key = frozenset(chosen)
+        if key in self.seen_sets:
+            return
+        self.seen_sets.add(key)
+        if math.factorial(len(chosen)) > MAX_BLOCK_ORDERS:
+            self.unordered = min(self.unordered, bound)
+            orders = [chosen]
+        else:
+            orders = list(itertools.permutations(chosen))
+        for order in orders:
+            if order == self.root:  # the composition's own plan, simulated already
+                self.candidates += 1
+                continue
+            blocks = blocks_from_choices(self.instance, order)
+            if not evaluate(self.instance, PipelineSolution(blocks)).feasible:
+                continue
+            sol = build_solution(self.instance, blocks)
+            self.candidates += 1
+            if not math.isnan(sol.simulated_s) and sol.simulated_s < self.best_sim:
+                self.best, self.best_sim = sol, sol.simulated_s
+
+    def answer(self, bound: float, proven: bool, solves: int, note: str) -> Reranked:
+        return Reranked(self.best, self.best_sim, self.best.iteration_time_s, bound, proven, self.candidates, solves, note)
+
+
+def _branch_and_bound(instance: PipelineInstance, relaxed: PipelineInstance, found: _Candidates, root_bound: float,
+                      budget: Deadline, max_solves: int) -> Reranked:
+    """Best-first over option subsets, from the relaxed root's bound, until the best simulated
+    time is at most every open node's bound (proven), or the solves or the budget run out."""
     # open nodes: (a lower bound of every plan in it, tie, removed options, its relaxed optimum is known,
     # its closed-form optimum or None); a child starts with its parent's bound and is refined
     # by its own relaxed optimum when it comes first (lazily: most are never reached)
     heap: list[tuple[float, int, frozenset[int], bool, tuple[int, ...] | None]] = [
-        (root_bound.objective, 0, frozenset(), True, root)]
-    seen_nodes, tie, note = {frozenset()}, 1, ""
+        (root_bound, 0, frozenset(), True, found.root)]
+    seen_nodes, tie, note, solves = {frozenset()}, 1, "", 1
     while heap:
         bound, _, removed, refined, chosen = heap[0]
-        if best_sim <= bound:
+        if found.best_sim <= bound:
             break  # every open node's plans simulate at least ``bound``
         if solves >= max_solves or budget.expired():
             why = "its time share" if budget.expired() else f"at most {max_solves} compositions"
-            note = (f"re-ranking stopped after {candidates} simulated candidates ({why}); plans not simulated may "
+            note = (f"re-ranking stopped after {found.candidates} simulated candidates ({why}); plans not simulated may "
                     f"reach {bound:.4g} s")
             break
         heapq.heappop(heap)
         if not refined:
             low, _ = _solve(relaxed, removed, budget)
             solves += 1
-            if low.status is Status.INFEASIBLE or (low.status is Status.OPTIMAL and low.objective >= best_sim):
+            if low.status is Status.INFEASIBLE or (low.status is Status.OPTIMAL and low.objective >= found.best_sim):
                 continue  # empty, or nothing in it simulates faster than the best
             better = max(bound, low.objective) if low.status is Status.OPTIMAL else bound
             heapq.heappush(heap, (better, tie, removed, True, None))
@@ -328,20 +344,19 @@ def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,
                 break
             chosen = tuple(keep[b.option] for b in cand.solution.blocks)
             # the children below hold every plan of the node but the block orders of ``chosen``'s options
-            simulate_orders(chosen, bound)
+            found.simulate_orders(chosen, bound)
         for o in chosen:  # the node's plans avoiding o, over every o: all of its plans but ``chosen``'s orders
             child = removed | {o}
             if child not in seen_nodes:
                 seen_nodes.add(child)
                 heapq.heappush(heap, (bound, tie, child, False, None))
                 tie += 1
-    open_bound = min(min((h[0] for h in heap), default=math.inf), unordered)
-    if unordered < best_sim and not note:
+    open_bound = min(min((h[0] for h in heap), default=math.inf), found.unordered)
+    if found.unordered < found.best_sim and not note:
         note = (f"a candidate has more than {MAX_BLOCK_ORDERS} block orders, not all simulated; they may reach "
-                f"{unordered:.4g} s")
-    bound = min(open_bound, best_sim)
-    proven = best_sim <= open_bound
-    return Reranked(best, best_sim, best.iteration_time_s, bound, proven, candidates, solves, "" if proven else note)
+                f"{found.unordered:.4g} s")
+    proven = found.best_sim <= open_bound
+    return found.answer(min(open_bound, found.best_sim), proven, solves, "" if proven else note)
 
 
 #: Why a plan with an interleaved option keeps its closed form.

@@ -230,10 +230,17 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
         With the file, the key path and the fix.
     """
     path = Path(path) if path is not None else default_published()
-    source = str(path)
-    top = Fields(read_toml(path), source)
+    top = Fields(read_toml(path), str(path))
     top.reject_unknown(("models", "clusters", "measurement"))
-    catalog = load_gpus() if catalog is None else catalog
+    models = _read_models(top)
+    islands = _read_clusters(top, load_gpus() if catalog is None else catalog)
+    seen: dict[str, int] = {}
+    return tuple(_read_measurement(m, k, models, islands, seen)
+                 for k, m in enumerate(top.tables("measurement", required=True)))
+
+
+def _read_models(top: Fields) -> dict[str, ModelConfig]:
+    """The ``[models]`` tables: a shipped model by name (``catalog``), or one written out."""
     models: dict[str, ModelConfig] = {}
     for key, table in top.table("models", required=True).data.items():
         f = top.table("models").table(key, required=True)
@@ -245,6 +252,11 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
                 raise f.error("catalog", str(exc)) from None
         else:
             models[key] = model_from_fields(f)
+    return models
+
+
+def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, IslandSpec]:
+    """The ``[clusters]`` tables, each a homogeneous island of catalog GPUs."""
     islands: dict[str, IslandSpec] = {}
     clusters = top.table("clusters", required=True)
     for key in clusters.data:
@@ -259,80 +271,86 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
             gpus_per_node=c.integer("gpus_per_node", minimum=1, maximum=64),
             inter_bandwidth=c.number("inter_gbps", minimum=MIN_INTER_GBPS) * GIGA / BITS_PER_BYTE,
         )
-    out = []
-    seen: dict[str, int] = {}
-    for k, m in enumerate(top.tables("measurement", required=True)):
-        m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
-                          "layout", "runtime", "note"))
-        ident = m.string("id")
-        if ident in seen:
-            raise m.error("id", f"{ident!r} also names measurement[{seen[ident]}] (every row needs its own id)")
-        seen[ident] = k
-        model, cluster = m.string("model"), m.string("cluster")
-        if model not in models:
-            raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
-        if cluster not in islands:
-            raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
-        source = m.string("source", "")
-        year = publication_year(source)
-        era = EARLIER_RUNTIME if dated_earlier(year) else CURRENT_RUNTIME
-        lay = m.table("layout", required=True)
-        lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
-                            "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision"))
-        # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
-        zero = lay.integer("zero", 0, minimum=0, maximum=3)
-        gpus = (islands[cluster].gpu,)
-        precision = lay.string("precision", None, choices=PRECISIONS) or hardware_precision(gpus)
-        if (problem := precision_problem(precision, gpus)) is not None:
-            raise lay.error("precision", problem)
-        layout = GivenLayout(
-            tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
-            microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
-            zero=zero,
-            overlap=lay.boolean("overlap", era["overlap"]), vpp=lay.integer("vpp", 1, minimum=0),
-            flash=lay.boolean("flash_attention", era["flash_attention"]),
-            sequence_parallel=lay.boolean("sequence_parallel", era["sequence_parallel"]),
-            tp_overlap=lay.boolean("tp_comm_overlap", False),
-            ep=lay.integer("ep", 1, minimum=1), fsep=lay.boolean("fsep", False), cp=lay.integer("cp", 1, minimum=1),
-            offload=lay.boolean("offload", False),
-            zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", era["zero3_gather"] if zero == 3 else "layer",
-                                                      choices=tuple(ZERO3_GATHERS))],
-            precision=precision,
-        )
-        clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
-        if clash:  # the same rule as --layout, named by the file's key
-            key, reason = clash
-            raise lay.error({"zero3gather": "zero3_gather"}.get(key, key), reason)
-        isl = islands[cluster]
-        # the world as Megatron-Core counts it: CP multiplies it, EP is carved out of the tp·cp·dp
-        # GPUs of a stage (hetopt.parallelism.expert.layout_problem)
-        world = layout.tp * layout.pp * layout.dp * layout.cp
-        if world != isl.gpus:
-            what = "tp·pp·dp" if layout.cp == 1 else "tp·pp·dp·cp"
-            raise lay.error(None, f"{what} = {world} but cluster {cluster!r} has {isl.gpus} GPUs")
-        global_batch = m.integer("global_batch", minimum=1, maximum=MAX_GLOBAL_BATCH)
-        seq = m.integer("seq", models[model].sequence, minimum=1, maximum=MAX_SEQ)
-        unsupported = ""
-        try:
-            check_layout(layout, isl, models[model], global_batch, seq=seq)
-        except UnsupportedLayout as exc:  # the run ran: the row is listed, not priced
-            unsupported = exc.detail
-        except InputError as exc:  # the same rule as --layout, named by the file's key
-            raise lay.error(None, exc.detail) from None
-        metric = m.string("metric", choices=METRICS)
-        if metric == "mfu" and isinstance(m.data.get("value"), (int, float)) and m.data["value"] > 1:
-            raise m.error("value", f"mfu is a fraction of the GPU's peak (0.38, not 38); got {m.data['value']}")
-        out.append(Measurement(
-            id=ident, group=m.string("group", "ungrouped"), source=source,
-            model=models[model], island=isl, global_batch=global_batch,
-            seq=seq, metric=metric,
-            value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
-            flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=m.boolean("best", True),
-            layout=layout, runtime=_row_runtime(m, layout), unsupported=unsupported,
-            assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data and (k != "zero3_gather" or layout.zero == 3)),
-            year=year,
-        ))
-    return tuple(out)
+    return islands
+
+
+def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
+    """A row's ``layout`` table; what it leaves unsaid, as the runtimes of its ``era`` ran."""
+    lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
+                        "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision"))
+    # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
+    zero = lay.integer("zero", 0, minimum=0, maximum=3)
+    precision = lay.string("precision", None, choices=PRECISIONS) or hardware_precision((gpu,))
+    if (problem := precision_problem(precision, (gpu,))) is not None:
+        raise lay.error("precision", problem)
+    layout = GivenLayout(
+        tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
+        microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
+        zero=zero,
+        overlap=lay.boolean("overlap", era["overlap"]), vpp=lay.integer("vpp", 1, minimum=0),
+        flash=lay.boolean("flash_attention", era["flash_attention"]),
+        sequence_parallel=lay.boolean("sequence_parallel", era["sequence_parallel"]),
+        tp_overlap=lay.boolean("tp_comm_overlap", False),
+        ep=lay.integer("ep", 1, minimum=1), fsep=lay.boolean("fsep", False), cp=lay.integer("cp", 1, minimum=1),
+        offload=lay.boolean("offload", False),
+        zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", era["zero3_gather"] if zero == 3 else "layer",
+                                                  choices=tuple(ZERO3_GATHERS))],
+        precision=precision,
+    )
+    clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
+    if clash:  # the same rule as --layout, named by the file's key
+        key, reason = clash
+        raise lay.error({"zero3gather": "zero3_gather"}.get(key, key), reason)
+    return layout
+
+
+def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands: dict[str, IslandSpec],
+                      seen: dict[str, int]) -> Measurement:
+    """Measurement ``k``: its model, cluster, layout (checked as ``--layout`` is), metric and value."""
+    m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
+                      "layout", "runtime", "note"))
+    ident = m.string("id")
+    if ident in seen:
+        raise m.error("id", f"{ident!r} also names measurement[{seen[ident]}] (every row needs its own id)")
+    seen[ident] = k
+    model, cluster = m.string("model"), m.string("cluster")
+    if model not in models:
+        raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
+    if cluster not in islands:
+        raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
+    source = m.string("source", "")
+    year = publication_year(source)
+    lay = m.table("layout", required=True)
+    isl = islands[cluster]
+    layout = _read_layout(lay, isl.gpu, EARLIER_RUNTIME if dated_earlier(year) else CURRENT_RUNTIME)
+    # the world as Megatron-Core counts it: CP multiplies it, EP is carved out of the tp·cp·dp
+    # GPUs of a stage (hetopt.parallelism.expert.layout_problem)
+    world = layout.tp * layout.pp * layout.dp * layout.cp
+    if world != isl.gpus:
+        what = "tp·pp·dp" if layout.cp == 1 else "tp·pp·dp·cp"
+        raise lay.error(None, f"{what} = {world} but cluster {cluster!r} has {isl.gpus} GPUs")
+    global_batch = m.integer("global_batch", minimum=1, maximum=MAX_GLOBAL_BATCH)
+    seq = m.integer("seq", models[model].sequence, minimum=1, maximum=MAX_SEQ)
+    unsupported = ""
+    try:
+        check_layout(layout, isl, models[model], global_batch, seq=seq)
+    except UnsupportedLayout as exc:  # the run ran: the row is listed, not priced
+        unsupported = exc.detail
+    except InputError as exc:  # the same rule as --layout, named by the file's key
+        raise lay.error(None, exc.detail) from None
+    metric = m.string("metric", choices=METRICS)
+    if metric == "mfu" and isinstance(m.data.get("value"), (int, float)) and m.data["value"] > 1:
+        raise m.error("value", f"mfu is a fraction of the GPU's peak (0.38, not 38); got {m.data['value']}")
+    return Measurement(
+        id=ident, group=m.string("group", "ungrouped"), source=source,
+        model=models[model], island=isl, global_batch=global_batch,
+        seq=seq, metric=metric,
+        value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
+        flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=m.boolean("best", True),
+        layout=layout, runtime=_row_runtime(m, layout), unsupported=unsupported,
+        assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data and (k != "zero3_gather" or layout.zero == 3)),
+        year=year,
+    )
 
 
 def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:

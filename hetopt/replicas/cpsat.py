@@ -15,8 +15,8 @@ import math
 from ortools.sat.python import cp_model
 
 from hetopt.budget import CLOCK_EVERY
-from hetopt.backends import solve_cpsat
-from hetopt.family import Deadline, conclude_model, no_solution
+from hetopt.family import Deadline, no_solution
+from hetopt.modelmethod import BuiltModel, solve_model, threads_alias
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.limits import size_problem
 from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data, quantum
@@ -30,11 +30,12 @@ LOAD_S = 0.1
 LOAD_S_PER_SLOT = 1e-4
 
 
+@threads_alias
 def solve_cpsat_model(
     instance: ReplicasInstance,
     *,
     time_limit: float | None = None,
-    workers: int | None = None,
+    threads: int | None = None,
     seed: int = 0,
 ) -> Result:
     """Solve the slot model with CP-SAT, warm-started from the greedy plan.
@@ -142,23 +143,18 @@ def solve_cpsat_model(
                 model.add_hint(w[p], p == pair)
             model.add_hint(z, max(scaled(cands[c].fill_s) + scaled(cands[c].per_microbatch_s) * (m - 1) for c, m in plan))
 
-    backend_limit = None
-    if time_limit is not None:
-        backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_SLOT * len(data.slots)
-        if backend_limit <= 0:
-            return out_of_time()
-    solver, outcome = solve_cpsat(model, time_limit=backend_limit, workers=workers, seed=seed)
-    stats = dict(outcome.stats, slots=len(data.slots), pairs=len(data.pairs), quantum_s=q, hinted=hinted)
-    bound = lower if outcome.bound is None else max(lower, outcome.bound * q)
-
-    def decode():
+    def decode(solver):
         used = [c for (c, _), var in y.items() if solver.value(var)]
         pairs, _ = optimal_split(instance, used)
         return build_solution(instance, pairs)
 
     # infeasible_reason ruled infeasibility out (one usable candidate is a plan)
-    result = conclude_model(problem="replicas", method="cpsat", instance=instance, outcome=outcome, decode=decode,
-                            evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="CP-SAT")
-    if result.status is Status.TIME_LIMIT and plan is not None:  # stopped before its own plan: the greedy's
-        return known_plan_or_time_limit(instance, plan, "cpsat", deadline, bound, result.reason)
-    return result
+    built = BuiltModel(
+        problem="replicas", method="cpsat", instance=instance, evaluate=evaluate, model=model, kind="cpsat", decode=decode,
+        bound=lambda b: lower if b is None else max(lower, b * q), floor=lower,
+        stats={"slots": len(data.slots), "pairs": len(data.pairs), "quantum_s": q, "hinted": hinted},
+        load_s=LOAD_S + LOAD_S_PER_SLOT * len(data.slots), deadline=deadline,
+        known=None if plan is None else (
+            lambda reason, bound, stats: known_plan_or_time_limit(instance, plan, "cpsat", deadline, bound, reason)),
+    )
+    return solve_model(built, time_limit=time_limit, threads=threads, seed=seed)

@@ -20,8 +20,9 @@ from __future__ import annotations
 import pulp
 
 from hetopt.budget import CLOCK_EVERY
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_pulp_by
-from hetopt.family import Deadline, conclude_model, no_solution
+from hetopt.backends import DEFAULT_MILP_BACKEND
+from hetopt.family import Deadline, no_solution
+from hetopt.modelmethod import BuiltModel, solve_model
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.limits import size_problem
 from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data
@@ -115,28 +116,19 @@ def solve_milp(
     if deadline.expired():
         return out_of_time()
 
-    backend_limit = None
-    if time_limit is not None:
-        backend_limit = deadline.remaining() - LOAD_S - LOAD_S_PER_SLOT * len(data.slots)
-        if backend_limit <= 0:
-            return out_of_time()
-    ran = solve_pulp_by(prob, None if time_limit is None else deadline,
-                        lambda: [key for key, var in y.items() if (var.value() or 0.0) > 0.5],
-                        backend=backend, time_limit=backend_limit, threads=threads)
-    if ran is None:
-        return out_of_time(f"time limit reached before {backend} returned (stopped)")
-    outcome, used = ran
-    stats = dict(outcome.stats, variables=len(prob.variables()), constraints=prob.numConstraints(),
-                 slots=len(data.slots), pairs=len(data.pairs))
-    bound = lower if outcome.bound is None else max(lower, outcome.bound)
-
-    def decode():
+    def decode(used):
         pairs, _ = optimal_split(instance, [c for c, _ in used])
         return build_solution(instance, pairs)
 
     # infeasible_reason ruled infeasibility out (one usable candidate is a plan)
-    result = conclude_model(problem="replicas", method=method, instance=instance, outcome=outcome, decode=decode,
-                            evaluate=evaluate, deadline=deadline, bound=bound, stats=stats, model="the MILP")
-    if result.status is Status.TIME_LIMIT and plan is not None:  # stopped before its own plan: the greedy's
-        return known_plan_or_time_limit(instance, plan, method, deadline, bound, result.reason)
-    return result
+    built = BuiltModel(
+        problem="replicas", method=method, instance=instance, evaluate=evaluate, model=prob, kind="milp", decode=decode,
+        read=lambda: [key for key, var in y.items() if (var.value() or 0.0) > 0.5],
+        bound=lambda b: lower if b is None else max(lower, b), floor=lower,
+        stats={"variables": len(prob.variables()), "constraints": prob.numConstraints(), "slots": len(data.slots),
+               "pairs": len(data.pairs)},
+        load_s=LOAD_S + LOAD_S_PER_SLOT * len(data.slots), deadline=deadline,
+        known=None if plan is None else (
+            lambda reason, bound, stats: known_plan_or_time_limit(instance, plan, method, deadline, bound, reason)),
+    )
+    return solve_model(built, time_limit=time_limit, threads=threads, backend=backend)

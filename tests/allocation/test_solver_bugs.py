@@ -27,15 +27,15 @@ def test_no_plan_after_a_presolve_that_says_one_exists_is_a_solver_bug(monkeypat
 
 
 def test_cpsat_proving_infeasible_where_a_plan_exists_is_a_solver_bug(monkeypatch):
-    from hetopt.allocation import cpsat
+    from hetopt import modelmethod  # every CP-SAT method solves through the template
 
-    real = cpsat.solve_cpsat
+    real = modelmethod.solve_cpsat
 
     def infeasible(model, **kwargs):
         solver, outcome = real(model, **kwargs)
         return solver, Outcome(status=Status.INFEASIBLE, objective=None, bound=None, stats=outcome.stats)
 
-    monkeypatch.setattr(cpsat, "solve_cpsat", infeasible)
+    monkeypatch.setattr(modelmethod, "solve_cpsat", infeasible)
     with pytest.raises(SolverBug, match="CP-SAT reports infeasible"):
         hetopt.solve(hetopt.load(TINY), "cpsat")
 

@@ -138,16 +138,15 @@ def test_cut_short_building_answers_with_the_greedy(monkeypatch, method):
 @pytest.mark.parametrize("method", ["cpsat", "milp"])
 def test_a_model_contradicting_the_greedy_is_a_solver_bug(monkeypatch, method):
     """An infeasible outcome where the greedy's islands fit the model: SolverBug, not AssertionError."""
-    import hetopt.islands.cpsat as cpsat
-    import hetopt.islands.milp as milp
+    import hetopt.modelmethod as template  # every MILP and CP-SAT method solves through it
     from hetopt.backends import Outcome
     from hetopt.errors import SolverBug
 
     infeasible = Outcome(Status.INFEASIBLE, None, None, {})
     if method == "cpsat":
-        monkeypatch.setattr(cpsat, "solve_cpsat", lambda *_a, **_k: (None, infeasible))
+        monkeypatch.setattr(template, "solve_cpsat", lambda *_a, **_k: (None, infeasible))
     else:
-        monkeypatch.setattr(milp, "solve_pulp_by", lambda *_a, **_k: (infeasible, None))
+        monkeypatch.setattr(template, "solve_pulp_by", lambda *_a, **_k: (infeasible, None))
     with pytest.raises(SolverBug, match="reports infeasible where a solution is known to exist"):
         solve(load(INSTANCES / "tiny.toml"), method)
 
