@@ -108,6 +108,33 @@ class MethodRef:
         return self.load()(instance, **options)
 
 
+def model_methods(package: str) -> dict[str, MethodRef]:
+    """The MILP (HiGHS; CBC as ``milp-cbc``) and CP-SAT rooms of a family package, named as
+    every family names them (``milp.solve_milp``, ``cpsat.solve_cpsat_model``).
+
+    >>> sorted(model_methods("hetopt.pipeline"))
+    ['cpsat', 'milp', 'milp-cbc']
+    """
+    return {
+        "milp": MethodRef(f"{package}.milp:solve_milp"),
+        "milp-cbc": MethodRef(f"{package}.milp:solve_milp", (("backend", "cbc"),)),
+        "cpsat": MethodRef(f"{package}.cpsat:solve_cpsat_model"),
+    }
+
+
+def lazy_attributes(module: str, lazy: dict[str, str]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that imports each name of ``lazy`` from its module on first use
+    (a family package keeps ``from hetopt.<family> import solve_milp`` working without
+    importing PuLP or OR-Tools when it is imported)."""
+
+    def __getattr__(name: str) -> Any:
+        if name in lazy:
+            return getattr(importlib.import_module(lazy[name]), name)
+        raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+    return __getattr__
+
+
 def resolve_method(func: Callable[..., Result] | MethodRef) -> Callable[..., Result]:
     """The callable of a registry entry: a :class:`MethodRef` is imported, a function is itself.
 
@@ -256,8 +283,8 @@ def conclude_model(
     bound = outcome.bound if bound is None else bound
     if outcome.status.has_solution:
         return conclude(
-            problem=problem, method=method, instance=instance, solution=decode(), evaluate=evaluate,
-            deadline=deadline, proven_optimal=outcome.status is Status.OPTIMAL, bound=bound, stats=stats,
+            problem=problem, method=method, instance=instance, solution=decode(), evaluate=evaluate, deadline=deadline,
+            proven_optimal=outcome.status is Status.OPTIMAL, bound=bound, stats=stats
         )
     if outcome.status is Status.INFEASIBLE:
         if infeasible_reason is None:

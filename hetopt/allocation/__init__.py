@@ -7,8 +7,6 @@ recurrence, the reference), ``milp`` (HiGHS; ``milp-cbc`` with CBC), ``cpsat``,
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
 
 from hetopt.allocation.problem import (
     AllocationInstance,
@@ -19,7 +17,7 @@ from hetopt.allocation.problem import (
     StatePartition,
     evaluate,
 )
-from hetopt.family import Family, MethodRef
+from hetopt.family import Family, MethodRef, lazy_attributes, model_methods
 from hetopt.result import AGREEMENT_RTOL
 
 #: crosscheck adds ``dp-faithful`` when its table work (cells × options) is at most this:
@@ -39,9 +37,7 @@ MODEL_OPTIONS_LIMIT = 100_000
 METHODS = {
     "dp": MethodRef("hetopt.allocation.dp:solve_dp"),
     "dp-faithful": MethodRef("hetopt.allocation.dp_faithful:solve_dp_faithful"),
-    "milp": MethodRef("hetopt.allocation.milp:solve_milp"),
-    "milp-cbc": MethodRef("hetopt.allocation.milp:solve_milp", (("backend", "cbc"),)),
-    "cpsat": MethodRef("hetopt.allocation.cpsat:solve_cpsat_model"),
+    **model_methods("hetopt.allocation"),
     "bruteforce": MethodRef("hetopt.allocation.bruteforce:solve_bruteforce"),
 }
 
@@ -60,10 +56,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def crosscheck_methods(instance: AllocationInstance) -> list[str]:

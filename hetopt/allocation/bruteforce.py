@@ -46,10 +46,7 @@ def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None =
     count = plan_count(instance)
     if count > MAX_PLANS:
         return no_solution(
-            problem="allocation",
-            method="bruteforce",
-            status=Status.DECLINED,
-            deadline=deadline,
+            problem="allocation", method="bruteforce", status=Status.DECLINED, deadline=deadline,
             reason=f"more than {MAX_PLANS} combinations of options, bruteforce's limit",
         )
     per_gpu = []
@@ -79,12 +76,6 @@ def solve_bruteforce(instance: AllocationInstance, *, time_limit: float | None =
     if best_choice is None:
         raise SolverBug("allocation/bruteforce found no plan where the presolve proved one exists")
     return conclude(
-        problem="allocation",
-        method="bruteforce",
-        instance=instance,
-        solution=build_solution(instance, best_choice),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=not timed_out,
-        stats={"combinations": tried},
+        problem="allocation", method="bruteforce", instance=instance, solution=build_solution(instance, best_choice),
+        evaluate=evaluate, deadline=deadline, proven_optimal=not timed_out, stats={"combinations": tried},
     )

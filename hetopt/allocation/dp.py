@@ -602,13 +602,6 @@ def solve_dp(
     counts, root, target = best
     choices = _choices(ranges, counts, root, target)
     return conclude(
-        problem="allocation",
-        method="dp",
-        instance=instance,
-        solution=build_solution(instance, choices),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=not timed_out,
-        bound=bound,
-        stats=stats(),
+        problem="allocation", method="dp", instance=instance, solution=build_solution(instance, choices),
+        evaluate=evaluate, deadline=deadline, proven_optimal=not timed_out, bound=bound, stats=stats()
     )

@@ -93,10 +93,7 @@ def solve_dp_faithful(instance: AllocationInstance, *, time_limit: float | None 
                 break
         if deadline.expired():
             return no_solution(
-                problem="allocation",
-                method="dp-faithful",
-                status=Status.TIME_LIMIT,
-                deadline=deadline,
+                problem="allocation", method="dp-faithful", status=Status.TIME_LIMIT, deadline=deadline,
                 reason=f"time limit reached after {len(chosen) + 1} of {instance.num_gpus} GPUs",
             )
         chosen.append(pick)
@@ -116,12 +113,6 @@ def solve_dp_faithful(instance: AllocationInstance, *, time_limit: float | None 
         k -= m
     choices.reverse()
     return conclude(
-        problem="allocation",
-        method="dp-faithful",
-        instance=instance,
-        solution=build_solution(instance, choices),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=True,
-        stats={"cells": int(table.size), "updates": updates},
+        problem="allocation", method="dp-faithful", instance=instance, solution=build_solution(instance, choices),
+        evaluate=evaluate, deadline=deadline, proven_optimal=True, stats={"cells": int(table.size), "updates": updates},
     )

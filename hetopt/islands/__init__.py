@@ -9,10 +9,8 @@ bandwidths are ultrametric, else subset DP on small clusters, else DECLINED),
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
 
-from hetopt.family import Family, MethodRef
+from hetopt.family import Family, MethodRef, lazy_attributes, model_methods
 from hetopt.islands.bruteforce import BRUTEFORCE_MAX_NODES
 from hetopt.islands.problem import Island, IslandsInstance, IslandsSolution, Node, Tolerance, evaluate
 from hetopt.islands.subsets import SUBSET_MAX_NODES
@@ -32,9 +30,7 @@ METHODS = {
     "dp": MethodRef("hetopt.islands.dp:solve_dp"),
     "dp-dendrogram": MethodRef("hetopt.islands.dp:solve_dp_dendrogram"),
     "dp-subsets": MethodRef("hetopt.islands.dp:solve_dp_subsets"),
-    "cpsat": MethodRef("hetopt.islands.cpsat:solve_cpsat_model"),
-    "milp": MethodRef("hetopt.islands.milp:solve_milp"),
-    "milp-cbc": MethodRef("hetopt.islands.milp:solve_milp", (("backend", "cbc"),)),
+    **model_methods("hetopt.islands"),
     "bruteforce": MethodRef("hetopt.islands.bruteforce:solve_bruteforce"),
     "greedy": MethodRef("hetopt.islands.heuristic:solve_greedy"),
 }
@@ -53,10 +49,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def crosscheck_methods(instance: IslandsInstance) -> list[str]:

@@ -88,12 +88,6 @@ def solve_bruteforce(instance: IslandsInstance, *, time_limit: float | None = No
 
     place(0)
     return conclude(
-        problem="islands",
-        method="bruteforce",
-        instance=instance,
-        solution=build_solution(instance, best),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=not stopped,
-        stats={"partitions": tried},
+        problem="islands", method="bruteforce", instance=instance, solution=build_solution(instance, best),
+        evaluate=evaluate, deadline=deadline, proven_optimal=not stopped, stats={"partitions": tried},
     )

@@ -165,14 +165,8 @@ def dendrogram_islands(instance: IslandsInstance, tree: dendro.Dendrogram, deadl
 
 def _finish(instance: IslandsInstance, method: str, islands: list[list[int]], deadline: Deadline, stats: dict) -> Result:
     return conclude(
-        problem="islands",
-        method=method,
-        instance=instance,
-        solution=build_solution(instance, islands),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=True,
-        stats=stats,
+        problem="islands", method=method, instance=instance, solution=build_solution(instance, islands),
+        evaluate=evaluate, deadline=deadline, proven_optimal=True, stats=stats
     )
 
 

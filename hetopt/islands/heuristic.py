@@ -134,12 +134,6 @@ def solve_greedy(instance: IslandsInstance, *, time_limit: float | None = None) 
     if not finished:
         stats["stopped"] = "time limit reached before the greedy finished merging"
     return conclude(
-        problem="islands",
-        method="greedy",
-        instance=instance,
-        solution=build_solution(instance, islands),
-        evaluate=evaluate,
-        deadline=deadline,
-        proven_optimal=False,
-        stats=stats,
+        problem="islands", method="greedy", instance=instance, solution=build_solution(instance, islands),
+        evaluate=evaluate, deadline=deadline, proven_optimal=False, stats=stats
     )

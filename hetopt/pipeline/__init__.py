@@ -8,10 +8,8 @@ See ``formulations/pipeline.md``.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
 
-from hetopt.family import Family, MethodRef
+from hetopt.family import Family, MethodRef, lazy_attributes, model_methods
 from hetopt.pipeline.bruteforce import MAX_PLANS
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.problem import (
@@ -33,9 +31,7 @@ BRUTEFORCE_LIMIT = 3_000
 #: MILP and CP-SAT modules bring PuLP and OR-Tools, which ``solve --method dp`` never needs.
 METHODS = {
     "dp": MethodRef("hetopt.pipeline.dp:solve_dp"),
-    "milp": MethodRef("hetopt.pipeline.milp:solve_milp"),
-    "milp-cbc": MethodRef("hetopt.pipeline.milp:solve_milp", (("backend", "cbc"),)),
-    "cpsat": MethodRef("hetopt.pipeline.cpsat:solve_cpsat_model"),
+    **model_methods("hetopt.pipeline"),
     "bruteforce": MethodRef("hetopt.pipeline.bruteforce:solve_bruteforce"),
     "greedy": MethodRef("hetopt.pipeline.heuristic:solve_greedy"),
 }
@@ -53,10 +49,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 def crosscheck_methods(instance: PipelineInstance) -> list[str]:

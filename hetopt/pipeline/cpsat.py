@@ -224,7 +224,7 @@ def _feasible(instance: PipelineInstance, plan: list[int], deadline: Deadline, b
               reason: str) -> Result:
     """FEASIBLE with the greedy's plan (the warm start), when the time ran out before CP-SAT had a better one."""
     return conclude(
-        problem="pipeline", method="cpsat", instance=instance, solution=build_solution(instance, blocks_from_choices(instance, plan)),
-        evaluate=evaluate, deadline=deadline, proven_optimal=False, bound=bound, stats=dict(stats, from_hint=True),
-        reason=reason,
+        problem="pipeline", method="cpsat", instance=instance,
+        solution=build_solution(instance, blocks_from_choices(instance, plan)), evaluate=evaluate, deadline=deadline,
+        proven_optimal=False, bound=bound, stats=dict(stats, from_hint=True), reason=reason
     )

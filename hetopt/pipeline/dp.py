@@ -288,7 +288,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
     if search.best_plan is None:
         return no_solution(
             problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
-            reason=GENERIC_INFEASIBLE.format(layers=instance.layers),
+            reason=GENERIC_INFEASIBLE.format(layers=instance.layers)
         )
     return _conclude(instance, search.best_plan, deadline, True, None, stats)
 
@@ -314,6 +314,7 @@ def _bare(instance: PipelineInstance, plan: list[int]) -> PipelineSolution:
 
 def _conclude(instance, plan, deadline, optimal, bound, stats) -> Result:
     return conclude(
-        problem="pipeline", method="dp", instance=instance, solution=build_solution(instance, blocks_from_choices(instance, plan)),
-        evaluate=evaluate, deadline=deadline, proven_optimal=optimal, bound=bound, stats=stats,
+        problem="pipeline", method="dp", instance=instance,
+        solution=build_solution(instance, blocks_from_choices(instance, plan)), evaluate=evaluate, deadline=deadline,
+        proven_optimal=optimal, bound=bound, stats=stats
     )

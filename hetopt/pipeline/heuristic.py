@@ -96,6 +96,6 @@ def solve_greedy(instance: PipelineInstance, *, time_limit: float | None = None)
                            reason="the greedy found no pipeline (it does not backtrack, so one may exist); use dp")
     return conclude(
         problem="pipeline", method="greedy", instance=instance,
-        solution=build_solution(instance, blocks_from_choices(instance, plan)),
-        evaluate=evaluate, deadline=deadline, proven_optimal=False,
+        solution=build_solution(instance, blocks_from_choices(instance, plan)), evaluate=evaluate, deadline=deadline,
+        proven_optimal=False
     )

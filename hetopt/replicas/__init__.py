@@ -7,7 +7,7 @@ Methods (registry names): ``dp`` (exact; ``auto``), ``milp`` (HiGHS; ``milp-cbc`
 
 from __future__ import annotations
 
-from hetopt.family import Family, MethodRef
+from hetopt.family import Family, MethodRef, model_methods
 from hetopt.replicas.problem import (
     Candidate,
     IslandShape,
@@ -32,9 +32,7 @@ MODEL_SLOTS_LIMIT = 64
 #: MILP and CP-SAT modules bring PuLP and OR-Tools, which ``solve --method dp`` never needs.
 METHODS = {
     "dp": MethodRef("hetopt.replicas.dp:solve_dp"),
-    "milp": MethodRef("hetopt.replicas.milp:solve_milp"),
-    "milp-cbc": MethodRef("hetopt.replicas.milp:solve_milp", (("backend", "cbc"),)),
-    "cpsat": MethodRef("hetopt.replicas.cpsat:solve_cpsat_model"),
+    **model_methods("hetopt.replicas"),
     "bruteforce": MethodRef("hetopt.replicas.bruteforce:solve_bruteforce"),
     "greedy": MethodRef("hetopt.replicas.heuristic:solve_greedy"),
 }
