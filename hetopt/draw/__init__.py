@@ -2,8 +2,11 @@
 
 One module per kind of picture (:mod:`~hetopt.draw.pipeline`, :mod:`~hetopt.draw.allocation`,
 :mod:`~hetopt.draw.islands`, :mod:`~hetopt.draw.plan`), each a function
-``render(document, title) -> Figure`` over the plain JSON a result prints with ``--json``;
-this module picks the kind, checks the target file and saves.
+``render(document, title, source) -> matplotlib.figure.Figure``: ``document`` is the plain JSON
+a result prints with ``--json`` (each module says which fields it reads), ``title`` the name in
+the picture's title, ``source`` the file name its messages give; a field missing or malformed
+raises :class:`~hetopt.errors.InputError` naming it. This module picks the kind, checks the
+target file and saves.
 
 matplotlib is an optional extra (``pip install -e ".[plot]"``): importing this module does
 not import it, so the command line can check its arguments (and say what to install) first.

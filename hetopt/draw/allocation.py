@@ -41,25 +41,9 @@ BAR = 0.8
 def render(document: dict, title: str, source: str) -> Figure:
     """The three-panel picture of a ``hetopt solve --json`` allocation result.
 
-    Parameters
-    ----------
-    document
-        The result as plain data; reads ``solution.gpus[*]`` (``type``, ``microbatch_size``,
-        ``microbatches``, ``state_share``, ``state_share_greedy``, ``memory_gib``,
-        ``capacity_gib``) and ``solution.iteration_time_s``.
-    title
-        The name in the title.
-    source
-        The file name for messages.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-
-    Raises
-    ------
-    InputError
-        A field missing or malformed.
+    Reads ``solution.gpus[*]`` (``type``, ``microbatch_size``, ``microbatches``, ``state_share``,
+    ``state_share_greedy``, ``memory_gib``, ``capacity_gib``) and ``solution.iteration_time_s``; as
+    every picture, ``render(document, title, source)`` (:mod:`hetopt.draw`).
 
     Examples
     --------

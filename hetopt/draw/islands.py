@@ -42,24 +42,9 @@ NODE = 0.86
 def render(document: dict, title: str, source: str) -> Figure:
     """The picture of a ``hetopt solve --json`` islands result.
 
-    Parameters
-    ----------
-    document
-        The result as plain data; reads ``solution.islands[*]`` (``nodes``, ``gpus``,
-        ``gpu``, ``slowest_internal_gbps``, ``fastest_leaving_gbps``).
-    title
-        The name in the title.
-    source
-        The file name for messages.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-
-    Raises
-    ------
-    InputError
-        A field missing or malformed.
+    Reads ``solution.islands[*]`` (``nodes``, ``gpus``, ``gpu``, ``slowest_internal_gbps``,
+    ``fastest_leaving_gbps``); as every picture, ``render(document, title, source)``
+    (:mod:`hetopt.draw`).
 
     Examples
     --------

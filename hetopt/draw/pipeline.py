@@ -34,25 +34,10 @@ BOTTLENECK_RTOL = 1e-9
 def render(document: dict, title: str, source: str) -> Figure:
     """The Gantt chart of a ``hetopt solve --json`` pipeline result.
 
-    Parameters
-    ----------
-    document
-        The result as plain data; reads ``solution.stages`` (``forward_s``, ``backward_s``,
-        ``island``, ``block``, ``gpus``), ``solution.blocks[*].link_after_s`` and
-        ``solution.microbatches``.
-    title
-        The name in the title.
-    source
-        The file name for messages.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-
-    Raises
-    ------
-    InputError
-        A field missing or malformed, or a schedule above the simulator's size limit.
+    Reads ``solution.stages`` (``forward_s``, ``backward_s``, ``island``, ``block``, ``gpus``),
+    ``solution.blocks[*].link_after_s`` and ``solution.microbatches``; as every picture,
+    ``render(document, title, source)`` (:mod:`hetopt.draw`). Beyond a field missing or malformed,
+    refuses a schedule above the simulator's size limit.
 
     Examples
     --------

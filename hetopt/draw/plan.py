@@ -35,25 +35,10 @@ COMPOSED = "tangram-composed"
 def render(document: dict, title: str, source: str) -> Figure:
     """The two-panel picture of a ``hetopt plan --json`` result.
 
-    Parameters
-    ----------
-    document
-        The plan as plain data; reads ``islands[*].name``, ``stages[*]`` (``island``,
-        ``first_layer``, ``layers``, ``layout``, ``time_s``), ``iteration_time_s``,
-        ``alternatives[*]`` (``name``, ``iteration_time_s``) and ``given_layout``.
-    title
-        The name in the title.
-    source
-        The file name for messages.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-
-    Raises
-    ------
-    InputError
-        A field missing or malformed, or a stage on an island the plan does not list.
+    Reads ``islands[*].name``, ``stages[*]`` (``island``, ``first_layer``, ``layers``, ``layout``,
+    ``time_s``), ``iteration_time_s``, ``alternatives[*]`` (``name``, ``iteration_time_s``) and
+    ``given_layout``; as every picture, ``render(document, title, source)`` (:mod:`hetopt.draw`).
+    Beyond a field missing or malformed, refuses a stage on an island the plan does not list.
 
     Examples
     --------
