@@ -54,20 +54,11 @@ def scaled(seconds: float) -> int:
 
 
 @threads_alias
-def solve_cpsat_model(
-    instance: AllocationInstance,
-    *,
-    time_limit: float | None = None,
-    threads: int | None = None,
-    seed: int = 0,
-    write_model: str | os.PathLike[str] | None = None,
-) -> Result:
+def solve_cpsat_model(instance: AllocationInstance, *, time_limit: float | None = None, threads: int | None = None,
+                      seed: int = 0, write_model: str | os.PathLike[str] | None = None) -> Result:
     """Solve the counting model with CP-SAT, warm-started from the greedy plan.
 
-    Parameters
-    ----------
-    write_model
-        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
+    Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------

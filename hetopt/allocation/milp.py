@@ -49,27 +49,14 @@ LOAD_S_PER_OPTION = 5e-5
 LOAD_S = 0.1
 
 
-def solve_milp(
-    instance: AllocationInstance,
-    *,
-    time_limit: float | None = None,
-    backend: str = DEFAULT_MILP_BACKEND,
-    threads: int | None = None,
-    write_model: str | os.PathLike[str] | None = None,
-) -> Result:
+def solve_milp(instance: AllocationInstance, *, time_limit: float | None = None, backend: str = DEFAULT_MILP_BACKEND,
+               threads: int | None = None, write_model: str | os.PathLike[str] | None = None) -> Result:
     """Solve the counting MILP above.
 
     Options dominated within their batch (``pareto_options``) and options slower than the
     greedy plan's iteration time are left out: neither can be in a strictly better plan.
 
-    Parameters
-    ----------
-    backend
-        "highs" (default, may change) or "cbc".
-    threads
-        Solver threads.
-    write_model
-        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
+    Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------

@@ -35,14 +35,8 @@ BOUND_SLACK = 1e-6
 
 
 @threads_alias
-def solve_cpsat_model(
-    instance: IslandsInstance,
-    *,
-    time_limit: float | None = None,
-    threads: int | None = None,
-    seed: int = 0,
-    write_model: str | os.PathLike[str] | None = None,
-) -> Result:
+def solve_cpsat_model(instance: IslandsInstance, *, time_limit: float | None = None, threads: int | None = None,
+                      seed: int = 0, write_model: str | os.PathLike[str] | None = None) -> Result:
     """Solve the assignment model with CP-SAT, warm-started from the greedy's islands.
 
     The time limit covers the greedy and the model building: when it passes before CP-SAT
@@ -50,10 +44,7 @@ def solve_cpsat_model(
     CP-SAT's bound and the distinct GPU counts); when it passes before the greedy finishes,
     TIME_LIMIT.
 
-    Parameters
-    ----------
-    write_model
-        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
+    Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------

@@ -19,13 +19,8 @@ from hetopt.result import Result, Status
 
 
 @threads_alias
-def solve_exact(
-    instance: IslandsInstance,
-    *,
-    time_limit: float | None = None,
-    threads: int | None = None,
-    seed: int = 0,
-) -> Result:
+def solve_exact(instance: IslandsInstance, *, time_limit: float | None = None, threads: int | None = None,
+                seed: int = 0) -> Result:
     """The DP, or CP-SAT when the DP declines.
 
     Returns

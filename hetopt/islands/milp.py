@@ -41,14 +41,8 @@ INTEGRALITY_SLACK = 1e-6
 HANDOVER_PER_BUILD = 1.5
 
 
-def solve_milp(
-    instance: IslandsInstance,
-    *,
-    time_limit: float | None = None,
-    backend: str = DEFAULT_MILP_BACKEND,
-    threads: int | None = None,
-    write_model: str | os.PathLike[str] | None = None,
-) -> Result:
+def solve_milp(instance: IslandsInstance, *, time_limit: float | None = None, backend: str = DEFAULT_MILP_BACKEND,
+               threads: int | None = None, write_model: str | os.PathLike[str] | None = None) -> Result:
     """Solve the assignment MILP above.
 
     The time limit covers the greedy, the model building and PuLP's hand-over to the
@@ -56,12 +50,7 @@ def solve_milp(
     (FEASIBLE, bound = the distinct GPU counts, or the solver's bound when it ran); when
     the greedy itself does not finish, TIME_LIMIT.
 
-    Parameters
-    ----------
-    backend
-        "highs" (default, may change) or "cbc".
-    write_model
-        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
+    Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------

@@ -51,20 +51,11 @@ def error_bound(instance: PipelineInstance) -> float:
 
 
 @threads_alias
-def solve_cpsat_model(
-    instance: PipelineInstance,
-    *,
-    time_limit: float | None = None,
-    threads: int | None = None,
-    seed: int = 0,
-    write_model: str | os.PathLike[str] | None = None,
-) -> Result:
+def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = None, threads: int | None = None,
+                      seed: int = 0, write_model: str | os.PathLike[str] | None = None) -> Result:
     """Solve the position model with CP-SAT, warm-started from the greedy plan.
 
-    Parameters
-    ----------
-    write_model
-        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
+    Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------

@@ -33,14 +33,8 @@ from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
 from hetopt.result import Result, Status
 
 
-def solve_milp(
-    instance: PipelineInstance,
-    *,
-    time_limit: float | None = None,
-    backend: str = DEFAULT_MILP_BACKEND,
-    threads: int | None = None,
-    write_model: str | os.PathLike[str] | None = None,
-) -> Result:
+def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, backend: str = DEFAULT_MILP_BACKEND,
+               threads: int | None = None, write_model: str | os.PathLike[str] | None = None) -> Result:
     """Solve the position MILP above.
 
     The aggregates a[p,i] = Σ_{o on i} y[p,o], u_p = Σ_o y[p,o] and the stages behind
@@ -49,14 +43,7 @@ def solve_milp(
     linear in its size instead of quadratic). The deadline is checked while the model is
     built; the backend gets only the time that is left.
 
-    Parameters
-    ----------
-    backend
-        "highs" (default, may change) or "cbc".
-    threads
-        Solver threads.
-    write_model
-        A file for the model as built (:func:`hetopt.modelmethod.solve_model`).
+    Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------

@@ -31,13 +31,8 @@ LOAD_S_PER_SLOT = 1e-4
 
 
 @threads_alias
-def solve_cpsat_model(
-    instance: ReplicasInstance,
-    *,
-    time_limit: float | None = None,
-    threads: int | None = None,
-    seed: int = 0,
-) -> Result:
+def solve_cpsat_model(instance: ReplicasInstance, *, time_limit: float | None = None, threads: int | None = None,
+                      seed: int = 0) -> Result:
     """Solve the slot model with CP-SAT, warm-started from the greedy plan.
 
     Returns

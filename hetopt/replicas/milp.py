@@ -37,13 +37,8 @@ LOAD_S = 0.1
 LOAD_S_PER_SLOT = 1e-4
 
 
-def solve_milp(
-    instance: ReplicasInstance,
-    *,
-    time_limit: float | None = None,
-    backend: str = DEFAULT_MILP_BACKEND,
-    threads: int | None = None,
-) -> Result:
+def solve_milp(instance: ReplicasInstance, *, time_limit: float | None = None, backend: str = DEFAULT_MILP_BACKEND,
+               threads: int | None = None) -> Result:
     """Solve the slot MILP above.
 
     Returns
