@@ -106,11 +106,12 @@ def check_model_path(path: str | os.PathLike[str], kind: str) -> Path:
     raise InputError(f"write_model: {path}: {fix}", field="write_model")
 
 
-def write_pulp_model(prob: pulp.LpProblem, path: str | os.PathLike[str]) -> str:
-    """Write a PuLP model as MPS or CPLEX LP, by the file's ending (see ``check_model_path``).
-
-    The names of variables and rows are the model's own (``x_0_3``, ``gpus_0``, ...), so a
-    solution read back from another solver maps onto the formulation's symbols.
+def write_model_file(model: pulp.LpProblem | cp_model.CpModel, path: str | os.PathLike[str], kind: str) -> str:
+    """Write a model by the file's ending (see ``check_model_path``): a MILP (``kind="milp"``) as
+    MPS or CPLEX LP, with the model's own names of variables and rows (``x_0_3``, ``gpus_0``), so a
+    solution read back from another solver maps onto the formulation's symbols; a CP-SAT model
+    as its protobuf, text (``.pb.txt``) or binary (``.pb``), its solution hint (the warm start)
+    included.
 
     Returns
     -------
@@ -119,38 +120,21 @@ def write_pulp_model(prob: pulp.LpProblem, path: str | os.PathLike[str]) -> str:
 
     Raises
     ------
-    ValueError
-        A wrong ending, or a file that cannot be written.
+    InputError
+        ``field="write_model"``: a wrong ending, or a file that cannot be written.
     """
-    target = check_model_path(path, "milp")
+    target = check_model_path(path, kind)
+    if kind == "cpsat":
+        if not model.export_to_file(str(target)):
+            raise InputError(f"write_model: {path}: cannot write (OR-Tools' export failed)", field="write_model")
+        return str(target)
     try:
         if target.name.lower().endswith(".mps"):
-            prob.writeMPS(str(target))
+            model.writeMPS(str(target))
         else:
-            prob.writeLP(str(target))
+            model.writeLP(str(target))
     except OSError as exc:
         raise InputError(f"write_model: {path}: cannot write ({exc.strerror})", field="write_model") from None
-    return str(target)
-
-
-def write_cpsat_model(model: cp_model.CpModel, path: str | os.PathLike[str]) -> str:
-    """Write a CP-SAT model as its protobuf, text (``.pb.txt``) or binary (``.pb``).
-
-    The solution hint (the greedy's warm start) is part of the model and is written too.
-
-    Returns
-    -------
-    str
-        The path written.
-
-    Raises
-    ------
-    ValueError
-        A wrong ending, or a file that cannot be written.
-    """
-    target = check_model_path(path, "cpsat")
-    if not model.export_to_file(str(target)):
-        raise InputError(f"write_model: {path}: cannot write (OR-Tools' export failed)", field="write_model")
     return str(target)
 
 

@@ -148,16 +148,9 @@ def _check_out(path: str, flag: str = "--out") -> Path:
         A folder, a path ending in a separator, a missing or unwritable folder, or an
         unwritable file.
     """
-    target = Path(path)
-    if path.endswith(("/", os.sep)) or target.is_dir():
-        example = "result.json" if flag == "--out" else "model.mps"
-        raise InputError(f"{flag} {path}: is a folder; give a file name (e.g. {os.path.join(path, example)})")
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"{flag} {path}: no folder {folder} (create it first)")
-    if target.exists() and not os.access(target, os.W_OK) or not target.exists() and not os.access(folder, os.W_OK):
-        raise InputError(f"{flag} {path}: not writable (permission denied)")
-    return target
+    from hetopt.files import writable_file
+
+    return writable_file(path, flag, "result.json" if flag == "--out" else "model.mps")
 
 
 def _check_write_model(instance: Any, method: str, path: str) -> None:

@@ -1,4 +1,5 @@
-"""Reading input files: TOML and JSON, each failure one line naming the file and the fix.
+"""Input and output files: TOML and JSON read, a file to write checked; each failure one line
+naming the file and the fix.
 
 The bottom of the input side: the catalogs (``hardware.py``, ``workload.py``), the planner's
 cluster files, the published measurements and the instance files (``hetopt.io``) are all read
@@ -8,6 +9,7 @@ here, with the same size limit and the same messages.
 from __future__ import annotations
 
 import json
+import os
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -114,4 +116,37 @@ def read_toml(path: str | Path) -> dict:
         raise too_deep(path) from None
 
 
-__all__ = ["MAX_FILE_BYTES", "check_size", "read_json", "read_toml", "too_deep"]
+def writable_file(path: str, flag: str, example: str, suffixes: tuple[str, ...] = (), kind: str = "") -> Path:
+    """``path`` checked before any work as a file to write: not a folder, in an existing folder,
+    writable; with ``suffixes``, one of them (``kind`` names what is written so).
+
+    ``flag`` names the option in messages; ``example`` is a file name to suggest.
+
+    Raises
+    ------
+    InputError
+        A folder or a path ending in a separator, another suffix, a missing folder, or a place
+        that cannot be written.
+
+    Examples
+    --------
+    >>> writable_file("p.pdf", "-o", "picture.svg", (".svg", ".png"), "a picture")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: -o p.pdf: a picture is written as .svg or .png (e.g. p.svg)
+    """
+    target = Path(path)
+    if path.endswith(("/", os.sep)) or target.is_dir():
+        raise InputError(f"{flag} {path}: is a folder; give a file name (e.g. {os.path.join(path, example)})")
+    if suffixes and target.suffix.lower() not in suffixes:
+        stem = target.stem or Path(example).stem
+        raise InputError(f"{flag} {path}: {kind} is written as {' or '.join(suffixes)} (e.g. {stem}{suffixes[0]})")
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise InputError(f"{flag} {path}: no folder {folder} (create it first)")
+    if target.exists() and not os.access(target, os.W_OK) or not target.exists() and not os.access(folder, os.W_OK):
+        raise InputError(f"{flag} {path}: not writable (permission denied)")
+    return target
+
+
+__all__ = ["MAX_FILE_BYTES", "check_size", "read_json", "read_toml", "too_deep", "writable_file"]

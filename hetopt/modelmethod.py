@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_cpsat, solve_pulp_by, write_cpsat_model, write_pulp_model
+from hetopt.backends import DEFAULT_MILP_BACKEND, solve_cpsat, solve_pulp_by, write_model_file
 from hetopt.budget import Deadline
 from hetopt.family import conclude_model, no_solution
 from hetopt.result import Evaluation, Result, Status
@@ -133,8 +133,7 @@ def solve_model(
         if limit <= 0:
             return built.stopped(f"time limit reached while building {built.label}", built.floor, stats)
     if write_model is not None:
-        write = write_pulp_model if built.kind == "milp" else write_cpsat_model
-        stats["model_file"] = write(built.model, write_model)
+        stats["model_file"] = write_model_file(built.model, write_model, built.kind)
     if built.kind == "milp":
         # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
         ran = solve_pulp_by(built.model, None if time_limit is None else deadline, built.read, backend=backend,

@@ -17,7 +17,6 @@ pyplot and saved through the Agg (PNG) and SVG canvases.
 from __future__ import annotations
 
 import importlib
-import os
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,17 +90,9 @@ def check_target(path: str, flag: str = "-o") -> Path:
     ...
     hetopt.errors.InputError: -o pipeline.pdf: a picture is written as .svg or .png (e.g. pipeline.svg)
     """
-    target = Path(path)
-    if path.endswith(("/", os.sep)) or target.is_dir():
-        raise InputError(f"{flag} {path}: is a folder; give a file name (e.g. {os.path.join(path, 'picture.svg')})")
-    if target.suffix.lower() not in FORMATS:
-        raise InputError(f"{flag} {path}: a picture is written as .svg or .png (e.g. {target.stem or 'picture'}.svg)")
-    folder = target.parent if str(target.parent) else Path(".")
-    if not folder.is_dir():
-        raise InputError(f"{flag} {path}: no folder {folder} (create it first)")
-    if target.exists() and not os.access(target, os.W_OK) or not target.exists() and not os.access(folder, os.W_OK):
-        raise InputError(f"{flag} {path}: not writable (permission denied)")
-    return target
+    from hetopt.files import writable_file
+
+    return writable_file(path, flag, "picture.svg", tuple(FORMATS), "a picture")
 
 
 def kind_of(document: Any, source: str = "result") -> str:
