@@ -11,25 +11,11 @@ import math
 
 import pytest
 
-from hetopt import solve
 from hetopt.allocation import tolerance
-from hetopt.result import Status
 
+from . import assert_methods_agree, seeded_generator
 
-
-def _generator():
-    """tests/allocation/conftest.py's seeded generator (loaded by path: tests/ is no package)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "allocation" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("allocation_instances", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.random_instance
-
-
-random_instance = _generator()
+random_instance = seeded_generator("allocation")
 
 SEEDS = range(1000)
 CHUNKS = 10
@@ -119,14 +105,4 @@ def test_exact_methods_match_an_independent_optimum(chunk):
     for seed in SEEDS[chunk::CHUNKS]:
         inst = random_instance(20_000 + seed, max_gpus=3, max_batch=7)
         truth = brute_optimum(inst)
-        rtol, atol = tolerance(inst)
-        for method in METHODS:
-            r = solve(inst, method, time_limit=30)
-            if math.isinf(truth):
-                assert r.status is Status.INFEASIBLE, (seed, method, r.status, r.reason)
-                continue
-            assert r.status is Status.OPTIMAL, (seed, method, r.status, r.reason)
-            mine = check(inst, r.solution)
-            assert math.isfinite(mine), (seed, method)
-            assert math.isclose(mine, r.objective, rel_tol=rtol, abs_tol=atol), (seed, method, mine, r.objective)
-            assert math.isclose(mine, truth, rel_tol=rtol, abs_tol=atol), (seed, method, mine, truth)
+        assert_methods_agree(inst, truth, lambda sol: check(inst, sol), METHODS, tolerance(inst), seed)

@@ -10,28 +10,16 @@ import math
 
 import pytest
 
-from hetopt import solve
 from hetopt.pipeline import tolerance
-from hetopt.result import Status
+
+from . import assert_methods_agree, seeded_generator
 
 SEEDS = range(1000)
 CHUNKS = 10
 METHODS = ("dp", "milp", "cpsat")
 
 
-def _generator():
-    """tests/pipeline/conftest.py's seeded generator (loaded by path: tests/ is no package)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "pipeline" / "conftest.py"
-    spec = importlib.util.spec_from_file_location("pipeline_instances", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.random_instance
-
-
-random_instance = _generator()
+random_instance = seeded_generator("pipeline")
 
 
 def cost(inst, sequence: list[int]) -> float:
@@ -84,14 +72,5 @@ def test_exact_methods_match_an_independent_optimum(chunk):
     for seed in SEEDS[chunk::CHUNKS]:
         inst = random_instance(30_000 + seed)
         truth = brute_optimum(inst)
-        rtol, atol = tolerance(inst)
-        for method in METHODS:
-            r = solve(inst, method, time_limit=30)
-            if math.isinf(truth):
-                assert r.status is Status.INFEASIBLE, (seed, method, r.status, r.reason)
-                continue
-            assert r.status is Status.OPTIMAL, (seed, method, r.status, r.reason)
-            mine = cost(inst, [b.option for b in r.solution.blocks])
-            assert math.isfinite(mine), (seed, method)
-            assert math.isclose(mine, r.objective, rel_tol=rtol, abs_tol=atol), (seed, method, mine, r.objective)
-            assert math.isclose(mine, truth, rel_tol=rtol, abs_tol=atol), (seed, method, mine, truth)
+        assert_methods_agree(inst, truth, lambda sol: cost(inst, [b.option for b in sol.blocks]), METHODS, tolerance(inst),
+                             seed)
