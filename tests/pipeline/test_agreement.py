@@ -18,21 +18,9 @@ SEEDS = range(80)
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_exact_methods_match_bruteforce(seed):
+def test_exact_methods_match_bruteforce(seed, matches_bruteforce):
     instance = random_instance(seed)
-    oracle = hetopt.solve(instance, "bruteforce")
-    assert oracle.status in (Status.OPTIMAL, Status.INFEASIBLE)
-    for method in EXACT:
-        result = hetopt.solve(instance, method)
-        assert result.status is oracle.status, (method, result.reason, oracle.reason)
-        if oracle.status is Status.INFEASIBLE:
-            assert result.reason, method
-            continue
-        tol = error_bound(instance) if method == "cpsat" else 0.0
-        assert math.isclose(result.objective, oracle.objective, rel_tol=1e-9, abs_tol=tol), method
-        assert result.bound <= result.objective + 1e-12
-        ev = hetopt.family(instance).evaluate(instance, result.solution)
-        assert ev.feasible and ev.objective == result.objective
+    matches_bruteforce(instance, EXACT, tol=lambda method: error_bound(instance) if method == "cpsat" else 0.0)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -1,0 +1,36 @@
+"""Fixtures every family's tests share."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+
+import hetopt
+from hetopt.result import Status
+
+
+@pytest.fixture
+def matches_bruteforce() -> Callable:
+    """``matches_bruteforce(instance, methods, tol=lambda method: 0.0, rel_tol=1e-9)``: every
+    method gives bruteforce's status and optimum (within ``tol(method)`` absolute), a bound
+    not above its objective, a reason when infeasible, and a plan the family's ``evaluate``
+    prices at exactly its objective."""
+
+    def check(instance, methods, tol: Callable[[str], float] = lambda method: 0.0, rel_tol: float = 1e-9) -> None:
+        oracle = hetopt.solve(instance, "bruteforce")
+        assert oracle.status in (Status.OPTIMAL, Status.INFEASIBLE)
+        for method in methods:
+            result = hetopt.solve(instance, method)
+            assert result.status is oracle.status, (method, result.reason, oracle.reason)
+            if oracle.status is Status.INFEASIBLE:
+                assert result.reason, method
+                continue
+            assert math.isclose(result.objective, oracle.objective, rel_tol=rel_tol, abs_tol=tol(method)), method
+            assert result.bound <= result.objective + 1e-12
+            # every returned plan is re-checked: evaluate agrees with the reported objective
+            ev = hetopt.family(instance).evaluate(instance, result.solution)
+            assert ev.feasible and ev.objective == result.objective
+
+    return check
