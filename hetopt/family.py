@@ -202,40 +202,15 @@ def conclude(
             reason = ("time limit reached before optimality was proven" if deadline.expired()
                       else "optimality not proven")
             reason += "; no lower bound known" if bound is None else f"; gap {gap:.3g} to the proven bound {bound:.6g}"
-    return Result(
-        problem=problem,
-        method=method,
-        status=status,
-        objective=objective,
-        bound=bound,
-        gap=gap,
-        solution=solution,
-        wall_s=deadline.elapsed(),
-        stats=dict(stats or {}),
-        reason=reason,
-    )
+    return Result(problem=problem, method=method, status=status, objective=objective, bound=bound, gap=gap,
+                  solution=solution, wall_s=deadline.elapsed(), stats=dict(stats or {}), reason=reason)
 
 
-def no_solution(
-    *,
-    problem: str,
-    method: str,
-    status: Status,
-    deadline: Deadline,
-    reason: str,
-    bound: float | None = None,
-    stats: dict[str, Any] | None = None,
-) -> Result:
+def no_solution(*, problem: str, method: str, status: Status, deadline: Deadline, reason: str, bound: float | None = None,
+                stats: dict[str, Any] | None = None) -> Result:
     """A Result without a solution (INFEASIBLE, TIME_LIMIT, DECLINED or ERROR)."""
-    return Result(
-        problem=problem,
-        method=method,
-        status=status,
-        bound=bound,
-        wall_s=deadline.elapsed(),
-        stats=dict(stats or {}),
-        reason=reason,
-    )
+    return Result(problem=problem, method=method, status=status, bound=bound, wall_s=deadline.elapsed(),
+                  stats=dict(stats or {}), reason=reason)
 
 
 def conclude_model(

@@ -56,10 +56,7 @@ def _warnings_named(source: str) -> Iterator[None]:
 def read_allocation(data: dict, source: str) -> AllocationInstance:
     """Read an allocation file's data (types, keys) and build the instance, which checks the ranges.
 
-    Raises
-    ------
-    InputError
-        With the file, the key path and the fix.
+    Every problem is an :class:`~hetopt.errors.InputError` naming the file, the key path and the fix.
     """
     top = Fields(data, source)
     top.reject_unknown(TOP_KEYS)

@@ -107,10 +107,7 @@ def _option(f: Fields, index: dict[str, int]) -> PipelineOption:
 def read_pipeline(data: dict, source: str) -> PipelineInstance:
     """Validate a pipeline file's data and build the instance.
 
-    Raises
-    ------
-    InputError
-        With the file, the key path and the fix.
+    Every problem is an :class:`~hetopt.errors.InputError` naming the file, the key path and the fix.
     """
     top = Fields(data, source)
     top.reject_unknown(TOP_KEYS)

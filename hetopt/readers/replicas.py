@@ -27,10 +27,7 @@ CANDIDATE_KEYS = ("name", "uses", "fill_s", "per_microbatch_s", "gradient_gib", 
 def read_replicas(data: dict, source: str) -> ReplicasInstance:
     """Read a replicas file's data (types, keys, shape names) and build the instance.
 
-    Raises
-    ------
-    InputError
-        With the file, the key path and the fix.
+    Every problem is an :class:`~hetopt.errors.InputError` naming the file, the key path and the fix.
     """
     top = Fields(data, source)
     top.reject_unknown(TOP_KEYS)

@@ -78,6 +78,26 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
 
 
+def _check_named(items: tuple, table: str, kind: type, limit: int) -> None:
+    """``items`` (the ``[[table]]`` entries): one at least, at most ``limit``, each a ``kind`` with a
+    non-empty name of its own."""
+    if not items:
+        raise InputError(f"{table}: is empty (give at least one [[{table}]] table)")
+    if len(items) > limit:
+        raise InputError(f"{table}: has {len(items)} entries, more than the limit of {limit}")
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        key = f"{table}[{i}]"
+        if not isinstance(item, kind):
+            raise InputError(f"{key}: must be {'an' if kind.__name__[0] in 'AEIOU' else 'a'} {kind.__name__} "
+                             f"(got {type(item).__name__})")
+        if not isinstance(item.name, str) or not item.name:
+            raise InputError(f"{key}.name: must be a non-empty string (got {item.name!r})")
+        if item.name in seen:
+            raise InputError(f"{key}.name: {item.name!r} is given twice ({table} names must be unique)")
+        seen.add(item.name)
+
+
 def _check_int(key: str, value, low: int, high: int, fix: str = "") -> None:
     if not _is_int(value):
         raise InputError(f"{key}: must be a whole number (got {value!r})")
@@ -197,38 +217,16 @@ class ReplicasInstance:
             raise InputError(f"name: must be a non-empty string (got {self.name!r})", field="name")
         _check_int("microbatches", self.microbatches, 1, MAX_MICROBATCHES, " (the global batch in micro-batches)")
         _check_real("hop_latency_s", self.hop_latency_s, 0.0, MAX_HOP_LATENCY_S, "seconds")
-        if not self.shapes:
-            raise InputError("shape: is empty (give at least one [[shape]] table)")
-        if len(self.shapes) > MAX_SHAPES:
-            raise InputError(f"shape: has {len(self.shapes)} entries, more than the limit of {MAX_SHAPES}")
-        seen: set[str] = set()
+        _check_named(self.shapes, "shape", IslandShape, MAX_SHAPES)
         for i, s in enumerate(self.shapes):
             key = f"shape[{i}]"
-            if not isinstance(s, IslandShape):
-                raise InputError(f"{key}: must be an IslandShape (got {type(s).__name__})")
-            if not isinstance(s.name, str) or not s.name:
-                raise InputError(f"{key}.name: must be a non-empty string (got {s.name!r})")
-            if s.name in seen:
-                raise InputError(f"{key}.name: {s.name!r} is given twice (shape names must be unique)")
-            seen.add(s.name)
             _check_int(f"{key}.count", s.count, 0, MAX_ISLANDS_PER_SHAPE)
             _check_int(f"{key}.gpus", s.gpus, 1, 2**20)
             if not isinstance(s.gpu, str):
                 raise InputError(f"{key}.gpu: must be a string (got {s.gpu!r})")
-        if not self.candidates:
-            raise InputError("candidate: is empty (give at least one [[candidate]] table)")
-        if len(self.candidates) > MAX_CANDIDATES:
-            raise InputError(f"candidate: has {len(self.candidates)} entries, more than the limit of {MAX_CANDIDATES}")
-        names: set[str] = set()
+        _check_named(self.candidates, "candidate", Candidate, MAX_CANDIDATES)
         for i, c in enumerate(self.candidates):
             key = f"candidate[{i}]"
-            if not isinstance(c, Candidate):
-                raise InputError(f"{key}: must be a Candidate (got {type(c).__name__})")
-            if not isinstance(c.name, str) or not c.name:
-                raise InputError(f"{key}.name: must be a non-empty string (got {c.name!r})")
-            if c.name in names:
-                raise InputError(f"{key}.name: {c.name!r} is given twice (candidate names must be unique)")
-            names.add(c.name)
             if isinstance(c.uses, list):
                 object.__setattr__(c, "uses", tuple(c.uses))
             if not isinstance(c.uses, tuple) or len(c.uses) != len(self.shapes):  # only from code: files name shapes

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from hetopt.islands.problem import build_solution, evaluate
 
 from .conftest import make_instance, make_node
@@ -25,10 +27,14 @@ def test_singletons_are_always_valid():
     assert _check(inst, [[0], [1], [2]]).feasible
 
 
-def test_rejects_mixed_gpu_counts_condition_1():
-    inst = make_instance([make_node("a", gpus=4), make_node("b", gpus=8), make_node("c")], UNIFORM)
+@pytest.mark.parametrize(("a", "b", "word"), [
+    ({"gpus": 4}, {"gpus": 8}, "GPU counts"),
+    ({"memory_gib": 40.0}, {"memory_gib": 80.0}, "memory"),
+])
+def test_rejects_mixed_figures_condition_1(a, b, word):
+    inst = make_instance([make_node("a", **a), make_node("b", **b), make_node("c")], UNIFORM)
     ev = _check(inst, [[0, 1], [2]])
-    assert not ev.feasible and any(v.startswith("(1)") and "GPU counts" in v for v in ev.violations)
+    assert not ev.feasible and any(v.startswith("(1)") and word in v for v in ev.violations)
 
 
 def test_rejects_compute_spread_condition_1():
@@ -38,12 +44,6 @@ def test_rejects_compute_spread_condition_1():
     # 10% exactly is inside the tolerance (floating point slack)
     inst = make_instance([make_node("a", tflops=312.0), make_node("b", tflops=343.2), make_node("c")], UNIFORM)
     assert _check(inst, [[0, 1], [2]]).feasible
-
-
-def test_rejects_memory_spread_condition_1():
-    inst = make_instance([make_node("a", memory_gib=40.0), make_node("b", memory_gib=80.0), make_node("c")], UNIFORM)
-    ev = _check(inst, [[0, 1], [2]])
-    assert not ev.feasible and any(v.startswith("(1)") and "memory" in v for v in ev.violations)
 
 
 def test_rejects_intra_node_spread_condition_2():
