@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hetopt.backends import DEFAULT_MILP_BACKEND, solve_cpsat, solve_pulp_by, write_model_file
+from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_cpsat, solve_pulp_by, write_model_file
 from hetopt.budget import Deadline
 from hetopt.family import conclude_model, no_solution
 from hetopt.result import Evaluation, Result, Status
@@ -99,6 +99,22 @@ class BuiltModel:
             return self.known(reason, bound, stats)
         return no_solution(problem=self.problem, method=self.method, status=Status.TIME_LIMIT, deadline=self.deadline,
                            bound=bound, reason=reason, stats=stats)
+
+
+def start(time_limit: float | None, kind: str, *, write_model: str | os.PathLike[str] | None = None,
+          backend: str = DEFAULT_MILP_BACKEND) -> tuple[Deadline, str]:
+    """The method's deadline, started first (its imports of PuLP or OR-Tools then count against
+    the limit), and the method's name (``milp``, ``milp-cbc``, ``cpsat``); a ``write_model``
+    path is checked before any work.
+
+    >>> deadline, method = start(None, "milp", backend="cbc")
+    >>> method
+    'milp-cbc'
+    """
+    if write_model is not None:
+        check_model_path(write_model, kind)
+    method = "cpsat" if kind == "cpsat" else "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
+    return Deadline(time_limit), method
 
 
 def solve_model(
@@ -180,4 +196,4 @@ def threads_alias(method: Callable[..., Result]) -> Callable[..., Result]:
     return wrapper
 
 
-__all__ = ["BuiltModel", "LABELS", "solve_model", "threads_alias"]
+__all__ = ["BuiltModel", "LABELS", "solve_model", "start", "threads_alias"]

@@ -22,9 +22,8 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import check_model_path
-from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, threads_alias
+from hetopt.family import no_solution
+from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
 from hetopt.result import Result, Status
 
 #: Seconds per integer time unit in the CP-SAT model (1 ns). Iteration times here are
@@ -67,9 +66,7 @@ def solve_cpsat_model(instance: AllocationInstance, *, time_limit: float | None 
         optimum (bound = objective, as for every OPTIMAL); otherwise ``bound`` is q times
         CP-SAT's bound. ``stats``: options, branches, conflicts, hinted.
     """
-    if write_model is not None:
-        check_model_path(write_model, "cpsat")
-    deadline = Deadline(time_limit)
+    deadline, _ = start(time_limit, "cpsat", write_model=write_model)
     # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
     # not pay for it; after the deadline starts, so that its import counts against the limit
     from ortools.sat.python import cp_model

@@ -31,9 +31,9 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path
-from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model
+from hetopt.backends import DEFAULT_MILP_BACKEND
+from hetopt.family import no_solution
+from hetopt.modelmethod import BuiltModel, solve_model, start
 from hetopt.result import Result, Status
 
 #: Most options (after pruning) the MILP takes: PuLP builds about 10^4 options a second,
@@ -65,14 +65,11 @@ def solve_milp(instance: AllocationInstance, *, time_limit: float | None = None,
         solver with a plan; TIME_LIMIT without one. ``stats``: variables, constraints,
         options, backend, nodes (HiGHS).
     """
-    if write_model is not None:
-        check_model_path(write_model, "milp")
-    deadline = Deadline(time_limit)
+    deadline, method = start(time_limit, "milp", write_model=write_model, backend=backend)
     # PuLP is imported here, not at the top of the module, so that ``import hetopt`` does not
     # pay for it; after the deadline starts, so that its import counts against the limit
     import pulp
 
-    method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="allocation", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)

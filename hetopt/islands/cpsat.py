@@ -19,9 +19,8 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from hetopt.backends import check_model_path
 from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, threads_alias
+from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
 from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, hint_values, model_data, ticker
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
 from hetopt.islands.subsets import OutOfTime
@@ -53,9 +52,7 @@ def solve_cpsat_model(instance: IslandsInstance, *, time_limit: float | None = N
         ``MODEL_MAX_TERMS``. ``stats``: slots, balls, profile_conflicts, variables,
         branches, conflicts (``incumbent = "greedy"`` and ``stopped`` when the greedy answered).
     """
-    if write_model is not None:
-        check_model_path(write_model, "cpsat")
-    deadline = Deadline(time_limit)
+    deadline, _ = start(time_limit, "cpsat", write_model=write_model)
     # the model's size is decided first (model_data declines before OR-Tools loads), so that
     # loading it does not turn a decline into a time limit
     try:

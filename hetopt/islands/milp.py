@@ -19,9 +19,9 @@ import math
 import os
 from typing import TYPE_CHECKING
 
-from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path
+from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model
+from hetopt.modelmethod import BuiltModel, solve_model, start
 from hetopt.islands.model import ModelData, ModelTooLarge, greedy_answer, model_data, ticker
 from hetopt.islands.problem import IslandsInstance, build_solution, evaluate
 from hetopt.islands.subsets import OutOfTime
@@ -59,10 +59,7 @@ def solve_milp(instance: IslandsInstance, *, time_limit: float | None = None, ba
         DECLINED beyond ``MODEL_MAX_TERMS``; ``stats``: slots, balls, variables,
         constraints, backend, nodes (HiGHS).
     """
-    if write_model is not None:
-        check_model_path(write_model, "milp")
-    deadline = Deadline(time_limit)
-    method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
+    deadline, method = start(time_limit, "milp", write_model=write_model, backend=backend)
     try:
         data = model_data(instance, deadline)
     except ModelTooLarge as exc:

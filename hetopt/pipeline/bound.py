@@ -27,6 +27,17 @@ from hetopt.pipeline.problem import PipelineInstance
 ROUNDING_MARGIN = 1e-12
 
 
+
+def example_instance() -> PipelineInstance:
+    """The instance of this module's examples: 3 layers, M = 4, two islands of one GPU (8 GiB),
+    each with a 1-layer and a 2-layer option of one stage (0.1 s forward, 0.2 s backward per layer)."""
+    from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineOption, StagePlan
+
+    islands = tuple(PipelineIsland(f"i{k}", 1, 8 * GIB) for k in range(2))
+    options = tuple(PipelineOption(k, ell, (StagePlan(ell, 0.1 * ell, 0.2 * ell, GIB, GIB),))
+                    for k in range(2) for ell in (1, 2))
+    return PipelineInstance("x", 3, 4, islands, options, ((0.0, 0.0), (0.0, 0.0)))
+
 def cover_bound(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float) -> np.ndarray:
     """R_τ(r) for r = 0..L (``inf`` where no choice covers exactly r layers), lowered by ``ROUNDING_MARGIN``.
 
@@ -41,11 +52,7 @@ def cover_bound(instance: PipelineInstance, kinds: list[list[int]], options: lis
 
     Examples
     --------
-    >>> from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineOption, StagePlan
-    >>> isl = tuple(PipelineIsland(f"i{k}", 1, 8 * GIB) for k in range(2))
-    >>> opts = tuple(PipelineOption(k, ell, (StagePlan(ell, 0.1 * ell, 0.2 * ell, GIB, GIB),))
-    ...              for k in range(2) for ell in (1, 2))
-    >>> inst = PipelineInstance("x", 3, 4, isl, opts, ((0.0, 0.0), (0.0, 0.0)))
+    >>> inst = example_instance()
     >>> [round(float(x), 6) for x in cover_bound(inst, [[0, 1]], [[0, 1], [2, 3]], 1.0)]
     [0.0, 0.3, 0.6, 0.9]
     """
@@ -86,11 +93,7 @@ def unused_cover_bound(instance: PipelineInstance, kinds: list[list[int]], optio
 
     Examples
     --------
-    >>> from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineOption, StagePlan
-    >>> isl = tuple(PipelineIsland(f"i{k}", 1, 8 * GIB) for k in range(2))
-    >>> opts = tuple(PipelineOption(k, ell, (StagePlan(ell, 0.1 * ell, 0.2 * ell, GIB, GIB),))
-    ...              for k in range(2) for ell in (1, 2))
-    >>> h = unused_cover_bound(inst := PipelineInstance("x", 3, 4, isl, opts, ((0.0, 0.0), (0.0, 0.0))),
+    >>> h = unused_cover_bound(inst := example_instance(),
     ...                        [[0, 1]], [[0, 1], [2, 3]], 1.0, [(0,), (1,), (2,)])
     >>> [[round(float(x), 6) for x in row] for row in h]
     [[0.0, 0.3, 0.6, 0.9], [0.0, 0.3, 0.6, inf], [0.0, inf, inf, inf]]
@@ -123,11 +126,7 @@ def unused_cover_work(instance: PipelineInstance, kinds: list[list[int]], option
 
     Examples
     --------
-    >>> from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineOption, StagePlan
-    >>> isl = tuple(PipelineIsland(f"i{k}", 1, 8 * GIB) for k in range(2))
-    >>> opts = tuple(PipelineOption(k, ell, (StagePlan(ell, 0.1 * ell, 0.2 * ell, GIB, GIB),))
-    ...              for k in range(2) for ell in (1, 2))
-    >>> unused_cover_work(PipelineInstance("x", 3, 4, isl, opts, ((0.0, 0.0), (0.0, 0.0))), [[0, 1]], [[0, 1], [2, 3]], 1.0)
+    >>> unused_cover_work(example_instance(), [[0, 1]], [[0, 1], [2, 3]], 1.0)
     16
     """
     L = instance.layers

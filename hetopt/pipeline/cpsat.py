@@ -15,9 +15,8 @@ from __future__ import annotations
 import math
 import os
 
-from hetopt.backends import check_model_path
 from hetopt.family import Deadline, conclude, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, threads_alias
+from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
@@ -64,9 +63,7 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
         optimum (bound = objective, as for every OPTIMAL); otherwise ``bound`` is q times CP-SAT's bound. ``stats``: positions, branches,
         conflicts, hinted.
     """
-    if write_model is not None:
-        check_model_path(write_model, "cpsat")
-    deadline = Deadline(time_limit)
+    deadline, _ = start(time_limit, "cpsat", write_model=write_model)
     # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
     # not pay for it; after the deadline starts, so that its import counts against the limit
     from ortools.sat.python import cp_model

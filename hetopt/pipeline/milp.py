@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import os
 
-from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path
-from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model
+from hetopt.backends import DEFAULT_MILP_BACKEND
+from hetopt.family import no_solution
+from hetopt.modelmethod import BuiltModel, solve_model, start
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
@@ -52,14 +52,11 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
         without one (also when the limit runs out while the model is built).
         ``stats``: variables, constraints, positions, backend, nodes (HiGHS).
     """
-    if write_model is not None:
-        check_model_path(write_model, "milp")
-    deadline = Deadline(time_limit)
+    deadline, method = start(time_limit, "milp", write_model=write_model, backend=backend)
     # PuLP is imported here, not at the top of the module, so that ``import hetopt`` does not
     # pay for it; after the deadline starts, so that its import counts against the limit
     import pulp
 
-    method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)

@@ -16,7 +16,7 @@ from ortools.sat.python import cp_model
 
 from hetopt.budget import CLOCK_EVERY
 from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, threads_alias
+from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.limits import size_problem
 from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data, quantum
@@ -42,7 +42,7 @@ def solve_cpsat_model(instance: ReplicasInstance, *, time_limit: float | None = 
         otherwise ``bound`` is q times CP-SAT's bound. ``stats``: slots, pairs, quantum_s,
         branches, conflicts, hinted.
     """
-    deadline = Deadline(time_limit)
+    deadline, _ = start(time_limit, "cpsat")
     reason = infeasible_reason(instance)
     if reason is not None:
         return no_solution(problem="replicas", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)

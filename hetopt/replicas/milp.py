@@ -22,7 +22,7 @@ import pulp
 from hetopt.budget import CLOCK_EVERY
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model
+from hetopt.modelmethod import BuiltModel, solve_model, start
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.limits import size_problem
 from hetopt.replicas.model import GREEDY_SHARE, TooLarge, known_plan_or_time_limit, model_data
@@ -47,8 +47,7 @@ def solve_milp(instance: ReplicasInstance, *, time_limit: float | None = None, b
         FEASIBLE with the proven bound when stopped with a plan, TIME_LIMIT without one.
         ``stats``: slots, pairs, variables, constraints, backend, nodes (HiGHS).
     """
-    deadline = Deadline(time_limit)
-    method = "milp" if backend == DEFAULT_MILP_BACKEND else f"milp-{backend}"
+    deadline, method = start(time_limit, "milp", backend=backend)
     reason = infeasible_reason(instance)
     if reason is not None:
         return no_solution(problem="replicas", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
