@@ -83,14 +83,8 @@ def tolerance(instance: AllocationInstance) -> tuple[float, float]:
 
 
 FAMILY = Family(
-    name="allocation",
-    instance_type=AllocationInstance,
-    evaluate=evaluate,
-    methods=METHODS,
-    auto="dp",
-    crosscheck_methods=crosscheck_methods,
-    proving=frozenset(METHODS),
-    tolerance=tolerance,
+    name="allocation", instance_type=AllocationInstance, evaluate=evaluate, methods=METHODS, auto="dp",
+    crosscheck_methods=crosscheck_methods, proving=frozenset(METHODS), tolerance=tolerance,
 )
 
 __all__ = [

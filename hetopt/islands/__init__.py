@@ -67,13 +67,8 @@ def crosscheck_methods(instance: IslandsInstance) -> list[str]:
 
 
 FAMILY = Family(
-    name="islands",
-    instance_type=IslandsInstance,
-    evaluate=evaluate,
-    methods=METHODS,
-    auto="exact",
-    crosscheck_methods=crosscheck_methods,
-    proving=frozenset(METHODS) - {"greedy"},
+    name="islands", instance_type=IslandsInstance, evaluate=evaluate, methods=METHODS, auto="exact",
+    crosscheck_methods=crosscheck_methods, proving=frozenset(METHODS) - {"greedy"},
 )
 
 __all__ = ["FAMILY", "METHODS", "Island", "IslandsInstance", "IslandsSolution", "Node", "Tolerance", "evaluate"]

@@ -92,13 +92,8 @@ def solve_cpsat_model(instance: IslandsInstance, *, time_limit: float | None = N
 
 
 def _build(model: cp_model.CpModel, data: ModelData, n: int, deadline: Deadline) -> dict:
-    """Add the variables, constraints, objective and hint; the x literals by (v, k).
-
-    Raises
-    ------
-    OutOfTime
-        When the deadline passes (checked once per slot, ball and node).
-    """
+    """Add the variables, constraints, objective and hint; the x literals by (v, k). Raises
+    OutOfTime once the deadline has passed (:func:`~hetopt.islands.model.ticker`)."""
     tick = ticker(deadline)
     slots = data.slots
     # Variables

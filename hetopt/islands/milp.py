@@ -96,13 +96,8 @@ def solve_milp(instance: IslandsInstance, *, time_limit: float | None = None, ba
 
 
 def _build(data: ModelData, n: int, deadline: Deadline) -> tuple[pulp.LpProblem, dict]:
-    """The MILP above and its x variables by (v, k).
-
-    Raises
-    ------
-    OutOfTime
-        When the deadline passes (checked once per slot, ball and node).
-    """
+    """The MILP above and its x variables by (v, k). Raises OutOfTime once the deadline has
+    passed (:func:`~hetopt.islands.model.ticker`)."""
     import pulp  # here, not at the top of the module: ``import hetopt`` must not pay for PuLP
 
     tick = ticker(deadline)

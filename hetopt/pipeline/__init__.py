@@ -70,13 +70,8 @@ def tolerance(instance: PipelineInstance) -> tuple[float, float]:
 
 
 FAMILY = Family(
-    name="pipeline",
-    instance_type=PipelineInstance,
-    evaluate=evaluate,
-    methods=METHODS,
-    auto="dp",
-    crosscheck_methods=crosscheck_methods,
-    proving=frozenset({"dp", "milp", "milp-cbc", "cpsat", "bruteforce"}),
+    name="pipeline", instance_type=PipelineInstance, evaluate=evaluate, methods=METHODS, auto="dp",
+    crosscheck_methods=crosscheck_methods, proving=frozenset({"dp", "milp", "milp-cbc", "cpsat", "bruteforce"}),
     tolerance=tolerance,
 )
 

@@ -61,14 +61,8 @@ def tolerance(instance: ReplicasInstance) -> tuple[float, float]:
 
 
 FAMILY = Family(
-    name="replicas",
-    instance_type=ReplicasInstance,
-    evaluate=evaluate,
-    methods=METHODS,
-    auto="dp",
-    crosscheck_methods=crosscheck_methods,
-    proving=frozenset(METHODS) - {"greedy"},
-    tolerance=tolerance,
+    name="replicas", instance_type=ReplicasInstance, evaluate=evaluate, methods=METHODS, auto="dp",
+    crosscheck_methods=crosscheck_methods, proving=frozenset(METHODS) - {"greedy"}, tolerance=tolerance,
 )
 
 __all__ = [
