@@ -39,3 +39,10 @@ def instances_dir() -> Path:
         raise InputError("hetopt's shipped data (instances/) is missing: install the package as the README says "
                          "(python -m pip install -e \".[test]\")") from None
     return Path(hetopt._instances.__file__).resolve().parent
+
+
+#: The shipped published sets (``instances/published``) the cost model is calibrated on, the
+#: first being ``hetopt validate``'s default; the other shipped sets are held out: nothing was
+#: fitted to them.
+CALIBRATION_SETS = ("megatron-sc21", "amp-t4-g4dn")
+

@@ -556,8 +556,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("validate", help="the cost model against published, measured training runs",
                        description="Predicted against published training throughput, row by row.")
     p.add_argument("--file", default=None,
-                   help="a published measurement set: a file, or the name of a shipped one (megatron-sc21, the "
-                   "default calibration set; held out: " + ", ".join(_held_out_sets()) + ")")
+                   help="a published measurement set: a file, or the name of a shipped one (calibration sets: "
+                   "megatron-sc21, the default, and amp-t4-g4dn; held out: " + ", ".join(_held_out_sets()) + ")")
     p.add_argument("--only", default=None, help="comma-separated measurement ids")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.add_argument("--plan", action="store_true",
@@ -801,7 +801,9 @@ def _held_out_sets() -> list[str]:
     """The shipped published sets other than the calibration set, for ``validate --help``."""
     from hetopt.catalog import instances_dir
 
-    return sorted(p.stem for p in (instances_dir() / "published").glob("*.toml") if p.stem != "megatron-sc21")
+    from hetopt.catalog import CALIBRATION_SETS
+
+    return sorted(p.stem for p in (instances_dir() / "published").glob("*.toml") if p.stem not in CALIBRATION_SETS)
 
 
 def cmd_validate(args: argparse.Namespace, out: Console) -> int:

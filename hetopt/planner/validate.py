@@ -24,7 +24,7 @@ import statistics
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from hetopt.catalog import instances_dir
+from hetopt.catalog import CALIBRATION_SETS, instances_dir
 from hetopt.costmodel import PRECISIONS, hardware_precision, precision_problem
 from hetopt.units import BITS_PER_BYTE
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
@@ -155,6 +155,10 @@ class Measurement:
     assumed: tuple[str, ...] = ()
     #: the publication year its source names (:func:`publication_year`; None: none named)
     year: int | None = None
+    #: the rows of one setting (the same model, cluster, batch and sequence; different layouts)
+    #: are ranked against each other (:func:`rank_settings`); the file's ``setting`` key, or
+    #: those four by default
+    setting: str = ""
 
     @property
     def earlier_runtime(self) -> bool:
@@ -218,7 +222,7 @@ def _ratio(m: Measurement, predicted: float | None) -> float | None:
 
 def default_published() -> Path:
     """The Megatron-LM SC'21 calibration set shipped in ``instances/published``."""
-    return instances_dir() / "published" / "megatron-sc21.toml"
+    return instances_dir() / "published" / f"{CALIBRATION_SETS[0]}.toml"
 
 
 def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] | None = None) -> tuple[Measurement, ...]:
@@ -308,7 +312,7 @@ def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands
                       seen: dict[str, int]) -> Measurement:
     """Measurement ``k``: its model, cluster, layout (checked as ``--layout`` is), metric and value."""
     m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
-                      "layout", "runtime", "note"))
+                      "layout", "runtime", "note", "setting"))
     ident = m.string("id")
     if ident in seen:
         raise m.error("id", f"{ident!r} also names measurement[{seen[ident]}] (every row needs its own id)")
@@ -349,7 +353,7 @@ def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands
         flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=m.boolean("best", True),
         layout=layout, runtime=_row_runtime(m, layout), unsupported=unsupported,
         assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data and (k != "zero3_gather" or layout.zero == 3)),
-        year=year,
+        year=year, setting=m.string("setting", f"{model} on {cluster}, batch {global_batch}, sequence {seq}"),
     )
 
 
@@ -481,6 +485,52 @@ def summarize(rows: list[Row]) -> dict[str, dict]:
     }
 
 
+#: Fewest priced rows a setting needs for its ranking to be reported (a rank correlation of two
+#: rows is ±1 whatever the model does).
+MIN_RANKED_ROWS = 3
+
+
+def rank_settings(rows: list[Row]) -> dict[str, dict]:
+    """Per setting with at least ``MIN_RANKED_ROWS`` priced rows: how the cost model ranks its layouts.
+
+    A planner is judged by its ranking: it picks the layout the model prices fastest. Per
+    setting, over the rows the model prices (not over memory):
+
+    * ``spearman``: Spearman's rank correlation between predicted and published figures (1:
+      the model orders the layouts as measured; ties take their mean rank);
+    * ``regret``: the measured time of the layout the model ranks first over the best measured
+      time (1: the model's pick is the fastest run; 1.25: it runs 25% slower than the best);
+    * ``rows``, ``pick`` (its id) and ``best`` (the fastest measured row's id).
+
+    Examples
+    --------
+    >>> rows = validate(load_published(), only=["mlm-t1-1.7b", "mlm-t1-3.6b"])
+    >>> rank_settings(rows)  # two models: no setting with three layouts
+    {}
+    """
+    from scipy.stats import spearmanr
+
+    groups: dict[str, list[Row]] = {}
+    for r in rows:
+        if r.predicted is not None and not r.over_memory:
+            groups.setdefault(r.measurement.setting, []).append(r)
+    out = {}
+    for setting, group in groups.items():
+        if len(group) < MIN_RANKED_ROWS:
+            continue
+        lower = group[0].measurement.metric in LOWER_IS_BETTER
+        # every figure as a time of the setting: a time, or the inverse of a throughput
+        measured = [r.measurement.value if lower else 1.0 / r.measurement.value for r in group]
+        predicted = [r.predicted if lower else 1.0 / r.predicted for r in group]
+        pick = min(range(len(group)), key=lambda i: (predicted[i], i))
+        best = min(range(len(group)), key=lambda i: (measured[i], i))
+        rho = spearmanr(predicted, measured).statistic
+        out[setting] = {"rows": len(group), "spearman": None if rho != rho else float(rho),
+                        "regret": measured[pick] / measured[best], "pick": group[pick].measurement.id,
+                        "best": group[best].measurement.id}
+    return out
+
+
 def layout_text(lay: GivenLayout) -> str:
     """A published layout in one short line (``tp8 pp8 dp12 b1 full zero1``)."""
     b = lay.microbatch or "?"
@@ -528,4 +578,5 @@ def rows_to_dict(rows: list[Row]) -> dict:
                                "microbatch_size": r.planned.microbatch_size, "status": r.planned.status.value}})}
                  for r in rows],
         "summary": summarize(rows),
+        "settings": rank_settings(rows),
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from hetopt.planner.validate import ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, Row, layout_text, summarize
+from hetopt.planner.validate import ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, Row, layout_text, rank_settings, summarize
 
 
 def print_rows(rows: list[Row], *, with_plan: bool) -> None:
@@ -42,6 +42,10 @@ def print_rows(rows: list[Row], *, with_plan: bool) -> None:
               "model over-counts them; --json: reason)")
     for g, s in summary.items():
         print(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
+    for setting, rank in rank_settings(rows).items():
+        rho = "-" if rank["spearman"] is None else f"{rank['spearman']:.2f}"
+        print(f"ranking of {setting}: {rank['rows']} layouts, rank correlation {rho}, regret {rank['regret']:.2f} "
+              f"(the model picks {rank['pick']}; fastest measured {rank['best']})")
     plans = [r.plan_ratio for r in rows if r.plan_ratio is not None]
     if plans:
         print(f"the plans over the published figures: {len(plans)} rows, median {statistics.median(plans):.2f}, "

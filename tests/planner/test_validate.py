@@ -661,3 +661,46 @@ def test_every_shipped_set_is_read_and_every_row_is_priced_or_says_why():
     for path in sorted((instances_dir() / "published").glob("*.toml")):
         for row in v.validate(v.load_published(path)):
             assert (row.ratio is not None and 0.1 < row.ratio < 10) or row.reason, (path.name, row.measurement.id)
+
+
+# ---- the ranking check (issue 25) ----------------------------------------------------------------
+
+def _ranked_row(ident, setting, metric, published, predicted, over_memory=False):
+    from types import SimpleNamespace
+
+    m = SimpleNamespace(id=ident, setting=setting, metric=metric, value=published)
+    return SimpleNamespace(measurement=m, predicted=predicted, over_memory=over_memory)
+
+
+def test_a_model_that_orders_the_layouts_as_measured_ranks_perfectly():
+    rows = [_ranked_row(f"r{i}", "s", "iteration_time_s", t, 0.5 * t) for i, t in enumerate((3.0, 1.0, 2.0))]
+    assert v.rank_settings(rows) == {"s": {"rows": 3, "spearman": 1.0, "regret": 1.0, "pick": "r1", "best": "r1"}}
+
+
+def test_a_reversed_ranking_picks_the_slowest_layout():
+    # throughputs (more is better): measured 100, 200, 400; the model predicts the reverse order
+    rows = [_ranked_row(f"r{i}", "s", "tflops_per_gpu", pub, pred)
+            for i, (pub, pred) in enumerate(((100.0, 300.0), (200.0, 200.0), (400.0, 100.0)))]
+    rank = v.rank_settings(rows)["s"]
+    # the model's pick (r0) runs at 100 where r2 runs at 400: 4× the best time
+    assert rank["spearman"] == pytest.approx(-1.0) and rank["regret"] == pytest.approx(4.0)
+    assert (rank["pick"], rank["best"]) == ("r0", "r2")
+
+
+def test_settings_are_ranked_apart_and_small_or_unpriced_ones_left_out():
+    rows = [_ranked_row("a0", "a", "iteration_time_s", 1.0, 1.0), _ranked_row("a1", "a", "iteration_time_s", 2.0, 3.0),
+            _ranked_row("a2", "a", "iteration_time_s", 3.0, 2.0),
+            _ranked_row("b0", "b", "iteration_time_s", 1.0, 1.0), _ranked_row("b1", "b", "iteration_time_s", 2.0, 2.0),
+            _ranked_row("b2", "b", "iteration_time_s", 3.0, None),  # not priced
+            _ranked_row("b3", "b", "iteration_time_s", 4.0, 0.1, over_memory=True)]
+    ranks = v.rank_settings(rows)
+    assert list(ranks) == ["a"] and ranks["a"]["spearman"] == pytest.approx(0.5) and ranks["a"]["regret"] == 1.0
+
+
+def test_the_amp_t4_set_is_ranked_as_one_setting(capsys):
+    assert cli.main(["validate", "--file", "amp-t4-g4dn", "--json"]) == 0
+    settings = json.loads(capsys.readouterr().out)["settings"]
+    (rank,) = settings.values()
+    assert rank["rows"] == 47 and -1.0 <= rank["spearman"] <= 1.0 and rank["regret"] >= 1.0
+    assert cli.main(["validate", "--file", "amp-t4-g4dn"]) == 0
+    assert "ranking of amp-gpt2-345m on g4dn-12xl-4" in capsys.readouterr().out
