@@ -85,6 +85,8 @@ class HeteroPlan:
     #: the mixed precision the plan is priced in (``cm.PRECISIONS``): its training state's bytes, and
     #: what ``hetopt export`` asks the runtime for
     precision: str = ""
+    #: regimes of the plan no calibration covers, a sentence each (``planner/coverage.py``)
+    outside_calibration: list[str] = field(default_factory=list)
 
     @property
     def answer_status(self) -> Status:

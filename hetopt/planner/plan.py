@@ -34,6 +34,7 @@ from hetopt.planner.answer import (HeteroPlan, StageRow, given_layout_figures, i
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import microbatch_candidates, uncomposable_microbatch_sizes
+from hetopt.planner.coverage import outside_calibration
 from hetopt.planner.configure import (LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_ISLANDS, MAX_COMPOSE_ISLANDS, Setup,
                                       choose_islands, configure, price_given)
 from hetopt.planner.enumerate import all_slices
@@ -44,6 +45,7 @@ from hetopt.planner.replicas import REPLICAS_SHARE, ReplicasPlan, plan_replicas
 from hetopt.planner.request import PlanRequest, as_cluster, as_model
 from hetopt.planner.search import SearchContext, enumeration_summary, limited, search_sizes
 from hetopt.result import Result
+from hetopt.units import GBPS
 from hetopt.workload import ModelConfig
 
 __all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_ISLANDS", "MAX_COMPOSE_ISLANDS", "Alternative", "HeteroPlan", "PlanRequest", "StageRow", "as_cluster", "as_model", "choose_islands", "conclude_plan",
@@ -181,6 +183,18 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
                    replicas=replicas, alternatives=alternatives)
 
 
+def _outside_calibration(setup: Setup, best: Attempt, seq: int) -> list[str]:
+    """The plan's regimes no calibration covers: its GPUs, its islands' networks, its micro-batches."""
+    specs = setup.chosen.specs
+    used = {block.island for block in best.result.solution.blocks}
+    plans = [best.plans[block.option] for block in best.result.solution.blocks]
+    return outside_calibration(
+        [specs[i].gpu for i in sorted(used)],
+        [specs[i].inter_bandwidth / GBPS for i in sorted(used) if specs[i].nodes > 1],
+        [max(1, pp.microbatch_size * seq // (pp.dp * pp.cp)) for pp in plans],
+    )
+
+
 def _budget(r: PlanRequest) -> tuple[Deadline, Deadline]:
     """The deadline every step stops by, and the composed pipeline's share of it.
 
@@ -217,6 +231,8 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
         "left_out": setup.chosen.left_out, "runtime": setup.runtime, "precision": setup.precision,
         "unfused_attention": setup.unfused_attention, "enumeration": enumeration_summary(attempts),
     }
+    if setup is not None and outcome.best is not None:
+        extra["outside_calibration"] = _outside_calibration(setup, outcome.best, seq)
     return HeteroPlan(
         cluster=cluster.name, model=cfg.name, global_batch=r.global_batch, seq=seq, status=outcome.status,
         reason=outcome.reason, bound_s=outcome.bound_s, gap=outcome.gap, ideal_time_s=ideal, timing_s=timing,

@@ -82,6 +82,9 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             out.print(f"attention unfused on {', '.join(p.unfused_attention)}: FlashAttention does not run on "
                       f"{'this GPU' if len(p.unfused_attention) == 1 else 'these GPUs'} (the catalog's flash_attention)",
                       highlight=False)
+        if p.outside_calibration:
+            out.print("outside the calibration (priced by the same physics, but no measured run says how far off): "
+                      + "; ".join(p.outside_calibration), highlight=False)
         out.print(
             f"iteration {_f(p.iteration_time_s)} s ({_time_model(p)}), "
             f"{_f(p.throughput_samples_s)} samples/s, {_f(p.tflops_per_gpu, '.3g')} TFLOPs per GPU, "

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hetopt.catalog import CALIBRATION_SETS, instances_dir
 from hetopt.costmodel import PRECISIONS, hardware_precision, precision_problem
-from hetopt.units import BITS_PER_BYTE
+from hetopt.units import BITS_PER_BYTE, GBPS
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
@@ -561,6 +561,16 @@ def select_only(measurements: list[Measurement], only: str | None, source: objec
     return ids
 
 
+def outside_of(m: Measurement) -> list[str]:
+    """The row's regimes no calibration covers (``planner/coverage.py``): its GPU, its cluster's
+    network, its micro-batch (when the row states it)."""
+    from hetopt.planner.coverage import outside_calibration
+
+    isl = m.island
+    tokens = [max(1, m.layout.microbatch * m.seq // m.layout.cp)] if m.layout.microbatch else []
+    return outside_calibration([isl.gpu], [isl.inter_bandwidth / GBPS] if isl.nodes > 1 else [], tokens)
+
+
 def rows_to_dict(rows: list[Row]) -> dict:
     """The rows and their summary as the ``hetopt validate --json`` document."""
     return {
@@ -572,6 +582,7 @@ def rows_to_dict(rows: list[Row]) -> dict:
                   "priced_vpp": None if r.priced is None else r.priced.vpp,
                   "reason": r.reason, "over_memory": r.over_memory, "assumed_runtime": list(r.measurement.assumed),
                   "year": r.measurement.year, "earlier_runtime": r.measurement.earlier_runtime,
+                  "outside_calibration": outside_of(r.measurement),
                   **({} if r.planned is None else {
                       "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,
                                "layouts": sorted({st.layout for st in r.planned.stages}),

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import statistics
 
-from hetopt.planner.validate import ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, Row, layout_text, rank_settings, summarize
+from hetopt.planner.validate import (ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, Row, layout_text, outside_of, rank_settings,
+                                     summarize)
 
 
 def print_rows(rows: list[Row], *, with_plan: bool) -> None:
@@ -40,6 +41,11 @@ def print_rows(rows: list[Row], *, with_plan: bool) -> None:
     if over:
         print(f"* {len(over)} rows over the GPU's memory under the model, priced as if they fit (the runs ran: the memory "
               "model over-counts them; --json: reason)")
+    outside = {r.measurement.id: outside_of(r.measurement) for r in rows}
+    outside = {k: v for k, v in outside.items() if v}
+    if outside:
+        regimes = sorted({note.split(":")[0] for notes in outside.values() for note in notes})
+        print(f"{len(outside)} rows outside the calibration ({'; '.join(regimes)}; --json: outside_calibration)")
     for g, s in summary.items():
         print(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
     for setting, rank in rank_settings(rows).items():

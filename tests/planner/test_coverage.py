@@ -1,0 +1,41 @@
+"""What the cost model was calibrated on, and the notice for a plan outside it (issue 25 part 4)."""
+
+from __future__ import annotations
+
+import json
+
+from hetopt import cli
+from hetopt.hardware import load_gpus
+from hetopt.planner import plan
+from hetopt.planner.coverage import Coverage, calibration_coverage, outside_calibration
+
+GPUS = load_gpus()
+
+
+def test_the_coverage_is_read_from_the_shipped_calibration_sets():
+    cov = calibration_coverage()
+    # AMP's T4 nodes (50 Gb/s) and the DGX A100s of SC'21 (8 x 200 Gb/s); AMP's 1,024-token micro-batches
+    assert 50.0 in cov.networks_gbps and 1600.0 in cov.networks_gbps
+    assert cov.fewest_tokens == 1024
+
+
+def test_each_regime_outside_is_named_once():
+    cov = Coverage(networks_gbps=(50.0, 1600.0), fewest_tokens=1024)
+    assert outside_calibration([GPUS["T4"], GPUS["A100-SXM4-80GB"]], [25.0, 100.0, 3200.0], [512, 2048], cov) == []
+    notes = outside_calibration([GPUS["B200"], GPUS["B200"], GPUS["T4"]], [10.0, 10.0, 24.9], [511], cov)
+    assert [n.split(":")[0] for n in notes] == ["B200", "network 10 Gb/s a node", "network 24.9 Gb/s a node",
+                                                "micro-batches of 511 tokens per GPU"]
+
+
+def test_a_plan_of_short_micro_batches_says_it_is_outside(capsys):
+    p = plan("tangram-c2", "gpt3-1.3b", global_batch=16, seq=128, microbatch_size=1, alternatives=False)
+    assert any(n.startswith("micro-batches of") for n in p.outside_calibration)
+    assert cli.main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16", "--seq", "128",
+                     "--microbatch", "1", "--no-alternatives"]) == 0
+    assert "outside the calibration" in capsys.readouterr().out
+
+
+def test_validate_names_the_rows_outside(capsys):
+    assert cli.main(["validate", "--file", "bigscience-bloom-a100", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert all(any("400 Gb/s" in n for n in r["outside_calibration"]) for r in rows)
