@@ -515,8 +515,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "(also tpoverlap, zero3gather, precision, ep/cp/offload=no); the plan searches only that, and --layout is "
                    "priced under it")
     p.add_argument("--time-model", choices=("simulated", "closed-form"), default="closed-form",
-                   help="the plan's iteration time: its simulated 1F1B schedule (default: candidates re-ranked by "
-                   "simulation) or the pipeline family's closed form (Tangram's objective, no re-ranking)")
+                   help="the plan's iteration time: the pipeline family's closed form (default; Tangram's "
+                   "objective) or the simulated 1F1B schedule (the candidates re-ranked by simulation)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds for the whole plan (islands, enumeration, composition, alternatives); stopped early: "
                    "FEASIBLE with bound and gap, or TIME_LIMIT (exit 3)")

@@ -58,7 +58,9 @@ def _print_replicas(p: HeteroPlan, out: Console) -> None:
 
 def print_plan(p: HeteroPlan, out: Console) -> None:
     """The islands, the composed pipeline, its speed and efficiency, the alternatives."""
-    out.print(f"[bold]{p.model}[/bold] on [bold]{p.cluster}[/bold]: global batch {p.global_batch}, sequence {p.seq}", highlight=False)
+    precision = f", {p.precision}" if p.precision else ""
+    out.print(f"[bold]{p.model}[/bold] on [bold]{p.cluster}[/bold]: global batch {p.global_batch}, sequence {p.seq}{precision}",
+              highlight=False)
     if p.islands:
         out.print(_table("islands", ["island", "GPU", "nodes", "GPUs", "members"],
                          [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), _members(i["members"])] for i in p.islands]))
@@ -66,12 +68,15 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         out.print(f"left out of the composition: {_members(p.left_out, 6, 'islands')}", highlight=False)
     out.print(_status_line(p), highlight=False)
     if p.status.has_solution:
+        # EP, CP and offloading only where a stage uses them (a dense model's plan has none)
+        beyond = any(s.ep > 1 or s.cp > 1 or s.offload for s in p.stages)
         out.print(_table(
-            f"composed pipeline (micro-batch {p.microbatch_size} x {p.microbatches})",
-            ["stage", "island", "GPU", "layers", "layout (TP/PP/DP, recompute, ZeRO)", "EP", "CP", "offload", "GPUs", "time_s",
-             "memory_gib", "in flight"],
+            f"composed pipeline ({p.microbatches} micro-batches of {p.microbatch_size} "
+            f"sample{'s' if p.microbatch_size != 1 else ''} each through the pipeline; a stage's dp replicas split each)",
+            ["stage", "island", "GPU", "layers", "layout (TP/PP/DP, recompute, ZeRO)", *(["EP", "CP", "offload"] * beyond),
+             "GPUs", "time_s", "memory_gib", "in flight"],
             [[str(k), s.island, s.gpu, f"{s.first_layer}-{s.first_layer + s.layers - 1}", s.layout,
-              f"{s.ep}{' fsep' if s.fsep else ''}", str(s.cp), "yes" if s.offload else "no", str(s.gpus),
+              *([f"{s.ep}{' fsep' if s.fsep else ''}", str(s.cp), "yes" if s.offload else "no"] * beyond), str(s.gpus),
               _f(s.time_s), _f(s.memory_gib, ".3g"), str(s.in_flight)] for k, s in enumerate(p.stages)],
         ))
         if any(" vpp" in s.layout for s in p.stages):

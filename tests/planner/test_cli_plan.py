@@ -135,3 +135,12 @@ def test_tasks_batch_the_queries_without_changing_the_plan(capsys):
     assert times[0] == times[1]
     assert main([*BASE, "--global-batch", "32", "--tasks", "0"]) == 2
     assert "--tasks: must be >= 1 (got 0)" in capsys.readouterr().err
+
+
+def test_the_plan_says_its_precision_and_shows_only_the_columns_it_uses(capsys):
+    """Issue 28: the human plan names fp16/bf16, and a dense plan has no EP/CP/offload columns."""
+    assert main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16",
+                 "--no-alternatives"]) == 0
+    out = capsys.readouterr().out
+    assert "sequence 2048, bf16" in out and "micro-batches of" in out
+    assert " EP " not in out and "offload" not in out
