@@ -44,9 +44,10 @@ from hetopt.planner.parallelizer import Parallelizer
 from hetopt.planner.replicas import REPLICAS_SHARE, ReplicasPlan, plan_replicas
 from hetopt.planner.request import PlanRequest, as_cluster, as_model
 from hetopt.planner.search import SearchContext, enumeration_summary, limited, search_sizes
-from hetopt.result import Result
-from hetopt.units import GBPS
-from hetopt.workload import ModelConfig
+from hetopt import costmodel as cm
+from hetopt.result import Result, Status
+from hetopt.units import GBPS, GIB, MEMORY_RTOL
+from hetopt.workload import ModelConfig, parameters
 
 __all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_ISLANDS", "MAX_COMPOSE_ISLANDS", "Alternative", "HeteroPlan", "PlanRequest", "StageRow", "as_cluster", "as_model", "choose_islands", "conclude_plan",
            "ideal_time", "microbatch_candidates", "model_training_flops", "plan"]
@@ -150,6 +151,9 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     seq = r.seq or cfg.sequence
     ideal = ideal_time(cluster, cfg, r.global_batch, seq)
     timing = {"islands_s": 0.0, "enumeration_s": 0.0, "composition_s": 0.0, "alternatives_s": 0.0}
+    too_large = _state_exceeds_cluster(cluster, cfg, parallelizer)
+    if too_large is not None:  # proven before any search: no layout of any plan holds the training state
+        return _answer(r, cluster, cfg, seq, ideal, PlanOutcome(Status.INFEASIBLE, too_large), timing=timing)
     t0 = time.perf_counter()
     islands = _form_islands(cluster, composing)
     timing["islands_s"] = time.perf_counter() - t0
@@ -209,6 +213,29 @@ def _budget(r: PlanRequest) -> tuple[Deadline, Deadline]:
     if r.replicas and limit is not None:
         composing *= 1 - REPLICAS_SHARE
     return inner, Deadline(None if limit is None else composing)
+
+
+def _state_exceeds_cluster(cluster: Cluster, cfg: ModelConfig, parallelizer: Parallelizer | None) -> str | None:
+    """Why no plan fits, when the training state alone does not fit the whole cluster (None: it may).
+
+    Every layout holds the model's training state once over the cluster, at least the bytes a
+    parameter of the leanest of ``cm.PRECISIONS`` (``cm.DISTRIBUTED_OPTIMIZER_BYTES``, all of it
+    sharded: ZeRO-3 over every GPU), and keeps the built-in parallelizer's reserved bytes on every
+    GPU: a proof under the built-in cost model (another parallelizer prices memory its own way,
+    so it is not asked).
+    """
+    if parallelizer is not None and type(parallelizer) is not BuiltinParallelizer:
+        return None
+    reserved = (parallelizer or BuiltinParallelizer()).reserved_bytes
+    per_parameter = min(sum(cm.DISTRIBUTED_OPTIMIZER_BYTES[p]) for p in cm.PRECISIONS)
+    state = parameters(cfg) * per_parameter
+    gpus = sum(node.gpus for node in cluster.islands.nodes)
+    memory = sum(node.gpus * node.memory_bytes for node in cluster.islands.nodes)
+    if state + gpus * reserved <= memory * (1.0 + MEMORY_RTOL):
+        return None
+    return (f"the training state alone does not fit {cluster.name}: {parameters(cfg):,} parameters x {per_parameter:g} "
+            f"bytes (fully sharded) = {state / GIB:,.1f} GiB, with {reserved / GIB:g} GiB reserved on each of its {gpus} GPUs, "
+            f"exceeds its {memory / GIB:,.1f} GiB; no layout fits (a smaller model or a larger cluster)")
 
 
 def _form_islands(cluster: Cluster, deadline: Deadline) -> Result:

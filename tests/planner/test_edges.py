@@ -157,3 +157,14 @@ def test_a_request_plans_as_the_keywords_do():
     assert a.status is b.status is Status.OPTIMAL and a.iteration_time_s == b.iteration_time_s
     with pytest.raises(TypeError, match="inside the PlanRequest"):
         plan(req, global_batch=32)
+
+
+def test_a_model_whose_training_state_exceeds_the_cluster_is_infeasible_at_once():
+    """Issue 28: GPT-3 175B's state (18 bytes a parameter, fully sharded) against 20 GPUs' memory is
+    settled before any search, with a reason of one short line; a model that fits is planned."""
+    from hetopt.result import Status
+
+    p = plan("tangram-c3", "gpt3-175b", global_batch=128)
+    assert p.status is Status.INFEASIBLE and "the training state alone does not fit tangram-c3" in p.reason
+    assert len(p.reason) < 300 and p.timing_s["islands_s"] == 0.0 and not p.alternatives
+    assert plan("tangram-c3", "gpt3-1.3b", global_batch=16, microbatch_size=4, alternatives=False).status is Status.OPTIMAL
