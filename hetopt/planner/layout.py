@@ -493,6 +493,7 @@ class PricedPipeline:
         if self.solution is not None:
             out["simulated_s"] = self.solution.simulated_or_none
             out["peak_memory_gib"] = max(st.memory_bytes for st in self.solution.stages) / GIB
+            out["gpus"] = sum(st.gpus for st in self.solution.stages)
         return out
 
 

@@ -113,8 +113,12 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         if g["fits"]:
             speed = f"; the plan is {g['plan_speedup']:.2f}× faster" if "plan_speedup" in g else ""
             size = f"mbs={g['microbatch']}" if "microbatch" in g else f"micro-batch {g['microbatch_size']}"
+            # a layout on fewer GPUs than the plan's islands leaves the rest idle: say so beside the speed-up
+            total = sum(i["gpus"] for i in p.islands)
+            idle = (f"; it uses {g['gpus']} of the {total} GPUs, {total - g['gpus']} idle"
+                    if g.get("gpus") and g["gpus"] < total else "")
             out.print(f"your layout {g['layout']} ({size}): {_f(g['iteration_time_s'])} s per iteration, "
-                      f"{_f(g['peak_memory_gib'], '.1f')} GiB per GPU{speed}", highlight=False)
+                      f"{_f(g['peak_memory_gib'], '.1f')} GiB per GPU{idle}{speed}", highlight=False)
         else:
             over = (f" (priced as if it fit: {_f(g['over_memory_iteration_time_s'])} s per iteration)"
                     if "over_memory_iteration_time_s" in g else "")

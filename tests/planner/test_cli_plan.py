@@ -145,3 +145,13 @@ def test_the_plan_says_its_precision_and_shows_only_the_columns_it_uses(capsys):
     out = capsys.readouterr().out
     assert "sequence 2048, bf16" in out and "micro-batches of" in out
     assert " EP " not in out and "offload" not in out
+
+
+def test_a_given_layout_on_fewer_gpus_says_how_many_sit_idle(capsys):
+    """Issue 28: a speed-up over a layout that leaves GPUs idle says so beside it."""
+    args = ["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
+            "--layout", "h100nvl-0+3: layers=24 tp=2 pp=1 dp=2 mbs=1"]
+    assert main(args) == 0
+    assert "it uses 4 of the 16 GPUs, 12 idle; the plan is" in capsys.readouterr().out
+    assert main([*args, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["given_layout"]["gpus"] == 4
