@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 from rich.table import Table
 
+from hetopt.catalog import CALIBRATION_SETS
 from hetopt.errors import InputError, SolverBug
 from hetopt.io import load
 from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
@@ -557,7 +558,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Predicted against published training throughput, row by row.")
     p.add_argument("--file", default=None,
                    help="a published measurement set: a file, or the name of a shipped one (calibration sets: "
-                   "megatron-sc21, the default, and amp-t4-g4dn; held out: " + ", ".join(_held_out_sets()) + ")")
+                   f"{', '.join(CALIBRATION_SETS)}, the first the default; every other shipped set is held out)")
     p.add_argument("--only", default=None, help="comma-separated measurement ids")
     p.add_argument("--json", action="store_true", help="one JSON document")
     p.add_argument("--plan", action="store_true",
@@ -795,15 +796,6 @@ def cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
     for line in calibration_lines(None if args.profiles is None else Path(args.profiles)):
         print(line)
     return EXIT_OK
-
-
-def _held_out_sets() -> list[str]:
-    """The shipped published sets other than the calibration set, for ``validate --help``."""
-    from hetopt.catalog import instances_dir
-
-    from hetopt.catalog import CALIBRATION_SETS
-
-    return sorted(p.stem for p in (instances_dir() / "published").glob("*.toml") if p.stem not in CALIBRATION_SETS)
 
 
 def cmd_validate(args: argparse.Namespace, out: Console) -> int:

@@ -39,7 +39,7 @@ from hetopt.result import Evaluation, Result, Status
 LABELS = {"milp": "the MILP", "cpsat": "CP-SAT"}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BuiltModel:
     """A family's model, built, with what the template needs to solve it and read its answer.
 
@@ -86,7 +86,7 @@ class BuiltModel:
     load_s: float = 0.0
     infeasible_reason: str | None = None
     known: Callable[[str, float | None, dict], Result] | None = None
-    deadline: Deadline = field(default_factory=lambda: Deadline(None))
+    deadline: Deadline
 
     @property
     def label(self) -> str:

@@ -228,12 +228,13 @@ def _state_exceeds_cluster(cluster: Cluster, cfg: ModelConfig, parallelizer: Par
         return None
     reserved = (parallelizer or BuiltinParallelizer()).reserved_bytes
     per_parameter = min(sum(cm.DISTRIBUTED_OPTIMIZER_BYTES[p]) for p in cm.PRECISIONS)
-    state = parameters(cfg) * per_parameter
+    count = parameters(cfg)
+    state = count * per_parameter
     gpus = sum(node.gpus for node in cluster.islands.nodes)
     memory = sum(node.gpus * node.memory_bytes for node in cluster.islands.nodes)
     if state + gpus * reserved <= memory * (1.0 + MEMORY_RTOL):
         return None
-    return (f"the training state alone does not fit {cluster.name}: {parameters(cfg):,} parameters x {per_parameter:g} "
+    return (f"the training state alone does not fit {cluster.name}: {count:,} parameters x {per_parameter:g} "
             f"bytes (fully sharded) = {state / GIB:,.1f} GiB, with {reserved / GIB:g} GiB reserved on each of its {gpus} GPUs, "
             f"exceeds its {memory / GIB:,.1f} GiB; no layout fits (a smaller model or a larger cluster)")
 
