@@ -14,16 +14,18 @@ import contextlib
 import os
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from hetopt.errors import InputError, SolverBug
 from hetopt.family import TIME_LIMIT_SLACK_S, Deadline
+from hetopt.interrupt import armed, ignore_interrupt, on_stop, stop_requested
 from hetopt.result import Status
 
 if TYPE_CHECKING:
@@ -35,6 +37,9 @@ T = TypeVar("T")
 #: Seconds a forked backend may run past the deadline before it is killed; the rest of
 #: ``TIME_LIMIT_SLACK_S`` is for reading the plan back, decoding it and ``evaluate``.
 BACKEND_GRACE_S = 0.25 * TIME_LIMIT_SLACK_S
+
+#: Seconds between two looks at a running CP-SAT search or a MILP child for Ctrl-C.
+WATCH_S = 0.05
 
 #: MILP backends by name; "highs" is the default (may change).
 MILP_BACKENDS = ("highs", "cbc")
@@ -308,6 +313,8 @@ def solve_pulp_by(
 
     import multiprocessing  # here: only a MILP with a deadline forks, and ``import hetopt`` should not pay for it
 
+    if deadline is None and armed():  # no limit, but a Ctrl-C must still stop the solve
+        deadline = Deadline(None)
     if deadline is None or multiprocessing.current_process().daemon or "fork" not in multiprocessing.get_all_start_methods():
         return run()
     ctx = multiprocessing.get_context("fork")
@@ -315,6 +322,7 @@ def solve_pulp_by(
 
     def child() -> None:
         os.setpgrp()  # its own process group: a CBC subprocess it starts is stopped with it
+        ignore_interrupt()  # and out of the terminal's: the parent hears Ctrl-C and stops it
         try:
             if backend == "highs":
                 # HiGHS's worker threads are not copied by fork: drop the parent's scheduler
@@ -332,9 +340,7 @@ def solve_pulp_by(
     proc.start()
     send.close()
     try:
-        # poll() takes at most 2^31 ms; a longer limit (or none: inf) waits in a blocking poll
-        wait = deadline.remaining() + BACKEND_GRACE_S
-        if receive.poll(wait if wait < MAX_POLL_S else None):
+        if _answered(receive, deadline):
             try:
                 kind, answer = receive.recv()
             except EOFError:  # the child died without a word
@@ -349,6 +355,21 @@ def solve_pulp_by(
                 os.killpg(proc.pid, signal.SIGKILL)
         proc.join()
         receive.close()
+
+
+def _answered(receive: Any, deadline: Deadline) -> bool:
+    """Wait for the child's answer until ``deadline`` (plus ``BACKEND_GRACE_S``) or a requested
+    stop (Ctrl-C: :mod:`hetopt.interrupt`); whether it came."""
+    end = time.monotonic() + deadline.remaining() + BACKEND_GRACE_S  # inf without a limit
+    while True:
+        if stop_requested():
+            return receive.poll(0)
+        # poll() takes at most 2^31 ms; waiting in slices also sees a stop requested meanwhile
+        wait = min(end - time.monotonic(), WATCH_S if armed() else MAX_POLL_S)
+        if receive.poll(max(wait, 0.0)):
+            return True
+        if time.monotonic() >= end:
+            return False
 
 
 def _highs_outcome(prob: pulp.LpProblem) -> Outcome:
@@ -387,6 +408,40 @@ def _cbc_outcome(prob: pulp.LpProblem) -> Outcome:
 
 def _finite(x: float) -> bool:
     return x == x and abs(x) < 1e300
+
+
+def _solve_watched(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int:
+    """``solver.solve(model)``, stopped by Ctrl-C.
+
+    Python runs a signal handler only between bytecodes of the main thread, so a search running
+    in C++ on the main thread would hear Ctrl-C only when it ends (20 s later, under a 20 s
+    limit). The search therefore runs in a thread (CP-SAT releases the GIL) while the main
+    thread waits: a ``KeyboardInterrupt`` stops the search and is raised again; a requested
+    stop (:mod:`hetopt.interrupt`) stops it and returns what it found.
+    """
+    with on_stop(solver.stop_search):
+        if threading.current_thread() is not threading.main_thread():
+            return solver.solve(model)
+        answer: dict[str, Any] = {}
+
+        def search() -> None:
+            try:
+                answer["code"] = solver.solve(model)
+            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+                answer["error"] = exc
+
+        thread = threading.Thread(target=search, name="cp-sat", daemon=True)
+        thread.start()
+        try:
+            while thread.is_alive():
+                thread.join(WATCH_S)  # returns as soon as the search ends
+        except KeyboardInterrupt:
+            solver.stop_search()
+            thread.join()
+            raise
+        if "error" in answer:
+            raise answer["error"]
+        return answer["code"]
 
 
 def solve_cpsat(
@@ -431,9 +486,12 @@ def solve_cpsat(
         solver.parameters.max_time_in_seconds = max(float(time_limit), 0.01)
     solver.parameters.num_workers = threads or DEFAULT_CPSAT_WORKERS
     solver.parameters.random_seed = DEFAULT_CPSAT_SEED if seed is None else seed
+    # CP-SAT's own SIGINT handler would end the search and return FEASIBLE as if the limit had
+    # come: a user's Ctrl-C turned into a normal answer. Ctrl-C is hetopt's (see _solve_watched).
+    solver.parameters.catch_sigint_signal = False
     if on_solver is not None:
         on_solver(solver)
-    code = solver.solve(model)
+    code = _solve_watched(solver, model)
     stats = {"branches": solver.num_branches, "conflicts": solver.num_conflicts}
     if code == cp_model.OPTIMAL:
         return solver, Outcome(Status.OPTIMAL, solver.objective_value, solver.best_objective_bound, stats)

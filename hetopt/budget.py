@@ -1,6 +1,7 @@
 """The wall-clock budget of a call: one rule for a time limit, one clock, shares of what is left.
 
-This is the bottom of the house (it imports nothing of the project but its error type): the
+This is the bottom of the house (it imports nothing of the project but its error type and
+:mod:`hetopt.interrupt`): the
 solver layer, the planner, ``bench`` and every method read their time limit through
 :func:`check_time_limit` and spend it through a :class:`Deadline`.
 
@@ -37,6 +38,7 @@ import numbers
 import time
 
 from hetopt.errors import InputError
+from hetopt.interrupt import stop_requested
 
 #: Iterations of a hot loop between two reads of the clock. ``Deadline.expired`` costs about
 #: 0.1 µs (``time.perf_counter``), so reading it every 256 iterations costs nothing measurable
@@ -106,7 +108,9 @@ class Deadline:
         return time.perf_counter() - self.started
 
     def remaining(self) -> float:
-        """Seconds left (``inf`` without a limit, never negative)."""
+        """Seconds left (``inf`` without a limit, never negative; 0 once a stop is requested)."""
+        if stop_requested():
+            return 0.0
         return max(0.0, self.limit - self.elapsed())
 
     def seconds_left(self) -> float | None:
@@ -118,5 +122,6 @@ class Deadline:
         return None if not self.limited else fraction * self.remaining()
 
     def expired(self) -> bool:
-        """True once the budget is spent."""
-        return self.elapsed() >= self.limit
+        """True once the budget is spent, or a stop was requested (the first Ctrl-C of a
+        command: :mod:`hetopt.interrupt`), so every clock check is also an interrupt check."""
+        return self.elapsed() >= self.limit or stop_requested()

@@ -30,26 +30,32 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.table import Table
 
 from hetopt.catalog import CALIBRATION_SETS
 from hetopt.errors import InputError, SolverBug
+from hetopt.interrupt import stop_on_interrupt, stop_requested
 from hetopt.io import load
 from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
 from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
+from hetopt.tables import cell, markdown_lines, rows_table
+from hetopt.terminal import on_terminal, progress
 
 if TYPE_CHECKING:  # the planner is imported by the plan command only
     from hetopt.planner.answer import HeteroPlan
     from hetopt.planner.request import PlanRequest
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT, EXIT_INTERNAL = 0, 1, 2, 3, 4
+#: Stopped by Ctrl-C (SIGINT): the shell's status of a program killed by SIGINT (128 + 2).
+EXIT_INTERRUPTED = 130
 #: The reader of stdout went away: the shell's status of a program killed by SIGPIPE (128 + 13).
 EXIT_BROKEN_PIPE = 141
 
 #: Errors of writing the output (a full disk or device, a closed or unwritable descriptor):
 #: bad surroundings, not a bug, so exit 2 with one line.
 OUTPUT_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EBADF, errno.EIO})
+#: Columns of output to a file or a pipe: wide enough that no table row is folded.
+FILE_WIDTH = 1000
 #: Set (to anything but "" or "0") to print the traceback of an internal error.
 DEBUG_ENV = "HETOPT_DEBUG"
 
@@ -60,33 +66,12 @@ EXIT_CODES_HELP = """exit codes:
      method that declines or fails on the instance (DECLINED, ERROR: its reason is printed),
      or an output that cannot be written (stdout closed or full)
   3  time limit reached without a solution
-  4  internal error: a bug in hetopt (one line; the traceback with --debug or HETOPT_DEBUG=1)"""
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, float):
-        return f"{value:.6g}"
-    return str(value)
+  4  internal error: a bug in hetopt (one line; the traceback with --debug or HETOPT_DEBUG=1)
+  130  stopped by Ctrl-C: the first stops the work and prints what finished; a second stops at once"""
 
 
 #: Rows of a solution table ``solve`` prints; the rest are counted (``--json`` has them all).
 MAX_TABLE_ROWS = 200
-
-
-def _table(rows: list[dict], title: str | None = None) -> Table:
-    table = Table(title=title, show_edge=False, header_style="bold")
-    if not rows:
-        return table
-    for key in rows[0]:
-        numeric = key == "wall_s" or any(isinstance(r[key], (int, float)) and not isinstance(r[key], bool) for r in rows)
-        table.add_column(str(key), justify="right" if numeric else "left")
-    for row in rows:
-        table.add_row(*(_fmt(v) for v in row.values()))
-    return table
 
 
 #: The exit code of every status, for ``solve``, ``crosscheck`` and ``plan`` alike: a method
@@ -133,7 +118,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 def _result_line(result: Result) -> str:
     line = f"{result.problem} · {result.method}: {result.status.value}"
     if result.status.has_solution:
-        line += f"  objective {_fmt(result.objective)}  bound {_fmt(result.bound)}  gap {_fmt(result.gap)}"
+        line += f"  objective {cell(result.objective)}  bound {cell(result.bound)}  gap {cell(result.gap)}"
     line += f"  ({result.wall_s:.3f} s)"
     if result.reason:
         line += f"\n  reason: {result.reason}"
@@ -282,7 +267,8 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
         _check_write_model(instance, args.method, args.write_model)
         options["write_model"] = args.write_model
     try:
-        result = solve(instance, args.method, **options)
+        with progress(out, f"{getattr(instance, 'name', args.file)} · {args.method}", show=not args.json):
+            result = solve(instance, args.method, **options)
     except InputError as exc:  # the model file's ending, checked by the method before it starts
         if exc.field != "write_model":
             raise
@@ -306,7 +292,7 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     out.print(_result_line(result), highlight=False)
     if result.solution is not None:
         rows = result.solution.rows()
-        out.print(_table(rows[:MAX_TABLE_ROWS]))
+        out.print(rows_table(rows[:MAX_TABLE_ROWS]))
         if len(rows) > MAX_TABLE_ROWS:  # 20,000 rows took seconds to lay out, past the time limit
             out.print(f"... {len(rows) - MAX_TABLE_ROWS:,} more rows (every row: --json)", highlight=False)
         for line in result.solution.summary():
@@ -360,7 +346,14 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
             instance = load(args.file)
     except _ReadingStopped:
         return _reading_stopped(args)
-    check = crosscheck(instance, names, **options)
+    count = len(names) if names is not None else len(family(instance).crosscheck_methods(instance))
+    with progress(out, "crosscheck", count, show=not args.json) as bar:
+        def started(method: str) -> None:
+            bar.update(len(done), count, f"{getattr(instance, 'name', args.file)} · {method}")
+            done.append(method)
+
+        done: list[str] = []
+        check = crosscheck(instance, names, on_method=started, **options)
     if args.json:
         print(json.dumps(crosscheck_to_dict(check), indent=2))
     else:
@@ -377,10 +370,10 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
             }
             for r in check.results
         ]
-        out.print(_table(rows))
+        out.print(rows_table(rows))
         out.print(_agreement_line(check), highlight=False)
         for method, gap in check.heuristic_gaps.items():
-            out.print(f"{method}: gap to the best proven bound {_fmt(gap)}", highlight=False)
+            out.print(f"{method}: gap to the best proven bound {cell(gap)}", highlight=False)
     return _crosscheck_exit(check)
 
 
@@ -392,6 +385,47 @@ def _seconds(value: float) -> str:
 BENCH_FIELDS = ("instance", "method", "status", "objective", "bound", "gap", "wall_s", "agree")
 
 
+class _BenchOutput:
+    """Where ``bench`` puts its rows: CSV and JSON Lines are written as each instance finishes
+    (its rows need all its methods, for ``agree``); the table and the JSON document are
+    printed at the end, or at Ctrl-C with the rows finished so far."""
+
+    def __init__(self, args: argparse.Namespace, out: Console) -> None:
+        self.args, self.out, self.rows = args, out, []
+        self.writer = csv.writer(sys.stdout, lineterminator="\n") if args.csv else None
+        if self.writer is not None:
+            self.writer.writerow(BENCH_FIELDS)
+            sys.stdout.flush()
+
+    def add(self, rows: list) -> None:
+        self.rows.extend(rows)
+        if self.writer is not None:
+            for r in rows:
+                self.writer.writerow(["" if getattr(r, k) is None else getattr(r, k) for k in BENCH_FIELDS])
+        elif self.args.jsonl:
+            for r in rows:
+                print(json.dumps(plain(r)))
+        sys.stdout.flush()  # a reader of the pipe sees each instance as it ends
+
+    def close(self) -> None:
+        if self.args.json:
+            print(json.dumps([plain(r) for r in self.rows], indent=2))
+        elif not (self.args.csv or self.args.jsonl):
+            table = [{k: getattr(r, k) for k in BENCH_FIELDS} for r in self.rows]
+            for row in table:
+                row["wall_s"] = _seconds(row["wall_s"])
+            _show_rows(self.out, table, markdown=self.args.markdown)
+
+
+def _show_rows(out: Console, rows: list[dict], *, title: str | None = None, markdown: bool = False) -> None:
+    """Rows as the one table style (rich), or Markdown with ``--markdown``."""
+    if markdown:
+        for line in ([f"**{title}**", ""] if title else []) + markdown_lines(rows):
+            print(line)
+    else:
+        out.print(rows_table(rows, title))
+
+
 def cmd_bench(args: argparse.Namespace, out: Console) -> int:
     from hetopt import bench as benchmod
 
@@ -400,32 +434,19 @@ def cmd_bench(args: argparse.Namespace, out: Console) -> int:
         raise InputError(f"--repeat {args.repeat}: must be >= 1 (runs per method)")
     names = [n.strip() for n in args.methods.split(",") if n.strip()] if args.methods is not None else None
     jobs = benchmod.collect_jobs(args.targets, names, args.time_limit)
-    rows: list[benchmod.Row] = []
-    show_progress = sys.stdout.isatty() and not (args.json or args.csv)
-    if show_progress:
-        from rich.progress import Progress
-
-        with Progress(console=out, transient=True) as progress:
-            task = progress.add_task("bench", total=sum(benchmod.count_steps(j) for j in jobs))
-            for job in jobs:
-                progress.update(task, description=job.path.name)
-                rows.extend(benchmod.run_job(job, repeat=args.repeat, on_step=lambda: progress.advance(task), **options))
-    else:
+    output = _BenchOutput(args, out)
+    table_mode = not (args.json or args.csv or args.jsonl)
+    total = sum(benchmod.count_steps(j) for j in jobs) if table_mode and on_terminal() else None
+    with progress(out, "bench", total, show=table_mode) as bar:
         for job in jobs:
-            rows.extend(benchmod.run_job(job, repeat=args.repeat, **options))
-    if args.json:
-        print(json.dumps([plain(r) for r in rows], indent=2))
-    elif args.csv:
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(BENCH_FIELDS)
-        for r in rows:
-            writer.writerow(["" if getattr(r, k) is None else getattr(r, k) for k in BENCH_FIELDS])
-    else:
-        table = [{k: getattr(r, k) for k in BENCH_FIELDS} for r in rows]
-        for row in table:
-            row["wall_s"] = _seconds(row["wall_s"])
-        out.print(_table(table))
-    disagree = any(r.agree is False for r in rows)
+            bar.describe(job.path.name)
+            rows = benchmod.run_job(job, repeat=args.repeat, on_step=bar.advance, **options)
+            if stop_requested():  # its methods were cut short by Ctrl-C: not a measurement
+                print(f"hetopt: bench: interrupted during {job.path}; its rows are left out", file=sys.stderr)
+                break
+            output.add(rows)
+    output.close()
+    disagree = any(r.agree is False for r in output.rows)
     return EXIT_INFEASIBLE if disagree else EXIT_OK
 
 
@@ -480,8 +501,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("targets", nargs="+", metavar="FILE|FOLDER|SUITE")
     p.add_argument("--methods", default=None, help="comma-separated; replaces the suite's lists")
     p.add_argument("--repeat", type=int, default=1, help="runs per method (>= 1); wall_s is the median")
-    formats = p.add_mutually_exclusive_group()  # one document on stdout: JSON or CSV, not both
-    formats.add_argument("--csv", action="store_true", help="print CSV")
+    formats = p.add_mutually_exclusive_group()  # one format on stdout
+    formats.add_argument("--csv", action="store_true", help="print CSV, a row as soon as its instance finishes")
+    formats.add_argument("--jsonl", action="store_true", help="print JSON Lines (one object per row), as soon as each instance finishes")
+    formats.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     common(p, formats)
     p.set_defaults(run=cmd_bench)
 
@@ -489,7 +512,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cluster", required=True, help="a cluster file, or a name in instances/clusters/")
     p.add_argument("--model", required=True, help="a model file, or a name in instances/models/")
     p.add_argument("--global-batch", type=int, required=True, help="samples per iteration")
-    p.add_argument("--microbatch", type=int, default=None, help="micro-batch size (default: every divisor of the global batch, powers of two first; sizes a bound proves slower are skipped)")
+    p.add_argument("--microbatch-size", "--microbatch", dest="microbatch_size", type=int, default=None, metavar="N",
+                   help="pipeline micro-batch (plan()'s microbatch_size; --microbatch is short for it): the samples of one micro-batch through the pipeline, all of a stage's "
+                   "data-parallel replicas together (a replica gets this over its stage's dp: Megatron's "
+                   "--micro-batch-size, mbs in --layout) (default: every divisor of the global batch, powers of two "
+                   "first; sizes a bound proves slower are skipped)")
     p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="run the parallelizer queries in N worker processes (default: the CPU count; 1: in this process)")
@@ -509,7 +536,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="slice the model in atoms of K layers (default 1; at most 24 atoms on clusters of more than 16 islands): fewer slices for deep models")
     p.add_argument("--layout", default=None, metavar="LAYOUT",
                    help='price your layout beside the plan, e.g. "tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1" '
-                   "(also vpp, overlap=no, flash=no, sp=no, tpoverlap=yes, precision=fp16; mbs left out: its best under the model); on a cluster of "
+                   "(mbs: the micro-batch per replica, as Megatron's --micro-batch-size; left out: its best under the "
+                   "model; dp left out: the GPUs over tp·pp·cp, as Megatron derives it; also vpp, overlap=no, flash=no, "
+                   "sp=no, tpoverlap=yes, precision=fp16); on a cluster of "
                    'several islands one per island, front first: "ISLAND: layers=K tp=.. pp=.. dp=..; ..."')
     p.add_argument("--runtime", default=None, metavar="RUNTIME",
                    help='what your framework can run: "recompute=none,full zero=0 flash=no sp=no overlap=no" '
@@ -560,7 +589,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a published measurement set: a file, or the name of a shipped one (calibration sets: "
                    f"{', '.join(CALIBRATION_SETS)}, the first the default; every other shipped set is held out)")
     p.add_argument("--only", default=None, help="comma-separated measurement ids")
-    p.add_argument("--json", action="store_true", help="one JSON document")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="one JSON document")
+    shape.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     p.add_argument("--plan", action="store_true",
                    help="also run the planner on every row's cluster (slow: minutes for the shipped set)")
     p.set_defaults(run=cmd_validate)
@@ -568,14 +599,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("findings", help="the papers' findings (Tangram, Cephalo), measured on this cost model",
                        description="Each finding of the papers, re-run on this cost model: does it hold here?")
     p.add_argument("--only", choices=FINDING_NAMES, help="run one finding")
-    p.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    shape = p.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    shape.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     p.set_defaults(run=cmd_findings)
 
-    p = sub.add_parser("scaling", help="how the pipeline dp's time grows with islands and layers (a Markdown table)",
+    p = sub.add_parser("scaling", help="how the pipeline dp's time grows with islands and layers",
                        description="dp wall time by islands (rows) and layers (columns) on synthetic instances.")
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds per dp run (default 60)")
     p.add_argument("--islands", default="1,2,4,6,8,10,12,16", help="island counts, comma-separated")
     p.add_argument("--layers", default="8,16,32,64,96,128", help="layer counts, comma-separated")
+    p.add_argument("--markdown", action="store_true", help="print a Markdown table, a row as soon as it is measured")
     p.set_defaults(run=cmd_scaling)
 
     p = sub.add_parser("calibrate", help="the GPU catalog's efficiency figures, fitted to Cephalo's measured profiles",
@@ -594,7 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: ``hetopt plan``'s flag for each ``PlanRequest`` field whose flag is not ``--`` and the
 #: field's name with dashes: the library names fields, the command line its flags.
-PLAN_FLAGS = {"microbatch_size": "--microbatch", "policies": "--no-prune"}
+PLAN_FLAGS = {"policies": "--no-prune"}
 
 
 def policies_from(no_prune: str | None) -> tuple[str, ...]:
@@ -616,7 +650,7 @@ def request_from(args: argparse.Namespace) -> PlanRequest:
     from hetopt.planner.request import PlanRequest
 
     return PlanRequest(
-        cluster=args.cluster, model=args.model, global_batch=args.global_batch, microbatch_size=args.microbatch,
+        cluster=args.cluster, model=args.model, global_batch=args.global_batch, microbatch_size=args.microbatch_size,
         seq=args.seq, policies=policies_from(args.no_prune), time_limit=args.time_limit,
         alternatives=not args.no_alternatives, max_islands=args.max_islands,
         tasks=DEFAULT_TASKS if args.tasks is None else args.tasks,
@@ -662,7 +696,7 @@ def plan_flag_error(exc: InputError) -> InputError:
     (``hetopt plan``'s, and ``--to``, ``--profiles``, ``--only`` of the other commands).
 
     >>> str(plan_flag_error(InputError("microbatch_size 4: must divide 30", field="microbatch_size")))
-    '--microbatch 4: must divide 30'
+    '--microbatch-size 4: must divide 30'
     """
     if exc.field is None or exc.detail == str(exc):
         return exc
@@ -756,11 +790,22 @@ def cmd_findings(args: argparse.Namespace, out: Console) -> int:
 
     from hetopt.planner import findings
 
-    found = findings.run_findings(args.only)
+    names = [args.only] if args.only else list(FINDING_NAMES)
+    with progress(out, "findings", len(names), show=not args.json) as bar:
+        def started(name: str) -> None:
+            bar.update(names.index(name), len(names), f"finding {name}")
+
+        found = findings.run_findings(args.only, on_start=started)
     if args.json:
         print(json.dumps([asdict(f) for f in found], indent=2))
-    else:
-        findings.print_findings(found)
+        return EXIT_OK
+    for f in found:
+        claim = f"claim: {f.claim}" + (f" ({f.note})" if f.note else "")
+        if args.markdown:
+            print("\n".join([f"## {f.name}: {findings.verdict(f)}", claim, *markdown_lines(f.rows, digits=4), ""]))
+        else:
+            out.print(rows_table(f.rows, f"{f.name}: {findings.verdict(f)}", claim, digits=4))
+            out.print()
     return EXIT_OK
 
 
@@ -777,14 +822,26 @@ def _counts(text: str, flag: str) -> list[int]:
 
 def cmd_scaling(args: argparse.Namespace, out: Console) -> int:
     from hetopt.budget import check_time_limit
-    from hetopt.pipeline.scaling import scaling_table
+    from hetopt.pipeline.scaling import scaling_rows
 
     islands, layers = _counts(args.islands, "--islands"), _counts(args.layers, "--layers")
     try:
         limit = check_time_limit(args.time_limit)
     except InputError as exc:
         raise InputError(f"--time-limit: {exc.detail}") from None
-    scaling_table(islands, layers, time_limit=limit, on_line=lambda line: print(line, flush=True))
+    cells = len(islands) * len(layers)
+    rows: list[dict] = []
+    with progress(out, "scaling", cells, show=not args.markdown) as bar:
+        def started(n: int, L: int) -> None:
+            bar.update(islands.index(n) * len(layers) + layers.index(L), cells, f"dp on {n} islands, {L} layers")
+
+        for row in scaling_rows(islands, layers, time_limit=limit, on_cell=started):
+            if args.markdown:  # a row as soon as it is measured
+                lines = markdown_lines([row])
+                print("\n".join(lines if not rows else lines[2:]), flush=True)
+            rows.append(row)
+    if not args.markdown:
+        out.print(rows_table(rows, "dp wall time (s) by islands and layers"))
     return EXIT_OK
 
 
@@ -809,11 +866,13 @@ def cmd_validate(args: argparse.Namespace, out: Console) -> int:
         only = validate.select_only(measurements, args.only, path or validate.default_published())
     except InputError as exc:
         raise plan_flag_error(exc) from None  # "only ..." -> "--only ..."
-    rows = validate.validate(measurements, only=only, with_plan=args.plan)
+    with progress(out, "validate", show=not args.json) as bar:
+        rows = validate.validate(measurements, only=only, with_plan=args.plan,
+                                 on_row=lambda done, total, name: bar.update(done, total, f"validate {name}"))
     if args.json:
         print(json.dumps(validate.rows_to_dict(rows), indent=2, allow_nan=False))
     else:
-        validate_report.print_rows(rows, with_plan=args.plan)
+        validate_report.print_rows(rows, with_plan=args.plan, out=out, markdown=args.markdown)
     return EXIT_OK
 
 
@@ -829,7 +888,7 @@ def cmd_list(args: argparse.Namespace, out: Console) -> int:
         for r in rows:
             r["nodes × GPUs by type"] = r.pop("by_type")
             r["description"] = r.pop("description")
-    out.print(_table(rows))
+    out.print(rows_table(rows))
     return EXIT_OK
 
 
@@ -915,7 +974,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Every outcome is an exit code and at most one line on stderr: 2 for bad input or usage
     (``InputError``, the library's ``ValueError``s), 4 for an internal error (``SolverBug``,
     any other exception: a bug to report; ``--debug`` or ``HETOPT_DEBUG=1`` adds the
-    traceback), 130 for Ctrl-C, 141 when the reader of stdout stops reading (``| head``), as
+    traceback), 130 for Ctrl-C (the first stops the work at its next clock check and prints
+what finished: bench's rows, the best plan so far; a second stops at once), 141 when the reader of stdout stops reading (``| head``), as
     for a program stopped by SIGPIPE.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -925,19 +985,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     args = build_parser().parse_args(argv)
     debug = args.debug or os.environ.get(DEBUG_ENV, "") not in ("", "0")
-    # off a terminal rich assumes 80 columns; plan tables are wider, and files want whole rows
-    out = _Console(soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-    run = lambda: args.run(args, out)  # noqa: E731
+    # on a terminal, lines wrap at its width (words, never inside a number); off a terminal
+    # rich would assume 80 columns, but tables are wider and files want whole lines and rows
+    tty = on_terminal()
+    out = _Console(soft_wrap=not tty, width=None if tty else FILE_WIDTH)
     try:
-        code = run()
-        sys.stdout.flush()  # here, where a full disk or a gone reader is caught, not at exit
+        with stop_on_interrupt():  # the first Ctrl-C stops the work at its next clock check
+            code = args.run(args, out)
+            sys.stdout.flush()  # here, where a full disk or a gone reader is caught, not at exit
+            if stop_requested():
+                print("hetopt: interrupted (Ctrl-C): stopped early; what is printed above is what finished "
+                      "before the stop (a second Ctrl-C stops at once)", file=sys.stderr)
+                return EXIT_INTERRUPTED
         return code
     except (InputError, ValueError) as exc:  # bad files, names, sizes and option values
         print(f"hetopt: {_one_line(exc)}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second Ctrl-C, or one outside the work
         print("hetopt: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # `hetopt list models | head`: the reader left; nothing is wrong here
         # stdout to /dev/null, or flushing it at exit raises the same error once more
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

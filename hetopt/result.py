@@ -32,6 +32,10 @@ class Status(str, enum.Enum):
         """True for OPTIMAL and FEASIBLE."""
         return self in (Status.OPTIMAL, Status.FEASIBLE)
 
+    def __str__(self) -> str:
+        """The value, as the command line prints it: ``print(result.status)`` shows ``OPTIMAL``."""
+        return self.value
+
 
 @dataclass(frozen=True)
 class Evaluation:

@@ -13,19 +13,21 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
 import numbers
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hetopt import allocation, islands, pipeline, replicas
 from hetopt.backends import MILP_BACKENDS
 from hetopt.errors import InputError
 from hetopt.family import Family, resolve_method
+from hetopt.interrupt import STOPPED_BY_USER, stop_requested
 from hetopt.result import CrossCheck, Result, Status, objectives_agree, relative_gap
 
 #: Every family, by its ``problem`` key.
@@ -257,10 +259,14 @@ def solve(instance: Any, method: str = "auto", **options: Any) -> Result:
     """
     fam = _family_of_instance(instance)
     _, func = _resolve(fam, method)
-    return func(instance, **_accepted(fam, func, check_options(**options)))
+    result = func(instance, **_accepted(fam, func, check_options(**options)))
+    if stop_requested() and result.status in (Status.FEASIBLE, Status.TIME_LIMIT):
+        result = dataclasses.replace(result, reason=STOPPED_BY_USER + result.reason)
+    return result
 
 
-def crosscheck(instance: Any, methods: Sequence[str] | None = None, **options: Any) -> CrossCheck:
+def crosscheck(instance: Any, methods: Sequence[str] | None = None, *,
+               on_method: Callable[[str], None] | None = None, **options: Any) -> CrossCheck:
     """Run several methods on one instance and check that their answers agree.
 
     Parameters
@@ -272,6 +278,8 @@ def crosscheck(instance: Any, methods: Sequence[str] | None = None, **options: A
         instance (the fast exact methods, plus the slow references when the instance is
         small enough), which on an instance too large for all but one method is that one
         (``compared`` is then at most 1 and ``agree`` None).
+    on_method
+        Called with each method's name before it runs (for a progress line).
     **options
         As for :func:`solve`, passed to every method (``time_limit`` applies to each).
 
@@ -300,7 +308,11 @@ def crosscheck(instance: Any, methods: Sequence[str] | None = None, **options: A
         raise ValueError(f"a crosscheck compares at least two different methods (got {', '.join(names) or 'none'}; "
                          f"known: {', '.join(['auto', *fam.methods])})")
     checked = check_options(**options)
-    results = tuple(solve(instance, name, **checked) for name in names)
+    results = []
+    for name in names:
+        if on_method is not None:
+            on_method(name)
+        results.append(solve(instance, name, **checked))
     return compare(instance, results)
 
 

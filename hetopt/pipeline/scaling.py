@@ -9,9 +9,10 @@ stops shows why (DECLINED: the table exceeds ``MAX_DP_CELLS``; TIME_LIMIT).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 
+from hetopt.interrupt import stop_requested
 from hetopt.pipeline.dp import solve_dp
 from hetopt.pipeline.synthetic import MICROBATCH_SIZE, Model, Workload, build_instance, synthetic_islands
 from hetopt.pipeline.problem import PipelineInstance
@@ -29,22 +30,30 @@ def scaling_instance(islands: int, layers: int, microbatches: int = 256) -> Pipe
     return build_instance(f"scaling-{islands}x{layers}", work, specs, roles=False)
 
 
-def scaling_table(islands: Sequence[int] = ISLANDS, layers: Sequence[int] = LAYERS, *, time_limit: float = 60.0,
-                  on_line: Callable[[str], None] = print) -> None:
-    """A Markdown table of dp wall time (s) by islands (rows) and layers (columns), line by line
-    to ``on_line`` (``hetopt scaling``); a row stops at its first cell that does not finish."""
-    on_line("| islands | " + " | ".join(f"L = {L}" for L in layers) + " |")
-    on_line("|---|" + "---|" * len(layers))
+def scaling_rows(islands: Sequence[int] = ISLANDS, layers: Sequence[int] = LAYERS, *, time_limit: float = 60.0,
+                 on_cell: Callable[[int, int], None] | None = None) -> Iterator[dict[str, str | int]]:
+    """dp wall time (s) by islands (one row each) and layers (one column each), a row at a time
+    (``hetopt scaling``); ``on_cell(islands, layers)`` before each run (for a progress line).
+
+    A row stops at its first cell that does not finish (longer models only take longer); a
+    proven infeasible cell reads "(inf.)". A stop requested meanwhile (Ctrl-C) ends the rows
+    before the one it cut short.
+    """
     for n in islands:
-        cells, stop = [], False
+        row: dict[str, str | int] = {"islands": n}
+        stopped = False
         for L in layers:
-            if stop:
-                cells.append("–")
+            if stopped:
+                row[f"L = {L}"] = "–"
                 continue
+            if on_cell is not None:
+                on_cell(n, L)
             r = solve_dp(scaling_instance(n, L), time_limit=time_limit)
+            if stop_requested():
+                return
             if r.status.value in ("OPTIMAL", "INFEASIBLE"):
-                cells.append(f"{r.wall_s:.2f}" + ("" if r.status.value == "OPTIMAL" else " (inf.)"))
+                row[f"L = {L}"] = f"{r.wall_s:.2f}" + ("" if r.status.value == "OPTIMAL" else " (inf.)")
             else:
-                cells.append(r.status.value)
-                stop = True  # longer models only take longer
-        on_line(f"| {n} | " + " | ".join(cells) + " |")
+                row[f"L = {L}"] = r.status.value
+                stopped = True
+        yield row

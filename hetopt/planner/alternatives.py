@@ -1,4 +1,4 @@
-"""The plans the composed pipeline is compared with, on the same cost model.
+"""The plans the composed pipeline is compared with, each naming the model that priced it.
 
 * ``cephalo-fsdp``: FSDP over every GPU (allocation family, ``planner/fsdp.py``);
 * ``single-island``: the parallelizer's best plan of the whole model on one island;
@@ -39,14 +39,21 @@ FSDP_KILL_SLACK_S = 0.5
 FSDP_SHARE = 0.5
 
 
+#: What priced an alternative: the pipeline family's closed form over the built-in stage prices
+#: (as the composed plan), or the allocation family's FSDP model (Cephalo's, per GPU).
+PRICED_BY_PIPELINE = "pipeline closed form"
+PRICED_BY_ALLOCATION = "allocation model (FSDP, per GPU)"
+
+
 @dataclass(frozen=True)
 class Alternative:
-    """Another plan on the same cost model: its name, iteration time (None if none), note, status."""
+    """Another plan: its name, iteration time (None if none), note, status, and the model that priced it."""
 
     name: str
     iteration_time_s: float | None
     detail: str
     status: Status
+    priced_by: str = PRICED_BY_PIPELINE
 
 
 @dataclass(frozen=True)
@@ -151,7 +158,7 @@ def fsdp_alternative(s: Setting, deadline: Deadline) -> Alternative:
     stopped when the limit runs out.
     """
     if deadline.expired():
-        return Alternative("cephalo-fsdp", None, "not planned: the time limit was spent", Status.TIME_LIMIT)
+        return Alternative("cephalo-fsdp", None, "not planned: the time limit was spent", Status.TIME_LIMIT, PRICED_BY_ALLOCATION)
     left = _remaining(deadline)
     left = None if left is None else FSDP_SHARE * left
     try:
@@ -160,12 +167,12 @@ def fsdp_alternative(s: Setting, deadline: Deadline) -> Alternative:
         else:
             result = _fsdp(s, left)
     except InputError as exc:  # the allocation instance refuses the sizes (with its range)
-        return Alternative("cephalo-fsdp", None, f"allocation instance declined: {exc}", Status.DECLINED)
+        return Alternative("cephalo-fsdp", None, f"allocation instance declined: {exc}", Status.DECLINED, PRICED_BY_ALLOCATION)
     except MemoryError as exc:
-        return Alternative("cephalo-fsdp", None, f"out of memory in the allocation dp: {exc}", Status.ERROR)
+        return Alternative("cephalo-fsdp", None, f"out of memory in the allocation dp: {exc}", Status.ERROR, PRICED_BY_ALLOCATION)
     if result.status.has_solution:
-        return Alternative("cephalo-fsdp", result.objective, "FSDP, per-GPU batch " + fsdp_batches(result), result.status)
-    return Alternative("cephalo-fsdp", None, result.reason or result.status.value, result.status)
+        return Alternative("cephalo-fsdp", result.objective, "FSDP, per-GPU batch " + fsdp_batches(result), result.status, PRICED_BY_ALLOCATION)
+    return Alternative("cephalo-fsdp", None, result.reason or result.status.value, result.status, PRICED_BY_ALLOCATION)
 
 
 def _restricted(s: Setting, counts: list[int], m: int, deadline: Deadline) -> Result | None:

@@ -89,6 +89,21 @@ class HeteroPlan:
     outside_calibration: list[str] = field(default_factory=list)
 
     @property
+    def status_line(self) -> str:
+        """The status as ``hetopt plan`` prints it: ``status OPTIMAL, bound 16.37 s, gap 0``,
+        and the reason when there is one.
+
+        >>> HeteroPlan("c", "m", 8, 0, 0, 2048, Status.TIME_LIMIT, reason="time limit reached").status_line
+        'status TIME_LIMIT: time limit reached'
+        """
+        line = f"status {self.status}"
+        if self.status.has_solution:
+            bound = "-" if self.bound_s is None else f"{self.bound_s:.4g}"
+            gap = "-" if self.gap is None else f"{self.gap:.3g}"
+            line += f", bound {bound} s, gap {gap}"
+        return line + (f": {self.reason}" if self.reason else "")
+
+    @property
     def answer_status(self) -> Status:
         """The status of the planner's answer as a whole: the composed plan's, or FEASIBLE when
         only its data-parallel replicas (``replicas=True``) found a plan, which then is the
@@ -158,6 +173,19 @@ def given_layout_figures(given: PricedLayout | PricedPipeline, time_model: str, 
     return out
 
 
+def comparable(a: Status, b: Status) -> bool:
+    """Whether two answers' times make an honest speed-up: both proven (OPTIMAL), or both cut
+    by the same time limit (FEASIBLE). A proven time against a cut one overstates the gap
+    (the cut search might have found better), so no speed-up is shown between them.
+
+    >>> comparable(Status.OPTIMAL, Status.OPTIMAL), comparable(Status.FEASIBLE, Status.FEASIBLE)
+    (True, True)
+    >>> comparable(Status.OPTIMAL, Status.FEASIBLE)
+    False
+    """
+    return a == b and a in (Status.OPTIMAL, Status.FEASIBLE)
+
+
 def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
     """The fastest of the composed plan and the alternatives, and the plan's speed-up over each."""
     timed = [(n, t) for n, t in [("tangram-composed", plan_s)] + [(a.name, a.iteration_time_s) for a in alternatives]
@@ -168,4 +196,4 @@ def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
     return {"best": min(timed, key=lambda nt: nt[1])[0], "speedups": speedups}
 
 
-__all__ = ["HeteroPlan", "StageRow", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]
+__all__ = ["HeteroPlan", "StageRow", "comparable", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]

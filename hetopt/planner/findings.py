@@ -30,11 +30,13 @@ activation offloading in the built-in parallelizer:
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import hetopt
 from hetopt.catalog import instances_dir
 from hetopt.hardware import load_gpus
+from hetopt.interrupt import stop_requested
 from hetopt import solvers
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster, load_cluster
@@ -380,36 +382,28 @@ def moe_c2(models=C2_MODELS, halves=(False, True)) -> Finding:
     )
 
 
-def _cell(x) -> str:
-    if isinstance(x, bool):
-        return "yes" if x else "no"
-    if isinstance(x, float):
-        return f"{x:.4g}"
-    return "-" if x is None else str(x)
-
-
 #: The findings by name, as ``hetopt findings --only`` takes them.
 FINDINGS = {"fig8": fig8, "fig11": fig11, "fig11-what-if": fig11_what_if, "fig9": fig9, "gshard-c1": gshard_c1,
             "moe-c2": moe_c2}
 
 
-def run_findings(only: str | None = None) -> list[Finding]:
-    """Every finding, or the one named ``only`` (a key of :data:`FINDINGS`)."""
-    return [FINDINGS[only]()] if only else [f() for f in FINDINGS.values()]
+def run_findings(only: str | None = None, on_start: Callable[[str], None] | None = None) -> list[Finding]:
+    """Every finding, or the one named ``only`` (a key of :data:`FINDINGS`); ``on_start(name)``
+    before each (for a progress line). Stops after the finding that runs when a stop is
+    requested (Ctrl-C: :mod:`hetopt.interrupt`), with the findings done so far."""
+    found = []
+    for name in [only] if only else list(FINDINGS):
+        if on_start is not None:
+            on_start(name)
+        finding = FINDINGS[name]()
+        if stop_requested():  # cut short: its rows are not the finding
+            break
+        found.append(finding)
+    return found
 
 
-def print_findings(found: list[Finding]) -> None:
-    """Each finding's verdict, claim and rows as a table."""
-    for f in found:
-        if f.name.endswith("what-if"):
-            verdict = "the island stops helping at a factor tried" if f.holds else "the island helps at every factor tried"
-        else:
-            verdict = f"{'holds' if f.holds else 'does NOT hold'} on this cost model"
-        print(f"## {f.name}: {verdict}")
-        print(f"claim: {f.claim}" + (f" ({f.note})" if f.note else ""))
-        header = list(f.rows[0])
-        print("| " + " | ".join(header) + " |")
-        print("|" + "---|" * len(header))
-        for r in f.rows:
-            print("| " + " | ".join(_cell(r[h]) for h in header) + " |")
-        print()
+def verdict(f: Finding) -> str:
+    """Whether the finding holds here, in words (a what-if reads as what it found)."""
+    if f.name.endswith("what-if"):
+        return "the island stops helping at a factor tried" if f.holds else "the island helps at every factor tried"
+    return f"{'holds' if f.holds else 'does NOT hold'} on this cost model"

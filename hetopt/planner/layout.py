@@ -61,7 +61,8 @@ SWITCHES = OVERLAP_VALUES
 
 @dataclass(frozen=True)
 class GivenLayout:
-    """A Megatron-style layout: t, p, d, the micro-batch per replica (0: not stated), recomputation, ZeRO."""
+    """A Megatron-style layout: t, p, d (0: not stated, derived from the GPUs), the micro-batch per
+    replica (0: not stated), recomputation, ZeRO."""
 
     tp: int
     pp: int
@@ -195,7 +196,10 @@ def precision_value(values: dict[str, str], option: str) -> str | None:
 
 
 def parse_layout(text: str) -> GivenLayout:
-    """Read ``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"`` (any order; tp, pp, dp required).
+    """Read ``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"`` (any order; tp and pp required).
+
+    ``dp`` left out is 0, derived where the layout is priced as Megatron-LM derives it: the
+    GPUs over tp·pp·cp (:func:`derive_dp`).
 
     Raises
     ------
@@ -203,9 +207,9 @@ def parse_layout(text: str) -> GivenLayout:
         An unknown key or a value out of range, naming it.
     """
     values = key_values(text.replace(",", " ").split(), LAYOUT_KEYS, "layout", text)
-    missing = [k for k in ("tp", "pp", "dp") if k not in values]
+    missing = [k for k in ("tp", "pp") if k not in values]
     if missing:
-        raise layout_error(f"layout {text!r}: give {', '.join(missing)} (e.g. \"tp=8 pp=4 dp=2 mbs=1\")")
+        raise layout_error(f"layout {text!r}: give {', '.join(missing)} (e.g. \"tp=8 pp=4 dp=2 mbs=1\"; dp may be left out)")
     sizes = {k: _whole(text, k, values[k]) for k in ("tp", "pp", "dp", "mbs", "zero", "vpp", "ep", "cp") if k in values}
     switches = {}
     for key in ("fsep", "offload"):
@@ -234,7 +238,7 @@ def parse_layout(text: str) -> GivenLayout:
     if gather not in ZERO3_GATHERS:
         raise layout_error(f"layout zero3gather={values['zero3gather']}: must be layer or tensor")
     precision = precision_value(values, "layout")
-    layout = GivenLayout(sizes["tp"], sizes["pp"], sizes["dp"], sizes.get("mbs", 0), recompute, zero, flags["overlap"],
+    layout = GivenLayout(sizes["tp"], sizes["pp"], sizes.get("dp", 0), sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                          sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
                          sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
                          ZERO3_GATHERS[gather], precision)
@@ -280,6 +284,33 @@ class UnsupportedLayout(InputError):
 
     def __init__(self, message: str = "", *, field: str | None = "layout") -> None:
         super().__init__(message, field=field)
+
+
+def derive_dp(layout: GivenLayout, island: IslandSpec) -> GivenLayout:
+    """``layout`` with dp derived from the island's GPUs when it was left out, as Megatron-LM
+    derives its data-parallel size: world size / (tp · pp · cp).
+
+    >>> from hetopt.planner.parallelizer import IslandSpec
+    >>> from hetopt.hardware import load_gpus
+    >>> island = IslandSpec("a100", load_gpus()["A100-SXM4-80GB"], 4, 8, inter_bandwidth=25e9)
+    >>> derive_dp(parse_layout("tp=8 pp=1 mbs=1"), island).dp
+    4
+    >>> derive_dp(parse_layout("tp=8 pp=1 dp=2"), island).dp  # given: kept (fewer GPUs than the island is allowed)
+    2
+
+    Raises
+    ------
+    InputError
+        When tp·pp·cp does not divide the island's GPUs.
+    """
+    if layout.dp:
+        return layout
+    group = layout.tp * layout.pp * layout.cp
+    if island.gpus % group:
+        what = "tp·pp" if layout.cp == 1 else "tp·pp·cp"
+        raise layout_error(f"layout {what} = {group}: does not divide the {island.gpus} GPUs of {island.name}, "
+                           "so dp cannot be derived; give dp")
+    return replace(layout, dp=island.gpus // group)
 
 
 def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, global_batch: int, *, seq: int | None = None) -> None:
@@ -366,6 +397,7 @@ def price_layout(
         When :func:`check_layout` refuses it.
     """
     seq = seq or cfg.sequence
+    layout = derive_dp(layout, island)
     check_layout(layout, island, cfg, global_batch, seq=seq)
     par = layout.runtime(parallelizer or BuiltinParallelizer())
     whole = Slice(par.slice_model(cfg, seq=seq))
@@ -530,6 +562,8 @@ def price_island_layouts(
     seq = seq or cfg.sequence
     index = {x.name: i for i, x in enumerate(islands)}
     seen = set()
+    blocks = tuple(replace(b, layout=derive_dp(b.layout, islands[index[b.island]])) if b.island in index else b
+                   for b in blocks)
     for b in blocks:
         if b.island not in index:
             raise layout_error(f"layout {b.island}: not an island of this cluster (its islands: {', '.join(index)})")
@@ -574,5 +608,5 @@ def price_island_layouts(
     return best
 
 
-__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "UnsupportedLayout", "check_layout", "contradiction", "given_runtime", "key_values", "parse_island_layouts",
+__all__ = ["LAYOUT_KEYS", "GivenLayout", "IslandBlock", "PricedLayout", "PricedPipeline", "UnsupportedLayout", "check_layout", "contradiction", "derive_dp", "given_runtime", "key_values", "parse_island_layouts",
            "parse_layout", "price_island_layouts", "price_layout"]

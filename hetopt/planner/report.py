@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import re
+
 from rich.console import Console
 from rich.table import Table
 
-from hetopt.planner.answer import HeteroPlan
+from hetopt.result import Status
+
+from hetopt.planner.alternatives import PRICED_BY_PIPELINE
+from hetopt.planner.answer import HeteroPlan, comparable
 
 
 def _f(x, fmt: str = ".4g") -> str:
@@ -19,20 +24,19 @@ def _members(names: list[str], shown: int = 3, noun: str = "nodes") -> str:
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    """The plan's tables in the one style of :mod:`hetopt.tables`: a column of numbers is never
+    wrapped or cut, text folds onto a second line on a narrow terminal."""
     table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
-    for h in header:
-        table.add_column(h)
+    for k, h in enumerate(header):
+        numeric = all(_NUMBER.fullmatch(r[k]) for r in rows) if rows else False
+        table.add_column(h, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
     for r in rows:
         table.add_row(*r)
     return table
 
 
-def _status_line(p: HeteroPlan) -> str:
-    """``status OPTIMAL, bound 16.37 s, gap 0`` (and the reason when there is one)."""
-    line = f"status {p.status.value}"
-    if p.status.has_solution:
-        line += f", bound {_f(p.bound_s)} s, gap {_f(p.gap, '.3g')}"
-    return line + (f": {p.reason}" if p.reason else "")
+#: A cell that is one number (a time, a count, a speed-up "1.27", or "-" for none).
+_NUMBER = re.compile(r"-|[-+]?\d[\d,]*(\.\d+)?([eE][-+]?\d+)?×?")
 
 
 def _print_replicas(p: HeteroPlan, out: Console) -> None:
@@ -51,7 +55,12 @@ def _print_replicas(p: HeteroPlan, out: Console) -> None:
         [[str(k), x.units, x.islands, x.stages, str(x.microbatches), str(x.samples), _f(x.time_s)]
          for k, x in enumerate(r.replicas)],
     ))
-    speedup = f", {p.iteration_time_s / r.iteration_time_s:.2f}× the single pipeline" if p.iteration_time_s else ""
+    speedup = ""
+    if p.iteration_time_s and comparable(p.status, r.status):
+        speedup = f", {p.iteration_time_s / r.iteration_time_s:.2f}× the single pipeline"
+    elif p.iteration_time_s:  # a proven time beside a cut one: the ratio would mislead
+        cut = "the single pipeline" if p.status != Status.OPTIMAL else "the replicas"
+        speedup = f"; no speed-up shown: {cut} was cut by the time limit ({p.status.value} and {r.status.value})"
     out.print(f"replicas iteration {_f(r.iteration_time_s)} s (slowest replica + sync {_f(r.sync_s)} s), "
               f"efficiency {_f(100 * r.efficiency, '.1f')}% of the ideal{speedup}", highlight=False)
 
@@ -66,12 +75,12 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
                          [[i["name"], i["gpu"], str(i["nodes"]), str(i["gpus"]), _members(i["members"])] for i in p.islands]))
     if p.left_out:
         out.print(f"left out of the composition: {_members(p.left_out, 6, 'islands')}", highlight=False)
-    out.print(_status_line(p), highlight=False)
+    out.print(p.status_line, highlight=False)
     if p.status.has_solution:
         # EP, CP and offloading only where a stage uses them (a dense model's plan has none)
         beyond = any(s.ep > 1 or s.cp > 1 or s.offload for s in p.stages)
         out.print(_table(
-            f"composed pipeline ({p.microbatches} micro-batches of {p.microbatch_size} "
+            f"composed pipeline ({p.microbatches} pipeline micro-batches of {p.microbatch_size} "
             f"sample{'s' if p.microbatch_size != 1 else ''} each through the pipeline; a stage's dp replicas split each)",
             ["stage", "island", "GPU", "layers", "layout (TP/PP/DP, recompute, ZeRO)", *(["EP", "CP", "offload"] * beyond),
              "GPUs", "time_s", "memory_gib", "in flight"],
@@ -99,19 +108,15 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
     if p.replicas is not None:
         _print_replicas(p, out)
     if p.alternatives:
-        rows = [["tangram-composed", p.status.value, _f(p.iteration_time_s), "1.00" if p.iteration_time_s else "-", "this plan"]]
-        for a in p.alternatives:
-            speedup = p.speedups.get(a.name)
-            rows.append([a.name, a.status.value, _f(a.iteration_time_s), _f(speedup, ".2f"), a.detail])
-        out.print(_table("alternatives (same cost model)", ["plan", "status", "iteration_s", "composed speed-up", "detail"], rows))
-        if p.best:
-            out.print(f"best: {p.best}", highlight=False)
+        _print_alternatives(p, out)
     if p.runtime is not None:
         out.print(f"runtime: {p.runtime or 'as searched by default'} (the plan and your layout are held to it)", highlight=False)
     if p.given_layout is not None:
         g = p.given_layout
         if g["fits"]:
-            speed = f"; the plan is {g['plan_speedup']:.2f}× faster" if "plan_speedup" in g else ""
+            speed = ""
+            if "plan_speedup" in g:  # the layout is priced, not searched; a cut plan is still at least this fast
+                speed = f"; the plan is {'' if p.status == Status.OPTIMAL else 'at least '}{g['plan_speedup']:.2f}× faster"
             size = f"mbs={g['microbatch']}" if "microbatch" in g else f"micro-batch {g['microbatch_size']}"
             # a layout on fewer GPUs than the plan's islands leaves the rest idle: say so beside the speed-up
             total = sum(i["gpus"] for i in p.islands)
@@ -144,6 +149,28 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             continue
         pruned = ", ".join(f"{k} {v}" for k, v in s["pruned"].items())
         out.print(f"  micro-batch {m}: {s['pairs']} (slice, island) pairs, pruned {pruned}; {s.get('unreachable', 0)} need more islands; {s['queried']} queried, {s['plans']} plans", highlight=False)
+
+
+def _print_alternatives(p: HeteroPlan, out: Console) -> None:
+    """The alternatives beside the plan, each with the model that priced it; a speed-up only
+    between answers that are both proven or both cut by the limit (:func:`comparable`)."""
+    rows = [["tangram-composed", p.status.value, _f(p.iteration_time_s), "1.00" if p.iteration_time_s else "-",
+             PRICED_BY_PIPELINE, "this plan"]]
+    for a in p.alternatives:
+        speedup = p.speedups.get(a.name)
+        shown = _f(speedup, ".2f") if speedup is None or comparable(p.status, a.status) else "n/c"
+        rows.append([a.name, a.status.value, _f(a.iteration_time_s), shown, a.priced_by, a.detail])
+    out.print(_table("alternatives", ["plan", "status", "iteration_s", "composed speed-up", "priced by", "detail"], rows))
+    if any(r[3] == "n/c" for r in rows):
+        out.print("n/c: not compared, one of the two was cut by the time limit and the other proven", highlight=False)
+    if not p.best:
+        return
+    best = next((a for a in p.alternatives if a.name == p.best), None)
+    if best is not None and best.priced_by != PRICED_BY_PIPELINE:
+        out.print(f"best: {p.best}, outside the pipeline search and priced by the {best.priced_by}; the composed "
+                  f"plan is the {'proven ' if p.status == Status.OPTIMAL else ''}fastest pipeline", highlight=False)
+    else:
+        out.print(f"best: {p.best}", highlight=False)
 
 
 def _time_model(p) -> str:

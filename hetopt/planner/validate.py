@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -31,6 +32,7 @@ from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
+from hetopt.interrupt import stop_requested
 from hetopt.files import read_toml
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, UnsupportedLayout, check_layout, contradiction, price_layout
@@ -450,14 +452,19 @@ def plan_published(m: Measurement, *, time_limit: float | None = None) -> Hetero
                 alternatives=False, time_limit=time_limit, time_model="closed-form")
 
 
-def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = None, with_plan: bool = False) -> list[Row]:
+def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = None, with_plan: bool = False,
+             on_row: Callable[[int, int, str], None] | None = None) -> list[Row]:
     """Price every measurement's published layout (``only``: these ids); ``with_plan``: also
-    run the planner on each row's cluster."""
+    run the planner on each row's cluster. ``on_row(done, total, id)`` before each row (for a
+    progress line). A stop requested meanwhile (Ctrl-C) ends the rows before the one it cut."""
     rows = []
-    for m in measurements:
-        if only and m.id not in only:
-            continue
+    chosen = [m for m in measurements if not only or m.id in only]
+    for i, m in enumerate(chosen):
+        if on_row is not None:
+            on_row(i, len(chosen), m.id)
         planned = plan_published(m) if with_plan else None
+        if stop_requested():  # the plan of this row was cut short
+            break
         if m.unsupported:
             rows.append(Row(m, None, None, f"not priced: {m.unsupported}", planned))
             continue

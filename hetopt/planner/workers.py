@@ -26,6 +26,7 @@ from urllib.parse import urlsplit
 
 from hetopt.errors import InputError
 from hetopt.family import Deadline
+from hetopt.interrupt import ignore_interrupt
 
 #: Times a lost batch of queries is sent again before the plan fails: a worker killed once
 #: (OOM killer, a preempted machine) is survived; a parallelizer that kills every worker it
@@ -53,6 +54,12 @@ class WorkersLost(RuntimeError):
     """
 
 
+def _new_pool(max_workers: int) -> ProcessPoolExecutor:
+    """A pool whose workers ignore Ctrl-C: the planner hears it, stops at its next clock check
+    and abandons the running batches (a worker's KeyboardInterrupt would break the pool)."""
+    return ProcessPoolExecutor(max_workers=max_workers, initializer=ignore_interrupt)
+
+
 class ProcessPool(Executor):
     """A process pool of ``max_workers`` that :func:`gather` can restart when a worker dies.
 
@@ -66,7 +73,7 @@ class ProcessPool(Executor):
     def __init__(self, max_workers: int) -> None:
         self.max_workers = max_workers
         self.restarts = 0
-        self._pool = ProcessPoolExecutor(max_workers=max_workers)
+        self._pool = _new_pool(max_workers)
 
     def submit(self, fn, /, *args, **kwargs) -> cf.Future:
         return self._pool.submit(fn, *args, **kwargs)
@@ -74,7 +81,7 @@ class ProcessPool(Executor):
     def restart(self) -> None:
         """Replace a broken pool by a fresh one (the futures of the old one are lost)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
-        self._pool = ProcessPoolExecutor(max_workers=self.max_workers)
+        self._pool = _new_pool(self.max_workers)
         self.restarts += 1
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
@@ -99,7 +106,7 @@ class ProcessPool(Executor):
         for proc in workers:
             if proc.is_alive():
                 proc.terminate()
-        self._pool = ProcessPoolExecutor(max_workers=self.max_workers)
+        self._pool = _new_pool(self.max_workers)
 
 
 def _quiet_cancelled_futures() -> None:

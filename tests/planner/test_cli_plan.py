@@ -39,7 +39,7 @@ def test_plan_json_carries_the_same(capsys):
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--global-batch", "30", "--microbatch", "4"], "--microbatch 4: must divide the global batch 30"),
+        (["--global-batch", "30", "--microbatch", "4"], "--microbatch-size 4: must divide the global batch 30"),
         (["--global-batch", "0"], "--global-batch: must be between 1 and 1048576 (got 0)"),
         (["--global-batch", "32", "--no-prune", "balance"], "--no-prune: unknown policy balance"),
     ],

@@ -39,7 +39,10 @@ def test_the_fsdp_alternative_agrees_with_fig9_on_the_batches():
 
 
 def test_findings_command_prints_tables_and_json(capsys):
-    assert cli.main(["findings", "--only", "fig9"]) == 0
+    assert cli.main(["findings", "--only", "fig9"]) == 0  # the one table style: rich
+    text = capsys.readouterr().out
+    assert text.startswith("Cephalo Fig. 9: does NOT hold") and "\n cephalo-a-vit-g-14-b128-measured " in text
+    assert cli.main(["findings", "--only", "fig9", "--markdown"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("## Cephalo Fig. 9: does NOT hold") and "| cephalo-a-vit-g-14-b128-measured |" in text
     assert cli.main(["findings", "--only", "fig9", "--json"]) == 0
