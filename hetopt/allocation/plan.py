@@ -40,24 +40,32 @@ def build_solution(instance: AllocationInstance, choices: Sequence[tuple[int, in
     greedy_shares = None if greedy is None else greedy[0]
     greedy_util = None if greedy is None else greedy[1]
     time = instance.cached_time()
-    times = [time(g, int(ell[i]), int(m[i])) for i, g in enumerate(groups)]
     even = instance.even_shard_max_microbatch_per_group
-    gpus = tuple(
-        GpuPlan(
-            type=grp[i].type,
-            group=g,
-            microbatch_size=int(m[i]),
-            microbatches=int(ell[i]),
-            state_share=float(shares[i]),
-            state_share_greedy=None if greedy_shares is None else float(greedy_shares[i]),
-            time_s=times[i],
-            memory_bytes=float(used[i] + shares[i] * state),
-            uneven_shard=bool(m[i] > even[g]),
-            capacity_bytes=float(capacity[i]),
-        )
-        for i, g in enumerate(groups)
-    )
-    iteration = max(times)
+    greedy_list = [None] * len(groups) if greedy_shares is None else greedy_shares.tolist()
+    # GPUs of one group with the same choice and share are the same plan: one (frozen) object
+    # each, shared, so 100,000 GPUs of a few kinds build a few objects, not 100,000
+    made: dict[tuple, GpuPlan] = {}
+    gpus_list = []
+    for g, mi, li, share, share_greedy, u in zip(groups, m.tolist(), ell.tolist(), shares.tolist(), greedy_list,
+                                                  used.tolist()):
+        key = (g, mi, li, share, share_greedy)
+        plan = made.get(key)
+        if plan is None:
+            plan = made[key] = GpuPlan(
+                type=instance.groups[g].type,
+                group=g,
+                microbatch_size=mi,
+                microbatches=li,
+                state_share=share,
+                state_share_greedy=share_greedy,
+                time_s=time(g, li, mi),
+                memory_bytes=u + share * state,
+                uneven_shard=mi > even[g],
+                capacity_bytes=float(instance.groups[g].memory_bytes),
+            )
+        gpus_list.append(plan)
+    gpus = tuple(gpus_list)
+    iteration = max(p.time_s for p in made.values())
     partition = StatePartition(
         lp_max_utilization=lp_util,
         greedy_max_utilization=greedy_util,

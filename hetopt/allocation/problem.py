@@ -332,6 +332,32 @@ def _index_ranges(indices: list[int]) -> str:
     return ",".join(parts)
 
 
+def _check_gpu(instance: AllocationInstance, i: int, p: GpuPlan, g: int,
+               time: Callable[[int, int, int], float]) -> tuple[list[str], float, int]:
+    """GPU ``i``'s violations, its time T_i and its samples of activations (for (III))."""
+    v: list[str] = []
+    grp = instance.groups[g]
+    if p.group != g:
+        v.append(f"GPU {i}: plan says group {p.group}, the instance has group {g} ({grp.type})")
+    if int(p.microbatch_size) != p.microbatch_size or int(p.microbatches) != p.microbatches:
+        v.append(f"GPU {i}: micro-batch size and count must be integers")
+    if p.microbatch_size < 1 or p.microbatches < 1:
+        v.append(f"GPU {i}: micro-batch size {p.microbatch_size} and count {p.microbatches} must be >= 1")
+        return v, math.inf, 0
+    u = instance.max_microbatch_per_group
+    if p.microbatch_size > u[g]:
+        v.append(f"(II) GPU {i} ({grp.type}): micro-batch {p.microbatch_size} exceeds its max micro-batch {u[g]}")
+    if not math.isfinite(p.state_share):  # NaN passes every comparison below
+        v.append(f"state: GPU {i} has a share that is not a number ({p.state_share})")
+    elif p.state_share < -SHARE_ATOL:
+        v.append(f"state: GPU {i} has a negative share {p.state_share}")
+    used = grp.memory_base_bytes + instance.activation_bytes_per_sample * p.microbatch_size + p.state_share * instance.state_bytes
+    limit = instance.memory_fraction * grp.memory_bytes
+    if used > limit * (1.0 + MEMORY_RTOL):
+        v.append(f"state: GPU {i} ({grp.type}) needs {used / GIB:.4f} GiB, above {limit / GIB:.4f} GiB usable")
+    return v, time(g, p.microbatches, p.microbatch_size), p.microbatch_size
+
+
 def evaluate(instance: AllocationInstance, solution: AllocationSolution) -> Evaluation:
     """Check a plan against every constraint and recompute its iteration time.
 
@@ -362,32 +388,20 @@ def evaluate(instance: AllocationInstance, solution: AllocationSolution) -> Eval
     n = instance.num_gpus
     if len(solution.gpus) != n:
         return Evaluation(False, math.inf, (f"the plan lists {len(solution.gpus)} GPUs, the instance has {n}",))
-    u = instance.max_microbatch_per_group
     times = []
     time = instance.cached_time()
     activations = 0
+    # a plan object shared by many GPUs of one group (build_solution shares identical ones) is
+    # checked once: its violations name the first such GPU
+    checked: dict[tuple[int, int], tuple[list[str], float, int]] = {}
     for i, (p, g) in enumerate(zip(solution.gpus, instance.group_of_gpu)):
-        grp = instance.groups[g]
-        if p.group != g:
-            v.append(f"GPU {i}: plan says group {p.group}, the instance has group {g} ({grp.type})")
-        if int(p.microbatch_size) != p.microbatch_size or int(p.microbatches) != p.microbatches:
-            v.append(f"GPU {i}: micro-batch size and count must be integers")
-        if p.microbatch_size < 1 or p.microbatches < 1:
-            v.append(f"GPU {i}: micro-batch size {p.microbatch_size} and count {p.microbatches} must be >= 1")
-            times.append(math.inf)
-            continue
-        if p.microbatch_size > u[g]:
-            v.append(f"(II) GPU {i} ({grp.type}): micro-batch {p.microbatch_size} exceeds its max micro-batch {u[g]}")
-        activations += p.microbatch_size
-        if not math.isfinite(p.state_share):  # NaN passes every comparison below
-            v.append(f"state: GPU {i} has a share that is not a number ({p.state_share})")
-        elif p.state_share < -SHARE_ATOL:
-            v.append(f"state: GPU {i} has a negative share {p.state_share}")
-        used = grp.memory_base_bytes + instance.activation_bytes_per_sample * p.microbatch_size + p.state_share * instance.state_bytes
-        limit = instance.memory_fraction * grp.memory_bytes
-        if used > limit * (1.0 + MEMORY_RTOL):
-            v.append(f"state: GPU {i} ({grp.type}) needs {used / GIB:.4f} GiB, above {limit / GIB:.4f} GiB usable")
-        times.append(time(g, p.microbatches, p.microbatch_size))
+        key = (id(p), g)
+        found = checked.get(key)
+        if found is None:
+            found = checked[key] = _check_gpu(instance, i, p, g, time)
+            v.extend(found[0])
+        times.append(found[1])
+        activations += found[2]
     total = sum(p.batch for p in solution.gpus)
     if total != instance.global_batch:
         v.append(f"(I) the local batches sum to {total}, not the global batch {instance.global_batch}")

@@ -1,0 +1,108 @@
+"""Ctrl-C (issue 28): it stops the work, keeps what finished, exits 130, and no solver turns it
+into a normal answer.
+
+The commands run in child processes that are sent SIGINT, as a terminal's Ctrl-C does. The
+waits are hang guards (the child must end), not timing assertions.
+"""
+
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE = ROOT / "instances" / "pipeline"
+#: Seconds any child may take to end after its Ctrl-C before the test calls it a hang.
+HANG_S = 60
+
+
+def _start(argv: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "hetopt", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=ROOT, text=True)
+
+
+def _lines_until(proc: subprocess.Popen, count: int) -> list[str]:
+    """The first ``count`` lines of the child's stdout, read while it runs."""
+    selector = selectors.DefaultSelector()
+    selector.register(proc.stdout, selectors.EVENT_READ)
+    lines, deadline = [], time.monotonic() + HANG_S
+    while len(lines) < count and time.monotonic() < deadline:
+        if selector.select(timeout=1.0):
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+    return lines
+
+
+def test_bench_streams_its_rows_and_ctrl_c_keeps_them(tmp_path):
+    suite = tmp_path / "suite.toml"
+    suite.write_text(textwrap.dedent(f"""\
+        suite = "interrupt"
+        [[instance]]
+        path = "{PIPELINE / 'tiny.toml'}"
+        methods = ["dp"]
+        [[instance]]
+        path = "{PIPELINE / 'scale-16x128.toml'}"
+        methods = ["cpsat"]
+        """))
+    proc = _start(["bench", str(suite), "--csv", "--time-limit", "300"])
+    header, row = _lines_until(proc, 2)
+    # the first instance's row is out while the second (minutes of CP-SAT) still runs
+    assert header.startswith("instance,method") and row.startswith("tiny,dp,OPTIMAL")
+    assert proc.poll() is None
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == 130, err
+    assert "scale-16x128" not in out and "interrupted during" in err and "its rows are left out" in err
+
+
+def test_ctrl_c_during_a_cp_sat_solve_exits_130_with_what_was_found():
+    proc = _start(["solve", str(PIPELINE / "scale-16x128.toml"), "--method", "cpsat", "--time-limit", "300"])
+    time.sleep(4)  # reading, building or searching: wherever it is, Ctrl-C must end it with 130
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == 130, (out, err)
+    assert "interrupted (Ctrl-C)" in err
+    assert "OPTIMAL" not in out and "stopped by Ctrl-C" in out
+
+
+def test_ctrl_c_in_a_plan_prints_the_plan_found_so_far_and_exits_130():
+    proc = _start(["plan", "--cluster", "tangram-c1", "--model", "gpt3-6.7b", "--global-batch", "128", "--workers", "2"])
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == 130, (out, err)
+    assert "status " in out and "interrupted (Ctrl-C)" in err
+
+
+def test_a_library_caller_gets_keyboardinterrupt_from_a_cp_sat_search():
+    """CP-SAT's own SIGINT handler returned FEASIBLE as if the limit had come; the library must
+    raise KeyboardInterrupt instead (and stop the search: the child ends long before 60 s)."""
+    code = textwrap.dedent("""\
+        import os, random, signal, threading
+        from ortools.sat.python import cp_model
+        from hetopt.backends import solve_cpsat
+        random.seed(1)
+        model = cp_model.CpModel()
+        x = [model.new_bool_var(f"x{i}") for i in range(300)]
+        for _ in range(20):
+            w = [random.randint(1000, 100000) for _ in x]
+            model.add(sum(a * b for a, b in zip(w, x)) <= sum(w) // 3)
+        model.maximize(sum(random.randint(1000, 100000) * b for b in x))
+        threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
+        try:
+            solver, outcome = solve_cpsat(model, time_limit=60)
+            print("returned", outcome.status)
+        except KeyboardInterrupt:
+            print("raised")
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.stdout.strip() == "raised", (done.stdout, done.stderr)

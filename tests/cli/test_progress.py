@@ -1,0 +1,64 @@
+"""Progress lines (issue 28): shown on a terminal while a command works, never on a pipe.
+
+Each command runs in a child process whose stdout is a pseudo-terminal (``pty``): the
+progress line's text must appear there, and the same command into a pipe must print none of
+it (a pipe gets exactly the output it got before progress existed).
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PIPELINE = ROOT / "instances" / "pipeline"
+
+#: (command, its progress line as first drawn: the description, then the bar)
+COMMANDS = [
+    (["solve", str(PIPELINE / "tangram-gpt3-13b-a100x4-v100-32x8.toml"), "--method", "dp"],
+     "tangram-gpt3-13b-a100x4-v100-32x8 · dp ━"),
+    (["crosscheck", str(PIPELINE / "tiny.toml"), "--methods", "dp,bruteforce"], "crosscheck ━"),
+    (["bench", str(PIPELINE / "tiny.toml"), "--methods", "dp"], "bench ━"),
+    (["validate", "--file", "megatron-sc21"], "validate ━"),
+    (["scaling", "--islands", "1,2", "--layers", "8,16"], "scaling ━"),
+    (["findings", "--only", "fig9"], "findings ━"),
+]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _on_terminal(argv: list[str]) -> tuple[int, str]:
+    """Exit code and everything written to the terminal (escape codes removed)."""
+    leader, follower = pty.openpty()
+    env = dict(os.environ, COLUMNS="120", LINES="40", TERM="xterm")
+    proc = subprocess.Popen([sys.executable, "-m", "hetopt", *argv], stdout=follower, stderr=subprocess.PIPE,
+                            stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    code = proc.wait(timeout=300)
+    return code, ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+
+
+@pytest.mark.parametrize("argv, shown", COMMANDS, ids=[c[0][0] for c in COMMANDS])
+def test_a_progress_line_on_a_terminal_and_none_on_a_pipe(argv, shown):
+    code, screen = _on_terminal(argv)
+    assert code == 0, screen[-2000:]
+    assert shown in screen, screen[-2000:]
+    piped = subprocess.run([sys.executable, "-m", "hetopt", *argv], capture_output=True, text=True, cwd=ROOT,
+                           timeout=300)
+    assert piped.returncode == 0, piped.stderr
+    assert shown not in piped.stdout and "\x1b[" not in piped.stdout
