@@ -335,12 +335,12 @@ def test_importing_the_draw_package_or_the_cli_does_not_import_matplotlib():
     assert proc.stdout.strip() == "[]"
 
 
-def test_readme_shows_a_committed_picture_of_each_kind():
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_drawing_page_shows_a_committed_picture_of_each_kind():
+    text = (ROOT / "docs" / "drawing.md").read_text(encoding="utf-8")
     for kind in KINDS:
-        shown = re.findall(rf"\]\((docs/pictures/{kind}[\w.-]*\.(?:svg|png))\)", text)
+        shown = re.findall(rf"\]\((pictures/{kind}[\w.-]*\.(?:svg|png))\)", text)
         assert shown, kind
-        assert all((ROOT / path).is_file() for path in shown), shown
+        assert all((ROOT / "docs" / path).is_file() for path in shown), shown
 
 
 def test_a_result_too_large_to_draw_is_refused_up_front_with_the_limit(tmp_path):

@@ -81,7 +81,7 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         beyond = any(s.ep > 1 or s.cp > 1 or s.offload for s in p.stages)
         out.print(_table(
             f"composed pipeline ({p.microbatches} pipeline micro-batches of {p.microbatch_size} "
-            f"sample{'s' if p.microbatch_size != 1 else ''} each through the pipeline; a stage's dp replicas split each)",
+            f"sample{'s' if p.microbatch_size != 1 else ''}; a stage's dp replicas split each)",
             ["stage", "island", "GPU", "layers", "layout (TP/PP/DP, recompute, ZeRO)", *(["EP", "CP", "offload"] * beyond),
              "GPUs", "time_s", "memory_gib", "in flight"],
             [[str(k), s.island, s.gpu, f"{s.first_layer}-{s.first_layer + s.layers - 1}", s.layout,

@@ -25,7 +25,7 @@ def test_cephalo_fig9_batches_hold_everywhere_and_state_shares_on_llama_and_vit(
         if "gpt3-2.7b" not in r["instance"]:
             assert r["holds"], r
     # on the measured GPT-2.7B instances the A6000 (the bottleneck, at its fastest
-    # micro-batch) has less room left than a P40: documented in the README, not hidden
+    # micro-batch) has less room left than a P40: documented in docs/planner.md, not hidden
     gpt = [r for r in f.rows if "gpt3-2.7b" in r["instance"]]
     assert gpt and all(r["a6000_state"] < r["p40_state"] for r in gpt)
 

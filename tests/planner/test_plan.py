@@ -34,7 +34,7 @@ def test_one_island_plan_is_the_best_homogeneous_plan():
 def test_adding_an_island_never_slows_the_plan():
     # Tangram Fig. 11 / 13: the composition may leave an island out, so more islands never hurt.
     # (Tangram also finds that the 4xV100-16GB island does not help at all; under this cost
-    # model it does, by 12%: see the README.)
+    # model it does, by 12%: see docs/planner.md.)
     cfg = model("gpt3-13b")
     c3 = load_cluster("tangram-c3")
     times = []
