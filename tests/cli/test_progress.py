@@ -32,10 +32,10 @@ COMMANDS = [
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def _on_terminal(argv: list[str]) -> tuple[int, str]:
-    """Exit code and everything written to the terminal (escape codes removed)."""
+def _on_terminal(argv: list[str], columns: int = 120) -> tuple[int, str]:
+    """Exit code and everything written to a terminal ``columns`` wide (escape codes removed)."""
     leader, follower = pty.openpty()
-    env = dict(os.environ, COLUMNS="120", LINES="40", TERM="xterm")
+    env = dict(os.environ, COLUMNS=str(columns), LINES="40", TERM="xterm")
     proc = subprocess.Popen([sys.executable, "-m", "hetopt", *argv], stdout=follower, stderr=subprocess.PIPE,
                             stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
     os.close(follower)
@@ -62,3 +62,14 @@ def test_a_progress_line_on_a_terminal_and_none_on_a_pipe(argv, shown):
                            timeout=300)
     assert piped.returncode == 0, piped.stderr
     assert shown not in piped.stdout and "\x1b[" not in piped.stdout
+
+
+def test_no_line_is_wider_than_the_terminal_and_no_name_is_cut():
+    """At 100 columns a plan's tables fold their text and keep their numbers whole (GPU names
+    were cut to "A100-PCIe-…" and lines ran to 600 characters)."""
+    code, screen = _on_terminal(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "128",
+                                 "--workers", "1"], columns=100)
+    assert code == 0, screen[-2000:]
+    lines = screen.replace("\r", "\n").split("\n")
+    assert max(len(line) for line in lines) <= 100, max(lines, key=len)
+    assert "…" not in screen  # folded onto a second line, never cut

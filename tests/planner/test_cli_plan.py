@@ -155,3 +155,56 @@ def test_a_given_layout_on_fewer_gpus_says_how_many_sit_idle(capsys):
     assert "it uses 4 of the 16 GPUs, 12 idle; the plan is" in capsys.readouterr().out
     assert main([*args, "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["given_layout"]["gpus"] == 4
+
+
+def test_dp_left_out_of_a_layout_is_derived_as_megatron_does(capsys):
+    """Issue 28: ``--layout "tp=2 pp=1 mbs=1"`` was refused with "give dp"; Megatron derives
+    dp = GPUs / (tp·pp·cp), and so does the planner (8 H100 NVL / 2 = 4)."""
+    args = ["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
+            "--layout", "h100nvl-0+3: layers=24 tp=2 pp=1 mbs=1", "--json"]
+    assert main(args) == 0
+    given = json.loads(capsys.readouterr().out)["given_layout"]
+    assert "tp=2 pp=1 dp=4 mbs=1" in given["layout"] and given["gpus"] == 8
+    bad = ["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
+           "--layout", "h100nvl-0+3: layers=24 tp=1 pp=3 mbs=1"]
+    assert main(bad) == 2
+    assert "tp·pp = 3: does not divide the 8 GPUs of h100nvl-0+3, so dp cannot be derived; give dp" in capsys.readouterr().err
+
+
+def test_the_library_and_the_command_line_share_their_names(capsys):
+    """Issue 28: ``--microbatch-size`` is plan()'s ``microbatch_size`` (``--microbatch`` is short
+    for it), and a status prints as the command line prints it."""
+    from hetopt import plan
+    from hetopt.result import Status
+
+    p = plan("tangram-c2", "gpt3-1.3b", global_batch=16, microbatch_size=2, alternatives=False)
+    assert str(p.status) == "OPTIMAL" and f"{p.status}" == "OPTIMAL"
+    assert main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16",
+                 "--microbatch-size", "2", "--no-alternatives", "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert p.status_line in out and p.status_line.startswith("status OPTIMAL, bound ")
+    assert str(Status.TIME_LIMIT) == "TIME_LIMIT"
+    with pytest.raises(TypeError, match="did you mean 'microbatch_size'"):
+        plan("tangram-c2", "gpt3-1.3b", global_batch=16, microbatch=2)
+
+
+def test_a_speed_up_is_shown_only_between_comparable_answers():
+    """Issue 28: "1.63x the single pipeline" compared replicas with a single pipeline the limit
+    had cut; a proven time beside a cut one is not a speed-up."""
+    from hetopt.planner.answer import comparable
+    from hetopt.result import Status
+
+    assert comparable(Status.OPTIMAL, Status.OPTIMAL) and comparable(Status.FEASIBLE, Status.FEASIBLE)
+    assert not comparable(Status.OPTIMAL, Status.FEASIBLE) and not comparable(Status.FEASIBLE, Status.OPTIMAL)
+    assert not comparable(Status.TIME_LIMIT, Status.TIME_LIMIT)
+
+
+def test_the_alternatives_name_the_model_that_priced_each(capsys):
+    """Issue 28: the table was titled "same cost model" over a row the allocation model priced."""
+    assert main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "128",
+                 "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "same cost model" not in out and "priced by" in out
+    fsdp = next(line for line in out.splitlines() if line.lstrip().startswith("cephalo-fsdp"))
+    assert "allocation model" in fsdp
+    assert "best: cephalo-fsdp, outside the pipeline search" in out

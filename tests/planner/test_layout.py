@@ -34,7 +34,7 @@ def dgx(tmp_path):
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("tp=8 pp=1", "give dp"),
+    ("pp=1 dp=2", "give tp"),  # dp may be left out (derived); tp and pp may not
     ("tp=8 pp=1 dp=1 vpp=0", "vpp=0: must be >= 1"),
     ("tp=8 pp=1 dp=1 overlap=maybe", "overlap=maybe: must be yes or no"),
     ("tp=8 pp=1 dp=1 zero=4", "zero=4: must be one of"),
@@ -44,7 +44,7 @@ def dgx(tmp_path):
     ("tp=0 pp=1 dp=1", "tp=0: must be >= 1"),
     ("tp8", "expected key=value"),
     ("tp=1 pp=1 dp=1 tp=2", "tp is given twice"),
-    ("", "give tp, pp, dp"),
+    ("", "give tp, pp "),
     ("tp=1 pp=1 dp=8 zero=3 zero3gather=bucket", "zero3gather=bucket: must be layer or tensor"),
     ("tp=1 pp=1 dp=8 zero=1 zero3gather=tensor", "only ZeRO-3 gathers parameters"),
     ("tp=1 pp=1 dp=8 precision=fp8", "precision=fp8: must be one of bf16, fp16"),
