@@ -857,13 +857,13 @@ def cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
 
 def cmd_validate(args: argparse.Namespace, out: Console) -> int:
     from hetopt.catalog import instances_dir
-    from hetopt.planner import validate, validate_report
+    from hetopt.planner import published, validate, validate_report
     from hetopt.planner.cluster import resolve
 
     try:
         path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
-        measurements = validate.load_published(path)
-        only = validate.select_only(measurements, args.only, path or validate.default_published())
+        measurements = published.load_published(path)
+        only = published.select_only(measurements, args.only, path or published.default_published())
     except InputError as exc:
         raise plan_flag_error(exc) from None  # "only ..." -> "--only ..."
     with progress(out, "validate", show=not args.json) as bar:

@@ -1,0 +1,388 @@
+"""Published, measured training runs: the measurement sets of ``instances/published`` read.
+
+A set (the format is documented at the top of ``megatron-sc21.toml`` and in
+``docs/formats.md``) names models, homogeneous clusters and measured runs, each with the
+layout its authors ran and the runtime it ran on. This module reads them into
+:class:`Measurement` rows and says what a row's figure means (:func:`publisher_flops`,
+:func:`throughput`); :mod:`hetopt.planner.validate` prices them, and
+:mod:`hetopt.planner.coverage` reads what the calibration sets measured.
+
+Examples
+--------
+>>> rows = load_published()
+>>> len(rows), rows[0].layout.tp >= 1
+(21, True)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from hetopt.catalog import CALIBRATION_SETS, instances_dir
+from hetopt.costmodel import PRECISIONS, hardware_precision, precision_problem
+from hetopt.units import BITS_PER_BYTE
+from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
+from hetopt.errors import InputError
+from hetopt.hardware import GIGA, GpuType, load_gpus
+from hetopt.hardware import gpu as find_gpu
+from hetopt.files import read_toml
+from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, UnsupportedLayout, check_layout, contradiction
+from hetopt.planner.parallelizer import IslandSpec
+from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Runtime, parse_runtime
+from hetopt.readers.fields import Fields
+from hetopt.workload import ModelConfig, ffn_matrices, load_model, model_from_fields
+from hetopt.planner.cluster import resolve
+
+#: The metrics a measurement may state, and how a predicted iteration time becomes each.
+METRICS = ("tflops_per_gpu", "samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "iteration_time_s", "mfu")
+#: Of those, the ones where less is better: their ratio is published / predicted, so that a
+#: ratio above 1 always means the model is optimistic.
+LOWER_IS_BETTER = ("iteration_time_s",)
+#: Accepted ranges, so every ratio is finite and positive: a published value in its metric's
+#: units, a cluster's network in Gb/s (the cluster files' floor), batch and sequence as
+#: ``hetopt plan`` takes them.
+VALUE_RANGE = (1e-6, 1e15)
+MIN_INTER_GBPS = 1e-6
+#: FLOP-count conventions of ``tflops_per_gpu``: Megatron's eq. 3 (Narayanan et al. SC'21),
+#: 96·B·s·l·h²·(1 + s/6h + V/16lh) per iteration, which counts the recomputed forward; and
+#: Megatron-Core's ``num_floating_point_operations`` (megatron/training/training.py as of
+#: core r0.8, July 2024), 12·B·s·l·h²·((1 + g/n + s/h)·w/h + (f/h)·k·γ + V/(2lh)) with g/n the
+#: KV heads per head, w the attention width, f the FFN width, k the experts per token and
+#: γ = 3/2 for a SwiGLU FFN: three passes, no recomputation, no causal halving of the scores
+#: (for GPT shapes 72·B·s·l·h²·(1 + s/6h + V/12lh)).
+FLOP_CONVENTIONS = ("megatron-eq3", "megatron-core")
+#: Micro-batch sizes (samples per replica) tried when the publication does not state it:
+#: the layout is then priced at its best micro-batch size under the model.
+UNSTATED_MICROBATCHES = (1, 2, 4, 8)
+#: The ``--runtime`` keys a row's ``runtime`` may name: what its framework could have run
+#: (``validate --plan`` searches only that). How the run ran (overlap, attention, sequence
+#: parallelism, ...) is the layout's, and the plan runs the same way.
+ROW_RUNTIME_KEYS = ("recompute", "zero", "ep", "cp", "offload")
+#: How-it-ran keys a row may leave out (``zero3_gather`` only matters for ZeRO-3 rows);
+#: ``validate`` lists the rows that leave any of them out (docs/formats.md).
+ASSUMED_RUNTIME = ("overlap", "flash_attention", "sequence_parallel", "zero3_gather")
+#: The publication year from which a row that leaves those keys out is priced as a current
+#: runtime runs (:data:`CURRENT_RUNTIME`). The features are dated: FlashAttention (Dao et al.,
+#: May 2022) entered the training frameworks in 2023 (Megatron-LM, llm-foundry, GPT-NeoX);
+#: sequence parallelism is Korthikanti et al. (May 2022), whose own runs state it; overlapped
+#: gradient reduction in Megatron-LM is its 2023 distributed optimizer, and DeepSpeed's
+#: pipeline engine reduces after the flush; FSDP's per-layer gathers came with PyTorch 1.11
+#: (2022), DeepSpeed's 2021 ZeRO-3 gathered tensor by tensor. Runs published before 2023
+#: (Megatron SC'21, MT-NLG, BLOOM, OPT, GPT-NeoX) ran without them.
+CURRENT_RUNTIME_FROM = 2023
+#: A row's value of each left-out key: by a current runtime, and by the runtimes before
+#: CURRENT_RUNTIME_FROM.
+CURRENT_RUNTIME = {"overlap": True, "flash_attention": True, "sequence_parallel": True, "zero3_gather": "layer"}
+EARLIER_RUNTIME = {"overlap": False, "flash_attention": False, "sequence_parallel": False, "zero3_gather": "tensor"}
+#: How a source dates a run: an author-year citation ("Smith et al. 2022"), a year in
+#: parentheses or an ISO date ("(2022)", "(2023-10-17)"), a month and year ("October 2023"), a
+#: year written 'YY (SC'21) or an arXiv identifier (2104.04473: April 2021). A bare four-digit
+#: number is not read as a year (a batch of 2016 is not a date).
+_MONTHS = "Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec"
+_YEARS = (
+    re.compile(r"et al\.?,? (20[1-3]\d)\b"),
+    re.compile(r"\((20[1-3]\d)(?=[),;\-])"),
+    re.compile(r"\b(20[1-3]\d)-[01]\d-[0-3]\d\b"),
+    re.compile(rf"\b(?:{_MONTHS})[a-z]*\.? (20[1-3]\d)\b"),
+)
+_SHORT_YEAR = re.compile(r"(?<=[A-Za-z]['’])(\d\d)\b")
+_ARXIV = re.compile(r"arXiv[:\s]*(\d\d)[01]\d\.\d{4,5}", re.IGNORECASE)
+
+
+def publication_year(source: str) -> int | None:
+    """The earliest year a row's ``source`` names (None when it names none).
+
+    Examples
+    --------
+    >>> publication_year("Narayanan et al. SC'21, Table 1, row 1.7B")
+    2021
+    >>> publication_year("Smith et al. 2022 (arXiv 2201.11990): global batch 1920 on 2,240 GPUs")
+    2022
+    >>> publication_year("arXiv 2407.21783 Table 4: 16,384 GPUs, 2048 sequences"), publication_year("commit f2e5db402c")
+    (2024, None)
+    >>> publication_year("README at 061f2c7 (2023-10-17): GlobalBatchSize 2016"), publication_year("GlobalBatchSize 2016")
+    (2023, None)
+    """
+    years = [int(y) for pattern in _YEARS for y in pattern.findall(source)]
+    years += [2000 + int(y) for y in _SHORT_YEAR.findall(source)]
+    years += [2000 + int(y) for y in _ARXIV.findall(source)]
+    return min(years) if years else None
+
+
+def dated_earlier(year: int | None) -> bool:
+    """Whether a run of ``year`` ran on the runtimes before :data:`CURRENT_RUNTIME_FROM` (an undated one did not).
+
+    Examples
+    --------
+    >>> dated_earlier(2021), dated_earlier(2024), dated_earlier(None)
+    (True, False, False)
+    """
+    return year is not None and year < CURRENT_RUNTIME_FROM
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One published, measured training run."""
+
+    id: str
+    group: str
+    source: str
+    model: ModelConfig
+    island: IslandSpec
+    global_batch: int
+    seq: int
+    metric: str
+    value: float
+    flops: str
+    best: bool
+    layout: GivenLayout
+    #: what the row's framework could run: the plan of ``validate --plan`` is held to it
+    runtime: Runtime = Runtime()
+    #: why the cost model cannot price the published layout ('' when it can): a layout that ran
+    #: but lies outside the model (:class:`~hetopt.planner.layout.UnsupportedLayout`)
+    unsupported: str = ""
+    #: the runtime keys the row leaves out (``ASSUMED_RUNTIME``), priced as the runtimes of its
+    #: year ran (:data:`CURRENT_RUNTIME_FROM`)
+    assumed: tuple[str, ...] = ()
+    #: the publication year its source names (:func:`publication_year`; None: none named)
+    year: int | None = None
+    #: the rows of one setting (the same model, cluster, batch and sequence; different layouts)
+    #: are ranked against each other (:func:`rank_settings`); the file's ``setting`` key, or
+    #: those four by default
+    setting: str = ""
+
+    @property
+    def earlier_runtime(self) -> bool:
+        """Whether the keys it leaves out are priced as the runtimes before CURRENT_RUNTIME_FROM ran."""
+        return dated_earlier(self.year)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the run's cluster."""
+        return self.island.gpus
+
+
+def default_published() -> Path:
+    """The Megatron-LM SC'21 calibration set shipped in ``instances/published``."""
+    return instances_dir() / "published" / f"{CALIBRATION_SETS[0]}.toml"
+
+
+def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] | None = None) -> tuple[Measurement, ...]:
+    """Read a published measurement set.
+
+    Raises
+    ------
+    InputError
+        With the file, the key path and the fix.
+    """
+    path = Path(path) if path is not None else default_published()
+    top = Fields(read_toml(path), str(path))
+    top.reject_unknown(("models", "clusters", "measurement"))
+    models = _read_models(top)
+    islands = _read_clusters(top, load_gpus() if catalog is None else catalog)
+    seen: dict[str, int] = {}
+    return tuple(_read_measurement(m, k, models, islands, seen)
+                 for k, m in enumerate(top.tables("measurement", required=True)))
+
+
+def _read_models(top: Fields) -> dict[str, ModelConfig]:
+    """The ``[models]`` tables: a shipped model by name (``catalog``), or one written out."""
+    models: dict[str, ModelConfig] = {}
+    for key, table in top.table("models", required=True).data.items():
+        f = top.table("models").table(key, required=True)
+        if "catalog" in table:  # a model of instances/models, by name (nothing else beside it)
+            f.reject_unknown(("catalog", "name", "source", "note"))
+            try:
+                models[key] = load_model(resolve(f.string("catalog"), instances_dir() / "models", "model"))
+            except InputError as exc:
+                raise f.error("catalog", str(exc)) from None
+        else:
+            models[key] = model_from_fields(f)
+    return models
+
+
+def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, IslandSpec]:
+    """The ``[clusters]`` tables, each a homogeneous island of catalog GPUs."""
+    islands: dict[str, IslandSpec] = {}
+    clusters = top.table("clusters", required=True)
+    for key in clusters.data:
+        c = clusters.table(key, required=True)
+        c.reject_unknown(("gpu", "nodes", "gpus_per_node", "inter_gbps", "note"))
+        try:
+            gpu_type = find_gpu(catalog, c.string("gpu"))
+        except InputError as exc:
+            raise c.error("gpu", str(exc)) from None
+        islands[key] = IslandSpec(
+            key, gpu_type, nodes=c.integer("nodes", minimum=1, maximum=100_000),
+            gpus_per_node=c.integer("gpus_per_node", minimum=1, maximum=64),
+            inter_bandwidth=c.number("inter_gbps", minimum=MIN_INTER_GBPS) * GIGA / BITS_PER_BYTE,
+        )
+    return islands
+
+
+def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
+    """A row's ``layout`` table; what it leaves unsaid, as the runtimes of its ``era`` ran."""
+    lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
+                        "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision"))
+    # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
+    zero = lay.integer("zero", 0, minimum=0, maximum=3)
+    precision = lay.string("precision", None, choices=PRECISIONS) or hardware_precision((gpu,))
+    if (problem := precision_problem(precision, (gpu,))) is not None:
+        raise lay.error("precision", problem)
+    layout = GivenLayout(
+        tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
+        microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
+        zero=zero,
+        overlap=lay.boolean("overlap", era["overlap"]), vpp=lay.integer("vpp", 1, minimum=0),
+        flash=lay.boolean("flash_attention", era["flash_attention"]),
+        sequence_parallel=lay.boolean("sequence_parallel", era["sequence_parallel"]),
+        tp_overlap=lay.boolean("tp_comm_overlap", False),
+        ep=lay.integer("ep", 1, minimum=1), fsep=lay.boolean("fsep", False), cp=lay.integer("cp", 1, minimum=1),
+        offload=lay.boolean("offload", False),
+        zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", era["zero3_gather"] if zero == 3 else "layer",
+                                                  choices=tuple(ZERO3_GATHERS))],
+        precision=precision,
+    )
+    clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
+    if clash:  # the same rule as --layout, named by the file's key
+        key, reason = clash
+        raise lay.error({"zero3gather": "zero3_gather"}.get(key, key), reason)
+    return layout
+
+
+def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands: dict[str, IslandSpec],
+                      seen: dict[str, int]) -> Measurement:
+    """Measurement ``k``: its model, cluster, layout (checked as ``--layout`` is), metric and value."""
+    m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
+                      "layout", "runtime", "note", "setting"))
+    ident = m.string("id")
+    if ident in seen:
+        raise m.error("id", f"{ident!r} also names measurement[{seen[ident]}] (every row needs its own id)")
+    seen[ident] = k
+    model, cluster = m.string("model"), m.string("cluster")
+    if model not in models:
+        raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
+    if cluster not in islands:
+        raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
+    source = m.string("source", "")
+    year = publication_year(source)
+    lay = m.table("layout", required=True)
+    isl = islands[cluster]
+    layout = _read_layout(lay, isl.gpu, EARLIER_RUNTIME if dated_earlier(year) else CURRENT_RUNTIME)
+    # the world as Megatron-Core counts it: CP multiplies it, EP is carved out of the tp·cp·dp
+    # GPUs of a stage (hetopt.parallelism.expert.layout_problem)
+    world = layout.tp * layout.pp * layout.dp * layout.cp
+    if world != isl.gpus:
+        what = "tp·pp·dp" if layout.cp == 1 else "tp·pp·dp·cp"
+        raise lay.error(None, f"{what} = {world} but cluster {cluster!r} has {isl.gpus} GPUs")
+    global_batch = m.integer("global_batch", minimum=1, maximum=MAX_GLOBAL_BATCH)
+    seq = m.integer("seq", models[model].sequence, minimum=1, maximum=MAX_SEQ)
+    unsupported = ""
+    try:
+        check_layout(layout, isl, models[model], global_batch, seq=seq)
+    except UnsupportedLayout as exc:  # the run ran: the row is listed, not priced
+        unsupported = exc.detail
+    except InputError as exc:  # the same rule as --layout, named by the file's key
+        raise lay.error(None, exc.detail) from None
+    metric = m.string("metric", choices=METRICS)
+    if metric == "mfu" and isinstance(m.data.get("value"), (int, float)) and m.data["value"] > 1:
+        raise m.error("value", f"mfu is a fraction of the GPU's peak (0.38, not 38); got {m.data['value']}")
+    return Measurement(
+        id=ident, group=m.string("group", "ungrouped"), source=source,
+        model=models[model], island=isl, global_batch=global_batch,
+        seq=seq, metric=metric,
+        value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
+        flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=m.boolean("best", True),
+        layout=layout, runtime=_row_runtime(m, layout), unsupported=unsupported,
+        assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data and (k != "zero3_gather" or layout.zero == 3)),
+        year=year, setting=m.string("setting", f"{model} on {cluster}, batch {global_batch}, sequence {seq}"),
+    )
+
+
+def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
+    """The row's framework: its ``runtime`` key (``--runtime`` syntax, :data:`ROW_RUNTIME_KEYS`),
+    running as the layout says; without the key, every choice a current runtime has."""
+    ran = {"overlap": layout.overlap, "flash": layout.flash, "sequence_parallel": layout.sequence_parallel,
+           "tp_overlap": layout.tp_overlap, "zero3_per_tensor": layout.zero3_per_tensor, "precision": layout.precision}
+    text = m.data.get("runtime")
+    if text is None:
+        return Runtime(**ran)
+    if not isinstance(text, str):
+        raise m.error("runtime", f"must be a string such as \"recompute=none,full zero=0\" (got {text!r})")
+    keys = [part.partition("=")[0] for part in text.split()]
+    for key in keys:
+        if key in LAYOUT_RUNTIME_KEYS:
+            raise m.error("runtime", f"{key}: how the run ran belongs in layout (runtime takes {', '.join(ROW_RUNTIME_KEYS)})")
+    try:
+        rt = replace(parse_runtime(text), **ran)
+        rt.layout(layout)  # the published layout must be one the framework could run
+    except InputError as exc:
+        raise m.error("runtime", ("the published layout's " if exc.field == "layout" else "") + exc.detail) from None
+    return rt
+
+
+def publisher_flops(m: Measurement) -> float:
+    """FLOPs of one iteration as the publication counts them (``m.flops``).
+
+    Examples
+    --------
+    >>> m = next(m for m in load_published() if m.id == "mlm-t1-1.7b")
+    >>> round(publisher_flops(m) / 1e15, 2)  # PFLOP per iteration: 137 TFLOP/s per GPU on 32 GPUs is 3.5 s
+    15.47
+    """
+    cfg, B, s = m.model, m.global_batch, m.seq
+    l, h, V = cfg.layers, cfg.hidden, cfg.vocab
+    if m.flops == "megatron-core":
+        groups = cfg.kv_width / cfg.attention_width  # num_query_groups / num_attention_heads
+        ffn, k = (cfg.expert_ffn or cfg.ffn, cfg.top_k) if cfg.experts > 1 else (cfg.ffn, 1)
+        gated = ffn_matrices(cfg) / 2  # SwiGLU's third matrix: 3/2
+        attention = (1 + groups + s / h) * cfg.attention_width / h
+        return 12.0 * B * s * l * h * h * (attention + ffn / h * k * gated + V / (2 * l * h))
+    return 96.0 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
+
+
+def throughput(m: Measurement, iteration_time_s: float) -> float:
+    """The measurement's metric for a run of ``iteration_time_s`` per iteration."""
+    B, s, G, T = m.global_batch, m.seq, m.gpus, iteration_time_s
+    return {
+        "tflops_per_gpu": publisher_flops(m) / T / G / 1e12,
+        "samples_per_s": B / T,
+        "tokens_per_s": B * s / T,
+        "tokens_per_s_per_gpu": B * s / T / G,
+        "iteration_time_s": T,
+        # model FLOPs utilization: the publisher's FLOPs over the GPUs' peak (the catalog's
+        # training_tflops: the dense FP16/BF16 tensor rate the run trains against), a fraction
+        "mfu": publisher_flops(m) / T / G / m.island.gpu.training_flops,
+    }[m.metric]
+
+
+def layout_text(lay: GivenLayout) -> str:
+    """A published layout in one short line (``tp8 pp8 dp12 b1 full zero1``)."""
+    b = lay.microbatch or "?"
+    vpp = f" vpp{lay.vpp}" if lay.vpp > 1 else (" vpp?" if lay.vpp == 0 else "")
+    more = (f" ep{lay.ep}" + ("fs" if lay.fsep else "") if lay.ep > 1 else "") + (f" cp{lay.cp}" if lay.cp > 1 else "")
+    return f"tp{lay.tp} pp{lay.pp}{vpp} dp{lay.dp}{more} b{b} {lay.recompute} zero{lay.zero}" + (" offload" if lay.offload else "")
+
+
+def select_only(measurements: list[Measurement], only: str | None, source: object) -> list[str] | None:
+    """The ids of a comma-separated ``only`` text, each checked against ``measurements``
+    (read from ``source``); None: every row.
+
+    Raises
+    ------
+    InputError
+        ``field="only"``: an unknown id (with some known ones) or no id at all.
+    """
+    if only is None:
+        return None
+    ids = [i.strip() for i in only.split(",") if i.strip()]
+    known = {m.id for m in measurements}
+    unknown = [i for i in ids if i not in known]
+    if unknown:
+        raise InputError(f"only {only}: no measurement {', '.join(map(repr, unknown))} in {source} "
+                         f"(its ids: {', '.join(sorted(known)[:5])}, ...)", field="only")
+    if not ids:
+        raise InputError(f"only {only}: give comma-separated measurement ids", field="only")
+    return ids
