@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from hetopt.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,3 +106,17 @@ def test_usage_errors_exit_2(capsys):
         main(["solve"])
     assert exc.value.code == 2
     assert main(["solve", str(TINY), "--method", "dp", "--backend", "cbc"]) == 0  # ignored by dp
+
+
+@pytest.mark.parametrize("argv", [["validate", "--file", "megatron-lm-readme-a100"],
+                                  ["scaling", "--islands", "1", "--layers", "8"]])
+def test_one_table_style_and_markdown_on_request(capsys, argv):
+    """Issue 28: validate printed fixed-width columns and scaling Markdown; both now print the
+    rich table every command prints, and Markdown only with --markdown."""
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "━╇━" in text and "|---|" not in text
+    assert main([*argv, "--markdown"]) == 0
+    text = capsys.readouterr().out
+    assert "|---|" in text or "|--:|" in text
+    assert "━╇━" not in text

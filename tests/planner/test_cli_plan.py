@@ -208,3 +208,37 @@ def test_the_alternatives_name_the_model_that_priced_each(capsys):
     fsdp = next(line for line in out.splitlines() if line.lstrip().startswith("cephalo-fsdp"))
     assert "allocation model" in fsdp
     assert "best: cephalo-fsdp, outside the pipeline search" in out
+
+
+@pytest.mark.parametrize(("single", "shown"), [
+    ("OPTIMAL", "2.00× the single pipeline"),
+    ("FEASIBLE", "no speed-up shown: the single pipeline was cut by the time limit (FEASIBLE and OPTIMAL)"),
+])
+def test_the_replicas_speed_up_is_shown_only_against_a_single_pipeline_as_proven(single, shown):
+    """The datacenter run printed "1.63x the single pipeline" where the limit had cut the single
+    pipeline short (7.10 s; 4.49 s when not cut)."""
+    from types import SimpleNamespace
+
+    from rich.console import Console
+
+    from hetopt.planner import report
+    from hetopt.planner.answer import HeteroPlan
+    from hetopt.result import Status
+
+    replicas = SimpleNamespace(status=Status.OPTIMAL, bound_s=2.0, gap=0.0, method_status="OPTIMAL", candidates=3,
+                               reason="", shapes=[{"name": "u", "count": 2}], replicas=[], iteration_time_s=2.0,
+                               sync_s=0.1, efficiency=0.9)
+    p = HeteroPlan("c", "m", 8, 1, 8, 2048, Status[single], iteration_time_s=4.0, replicas=replicas)
+    out = Console(record=True, width=300)
+    report._print_replicas(p, out)
+    assert shown in out.export_text()
+
+
+def test_plan_help_defines_the_micro_batch_once():
+    from hetopt.cli import build_parser
+
+    sub = build_parser()._subparsers._group_actions[0].choices["plan"]
+    text = " ".join(sub.format_help().split()).replace("micro- batch", "micro-batch")  # argparse wraps at hyphens
+    assert "--microbatch-size N, --microbatch N pipeline micro-batch" in text
+    assert "the samples of one micro-batch through the pipeline, all of a stage's data-parallel replicas together" in text
+    assert "mbs: the micro-batch per replica" in text and "dp left out: the GPUs over tp·pp·cp" in text
