@@ -42,6 +42,12 @@ ZERO_STAGES = (0, 1, 2, 3)
 WEIGHT_BYTES = 2
 #: 16-bit gradient bytes per parameter; also what the gradient all-reduce moves.
 GRADIENT_BYTES = 2
+#: Bytes per gradient element of a data-parallel reduction run in fp32 (``gradreduce=fp32``):
+#: DeepSpeed's ``"fp32_allreduce": true`` (deepspeed/runtime/engine.py: the 16-bit gradients
+#: cast to fp32 before the all-reduce), Megatron-LM's ``--accumulate-allreduce-grads-in-fp32``
+#: (fp32 main-gradient buffers reduced as they are), FSDP2's ``reduce_dtype=torch.float32``.
+#: Twice the bytes of a 16-bit reduction, the same ring.
+FP32_GRADIENT_BYTES = 4
 #: Backward FLOPs per forward FLOP: every matmul has an input- and a weight-gradient matmul.
 BACKWARD_PER_FORWARD = 2.0
 #: Training FLOPs per forward FLOP without recomputation: forward 1 + backward 2.
@@ -889,7 +895,7 @@ def exposed_s(comm_s: float, compute_s: float, buckets: int) -> float:
 def data_parallel_comm(
     parameters: float, dp: int, bandwidth: float, *, zero_stage: int, microbatches: int,
     hop_latency_s: float = 0.0, collectives: int = 1, recompute_gather: bool = False,
-    overlap: tuple[float, float] | None = None, buckets: int = 1,
+    overlap: tuple[float, float] | None = None, buckets: int = 1, gradient_bytes: float = GRADIENT_BYTES,
 ) -> DataParallelComm:
     """Data-parallel (and ZeRO) traffic of a stage holding ``parameters`` per ring.
 
@@ -909,6 +915,10 @@ def data_parallel_comm(
     reduce-scatters behind the forward and backward they feed. Without it (None) nothing
     overlaps (Megatron-LM 2021 reduced gradients after the backward pass).
 
+    ``gradient_bytes`` per gradient element reduced: ``GRADIENT_BYTES`` (16-bit), or
+    ``FP32_GRADIENT_BYTES`` when the runtime reduces in fp32 (the bytes double, the ring does not
+    change).
+
     Examples
     --------
     >>> c = data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8)
@@ -916,6 +926,8 @@ def data_parallel_comm(
     (0.3, 0.0375)
     >>> round(data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8, overlap=(0.1, 0.2), buckets=4).backward_s, 9)
     0.0125
+    >>> data_parallel_comm(1e9, 4, 1e10, zero_stage=0, microbatches=8, gradient_bytes=FP32_GRADIENT_BYTES).per_iteration_s
+    0.6
     """
     if zero_stage not in ZERO_STAGES:
         raise ValueError(f"unknown ZeRO stage {zero_stage!r} (valid: 0, 1, 2, 3)")
@@ -923,7 +935,7 @@ def data_parallel_comm(
         raise ValueError(f"micro-batches must be >= 1 (got {microbatches})")
     if collectives < 1:
         raise ValueError(f"collectives must be >= 1 (got {collectives})")
-    grads = GRADIENT_BYTES * parameters
+    grads = gradient_bytes * parameters
     weights = WEIGHT_BYTES * parameters
     if dp <= 1:
         return DataParallelComm(0.0, 0.0, 0.0)
@@ -959,6 +971,7 @@ __all__ = [
     "EMBEDDING_TP_ALLREDUCES",
     "FFN_TENSORS",
     "FLASH_SCORE_BACKWARD_PER_FORWARD",
+    "FP32_GRADIENT_BYTES",
     "GRADIENT_BYTES",
     "HEAD_TP_ALLREDUCES",
     "LOGIT_BYTES",

@@ -260,7 +260,7 @@ def price_stage(
     sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
     flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
-    precision: str = cm.DEFAULT_PRECISION,
+    precision: str = cm.DEFAULT_PRECISION, grad_fp32: bool = False,
 ) -> StageCost | None:
     """Time and memory of inner stage q of ``lay`` (formulas: formulations/costmodel.md, "A stage").
 
@@ -274,10 +274,11 @@ def price_stage(
         Bytes per GPU. When given, None instead of a price when the stage's static bytes alone
         exceed it (``stage_fits`` with nothing in flight): such a layout fits in no pipeline
         position whatever its time, which is then left uncomputed.
-    reserved_bytes, overlap, flash, tp_overlap, zero3_per_tensor, precision
+    reserved_bytes, overlap, flash, tp_overlap, zero3_per_tensor, precision, grad_fp32
         How the runtime runs: bytes per GPU no layout may use; data-parallel traffic overlapped
         with compute; FlashAttention; Megatron-Core's TP communication overlap; ZeRO-3
-        collectives per tensor (DeepSpeed) rather than per layer (FSDP); the mixed precision.
+        collectives per tensor (DeepSpeed) rather than per layer (FSDP); the mixed precision;
+        gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``) rather than in 16 bits.
     """
     sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, sequence_parallel)
     static, activation, offloaded = _memory(sl, tab, lay, sh, reserved_bytes, flash, precision)
@@ -297,7 +298,8 @@ def price_stage(
     if lay.ep > 1 and sh.n_moe:
         forward, backward = _expert_parallel(sl, island, lay, sh, q, forward, backward)
     forward, backward = _data_parallel(sl, island, tab, lay, sh, q, nodes, microbatches, zero3_per_tensor,
-                                       compute if overlap else None, forward, backward)
+                                       compute if overlap else None, forward, backward,
+                                       cm.FP32_GRADIENT_BYTES if grad_fp32 else cm.GRADIENT_BYTES)
     if lay.offload:
         # the micro-batch's activations go to the host during forward and come back during
         # backward, hidden behind the stage's compute up to the host link (memory: above)
@@ -495,7 +497,8 @@ def _expert_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
 
 def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh: _Shares, q: int,
                    nodes: tuple[tuple[int, int], ...], microbatches: int, zero3_per_tensor: bool,
-                   overlap: tuple[float, float] | None, forward: float, backward: float) -> tuple[float, float]:
+                   overlap: tuple[float, float] | None, forward: float, backward: float,
+                   gradient_bytes: float = cm.GRADIENT_BYTES) -> tuple[float, float]:
     """``forward`` and ``backward`` plus the data-parallel reduction (with ZeRO's gathers), ZeRO-3's tensor copies and the optimizer
     step, per micro-batch (the once-per-iteration parts amortized over M).
 
@@ -522,6 +525,7 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
         sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, intra if one_node else inter, zero_stage=z,
         microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
         collectives=collectives, recompute_gather=rc == "full", overlap=overlap, buckets=sh.ell,
+        gradient_bytes=gradient_bytes,
     )
     forward += comm.forward_s
     backward += comm.backward_s
@@ -547,6 +551,7 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
             intra if one_node else inter, zero_stage=z, microbatches=microbatches,
             hop_latency_s=cm.ring_hop_latency_s(sh.expert_replicas, span, intra_hop, inter_hop, step_floor),
             collectives=n_moe, recompute_gather=rc == "full", overlap=overlap, buckets=n_moe,
+            gradient_bytes=gradient_bytes,
         )
         forward += ecomm.forward_s
         backward += ecomm.backward_s

@@ -365,6 +365,10 @@ class BuiltinParallelizer:
         DeepSpeed's ZeRO-3 as Megatron's SC'21 Table 2 ran it); False, the
         default: one collective per layer, as FSDP and FSDP2 (``fully_shard`` per block),
         Megatron-Core's FSDP and torchtitan run it.
+    grad_reduce_fp32
+        Data-parallel gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``: DeepSpeed's
+        ``fp32_allreduce``, Megatron's ``--accumulate-allreduce-grads-in-fp32``); False, the
+        default: in the 16-bit format of the parameters.
     expert_parallel, fsep
         Enumerate EP degrees (divisors of the experts that fit the stage, MoE slices only), and
         each with FSEP too.
@@ -410,6 +414,7 @@ class BuiltinParallelizer:
     offload: bool = True
     long_sequence: int = LONG_SEQUENCE
     precision: str | None = None
+    grad_reduce_fp32: bool = False
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
 
     @property
@@ -447,10 +452,11 @@ class BuiltinParallelizer:
             raise ValueError(f"precision must be one of {', '.join(cm.PRECISIONS)} (got {self.precision!r})")
 
     def running(self, *, overlap: bool, flash: bool, sequence_parallel: bool, tp_overlap: bool, zero3_per_tensor: bool,
-                precision: str | None) -> BuiltinParallelizer:
+                precision: str | None, grad_fp32: bool = False) -> BuiltinParallelizer:
         """This parallelizer pricing a framework that runs as the arguments say (a given layout's
-        or a ``--runtime``'s ``overlap``, ``flash``, ``sp``, ``tpoverlap``, ``zero3gather`` and
-        ``precision``); itself when it already does, so its memo of stage prices is kept.
+        or a ``--runtime``'s ``overlap``, ``flash``, ``sp``, ``tpoverlap``, ``zero3gather``,
+        ``precision`` and ``gradreduce``); itself when it already does, so its memo of stage
+        prices is kept.
 
         Examples
         --------
@@ -463,11 +469,12 @@ class BuiltinParallelizer:
         True
         """
         now = (self.overlap_communication, self.flash_attention, self.sequence_parallel, self.tp_comm_overlap,
-               self.zero3_per_tensor, self.precision)
-        if now == (overlap, flash, sequence_parallel, tp_overlap, zero3_per_tensor, precision):
+               self.zero3_per_tensor, self.precision, self.grad_reduce_fp32)
+        if now == (overlap, flash, sequence_parallel, tp_overlap, zero3_per_tensor, precision, grad_fp32):
             return self
         return replace(self, overlap_communication=overlap, flash_attention=flash, sequence_parallel=sequence_parallel,
-                       tp_comm_overlap=tp_overlap, zero3_per_tensor=zero3_per_tensor, precision=precision)
+                       tp_comm_overlap=tp_overlap, zero3_per_tensor=zero3_per_tensor, precision=precision,
+                       grad_reduce_fp32=grad_fp32)
 
     def flash_on(self, island: IslandSpec) -> bool:
         """Whether attention runs as FlashAttention on ``island``: the runtime asks for it and
@@ -670,7 +677,8 @@ class BuiltinParallelizer:
                               sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
                               overlap=self.overlap_communication, flash=self.flash_on(island),
                               capacity=capacity if static_first else None, tp_overlap=self.tp_comm_overlap,
-                              zero3_per_tensor=self.zero3_per_tensor, precision=self.precision_on(island))
+                              zero3_per_tensor=self.zero3_per_tensor, precision=self.precision_on(island),
+                              grad_fp32=self.grad_reduce_fp32)
                 # None: the stage's static bytes exceed the capacity (its time not computed)
                 priced = prices[key] = (None, -1, None) if cost is None else (cost, in_flight_fit(cost, capacity, M), cost.time_s)
             if priced[0] is None:

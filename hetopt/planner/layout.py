@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None, grad_fp32=False)
 >>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()
 'tp=8 pp=1 dp=4 mbs=? recompute=none zero=0 sp=no'
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
@@ -45,9 +45,12 @@ from hetopt.workload import ModelConfig
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
 #: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
 LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "sp", "tpoverlap", "ep", "fsep", "cp",
-               "offload", "zero3gather", "precision")
+               "offload", "zero3gather", "precision", "gradreduce")
 #: ``zero3gather=``: ZeRO-3's collectives one per layer (FSDP's unit) or one per parameter tensor.
 ZERO3_GATHERS = {"layer": False, "tensor": True}
+#: ``gradreduce=``: data-parallel gradients reduced in fp32 (DeepSpeed's ``fp32_allreduce``,
+#: Megatron's ``--accumulate-allreduce-grads-in-fp32``) or in the parameters' 16 bits.
+GRAD_REDUCES = {"half": False, "fp32": True}
 #: Spellings of the yes/no keys: ``overlap=`` (Megatron-Core's --overlap-grad-reduce /
 #: --overlap-param-gather on or off), ``flash=`` (FlashAttention or materialized scores) and
 #: ``sp=`` (Megatron's --sequence-parallel: the LayerNorm, dropout and residual kernels on
@@ -81,6 +84,7 @@ class GivenLayout:
     tp_overlap: bool = False  # Megatron-Core's --tp-comm-overlap (needs sequence parallelism)
     zero3_per_tensor: bool = False  # ZeRO-3 collectives per parameter tensor (DeepSpeed 2021), not per layer
     precision: str | None = None  # mixed precision (its training-state bytes); None: the hardware's (cm.hardware_precision)
+    grad_fp32: bool = False  # data-parallel gradients reduced in fp32 (cm.FP32_GRADIENT_BYTES), not 16 bits
 
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
@@ -89,6 +93,7 @@ class GivenLayout:
         tail += ("" if self.sequence_parallel else " sp=no") + (" tpoverlap=yes" if self.tp_overlap else "")
         tail += " zero3gather=tensor" if self.zero3_per_tensor else ""
         tail += f" precision={self.precision}" if self.precision not in (None, cm.DEFAULT_PRECISION) else ""
+        tail += " gradreduce=fp32" if self.grad_fp32 else ""
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
@@ -101,14 +106,17 @@ class GivenLayout:
                       ep=self.ep, fsep=self.fsep, cp=self.cp, offload=self.offload)
 
     @property
-    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool, str | None]:
-        """How the runtime runs: (overlap, flash, sequence parallelism, TP overlap, ZeRO-3 per tensor, precision)."""
-        return self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor, self.precision
+    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool, str | None, bool]:
+        """How the runtime runs: (overlap, flash, sequence parallelism, TP overlap, ZeRO-3 per tensor, precision,
+        fp32 gradient reduction)."""
+        return (self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor, self.precision,
+                self.grad_fp32)
 
     def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` pricing the runtime this layout ran on (its overlap, attention and sequence parallelism)."""
         return par.running(overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
-                           tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
+                           tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
+                           grad_fp32=self.grad_fp32)
 
 
 @dataclass(frozen=True)
@@ -238,10 +246,13 @@ def parse_layout(text: str) -> GivenLayout:
     if gather not in ZERO3_GATHERS:
         raise layout_error(f"layout zero3gather={values['zero3gather']}: must be layer or tensor")
     precision = precision_value(values, "layout")
+    reduce = values.get("gradreduce", "half").lower()
+    if reduce not in GRAD_REDUCES:
+        raise layout_error(f"layout gradreduce={values['gradreduce']}: must be fp32 or half")
     layout = GivenLayout(sizes["tp"], sizes["pp"], sizes.get("dp", 0), sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                          sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
                          sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
-                         ZERO3_GATHERS[gather], precision)
+                         ZERO3_GATHERS[gather], precision, GRAD_REDUCES[reduce])
     clash = contradiction(layout, gather_given="zero3gather" in values)
     if clash:
         key, reason = clash

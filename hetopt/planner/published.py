@@ -28,7 +28,7 @@ from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
 from hetopt.files import read_toml
-from hetopt.planner.layout import ZERO3_GATHERS, GivenLayout, UnsupportedLayout, check_layout, contradiction
+from hetopt.planner.layout import GRAD_REDUCES, ZERO3_GATHERS, GivenLayout, UnsupportedLayout, check_layout, contradiction
 from hetopt.planner.parallelizer import IslandSpec
 from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Runtime, parse_runtime
 from hetopt.readers.fields import Fields
@@ -225,7 +225,7 @@ def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, Island
 def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
     """A row's ``layout`` table; what it leaves unsaid, as the runtimes of its ``era`` ran."""
     lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
-                        "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision"))
+                        "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision", "grad_reduce"))
     # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
     zero = lay.integer("zero", 0, minimum=0, maximum=3)
     precision = lay.string("precision", None, choices=PRECISIONS) or hardware_precision((gpu,))
@@ -244,6 +244,7 @@ def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
         zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", era["zero3_gather"] if zero == 3 else "layer",
                                                   choices=tuple(ZERO3_GATHERS))],
         precision=precision,
+        grad_fp32=GRAD_REDUCES[lay.string("grad_reduce", "half", choices=tuple(GRAD_REDUCES))],
     )
     clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
     if clash:  # the same rule as --layout, named by the file's key
@@ -305,7 +306,8 @@ def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
     """The row's framework: its ``runtime`` key (``--runtime`` syntax, :data:`ROW_RUNTIME_KEYS`),
     running as the layout says; without the key, every choice a current runtime has."""
     ran = {"overlap": layout.overlap, "flash": layout.flash, "sequence_parallel": layout.sequence_parallel,
-           "tp_overlap": layout.tp_overlap, "zero3_per_tensor": layout.zero3_per_tensor, "precision": layout.precision}
+           "tp_overlap": layout.tp_overlap, "zero3_per_tensor": layout.zero3_per_tensor, "precision": layout.precision,
+           "grad_fp32": layout.grad_fp32}
     text = m.data.get("runtime")
     if text is None:
         return Runtime(**ran)

@@ -9,8 +9,9 @@ run plans without them, so ``--runtime`` holds the search to what it has:
     hetopt plan ... --runtime "recompute=none,full zero=0 flash=no sp=no overlap=no"
 
 Keys: ``recompute`` and ``zero`` take the modes and stages the framework has (comma lists);
-``flash``, ``overlap``, ``sp``, ``tpoverlap``, ``zero3gather`` and ``precision`` (bf16 or
-fp16: the training state it keeps) say how it runs, with the
+``flash``, ``overlap``, ``sp``, ``tpoverlap``, ``zero3gather``, ``precision`` (bf16 or
+fp16: the training state it keeps) and ``gradreduce`` (fp32 or half: the bytes of its
+data-parallel gradient reduction) say how it runs, with the
 meanings and spellings of ``--layout`` (:mod:`hetopt.planner.layout`); ``ep``, ``cp`` and
 ``offload`` (yes/no) whether it has expert parallelism, context parallelism and activation
 offloading. A key left out keeps the built-in parallelizer's default (everything searched,
@@ -24,16 +25,17 @@ from dataclasses import dataclass, replace
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import (OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, IslandBlock, key_values, layout_error,
-                                   precision_value)
+from hetopt.planner.layout import (GRAD_REDUCES, OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, IslandBlock, key_values,
+                                   layout_error, precision_value)
 
 #: The keys of a ``--runtime`` string.
-RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "precision", "ep", "cp", "offload")
+RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce", "ep", "cp",
+                "offload")
 #: The yes/no keys of a ``--runtime`` string and the :class:`Runtime` field each sets.
 SWITCH_FIELDS = (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
                  ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload"))
 #: The ``--layout`` keys that say how a framework runs; with ``--runtime`` they belong there.
-LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather", "precision")
+LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class Runtime:
     tp_overlap: bool = False
     zero3_per_tensor: bool = False
     precision: str | None = None  # None: the hardware's (cm.hardware_precision)
+    grad_fp32: bool = False  # gradients reduced in fp32 (``gradreduce=fp32``)
     expert_parallel: bool = True
     context_parallel: bool = True
     offload: bool = True
@@ -81,12 +84,15 @@ class Runtime:
             parts.append("zero3gather=tensor")
         if self.precision:
             parts.append(f"precision={self.precision}")
+        if self.grad_fp32:
+            parts.append("gradreduce=fp32")
         return " ".join(parts)
 
     def parallelizer(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` searching only what this runtime has, priced as it runs."""
         runs = par.running(overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
-                           tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
+                           tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
+                           grad_fp32=self.grad_fp32)
         return replace(runs, recompute=self.recompute, zero_stages=self.zero,
                        expert_parallel=self.expert_parallel, fsep=par.fsep and self.expert_parallel,
                        cp=par.cp if self.context_parallel else (1,), offload=par.offload and self.offload)
@@ -110,7 +116,8 @@ class Runtime:
             if bad:
                 raise layout_error(f"layout {used}: the runtime's {allowed} does not have it (give a layout the runtime can run)")
         return replace(layout, overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
-                       tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision)
+                       tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
+                       grad_fp32=self.grad_fp32)
 
     def layouts(self, given: GivenLayout | tuple[IslandBlock, ...]) -> GivenLayout | tuple[IslandBlock, ...]:
         """:meth:`layout` of one layout or of every island's."""
@@ -175,6 +182,11 @@ def parse_runtime(text: str) -> Runtime:
         flags["zero3_per_tensor"] = ZERO3_GATHERS[gather]
     if "precision" in values:
         flags["precision"] = precision_value(values, "runtime")
+    if "gradreduce" in values:
+        reduce = values["gradreduce"].lower()
+        if reduce not in GRAD_REDUCES:
+            raise runtime_error(f"runtime gradreduce={values['gradreduce']}: must be fp32 or half")
+        flags["grad_fp32"] = GRAD_REDUCES[reduce]
     return replace(rt, **flags)
 
 

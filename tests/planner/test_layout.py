@@ -48,6 +48,7 @@ def dgx(tmp_path):
     ("tp=1 pp=1 dp=8 zero=3 zero3gather=bucket", "zero3gather=bucket: must be layer or tensor"),
     ("tp=1 pp=1 dp=8 zero=1 zero3gather=tensor", "only ZeRO-3 gathers parameters"),
     ("tp=1 pp=1 dp=8 precision=fp8", "precision=fp8: must be one of bf16, fp16"),
+    ("tp=1 pp=1 dp=8 gradreduce=fp64", "gradreduce=fp64: must be fp32 or half"),
 ])
 def test_bad_layouts_are_named(text, message):
     with pytest.raises(InputError, match=message):
