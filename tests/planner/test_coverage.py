@@ -39,3 +39,22 @@ def test_validate_names_the_rows_outside(capsys):
     assert cli.main(["validate", "--file", "bigscience-bloom-a100", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert all(any("400 Gb/s" in n for n in r["outside_calibration"]) for r in rows)
+
+
+def test_the_gpus_of_sailors_runs_are_in_the_catalog_with_their_datasheet_figures_and_uncalibrated(tmp_path):
+    """Issue 25: Sailor's validation runs use GH200, RTX 3090, RTX 2080 Ti and TITAN RTX; they
+    could not be priced at all. Datasheet figures (whitepapers' FP16-tensor-with-FP32-accumulate
+    rates, memory, bandwidth); no measured profile, so a plan on them says so."""
+    from hetopt.hardware import gpu
+
+    figures = {"GH200": (96, 989, 4000, True), "RTX-3090": (24, 71, 936, True), "RTX-2080-Ti": (11, 53.8, 616, False),
+               "Titan-RTX": (24, 130.5, 672, False)}
+    for name, (memory, tflops, bandwidth, bf16) in figures.items():
+        g = GPUS[name]
+        assert (g.memory_bytes / 2**30, g.training_flops / 1e12, g.memory_bandwidth / 1e9, g.bf16) == (memory, tflops, bandwidth, bf16)
+        assert not g.calibrated
+    assert gpu(GPUS, "RTX 3090").name == "RTX-3090" and gpu(GPUS, "TITAN RTX").name == "Titan-RTX"
+    cluster = tmp_path / "rtx.toml"
+    cluster.write_text('name = "rtx"\n[[node]]\nname = "n0"\ngpu = "RTX-3090"\ngpus = 4\n')
+    p = plan(str(cluster), "gpt3-1.3b", global_batch=16, alternatives=False)
+    assert p.status.has_solution and any(n.startswith("RTX-3090: no measured profile") for n in p.outside_calibration)
