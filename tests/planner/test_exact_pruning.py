@@ -179,3 +179,23 @@ def test_threads_sharing_one_parallelizer_keep_their_own_memo():
     for i, (a, b) in enumerate(cuts):
         assert answers[i] == BuiltinParallelizer().parallelize(Slice(atoms[a:b]), isl, microbatch_size=2, microbatches=8,
                                                                global_batch=16)
+
+
+def test_the_pareto_filter_keeps_the_same_rows_in_python_and_in_numpy(monkeypatch):
+    """The filter compares against few kept rows in Python and against many in numpy: the
+    same float comparisons, so the same rows, in the same order (seeded random keys with ties)."""
+    import numpy as np
+
+    from hetopt.planner import builtin
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 60))
+        keys = np.column_stack([rng.integers(0, 6, n) / 4, rng.integers(0, 5, n) / 8, rng.integers(1, 4, n),
+                                -rng.choice([np.inf, 0, 1, 2], n)]).astype(float)
+        peaks = rng.random(n)
+        python = builtin._pareto_indices(keys, lambda j: peaks[j])
+        monkeypatch.setattr(builtin, "PARETO_PYTHON_ROWS", -1)
+        numpy_only = builtin._pareto_indices(keys, lambda j: peaks[j])
+        monkeypatch.setattr(builtin, "PARETO_PYTHON_ROWS", 16)
+        assert python == numpy_only
