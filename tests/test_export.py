@@ -58,6 +58,10 @@ MEGATRON_ARGUMENTS = {
     # the same file: _add_moe_args (--expert-model-parallel-size, --expert-tensor-parallel-size) and
     # _add_distributed_args (--context-parallel-size)
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--context-parallel-size",
+    # _add_distributed_args: the data-parallel overlap, fp32 reduction and FSDP2 (and what FSDP2
+    # requires: _add_training_args --no-gradient-accumulation-fusion, _add_checkpointing_args --ckpt-format)
+    "--overlap-grad-reduce", "--overlap-param-gather", "--accumulate-allreduce-grads-in-fp32", "--use-torch-fsdp2",
+    "--no-gradient-accumulation-fusion", "--ckpt-format",
 } | {
     # Megatron-LM core_v0.16.0: megatron/training/arguments.py _add_network_size_args turns the fields of
     # megatron/core/transformer/transformer_config.py (fine_grained_activation_offloading, offload_modules)
@@ -70,7 +74,8 @@ MEGATRON_OFFLOAD_MODULES = {"attn_norm", "qkv_linear", "core_attn", "attn_proj",
 #: Their ``choices`` in the same file.
 MEGATRON_CHOICES = {"--recompute-granularity": {"full", "selective"}, "--recompute-method": {"uniform", "block"},
                     "--normalization": {"LayerNorm", "RMSNorm"},
-                    "--position-embedding-type": {"learned_absolute", "rope", "mrope", "relative", "none"}}
+                    "--position-embedding-type": {"learned_absolute", "rope", "mrope", "relative", "none"},
+                    "--ckpt-format": {"torch", "torch_dist", "torch_dcp", "zarr", "fsdp_dtensor"}}
 #: torchtitan job TOML keys per section: fields of the dataclasses of torchtitan v0.2.2
 #: ``torchtitan/config/job_config.py`` (Job, Model, Training, Parallelism, ActivationCheckpoint).
 TORCHTITAN_KEYS = {
@@ -99,7 +104,7 @@ TORCHTITAN_CHOICES = {("activation_checkpoint", "mode"): {"selective", "full", "
 #: TRAIN_MICRO_BATCH_SIZE_PER_GPU, GRADIENT_ACCUMULATION_STEPS, ZERO_OPTIMIZATION, FP16, BFLOAT16)
 #: and deepspeed/runtime/zero/config.py ("stage"), v0.18.
 DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps",
-                  "zero_optimization", "fp16", "bf16",
+                  "zero_optimization", "fp16", "bf16", "fp32_allreduce",
                   # deepspeed/runtime/activation_checkpointing/config.py (ACT_CHKPT), v0.18.9
                   "activation_checkpointing"}
 #: Its keys: ACT_CHKPT_* of the same file, v0.18.9.
@@ -727,3 +732,46 @@ def test_bad_ep_cp_input_exits_2_with_one_line(edit, expected, tmp_path: Path, c
     edit(doc["stages"][0])
     code, out, err = _run(["export", _bad(tmp_path, "x.json", json.dumps(doc)), "--to", "megatron"], capsys)
     assert code == 2 and out == "" and len(err.splitlines()) == 1 and expected in err, err
+
+
+def _one_island_variant(tmp_path: Path, **changes) -> Path:
+    """The one-island GPT-3 1.3B plan with ``changes`` to its document (a hand-made variant)."""
+    doc = json.loads(ONE.read_text(encoding="utf-8"))
+    doc.update(changes)
+    path = tmp_path / "variant.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def _megatron_args(path: Path) -> tuple[list[str], tuple[str, ...]]:
+    """The arguments of a one-island plan's Megatron-LM file, and the export's gaps."""
+    result = export_file(path, "megatron")
+    (text,) = [t for name, t in result.files.items() if name.endswith(".args")]
+    return [line for line in text.splitlines() if not line.startswith("#")], result.gaps
+
+
+def test_megatron_carries_how_the_plan_priced_its_data_parallel_traffic(tmp_path: Path) -> None:
+    """Issue 26: the cost model prices overlapped data-parallel traffic (Megatron's default is
+    off) and, where asked, an fp32 gradient reduction; the export says both."""
+    args, _ = _megatron_args(ONE)  # priced overlapped (the planner's default), ZeRO-1 over dp4
+    assert "--overlap-grad-reduce" in args and "--overlap-param-gather" in args
+    assert "--accumulate-allreduce-grads-in-fp32" not in args
+    args, _ = _megatron_args(_one_island_variant(tmp_path, overlap=False, grad_reduce_fp32=True))
+    assert "--overlap-grad-reduce" not in args and "--accumulate-allreduce-grads-in-fp32" in args
+    ds = json.loads(export_file(_one_island_variant(tmp_path, grad_reduce_fp32=True), "deepspeed").files["ds_config.json"])
+    assert ds["fp32_allreduce"] is True  # DeepSpeed's own key (deepspeed/runtime/constants.py FP32_ALLREDUCE)
+    with pytest.raises(InputError, match="overlap: 'yes' must be true or false"):
+        export_file(_one_island_variant(tmp_path, overlap="yes"), "megatron")
+
+
+def test_a_one_stage_zero3_plan_goes_to_megatron_as_fsdp2(tmp_path: Path) -> None:
+    """Issue 26: a pp=1 ZeRO-3 plan was written as the distributed optimizer with a gap line;
+    Megatron-LM has --use-torch-fsdp2, with what its validate_args requires of it."""
+    stage = json.loads(ONE.read_text(encoding="utf-8"))["stages"][0]
+    stage = dict(stage, first_layer=0, layers=24, layout="tp1 pp1 dp8 none zero3", gpus=8)
+    args, gaps = _megatron_args(_one_island_variant(tmp_path, stages=[stage]))
+    assert {"--use-torch-fsdp2", "--no-gradient-accumulation-fusion", "--ckpt-format torch_dist",
+            "--untie-embeddings-and-output-weights", "--overlap-grad-reduce"} <= set(args)
+    assert "--use-distributed-optimizer" not in args and "--overlap-param-gather" not in args
+    assert any(g.startswith("FSDP2: Megatron-LM's --use-torch-fsdp2 needs --untie-embeddings") for g in gaps)
+    assert not any("shards only the optimizer state" in g for g in gaps)

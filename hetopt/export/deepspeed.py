@@ -121,6 +121,11 @@ def _plan(plan: PlanView, model: ModelConfig | None = None) -> tuple[dict[str, s
         "zero_optimization": {"stage": zero},
         plan.precision: {"enabled": True},
     }
+    if plan.grad_reduce_fp32:  # deepspeed/runtime/constants.py FP32_ALLREDUCE: gradients cast to fp32 to reduce
+        config["fp32_allreduce"] = True
+    if plan.overlap and stages > 1 and dp > 1:
+        gaps.append("overlap: DeepSpeed's pipeline engine reduces the gradients after the pipeline's flush, where the "
+                    "plan priced them overlapped with the last backward passes (the iteration runs longer)")
     if offload and interval:
         # the checkpointed layer inputs go to host memory (DeepSpeed's checkpointing.py copies them)
         config["activation_checkpointing"] = {"cpu_checkpointing": True}

@@ -25,6 +25,12 @@ activation offloading (``--fine-grained-activation-offloading``, ``--offload-mod
 0.16 or later, where ``arguments.py`` turns ``TransformerConfig`` fields into arguments; its
 layer-level ``--cpu-offloading-num-layers`` refuses pipeline parallelism and recomputation).
 Fully sharded EP has no Megatron-LM equivalent: a gap.
+
+What the plan priced for its data-parallel traffic goes out too: overlapped with compute
+(``--overlap-grad-reduce``, and ``--overlap-param-gather`` with the distributed optimizer;
+Megatron's defaults are off), gradients reduced in fp32 (``--accumulate-allreduce-grads-in-fp32``),
+and a one-stage ZeRO-3 plan as PyTorch FSDP2 (``--use-torch-fsdp2`` with what Megatron-LM's
+``validate_args`` requires of it), not as the distributed optimizer with a gap.
 """
 
 from __future__ import annotations
@@ -41,6 +47,10 @@ NEEDS_MODEL = True
 #: ZeRO stage → Megatron-LM: stage 1 is its distributed optimizer; it has no ZeRO-2/3 beside
 #: pipeline parallelism (``--use-torch-fsdp2`` refuses PP), so those keep the optimizer sharding only.
 DISTRIBUTED_OPTIMIZER_FROM_ZERO = 1
+#: A one-stage ZeRO-3 plan as PyTorch FSDP2 (:func:`fsdp2`), with what Megatron-LM's
+#: ``validate_args`` asks of it: no gradient-accumulation fusion, a distributed checkpoint
+#: format, untied embeddings (a gap where the model ties them), and not fp16.
+FSDP2_ARGUMENTS = ["--use-torch-fsdp2", "--no-gradient-accumulation-fusion", "--ckpt-format torch_dist"]
 #: Megatron-LM's precision when the job uses expert parallelism: ``validate_args`` asserts
 #: ``not args.fp16`` when ``--expert-model-parallel-size`` > 1 (core_v0.15.3 arguments.py).
 EXPERT_PARALLEL_PRECISION = "bf16"
@@ -182,9 +192,40 @@ def _island_file(plan: PlanView, block: Block, index: int, first_rank: int, comm
     island_args += layout_arguments(block, model)
     island_args.append(f"--micro-batch-size {plan.microbatch_size // lay.dp}")
     island_args += _recompute(lay.recompute)
-    if lay.zero >= DISTRIBUTED_OPTIMIZER_FROM_ZERO:
+    if fsdp2(plan):
+        lines.append("# FSDP2 wants CUDA_DEVICE_MAX_CONNECTIONS above 1 (unset it if your launcher sets it to 1).")
+        island_args += FSDP2_ARGUMENTS
+        if model is None or model.tied_embeddings:  # an untied model's arguments already say so
+            island_args.append("--untie-embeddings-and-output-weights")
+    elif lay.zero >= DISTRIBUTED_OPTIMIZER_FROM_ZERO:
         island_args.append("--use-distributed-optimizer")
+    island_args += _data_parallel_arguments(plan, lay)
     return "\n".join(lines + island_args + common) + "\n"
+
+
+def fsdp2(plan: PlanView) -> bool:
+    """Whether the plan runs as Megatron-LM's ``--use-torch-fsdp2``: one pipeline stage, ZeRO-3
+    (parameters, gradients and optimizer state sharded, as FSDP2 shards them), no EP.
+
+    Megatron-LM refuses FSDP2 with pipeline or expert parallelism (``validate_args``), so a
+    ZeRO-3 plan with either keeps the distributed optimizer and a gap line.
+    """
+    return (len(plan.stage_layers) == 1 and all(b.layout.zero == 3 for b in plan.blocks)
+            and all(b.layout.ep == 1 for b in plan.blocks))
+
+
+def _data_parallel_arguments(plan: PlanView, lay: Layout) -> list[str]:
+    """How the plan priced its data-parallel traffic, as Megatron-LM runs it: overlapped with
+    compute (``--overlap-grad-reduce``, and ``--overlap-param-gather`` with the distributed
+    optimizer, which it requires), and gradients reduced in fp32."""
+    out = []
+    if plan.overlap and lay.dp * lay.cp > 1:
+        out.append("--overlap-grad-reduce")
+        if lay.zero >= DISTRIBUTED_OPTIMIZER_FROM_ZERO and not fsdp2(plan):
+            out.append("--overlap-param-gather")
+    if plan.grad_reduce_fp32:
+        out.append("--accumulate-allreduce-grads-in-fp32")
+    return out
 
 
 def _breadth_gaps(plan: PlanView, model: ModelConfig | None, gaps: list[str]) -> None:
@@ -235,6 +276,8 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
     --tensor-model-parallel-size 1
     --micro-batch-size 1
     --use-distributed-optimizer
+    --overlap-grad-reduce
+    --overlap-param-gather
     --pipeline-model-parallel-size 2
     --global-batch-size 8
     --num-layers 5
@@ -256,8 +299,16 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
     job_value(plan, "activation offloading", lambda b: "on" if b.layout.offload else "off", gaps, "Megatron-LM",
               split_each)
     _breadth_gaps(plan, model, gaps)
+    if fsdp2(plan):
+        if model is not None and model.tied_embeddings:
+            gaps.append(f"FSDP2: Megatron-LM's --use-torch-fsdp2 needs --untie-embeddings-and-output-weights, so the job "
+                        f"trains {model.name} with its output layer untied from the embedding (more parameters than "
+                        "the plan priced)")
+        if plan.precision == "fp16":
+            gaps.append("FSDP2: Megatron-LM's --use-torch-fsdp2 refuses --fp16; these GPUs have no BF16, so the "
+                        "job cannot run as priced (use DeepSpeed's ZeRO-3 export)")
     for b in plan.blocks:
-        if b.layout.zero > DISTRIBUTED_OPTIMIZER_FROM_ZERO:
+        if b.layout.zero > DISTRIBUTED_OPTIMIZER_FROM_ZERO and not fsdp2(plan):
             gaps.append(f"ZeRO stage {b.layout.zero} on {b.island}: Megatron-LM shards only the optimizer state beside "
                         "pipeline parallelism (--use-distributed-optimizer); gradients and weights stay replicated, "
                         "so memory is above the plan's")

@@ -89,6 +89,10 @@ class PlanView:
     #: the mixed precision the plan is priced in: its ``precision`` (bf16 or fp16), or for a
     #: document written before plans carried it, the hardware's (bf16 unless a GPU lacks BF16)
     precision: str = "bf16"
+    #: data-parallel traffic priced as overlapped with compute, gradients reduced in fp32 (the
+    #: plan's ``overlap`` and ``grad_reduce_fp32``; a document without them: the planner's defaults)
+    overlap: bool = True
+    grad_reduce_fp32: bool = False
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -332,7 +336,16 @@ def plan_view(doc: dict[str, Any], source: str) -> PlanView:
     fsdp = next((a for a in doc.get("alternatives") or [] if isinstance(a, dict) and a.get("name") == "cephalo-fsdp"), None)
     detail = fsdp.get("detail") if fsdp and fsdp.get("status") in SOLVED else None
     return PlanView(str(doc["cluster"]), str(doc["model"]), global_batch, m, big_m, _need(doc, "seq", int, source),
-                    status, tuple(blocks), detail if isinstance(detail, str) else None, _precision(doc, blocks, source))
+                    status, tuple(blocks), detail if isinstance(detail, str) else None, _precision(doc, blocks, source),
+                    _flag(doc, "overlap", True, source), _flag(doc, "grad_reduce_fp32", False, source))
+
+
+def _flag(doc: dict[str, Any], key: str, default: bool, source: str) -> bool:
+    """A yes/no key of the plan (``default`` for documents written before plans carried it)."""
+    value = doc.get(key, default)
+    if not isinstance(value, bool):
+        raise InputError(f"{source}: {key}: {value!r} must be true or false (re-run `hetopt plan --json`)")
+    return value
 
 
 def _precision(doc: dict[str, Any], blocks: list[Block], source: str) -> str:

@@ -87,6 +87,10 @@ class HeteroPlan:
     precision: str = ""
     #: regimes of the plan no calibration covers, a sentence each (``planner/coverage.py``)
     outside_calibration: list[str] = field(default_factory=list)
+    #: how the plan's data-parallel traffic was priced, for ``hetopt export``: overlapped with
+    #: compute (``overlap=``), and its gradients reduced in fp32 (``gradreduce=fp32``)
+    overlap: bool = True
+    grad_reduce_fp32: bool = False
 
     @property
     def status_line(self) -> str:

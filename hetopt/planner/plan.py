@@ -258,6 +258,9 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
                     for s, names in zip(setup.chosen.specs, setup.chosen.names)],
         "left_out": setup.chosen.left_out, "runtime": setup.runtime, "precision": setup.precision,
         "unfused_attention": setup.unfused_attention, "enumeration": enumeration_summary(attempts),
+        # what the built-in parallelizer priced (a parallelizer of your own: the defaults)
+        "overlap": getattr(setup.parallelizer, "overlap_communication", True),
+        "grad_reduce_fp32": getattr(setup.parallelizer, "grad_reduce_fp32", False),
     }
     if setup is not None and outcome.best is not None:
         extra["outside_calibration"] = _outside_calibration(setup, outcome.best, seq)
