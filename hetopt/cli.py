@@ -348,12 +348,13 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
         return _reading_stopped(args)
     count = len(names) if names is not None else len(family(instance).crosscheck_methods(instance))
     with progress(out, "crosscheck", count, show=not args.json) as bar:
-        def started(method: str) -> None:
-            bar.update(len(done), count, f"{getattr(instance, 'name', args.file)} · {method}")
-            done.append(method)
+        started: list[str] = []
 
-        done: list[str] = []
-        check = crosscheck(instance, names, on_method=started, **options)
+        def on_method(method: str) -> None:
+            bar.update(len(started), count, f"{getattr(instance, 'name', args.file)} · {method}")
+            started.append(method)
+
+        check = crosscheck(instance, names, on_method=on_method, **options)
     if args.json:
         print(json.dumps(crosscheck_to_dict(check), indent=2))
     else:
