@@ -106,3 +106,14 @@ def test_a_library_caller_gets_keyboardinterrupt_from_a_cp_sat_search():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=HANG_S,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert done.stdout.strip() == "raised", (done.stdout, done.stderr)
+
+
+def test_ctrl_c_during_a_milp_stops_its_child_and_exits_130():
+    """The MILP solves in a forked child (its own process group, deaf to the terminal's Ctrl-C):
+    the parent hears Ctrl-C, stops the child and answers with what it has."""
+    proc = _start(["solve", str(PIPELINE / "scale-16x128.toml"), "--method", "milp", "--time-limit", "300"])
+    time.sleep(6)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == 130, (out, err)
+    assert "stopped by Ctrl-C" in out and "OPTIMAL" not in out
