@@ -1,9 +1,9 @@
 """The wall-clock budget of a call: one rule for a time limit, one clock, shares of what is left.
 
 This is the bottom of the house (it imports nothing of the project but its error type and
-:mod:`hetopt.interrupt`): the
-solver layer, the planner, ``bench`` and every method read their time limit through
-:func:`check_time_limit` and spend it through a :class:`Deadline`.
+:mod:`hetopt.interrupt`): the solver layer, the planner, ``bench`` and every method read their
+time limit through :func:`check_time_limit` and spend it through a :class:`Deadline`, which
+also reads as expired once a command's Ctrl-C requested a stop.
 
 What a limit means, decided once for the whole project:
 
