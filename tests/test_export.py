@@ -59,7 +59,9 @@ MEGATRON_ARGUMENTS = {
     # _add_distributed_args (--context-parallel-size)
     "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--context-parallel-size",
     # _add_distributed_args: the data-parallel overlap, fp32 reduction and FSDP2 (and what FSDP2
-    # requires: _add_training_args --no-gradient-accumulation-fusion, _add_checkpointing_args --ckpt-format)
+    # requires: _add_training_args --no-gradient-accumulation-fusion, _add_checkpointing_args --ckpt-format);
+    # these six and FSDP2's requirements were read in a recent arguments.py (validate_args), not
+    # re-checked against the core_v0.15.3 tag
     "--overlap-grad-reduce", "--overlap-param-gather", "--accumulate-allreduce-grads-in-fp32", "--use-torch-fsdp2",
     "--no-gradient-accumulation-fusion", "--ckpt-format",
 } | {
