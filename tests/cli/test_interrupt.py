@@ -16,6 +16,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PIPELINE = ROOT / "instances" / "pipeline"
 #: Seconds any child may take to end after its Ctrl-C before the test calls it a hang.
@@ -117,3 +119,17 @@ def test_ctrl_c_during_a_milp_stops_its_child_and_exits_130():
     out, err = proc.communicate(timeout=HANG_S)
     assert proc.returncode == 130, (out, err)
     assert "stopped by Ctrl-C" in out and "OPTIMAL" not in out
+
+
+@pytest.mark.parametrize("argv, wait_s, finished", [
+    (["validate", "--plan"], 6, "the plans over the published figures:"),  # rows planned before the stop are kept
+    (["scaling", "--islands", "16", "--layers", "128"], 3, None),  # the one row was cut: nothing to print
+])
+def test_ctrl_c_in_a_row_by_row_command_keeps_the_rows_done(argv, wait_s, finished):
+    proc = _start(argv)
+    time.sleep(wait_s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=HANG_S)
+    assert proc.returncode == 130 and "interrupted (Ctrl-C)" in err, (out, err)
+    if finished:
+        assert finished in out
