@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import csv
 import errno
+import itertools
 import json
 import os
 import signal
@@ -38,7 +39,7 @@ from hetopt.io import load
 from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
 from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
-from hetopt.tables import cell, markdown_lines, rows_table
+from hetopt.tables import cell, markdown_lines, rows_table, show
 from hetopt.terminal import on_terminal, progress
 
 if TYPE_CHECKING:  # the planner is imported by the plan command only
@@ -415,16 +416,7 @@ class _BenchOutput:
             table = [{k: getattr(r, k) for k in BENCH_FIELDS} for r in self.rows]
             for row in table:
                 row["wall_s"] = _seconds(row["wall_s"])
-            _show_rows(self.out, table, markdown=self.args.markdown)
-
-
-def _show_rows(out: Console, rows: list[dict], *, title: str | None = None, markdown: bool = False) -> None:
-    """Rows as the one table style (rich), or Markdown with ``--markdown``."""
-    if markdown:
-        for line in ([f"**{title}**", ""] if title else []) + markdown_lines(rows):
-            print(line)
-    else:
-        out.print(rows_table(rows, title))
+            show(self.out, table, markdown=self.args.markdown)
 
 
 def cmd_bench(args: argparse.Namespace, out: Console) -> int:
@@ -720,19 +712,12 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
 
 
 def _run_plan(args: argparse.Namespace, out: Console, report) -> int:
-    """Plan (with a progress bar on a terminal), print, draw; the exit code."""
-    if sys.stdout.isatty() and not args.json:
-        from rich.progress import Progress
+    """Plan (with a progress line on a terminal), print, draw; the exit code."""
+    with progress(out, "enumeration", show=not args.json) as bar:
+        def on_progress(phase: str, done: int, total: int) -> None:
+            bar.update(done, total, f"enumeration, {phase}")
 
-        with Progress(console=out, transient=True) as progress:
-            task = progress.add_task("enumeration", total=None)
-
-            def on_progress(phase: str, done: int, total: int) -> None:
-                progress.update(task, description=f"enumeration, {phase}", completed=done, total=total)
-
-            result = run_plan(args, on_progress)
-    else:
-        result = run_plan(args)
+        result = run_plan(args, on_progress if bar.shown else None)
     document = plain(result)
     if args.json:
         print(json.dumps(document, indent=2))
@@ -802,11 +787,8 @@ def cmd_findings(args: argparse.Namespace, out: Console) -> int:
         return EXIT_OK
     for f in found:
         claim = f"claim: {f.claim}" + (f" ({f.note})" if f.note else "")
-        if args.markdown:
-            print("\n".join([f"## {f.name}: {findings.verdict(f)}", claim, *markdown_lines(f.rows, digits=4), ""]))
-        else:
-            out.print(rows_table(f.rows, f"{f.name}: {findings.verdict(f)}", claim, digits=4))
-            out.print()
+        show(out, f.rows, title=f"{f.name}: {findings.verdict(f)}", caption=claim, digits=4, markdown=args.markdown)
+        out.print()
     return EXIT_OK
 
 
@@ -833,8 +815,10 @@ def cmd_scaling(args: argparse.Namespace, out: Console) -> int:
     cells = len(islands) * len(layers)
     rows: list[dict] = []
     with progress(out, "scaling", cells, show=not args.markdown) as bar:
+        ran = itertools.count()
+
         def started(n: int, L: int) -> None:
-            bar.update(islands.index(n) * len(layers) + layers.index(L), cells, f"dp on {n} islands, {L} layers")
+            bar.update(next(ran), cells, f"dp on {n} islands, {L} layers")
 
         for row in scaling_rows(islands, layers, time_limit=limit, on_cell=started):
             if args.markdown:  # a row as soon as it is measured
@@ -842,7 +826,7 @@ def cmd_scaling(args: argparse.Namespace, out: Console) -> int:
                 print("\n".join(lines if not rows else lines[2:]), flush=True)
             rows.append(row)
     if not args.markdown:
-        out.print(rows_table(rows, "dp wall time (s) by islands and layers"))
+        show(out, rows, title="dp wall time (s) by islands and layers")
     return EXIT_OK
 
 
@@ -976,8 +960,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     (``InputError``, the library's ``ValueError``s), 4 for an internal error (``SolverBug``,
     any other exception: a bug to report; ``--debug`` or ``HETOPT_DEBUG=1`` adds the
     traceback), 130 for Ctrl-C (the first stops the work at its next clock check and prints
-what finished: bench's rows, the best plan so far; a second stops at once), 141 when the reader of stdout stops reading (``| head``), as
-    for a program stopped by SIGPIPE.
+    what finished: bench's rows, the best plan so far; a second stops at once), 141 when the
+    reader of stdout stops reading (``| head``), as for a program stopped by SIGPIPE.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
     if sys.stdout is None:  # started with stdout closed (`hetopt ... >&-`): nowhere to answer

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
 
@@ -43,19 +44,38 @@ def _numeric(rows: list[dict], key: str) -> bool:
     return key == "wall_s" or any(isinstance(r.get(key), (int, float)) and not isinstance(r.get(key), bool) for r in rows)
 
 
+def styled_table(title: str | None = None, caption: str | None = None) -> Table:
+    """An empty table in the one style; add its columns with :func:`add_column`."""
+    return Table(title=title, caption=caption, title_justify="left", caption_justify="left",
+                 show_edge=False, header_style="bold")
+
+
+def add_column(table: Table, name: str, *, numeric: bool) -> None:
+    """A column: numbers right-aligned and never wrapped or cut; text folds when the terminal is narrow."""
+    table.add_column(name, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
+
+
 def rows_table(rows: list[dict], title: str | None = None, caption: str | None = None, *, digits: int = 6) -> Table:
     """A rich table of ``rows`` (the columns of the first row), floats to ``digits`` significant digits."""
-    table = Table(title=title, caption=caption, title_justify="left", caption_justify="left",
-                  show_edge=False, header_style="bold")
+    table = styled_table(title, caption)
     if not rows:
         return table
     for key in rows[0]:
-        numeric = _numeric(rows, key)
-        table.add_column(str(key), justify="right" if numeric else "left",
-                         no_wrap=numeric, overflow="fold")
+        add_column(table, str(key), numeric=_numeric(rows, key))
     for row in rows:
         table.add_row(*(cell(row.get(k), digits) for k in rows[0]))
     return table
+
+
+def show(out: Console, rows: list[dict], *, title: str | None = None, caption: str | None = None, digits: int = 6,
+         markdown: bool = False) -> None:
+    """``rows`` on ``out`` in the one style, or as Markdown (``--markdown``): a ``## title``
+    heading, the caption, the table."""
+    if markdown:
+        print("\n".join(([f"## {title}"] if title else []) + ([caption] if caption else [])
+                        + markdown_lines(rows, digits=digits)))
+    else:
+        out.print(rows_table(rows, title, caption, digits=digits))
 
 
 def markdown_lines(rows: list[dict], *, digits: int = 6) -> list[str]:

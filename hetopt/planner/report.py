@@ -7,10 +7,10 @@ import re
 from rich.console import Console
 from rich.table import Table
 
-from hetopt.result import Status
-
 from hetopt.planner.alternatives import PRICED_BY_PIPELINE
 from hetopt.planner.answer import HeteroPlan, comparable
+from hetopt.result import Status
+from hetopt.tables import add_column, styled_table
 
 
 def _f(x, fmt: str = ".4g") -> str:
@@ -24,12 +24,10 @@ def _members(names: list[str], shown: int = 3, noun: str = "nodes") -> str:
 
 
 def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
-    """The plan's tables in the one style of :mod:`hetopt.tables`: a column of numbers is never
-    wrapped or cut, text folds onto a second line on a narrow terminal."""
-    table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+    """The plan's tables (cells already formatted) in the one style of :mod:`hetopt.tables`."""
+    table = styled_table(title)
     for k, h in enumerate(header):
-        numeric = all(_NUMBER.fullmatch(r[k]) for r in rows) if rows else False
-        table.add_column(h, justify="right" if numeric else "left", no_wrap=numeric, overflow="fold")
+        add_column(table, h, numeric=bool(rows) and all(_NUMBER.fullmatch(r[k]) for r in rows))
     for r in rows:
         table.add_row(*r)
     return table

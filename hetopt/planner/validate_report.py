@@ -9,7 +9,7 @@ from rich.console import Console
 from hetopt.planner.published import ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, layout_text
 from hetopt.planner.validate import (Row, outside_of, rank_settings,
                                      summarize)
-from hetopt.tables import markdown_lines, rows_table
+from hetopt.tables import show
 
 
 def table_rows(rows: list[Row], *, with_plan: bool) -> list[dict]:
@@ -34,10 +34,7 @@ def print_rows(rows: list[Row], *, with_plan: bool, out: Console | None = None, 
     over-memory rows, and the summary lines."""
     summary = summarize(rows)
     table = table_rows(rows, with_plan=with_plan)
-    if markdown or out is None:
-        print("\n".join(markdown_lines(table, digits=4)))
-    else:
-        out.print(rows_table(table, digits=4))
+    show(out, table, digits=4, markdown=markdown or out is None)
 
     def say(line: str) -> None:  # on a terminal, wrapped at its width
         if out is None or markdown:
