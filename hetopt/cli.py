@@ -537,6 +537,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help='what your framework can run: "recompute=none,full zero=0 flash=no sp=no overlap=no" '
                    "(also tpoverlap, zero3gather, precision, gradreduce=fp32, ep/cp/offload=no); the plan searches only that, and --layout is "
                    "priced under it")
+    p.add_argument("--target", choices=EXPORT_TARGETS, default=None,
+                   help="plan only what that runtime, unmodified, runs as one job (one TP, DP, micro-batch, "
+                   "recompute and ZeRO for the job; its rules: docs/runtimes.md), shown beside the unrestricted plan; "
+                   "`hetopt export --to` the same runtime then writes one job with a launch script")
     p.add_argument("--time-model", choices=("simulated", "closed-form"), default="closed-form",
                    help="the plan's iteration time: the pipeline family's closed form (default; Tangram's "
                    "objective) or the simulated 1F1B schedule (the candidates re-ranked by simulation)")
@@ -568,6 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "(stderr) and written to GAPS.txt.")
     p.add_argument("file", metavar="RESULT.json")
     p.add_argument("--to", required=True, choices=EXPORT_TARGETS, help="the runtime")
+    p.add_argument("--allow-gaps", action="store_true",
+                   help="export a plan that breaks the runtime's rules anyway (docs/runtimes.md): per-island files "
+                   "and GAPS.txt, which are not one job as written; without it such a plan exits 2")
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="folder to write (default: print the files)")
     p.add_argument("--model", default=None, metavar="FILE",
                    help="the model file, when the plan's model is not a shipped one (for Megatron-LM's dimensions)")
@@ -650,7 +657,7 @@ def request_from(args: argparse.Namespace) -> PlanRequest:
         # unset: plan() picks the atoms (coarser on clusters of very many islands)
         layers_per_atom=args.layers_per_atom, layout=getattr(args, "layout", None),
         time_model=getattr(args, "time_model", "closed-form"), replicas=getattr(args, "replicas", False),
-        runtime=getattr(args, "runtime", None),
+        runtime=getattr(args, "runtime", None), target=getattr(args, "target", None),
     )
 
 
@@ -920,7 +927,7 @@ def cmd_export(args: argparse.Namespace, out: Console) -> int:
         raise InputError(f"-o {args.out}: exists and is not a folder (give a folder name)")
     model = load_model(args.model) if args.model else None
     try:
-        result = export_file(args.file, args.to, model=model)
+        result = export_file(args.file, args.to, model=model, allow_gaps=args.allow_gaps)
     except InputError as exc:
         raise plan_flag_error(exc) from None  # "to ..." -> "--to ..."
     if args.out is not None:

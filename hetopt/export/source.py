@@ -18,6 +18,7 @@ from typing import Any
 from hetopt.errors import InputError
 from hetopt.costmodel import PRECISIONS, hardware_precision
 from hetopt.hardware import load_gpus
+from hetopt.runtimes import Job, Shape
 
 #: Statuses whose result carries a solution to export (``hetopt.result.Status`` values).
 SOLVED = ("OPTIMAL", "FEASIBLE")
@@ -71,6 +72,12 @@ class Block:
     stage_layers: tuple[int, ...]
     island_gpus: int  # GPUs the island has (the plan may use fewer)
     island_nodes: int
+    members: tuple[str, ...] = ()  # the island's nodes by name, as the cluster file names them
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs of one of the island's nodes (0 when the document does not say)."""
+        return self.island_gpus // self.island_nodes if self.island_nodes else 0
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,8 @@ class PlanView:
     #: plan's ``overlap`` and ``grad_reduce_fp32``; a document without them: the planner's defaults)
     overlap: bool = True
     grad_reduce_fp32: bool = False
+    #: the runtime the plan was searched for (``hetopt plan --target``), or None
+    target: str | None = None
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -306,7 +315,8 @@ def plan_view(doc: dict[str, Any], source: str) -> PlanView:
         info = islands[first["island"]]
         blocks.append(Block(first["island"], str(first.get("gpu", "?")), lay, k,
                             tuple(s["layers"] for _, s, _ in current),
-                            int(info.get("gpus", 0) or 0), int(info.get("nodes", 0) or 0)))
+                            int(info.get("gpus", 0) or 0), int(info.get("nodes", 0) or 0),
+                            tuple(str(n) for n in info.get("members") or ())))
 
     next_layer = 0
     for k, st in enumerate(stages):
@@ -337,7 +347,36 @@ def plan_view(doc: dict[str, Any], source: str) -> PlanView:
     detail = fsdp.get("detail") if fsdp and fsdp.get("status") in SOLVED else None
     return PlanView(str(doc["cluster"]), str(doc["model"]), global_batch, m, big_m, _need(doc, "seq", int, source),
                     status, tuple(blocks), detail if isinstance(detail, str) else None, _precision(doc, blocks, source),
-                    _flag(doc, "overlap", True, source), _flag(doc, "grad_reduce_fp32", False, source))
+                    _flag(doc, "overlap", True, source), _flag(doc, "grad_reduce_fp32", False, source),
+                    doc.get("target") if isinstance(doc.get("target"), str) else None)
+
+
+def shapes(plan: PlanView) -> list[tuple[str, Shape]]:
+    """Every island's part of the plan as the runtimes' rules see it (``hetopt.runtimes``), front first.
+
+    Examples
+    --------
+    >>> lay = Layout(2, 2, 1, 1, "none", 1, True)
+    >>> plan = PlanView("c", "m", 8, 1, 8, 128, "OPTIMAL", (Block("a", "A100-SXM4-80GB", lay, 0, (3, 2), 4, 1),), None)
+    >>> [(name, s.tp, s.stage_layers, s.whole_model, s.bf16) for name, s in shapes(plan)]
+    [('a', 2, (3, 2), True, True)]
+    """
+    catalog = load_gpus()
+    out = []
+    for b in plan.blocks:
+        lay = b.layout
+        gpu = catalog.get(b.gpu)
+        out.append((b.island, Shape(tp=lay.tp, pp=lay.pp, dp=lay.dp, vpp=lay.vpp, recompute=lay.recompute, zero=lay.zero,
+                                    sequence_parallel=lay.sequence_parallel, stage_layers=b.stage_layers,
+                                    whole_model=len(plan.blocks) == 1, bf16=gpu is not None and gpu.bf16, ep=lay.ep,
+                                    fsep=lay.fsep, cp=lay.cp, offload=lay.offload)))
+    return out
+
+
+def job_of(plan: PlanView, model: Any = None) -> Job:
+    """The job-wide facts of a plan for the runtimes' rules (``model``: its ModelConfig, if known)."""
+    return Job(precision=plan.precision, seq=plan.seq, experts=None if model is None else model.experts,
+               tied_embeddings=None if model is None else model.tied_embeddings)
 
 
 def _flag(doc: dict[str, Any], key: str, default: bool, source: str) -> bool:

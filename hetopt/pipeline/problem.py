@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 from hetopt.errors import InputError
@@ -249,6 +250,28 @@ class PipelineInstance:
 
     def __post_init__(self) -> None:
         _validate(self)
+
+    def subset(self, options: Sequence[int], name: str) -> PipelineInstance:
+        """This instance with only ``options`` (indices, kept in that order), named ``name``.
+
+        Not validated again: every field of a valid instance stays valid when options are left
+        out (each is checked on its own), and the planner's launchable search builds one subset
+        per job-wide group, where validation would cost more than the composition.
+
+        Examples
+        --------
+        >>> from hetopt import load
+        >>> from hetopt.catalog import instances_dir
+        >>> inst = load(instances_dir() / "pipeline" / "tiny.toml")
+        >>> len(inst.subset([0, 1], "two").options)
+        2
+        """
+        sub = object.__new__(PipelineInstance)
+        for f in fields(self):
+            object.__setattr__(sub, f.name, getattr(self, f.name))
+        object.__setattr__(sub, "options", tuple(self.options[o] for o in options))
+        object.__setattr__(sub, "name", name)
+        return sub
 
     def fits(self, island: int, stage: StagePlan, flight: int) -> bool:
         """static + activation · in-flight ≤ φ · memory (:func:`stage_fits`)."""

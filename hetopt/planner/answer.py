@@ -91,6 +91,10 @@ class HeteroPlan:
     #: compute (``overlap=``), and its gradients reduced in fp32 (``gradreduce=fp32``)
     overlap: bool = True
     grad_reduce_fp32: bool = False
+    #: the runtime the plan was searched for (``target``), and the launchable plan beside the
+    #: unrestricted one (``planner/launchable.launch_summary``)
+    target: str | None = None
+    launchability: dict | None = None
 
     @property
     def status_line(self) -> str:

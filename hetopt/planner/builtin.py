@@ -258,7 +258,7 @@ def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: i
 _FLASH_TWINS = ("none", "selective")
 
 
-def _without_redundant(layouts: list[Layout], *, flash: bool, whole: bool) -> list[Layout]:
+def _without_redundant(layouts: list[Layout], *, flash: bool, whole: bool, keep_zero0: bool = False) -> list[Layout]:
     """``layouts`` without those that provably never change ``parallelize``'s answer (exact).
 
     * **FlashAttention's twins.** With FlashAttention selective recomputation has nothing to
@@ -282,12 +282,15 @@ def _without_redundant(layouts: list[Layout], *, flash: bool, whole: bool) -> li
 
     Dropping a layout that another kept one beats in this sense leaves the Pareto set, and its
     order, unchanged (``tests/planner/test_exact_pruning.py`` compares with the unpruned search).
+    ``keep_zero0`` keeps the ZeRO-0 layouts: a ``target`` runtime may run ZeRO-0 and not ZeRO-1
+    (torchtitan's DDP), so there the ZeRO-1 layout is no substitute. The twins stay dropped:
+    every runtime that runs ``selective`` runs ``none`` (``hetopt.runtimes``).
     """
     # layouts compared as tuples of their fields (what Layout's own == and hash compare): a
     # changed field is a tuple splice, where dataclasses.replace built a Layout (2.4 s of a
     # 21 s profiled plan of Sailor's a4v4, 320,000 calls)
     seen: set[tuple] = set()  # the twins met so far, under their "none" spelling
-    zero1 = set() if whole else {_layout_fields(x) for x in layouts if x.zero_stage == 1}
+    zero1 = set() if whole or keep_zero0 else {_layout_fields(x) for x in layouts if x.zero_stage == 1}
     r, z = _LAYOUT_AT["recompute"], _LAYOUT_AT["zero_stage"]
     out = []
     for lay in layouts:
@@ -312,6 +315,15 @@ _LAYOUT_AT = {f.name: k for k, f in enumerate(fields(Layout))}
 #: in numpy (about 10 µs a call, whatever the rows): measured on Sailor's a4v4 plan, where the
 #: filter ran 146,000 numpy comparisons against a handful of kept rows each.
 PARETO_PYTHON_ROWS = 16
+
+
+def _by_group(groups: Sequence[tuple | None]) -> dict[tuple, list[int]]:
+    """Row indices by job-wide group, rows outside every group (None) left out."""
+    out: dict[tuple, list[int]] = {}
+    for n, g in enumerate(groups):
+        if g is not None:
+            out.setdefault(g, []).append(n)
+    return out
 
 
 def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]:
@@ -439,6 +451,7 @@ class BuiltinParallelizer:
     long_sequence: int = LONG_SEQUENCE
     precision: str | None = None
     grad_reduce_fp32: bool = False
+    target: str | None = None
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
 
     @property
@@ -793,8 +806,9 @@ class BuiltinParallelizer:
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
         whole = sl.embedding and sl.head
+        group_of = self._target_groups(sl, island, whole)
         layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
-                                     flash=self.flash_on(island), whole=whole)
+                                     flash=self.flash_on(island), whole=whole, keep_zero0=group_of is not None)
         if whole:
             # a whole-model plan is a pipeline of one block: only its own 1F1B time matters,
             # so the fastest that fits is the answer, and a layout whose GPUs cannot beat it
@@ -803,11 +817,15 @@ class BuiltinParallelizer:
             work = cm.TRAINING_PER_FORWARD * (tab.forward[-1] + (cm.head_forward_flops(sl.model, sl.seq) if sl.head else 0.0))
             work *= global_batch / island.gpu.sustained_flops
             best = math.inf
+            best_of: dict = {}  # with a target: the fastest of each job-wide group
         # an offloading layout comes right after the same layout without it (``layouts``; the sort
         # below is stable and keeps the pair together): whether that one showed offloading useless
         skip_offload = False
+        groups = []  # with a target: each row's job-wide group (None: the runtime cannot run it)
         for lay in layouts:
-            if whole and work / (lay.stage_gpus * lay.pp) >= best:
+            group = None if group_of is None else group_of(lay)
+            if whole and work / (lay.stage_gpus * lay.pp) >= (best if group is None else best_of.get(group, math.inf)):
+                # it beats neither the fastest found nor (with a target) the fastest of its group
                 skip_offload = False
                 continue
             if lay.offload and skip_offload:
@@ -819,15 +837,21 @@ class BuiltinParallelizer:
                 stages is None or any(in_flight_fit(st, capacity, M) == -1 for st in stages))))
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
                 rows.append((lay, stages, limit))
+                groups.append(group)
                 # the same sums PartialPlan.total_time_s and max_time_s compute
                 keys.append(_key(sum(times), max(times), len(stages), limit))
                 if whole:
                     best = min(best, sum(times) + (M - 1) * max(times))
+                    if group is not None:
+                        best_of[group] = min(best_of.get(group, math.inf), sum(times) + (M - 1) * max(times))
         if not rows:
             return ()
         if whole:
-            fastest = min(range(len(rows)), key=lambda n: (keys[n][0] + (M - 1) * keys[n][1], keys[n]))
-            rows, keys = [rows[fastest]], [keys[fastest]]
+            def fastest(among: Sequence[int]) -> int:
+                return min(among, key=lambda n: (keys[n][0] + (M - 1) * keys[n][1], keys[n]))
+            # the fastest, and with a target the fastest of every group it can run
+            chosen = sorted({fastest(range(len(rows)))} | {fastest(ns) for ns in _by_group(groups).values()})
+            rows, keys, groups = [rows[n] for n in chosen], [keys[n] for n in chosen], [groups[n] for n in chosen]
         # PartialPlans are built for the survivors only (most layouts are dominated)
         plans = {}
 
@@ -836,7 +860,33 @@ class BuiltinParallelizer:
                 plans[n] = self._partial_plan(sl, island, rows[n][0], m, M, capacity, rows[n][1], rows[n][2])
             return plans[n]
 
-        return tuple(plan_of(n) for n in _pareto_indices(np.array(keys), lambda n: plan_of(n).peak_bytes))
+        front = _pareto_indices(np.array(keys), lambda n: plan_of(n).peak_bytes)
+        if group_of is None:
+            return tuple(plan_of(n) for n in front)
+        kept = set(front)
+        for members in _by_group(groups).values():
+            # the Pareto set of every job-wide group too: a plan the runtime runs may be beaten
+            # only by one it does not (planner/launchable.py composes each group apart)
+            sub = np.array([keys[n] for n in members])
+            kept.update(members[k] for k in _pareto_indices(sub, lambda k: plan_of(members[k]).peak_bytes))
+        return tuple(plan_of(n) for n in sorted(kept, key=lambda n: (keys[n], n)))
+
+    def _target_groups(self, sl: Slice, island: IslandSpec, whole: bool) -> Callable[[Layout], tuple | None] | None:
+        """With a ``target``: a layout's job-wide group under that runtime's rules (None: the
+        runtime cannot run it); without one, None."""
+        if self.target is None:
+            return None
+        from hetopt.runtimes import RUNTIMES, Job, Shape
+
+        runtime = RUNTIMES[self.target]
+        job = Job(self.precision or cm.DEFAULT_PRECISION, sl.seq, sl.model.experts, sl.model.tied_embeddings)
+        bf16, sp = island.gpu.bf16, self.sequence_parallel
+
+        def group_of(lay: Layout) -> tuple | None:
+            shape = Shape(lay.tp, lay.pp, lay.dp, lay.vpp, lay.recompute, lay.zero_stage, sp and lay.tp > 1, lay.split,
+                          whole, bf16, lay.ep, lay.fsep, lay.cp, lay.offload)
+            return runtime.key(shape) if runtime.takes(shape, job) else None
+        return group_of
 
 
 def best_single_island_plan(

@@ -23,6 +23,7 @@ from hetopt.planner.outcome import ChosenIslands
 from hetopt.planner.parallelizer import Parallelizer, Slice
 from hetopt.planner.request import PlanRequest
 from hetopt.result import Result
+from hetopt.runtimes import RUNTIMES, Runtime
 from hetopt.workload import ModelConfig
 
 #: Most islands the planner composes exactly: the pipeline DP's state grows with the subsets
@@ -83,6 +84,15 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
         candidates = [m for m in candidates if m in LARGE_CLUSTER_MICROBATCHES] or candidates[:1]
         coarsened += f", micro-batch sizes {', '.join(map(str, candidates))}"
     chosen = choose_islands(cluster, islands, r.max_islands, coarsened)
+    if r.target is not None:
+        runtime = RUNTIMES[r.target]
+        chosen = target_islands(chosen, runtime)
+        if runtime.pipeline and isinstance(par, BuiltinParallelizer):
+            # each query keeps the Pareto set of every job-wide group of the runtime beside the
+            # overall one (builtin._target_groups), so the launchable search loses nothing
+            par = replace(par, target=runtime.name)
+        if runtime.overlap is False and isinstance(par, BuiltinParallelizer):
+            par = replace(par, overlap_communication=False)  # priced as the runtime runs it (hetopt.runtimes)
     par, layout, precision, unfused = hold_precision(r, par, layout, chosen)
     atoms = par.slice_model(cfg, seq=r.seq or cfg.sequence)
     # stage boundaries fall only between atoms: coarser atoms narrow the search as leaving
@@ -117,6 +127,19 @@ def hold_precision(r: PlanRequest, par: Parallelizer, layout: GivenLayout | tupl
         raise InputError(f"{field} {problem}", field=field)
     unfused = sorted({spec.gpu.name for spec in chosen.specs if par.flash_attention and not par.flash_on(spec)})
     return par, layout, par.precision, unfused  # the runtime's precision, or the hardware's (for_gpus)
+
+
+def target_islands(chosen: ChosenIslands, runtime: Runtime) -> ChosenIslands:
+    """The islands a runtime that trains in bf16 only can use: those whose GPUs have BF16 (the
+    others in ``excluded``); all of them when none has, so the search proves that none fits."""
+    if runtime.precision != cm.DEFAULT_PRECISION:
+        return chosen
+    keep = [i for i, spec in enumerate(chosen.specs) if spec.gpu.bf16]
+    if not keep or len(keep) == len(chosen.specs):
+        return chosen
+    return ChosenIslands([chosen.specs[i] for i in keep], [chosen.members[i] for i in keep],
+                         [chosen.names[i] for i in keep], chosen.left_out, chosen.note,
+                         tuple(s.name for i, s in enumerate(chosen.specs) if i not in keep))
 
 
 def choose_islands(cluster: Cluster, found: Result, max_islands: int | None, coarsened: str) -> ChosenIslands:
@@ -157,4 +180,4 @@ def price_given(layout: GivenLayout | tuple[IslandBlock, ...], chosen: ChosenIsl
     return price_layout(layout, chosen.specs[0], cfg, global_batch=global_batch, seq=seq)
 
 __all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_ISLANDS", "LARGE_CLUSTER_MICROBATCHES", "MAX_COMPOSE_ISLANDS", "Setup",
-           "choose_islands", "configure", "hold_precision", "price_given"]
+           "choose_islands", "configure", "hold_precision", "price_given", "target_islands"]

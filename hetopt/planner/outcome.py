@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hetopt.planner.enumerate import EnumerationStats
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
@@ -26,6 +26,9 @@ class ChosenIslands:
     names: list[list[str]]
     left_out: list[str]
     note: str  # why islands were left out, for the reason
+    #: islands the ``target`` runtime cannot run (no BF16 where it trains in bf16 only): outside
+    #: the launchable space by definition, so leaving them out narrows nothing
+    excluded: tuple[str, ...] = ()
 
 
 @dataclass
@@ -45,6 +48,10 @@ class Attempt:
     #: Set when the size was not planned for a reason other than time (e.g. more micro-batches
     #: than the pipeline family composes): no proof either way, so the plan is not OPTIMAL.
     not_planned: str = ""
+    #: With a ``target``: the unrestricted composition of the same enumeration and the plans
+    #: behind it (``result`` and ``plans`` are then the launchable ones, ``planner/launchable.py``).
+    free: Result | None = None
+    free_plans: list[PartialPlan] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

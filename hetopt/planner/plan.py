@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import replace
 from collections.abc import Callable
 from concurrent.futures import Executor
 
@@ -38,6 +39,7 @@ from hetopt.planner.coverage import outside_calibration
 from hetopt.planner.configure import (LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_ISLANDS, MAX_COMPOSE_ISLANDS, Setup,
                                       choose_islands, configure, price_given)
 from hetopt.planner.enumerate import all_slices
+from hetopt.planner.launchable import launch_summary
 from hetopt.planner.layout import PricedLayout, PricedPipeline
 from hetopt.planner.outcome import Attempt, PlanOutcome, conclude_plan
 from hetopt.planner.parallelizer import Parallelizer
@@ -46,6 +48,7 @@ from hetopt.planner.request import PlanRequest, as_cluster, as_model
 from hetopt.planner.search import SearchContext, enumeration_summary, limited, search_sizes
 from hetopt import costmodel as cm
 from hetopt.result import Result, Status
+from hetopt.runtimes import RUNTIMES, Job
 from hetopt.units import GBPS, GIB, MEMORY_RTOL
 from hetopt.workload import ModelConfig, parameters
 
@@ -163,9 +166,12 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
         return _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing)
     setup = configure(r, parallelizer, layout, cluster, cfg, islands)
     given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq)
+    runtime = None if r.target is None else RUNTIMES[r.target]
+    job = Job(setup.precision, seq, cfg.experts, cfg.tied_embeddings)
     ctx = SearchContext(cluster, cfg, seq, r.global_batch, setup.chosen, setup.parallelizer,
                         all_slices(setup.parallelizer, setup.atoms), r.policies, r.imbalance, executor, r.tasks,
-                        on_progress, r.time_model, r.global_batch * model_training_flops(cfg, seq))
+                        on_progress, r.time_model, r.global_batch * model_training_flops(cfg, seq),
+                        runtime if runtime is not None and runtime.pipeline else None, job)
     attempts = search_sizes(ctx, setup.candidates, r.microbatch_size, composing, timing)
     planned = len(setup.candidates) + len(uncomposable_microbatch_sizes(r.global_batch, r.microbatch_size))
     outcome = conclude_plan(islands, setup.chosen, attempts, planned, setup.narrowed, cluster=cluster.name,
@@ -177,14 +183,53 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
                                  microbatch_size=r.microbatch_size or 1, seq=seq, deadline=inner)
         timing["replicas_s"] = time.perf_counter() - t1
     alternatives = None
-    if r.alternatives:
+    if r.alternatives or (runtime is not None and not runtime.pipeline):  # Cephalo's plan is the FSDP alternative
         t1 = time.perf_counter()
         alternatives = plan_alternatives(Setting(cluster, cfg, setup.chosen.specs, setup.chosen.members,
                                                  setup.parallelizer, setup.atoms, r.global_batch, seq, r.microbatch_size,
                                                  r.time_model, tuple(setup.candidates)), inner)
         timing["alternatives_s"] = time.perf_counter() - t1
-    return _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing, setup=setup, attempts=attempts, given=given,
-                   replicas=replicas, alternatives=alternatives)
+    answer = _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing, setup=setup, attempts=attempts, given=given,
+                     replicas=replicas, alternatives=alternatives)
+    if runtime is None:
+        return answer
+    t1 = time.perf_counter()
+    free = _unrestricted(r, cluster, cfg, seq, ideal, islands, setup, attempts, planned, answer, inner, parallelizer,
+                         executor)
+    timing["unrestricted_s"] = time.perf_counter() - t1
+    if runtime.pipeline:
+        launch = (answer.iteration_time_s, answer.status, "this plan")
+    else:
+        fsdp = next((a for a in answer.alternatives if a.name == CEPHALO_PLAN), None)
+        launch = (None, Status.INFEASIBLE, CEPHALO_PLAN) if fsdp is None else (fsdp.iteration_time_s, fsdp.status,
+                                                                               f"the {CEPHALO_PLAN} alternative")
+    return replace(answer, target=runtime.name,
+                   launchability=launch_summary(runtime, job, *launch, free, setup.chosen.excluded))
+
+
+#: The alternative that is Cephalo's launchable plan (per-GPU batches under FSDP).
+CEPHALO_PLAN = "cephalo-fsdp"
+
+
+def _unrestricted(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal: float, islands: Result, setup: Setup,
+                  attempts: list[Attempt], planned: int, answer: HeteroPlan, inner: Deadline,
+                  parallelizer: Parallelizer | None, executor: Executor | None) -> HeteroPlan:
+    """The plan without the target's rules, for the price of launchability.
+
+    Cephalo's plan is an alternative, so the unrestricted one is the plan itself. Otherwise the
+    search composed both on one enumeration (``Attempt.free``), unless the target left islands
+    out (no BF16): then the unrestricted plan, which may use them, is planned again over all.
+    """
+    if not RUNTIMES[r.target].pipeline:
+        return answer
+    if setup.chosen.excluded:
+        limit = None if r.time_limit is None else max(0.0, inner.remaining())
+        return _plan(replace(r, target=None, alternatives=False, replicas=False, layout=None, time_limit=limit),
+                     parallelizer, executor, None)
+    free = [replace(a, result=a.free, plans=a.free_plans) if a.free is not None else a for a in attempts]
+    outcome = conclude_plan(islands, setup.chosen, free, planned, setup.narrowed, cluster=cluster.name, model=cfg.name,
+                            ideal_s=ideal)
+    return _answer(replace(r, target=None), cluster, cfg, seq, ideal, outcome, timing={}, setup=setup, attempts=free)
 
 
 def _outside_calibration(setup: Setup, best: Attempt, seq: int) -> list[str]:

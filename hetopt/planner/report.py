@@ -107,6 +107,8 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         _print_replicas(p, out)
     if p.alternatives:
         _print_alternatives(p, out)
+    if p.launchability is not None:
+        out.print(p.launchability["summary"], highlight=False)
     if p.runtime is not None:
         out.print(f"runtime: {p.runtime or 'as searched by default'} (the plan and your layout are held to it)", highlight=False)
     if p.given_layout is not None:
@@ -132,7 +134,8 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
     out.print(
         f"planning: islands {t['islands_s']:.2f} s, enumeration {t['enumeration_s']:.2f} s, "
         f"composition {t['composition_s']:.2f} s, alternatives {t.get('alternatives_s', 0.0):.2f} s"
-        + (f", replicas {t['replicas_s']:.2f} s" if "replicas_s" in t else ""),
+        + (f", replicas {t['replicas_s']:.2f} s" if "replicas_s" in t else "")
+        + (f", unrestricted plan {t['unrestricted_s']:.2f} s" if "unrestricted_s" in t else ""),
         highlight=False,
     )
     skipped = {m: s["skipped_bound_s"] for m, s in p.enumeration.items() if "skipped_bound_s" in s}

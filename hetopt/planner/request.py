@@ -35,6 +35,7 @@ from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES
 from hetopt.planner.layout import GivenLayout, IslandBlock, parse_island_layouts, parse_layout
 from hetopt.planner.runtime import Runtime, layout_names_runtime, parse_runtime
 from hetopt.planner.schedule import TIME_MODELS
+from hetopt.runtimes import RUNTIMES
 from hetopt.workload import ModelConfig, load_model
 
 
@@ -101,6 +102,12 @@ class PlanRequest:
         ``"closed-form"`` (default): the pipeline family's closed form T, as Tangram composes;
         ``"simulated"``: the best by simulated 1F1B time among the candidates re-ranked
         (``hetopt.planner.schedule``), OPTIMAL only when that is proven.
+    target
+        A runtime of ``hetopt.runtimes.RUNTIMES`` (``"megatron"``, ``"torchtitan"``,
+        ``"deepspeed"``, ``"cephalo"``): the plan is the fastest that runtime, unmodified, runs
+        as one job (its rules: ``docs/runtimes.md``), and ``HeteroPlan.launchability`` sets it
+        beside the unrestricted plan. For ``"cephalo"`` the launchable plan is the
+        ``cephalo-fsdp`` alternative (per-GPU batches). None: plan without restriction.
     """
 
     cluster: Cluster | str | os.PathLike
@@ -119,6 +126,7 @@ class PlanRequest:
     layout: GivenLayout | tuple[IslandBlock, ...] | str | None = None
     runtime: Runtime | str | None = None
     time_model: str = "closed-form"
+    target: str | None = None
 
     @classmethod
     def of(cls, **options: object) -> PlanRequest:
@@ -184,6 +192,7 @@ class PlanRequest:
             time_model=check_choice(self.time_model, "time_model", TIME_MODELS),
             layout=layout,
             runtime=runtime,
+            target=None if self.target is None else check_choice(self.target, "target", tuple(RUNTIMES)),
         )
 
 

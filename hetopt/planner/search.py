@@ -26,10 +26,12 @@ from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import link_matrix, pipeline_instance, pipeline_lower_bound, uncomposable_microbatch_sizes
 from hetopt.planner.enumerate import EnumerationStats, enumerate_plans
+from hetopt.planner.launchable import compose_launchable
 from hetopt.planner.outcome import Attempt, ChosenIslands
 from hetopt.planner.parallelizer import Parallelizer, Slice
 from hetopt.planner.schedule import rescore, simulated_lower_bound
 from hetopt.result import Status
+from hetopt.runtimes import Job, Runtime
 from hetopt.workload import ModelConfig
 
 #: Under a time limit, the share of one micro-batch size's budget its enumeration may use: the
@@ -62,6 +64,9 @@ class SearchContext:
     time_model: str = "simulated"
     #: training FLOPs of one iteration, for the micro-batch sizes' lower bounds
     work_flops: float = 0.0
+    #: the runtime a launchable plan is searched for (``planner/launchable.py``) and the job it runs
+    target: Runtime | None = None
+    job: Job | None = None
 
 
 def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
@@ -89,6 +94,15 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
             # interleaved plans' stages are shaped for the closed form, not for the simulator
             interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
             result = rescore(instance, result, deadline, interleaved)
+    if ctx.target is not None:
+        # the same enumeration, held to what the runtime runs as one job; the unrestricted
+        # composition stays beside it for the price of launchability
+        launch, launch_behind = result, behind
+        if result is not None and instance.options:
+            launch, launch_behind = compose_launchable(ctx.target, ctx.job, instance, behind, ctx.islands.specs, deadline,
+                                                       ctx.time_model)
+        return Attempt(m, launch, stats.complete, launch_behind, stats, t1 - t0, time.perf_counter() - t1,
+                       free=result, free_plans=behind)
     return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
 
 
