@@ -292,14 +292,14 @@ def plan_breaks(runtime: Runtime, shapes: Sequence[tuple[str, Shape]], job: Job)
     >>> a = Shape(2, 2, 1, 1, "none", 1, True, (4, 4), False, True)
     >>> b = Shape(4, 2, 1, 1, "none", 1, True, (4, 4), False, True)
     >>> plan_breaks(MEGATRON, [("x", a), ("y", b)], Job("bf16", 2048))
-    ['tensor parallel size differs by island (x 2, y 4): Megatron-LM takes one --tensor-model-parallel-size for the whole job']
+    ['tensor parallel size differs by island (x 2, y 4): Megatron-LM takes one for the whole job (--tensor-model-parallel-size)']
     """
     out = []
     for wide in runtime.job_wide:
         values = [(name, s.value(wide.field)) for name, s in shapes]
         if len({v for _, v in values}) > 1:
             listed = ", ".join(f"{name} {_word(v)}" for name, v in values)
-            out.append(f"{wide.name} differs by island ({listed}): {runtime.title} takes one {wide.source} for the whole job")
+            out.append(f"{wide.name} differs by island ({listed}): {runtime.title} takes one for the whole job ({wide.source})")
     for rule in runtime.rules:
         where = [name for name, s in shapes if not rule.holds(s, job)]
         if where:

@@ -20,7 +20,16 @@ import pytest
 
 from hetopt import cli
 from hetopt.errors import InputError
-from hetopt.export import GAPS_FILE, TARGETS, export, export_file, write_output
+from functools import partial
+
+from hetopt.export import GAPS_FILE, TARGETS, write_output
+from hetopt.export import export as _export
+from hetopt.export import export_file as _export_file
+
+# Most of these tests read what each exporter writes for a plan, gaps included: they export with
+# gaps allowed (tests/test_one_job.py holds the refusal and the one-job files).
+export = partial(_export, allow_gaps=True)
+export_file = partial(_export_file, allow_gaps=True)
 
 GOLDEN = Path(__file__).parent / "golden" / "export"
 INPUTS = GOLDEN / "inputs"
@@ -142,7 +151,8 @@ def _megatron(path: Path) -> dict[str, dict[str, str | None]]:
     """Each island file's arguments as name → value (None for a flag)."""
     out = {}
     for name, text in export_file(path, "megatron").files.items():
-        out[name] = {a[0]: (a[1] if len(a) > 1 else None) for a in _arguments(text)}
+        if name.endswith(".args"):  # not launch.sh, hostfile, README.md of a one-job export
+            out[name] = {a[0]: (a[1] if len(a) > 1 else None) for a in _arguments(text)}
     return out
 
 
@@ -185,7 +195,9 @@ def test_megatron_batches_and_split_match_the_plan(path: Path) -> None:
     doc = _doc(path)
     plan_split = [s["layers"] for s in doc["stages"]]
     for name, args in _megatron(path).items():
-        island = next(s for s in doc["stages"] if name.endswith(re.sub(r"[^A-Za-z0-9.+_-]", "_", s["island"]) + ".args"))
+        # an island's file names its island; the one file of a one-job export holds every island's (same dp)
+        island = next(s for s in doc["stages"] if name == "megatron.args"
+                      or name.endswith(re.sub(r"[^A-Za-z0-9.+_-]", "_", s["island"]) + ".args"))
         dp = int(re.search(r"dp(\d+)", island["layout"]).group(1))
         assert int(args["--micro-batch-size"]) * dp * doc["microbatches"] == int(args["--global-batch-size"]) == doc["global_batch"]
         assert int(args["--pipeline-model-parallel-size"]) == len(plan_split)
@@ -312,7 +324,7 @@ def test_torchtitan_names_a_model_it_ships() -> None:
     out = export(doc, "torchtitan")
     assert tomllib.loads(out.files["torchtitan.toml"])["model"] == {"name": "llama3", "flavor": "8B"}
     assert not any(g.startswith("model:") for g in out.gaps)
-    assert any(g.startswith("model: torchtitan ships no GPT-3 1.3B") for g in export_file(C2, "torchtitan").gaps)
+    assert any(g.startswith("model: torchtitan ships no GPT-3 1.3B") for g in export_file(C2, "torchtitan").fill_in)
 
 
 def test_torchtitan_gaps_precision_on_gpus_without_bf16() -> None:
@@ -371,9 +383,9 @@ def test_a_given_model_file_fills_the_dimensions(tmp_path: Path) -> None:
     source = tmp_path / "plan.json"
     source.write_text(json.dumps(doc))
     assert cli.main(["export", str(source), "--to", "megatron", "--model", str(model), "-o", str(tmp_path / "out")]) == 0
-    text = next((tmp_path / "out").glob("megatron-1-*.args")).read_text()
+    text = (tmp_path / "out" / "megatron.args").read_text()  # C2's plan keeps Megatron-LM's rules: one job
     assert "--hidden-size 1024" in text and "--num-query-groups 4" in text and "--swiglu" in text
-    assert (tmp_path / "out" / GAPS_FILE).read_text().count("is not a shipped model") == 0
+    assert not (tmp_path / "out" / GAPS_FILE).exists()  # the model's dimensions came from the file: no gap
 
 
 def test_a_model_file_of_another_depth_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -426,7 +438,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 
 
 def test_cli_writes_the_folder_and_prints_the_gaps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(["export", str(C1), "--to", "deepspeed", "-o", str(tmp_path / "ds")], capsys)
+    code, out, err = _run(["export", str(C1), "--to", "deepspeed", "--allow-gaps", "-o", str(tmp_path / "ds")], capsys)
     assert code == 0
     assert sorted(p.name for p in (tmp_path / "ds").iterdir()) == [GAPS_FILE, "ds_config.json", "pipeline.json"]
     gaps = (tmp_path / "ds" / GAPS_FILE).read_text().splitlines()
@@ -434,7 +446,7 @@ def test_cli_writes_the_folder_and_prints_the_gaps(tmp_path: Path, capsys: pytes
 
 
 def test_cli_without_a_folder_prints_the_files(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = _run(["export", str(ONE), "--to", "torchtitan"], capsys)
+    code, out, err = _run(["export", str(ONE), "--to", "torchtitan", "--allow-gaps"], capsys)
     assert code == 0 and out.startswith("==> torchtitan.toml <==\n")
     tomllib.loads(out.split("\n", 1)[1])
 

@@ -25,8 +25,11 @@ from types import ModuleType
 from typing import Any
 
 from hetopt.errors import InputError
-from hetopt.export import cephalo, deepspeed, megatron, torchtitan
-from hetopt.export.source import allocation_view, fsdp_from_plan, kind, plan_view, read_document
+from hetopt.export import cephalo, deepspeed, launch, megatron, torchtitan
+from hetopt.export.common import FILL_IN
+from hetopt.export.source import (PlanView, allocation_view, fsdp_from_plan, job_of, kind, plan_view, read_document,
+                                  shapes)
+from hetopt.runtimes import RUNTIMES, plan_breaks
 from hetopt.workload import ModelConfig
 
 __all__ = ["ExportOutput", "TARGETS", "export", "export_file", "find_model", "write_output"]
@@ -45,6 +48,10 @@ class ExportOutput:
     target: str
     files: dict[str, str]
     gaps: tuple[str, ...]
+    #: what the user fills in (a model spec the runtime does not ship); in the README of a one-job export
+    fill_in: tuple[str, ...] = ()
+    #: the plan keeps the runtime's rules: one job, with ``launch.sh``, ``hostfile`` and ``README.md``
+    one_job: bool = False
 
 
 def find_model(name: str) -> ModelConfig | None:
@@ -70,7 +77,8 @@ def find_model(name: str) -> ModelConfig | None:
     return None
 
 
-def export(doc: dict[str, Any], target: str, *, source: str = "result", model: ModelConfig | None = None) -> ExportOutput:
+def export(doc: dict[str, Any], target: str, *, source: str = "result", model: ModelConfig | None = None,
+           allow_gaps: bool = False) -> ExportOutput:
     """Export one result document to ``target``.
 
     Parameters
@@ -83,6 +91,11 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
         The file name, for messages.
     model : ModelConfig, optional
         The model's shape; default: the shipped model the plan names (none: a gap).
+    allow_gaps : bool
+        Export a plan that breaks the runtime's rules (``hetopt.runtimes``) anyway, as files per
+        island with their gap lines. Without it such a plan is refused: it is not one job.
+        A plan that keeps the rules is one job: one file for the runtime, ``launch.sh``,
+        ``hostfile`` and ``README.md``.
 
     Returns
     -------
@@ -93,7 +106,8 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
     InputError
         An unknown target, a document that is not a hetopt result, a result kind the target
         cannot take (e.g. an islands result to Megatron-LM), a result without a solution, or
-        a ``model`` whose layer count is not the plan's.
+        a ``model`` whose layer count is not the plan's, or a plan that breaks the runtime's
+        rules without ``allow_gaps``.
 
     Examples
     --------
@@ -124,13 +138,36 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
         if model is None and module.NEEDS_MODEL:
             gaps.append(f"model: {view.model!r} is not a shipped model; its dimensions are left out "
                         "(give --model FILE, a model file as in instances/models/)")
+        runtime = RUNTIMES[target]
+        breaks = plan_breaks(runtime, shapes(view), job_of(view, model))
+        if breaks and not allow_gaps:
+            more = f" (and {len(breaks) - 1} more)" if len(breaks) > 1 else ""
+            raise InputError(f"{source}: not one {runtime.title} job: {breaks[0]}{more}; re-plan with `hetopt plan ... "
+                             f"--target {target}`, or allow gaps for files per island (not one job as written)",
+                             field="allow_gaps")
+        if not breaks:
+            files, notes = module.build(view, model, one_job=True)
+            return _one_job(target, module, view, files, gaps + notes)
     else:
         view = allocation_view(doc, source)
     files, more = module.build(view, model)
-    return ExportOutput(target, files, tuple(gaps + more))
+    return ExportOutput(target, files, tuple(g for g in gaps + more if not g.startswith(FILL_IN)),
+                        tuple(g[len(FILL_IN):] for g in gaps + more if g.startswith(FILL_IN)))
 
 
-def export_file(path: str | Path, target: str, *, model: ModelConfig | None = None) -> ExportOutput:
+def _one_job(target: str, module: ModuleType, view: PlanView, files: dict[str, str], notes: list[str]) -> ExportOutput:
+    """A plan that keeps the runtime's rules, with what launches it (``hetopt.export.launch``)."""
+    gaps = [n for n in notes if not n.startswith(FILL_IN)]
+    fill_in = [n[len(FILL_IN):] for n in notes if n.startswith(FILL_IN)]
+    title = RUNTIMES[target].title
+    files = {**files, "launch.sh": launch.launch_script(view, module.LAUNCH_COMMAND, title),
+             "hostfile": launch.hostfile(view)}
+    priced = {"iteration_time_s": view.iteration_time_s, "memory_gib": list(view.stage_memory_gib)}
+    files["README.md"] = launch.readme(view, title, list(files), fill_in, priced)
+    return ExportOutput(target, files, tuple(gaps), tuple(fill_in), one_job=True)
+
+
+def export_file(path: str | Path, target: str, *, model: ModelConfig | None = None, allow_gaps: bool = False) -> ExportOutput:
     """:func:`export` of the result in file ``path``.
 
     Raises
@@ -145,7 +182,7 @@ def export_file(path: str | Path, target: str, *, model: ModelConfig | None = No
     ...
     hetopt.errors.InputError: missing.json: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)
     """
-    return export(read_document(path), target, source=str(path), model=model)
+    return export(read_document(path), target, source=str(path), model=model, allow_gaps=allow_gaps)
 
 
 def write_output(out: ExportOutput, folder: str | Path) -> list[Path]:
@@ -174,7 +211,9 @@ def write_output(out: ExportOutput, folder: str | Path) -> list[Path]:
     written = []
     try:
         target.mkdir(parents=True, exist_ok=True)
-        for name, text in {**out.files, GAPS_FILE: "".join(g + "\n" for g in out.gaps)}.items():
+        # a one-job export with nothing missing has no GAPS.txt (its README says what to fill in)
+        extra = {} if out.one_job and not out.gaps else {GAPS_FILE: "".join(g + "\n" for g in out.gaps)}
+        for name, text in {**out.files, **extra}.items():
             path = target / name
             path.write_text(text, encoding="utf-8")
             written.append(path)

@@ -15,6 +15,11 @@ from hetopt.hardware import load_gpus
 ALLOCATION_PRECISION = "fp16"
 
 
+#: The start of a gap line that is not a gap but something the user fills in (a model spec, a
+#: path): ``hetopt export`` lists those in the export's README, not in GAPS.txt.
+FILL_IN = "fill in: "
+
+
 def job_value(plan: PlanView, what: str, get: Callable[[Block], Any], gaps: list[str], runtime: str,
               consequence: str) -> Any:
     """The value of a per-island setting for a one-job runtime: the first island's.

@@ -77,7 +77,13 @@ def _breadth_gaps(plan: PlanView, model: ModelConfig | None, gaps: list[str]) ->
                         "with whole sequences (memory above the plan's)")
 
 
-def _plan(plan: PlanView, model: ModelConfig | None = None) -> tuple[dict[str, str], list[str]]:
+#: The file a launch script passes, and what torchrun starts (``hetopt.export.launch``).
+MAIN_FILE = "ds_config.json"
+LAUNCH_COMMAND = ('"${TRAIN_SCRIPT:?set TRAIN_SCRIPT to your DeepSpeed training script}" --deepspeed '
+                  '--deepspeed_config "$HERE/ds_config.json" "$@"')
+
+
+def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
     gaps: list[str] = []
     first_only = "the files take the first island's"
     tp = int(job_value(plan, "tensor parallel size", lambda b: b.layout.tp, gaps, "DeepSpeed", first_only))
@@ -111,7 +117,7 @@ def _plan(plan: PlanView, model: ModelConfig | None = None) -> tuple[dict[str, s
         gaps.append("recomputation selective: DeepSpeed checkpoints whole layers only; activation_checkpoint_interval 1 "
                     "recomputes all of each layer (slower than planned)")
     types = gpu_types(plan)
-    if len(types) > 1:
+    if len(types) > 1 and not one_job:
         gaps.append(f"GPU types {', '.join(types)} in one job: DeepSpeed places stages by rank; launch so each stage's "
                     "ranks are on its island (pipeline.json lists them)")
     config = {
@@ -213,8 +219,9 @@ def _allocation(alloc: AllocationView) -> tuple[dict[str, str], list[str]]:
     return {"ds_config.json": _json(config), "per_gpu_batch.json": _json(side)}, gaps
 
 
-def build(view: PlanView | AllocationView, model: ModelConfig | None) -> tuple[dict[str, str], list[str]]:
-    """``ds_config.json`` and its side file, and the gaps.
+def build(view: PlanView | AllocationView, model: ModelConfig | None, *, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
+    """``ds_config.json`` and its side file, and the gaps (``one_job``: a plan that keeps
+    DeepSpeed's rules, launched by ``launch.sh``, which places the stages).
 
     Examples
     --------
@@ -224,4 +231,4 @@ def build(view: PlanView | AllocationView, model: ModelConfig | None) -> tuple[d
     >>> json.loads(files["ds_config.json"])["train_micro_batch_size_per_gpu"], len(gaps)
     (1, 2)
     """
-    return _plan(view, model) if isinstance(view, PlanView) else _allocation(view)
+    return _plan(view, model, one_job) if isinstance(view, PlanView) else _allocation(view)

@@ -203,6 +203,24 @@ def _island_file(plan: PlanView, block: Block, index: int, first_rank: int, comm
     return "\n".join(lines + island_args + common) + "\n"
 
 
+def _job_file(plan: PlanView, common: list[str], model: ModelConfig | None) -> str:
+    """The one arguments file of a plan whose islands agree on every job-wide setting: each
+    island's file with one header naming every island's stages and ranks."""
+    body = _island_file(plan, plan.blocks[0], 0, 0, common, len(plan.blocks), model).split("\n")
+    args = [line for line in body if line and not line.startswith("#")]
+    notes = [line for line in body[3:] if line.startswith("#")]  # what the island header adds after its own lines
+    lines = [f"# Megatron-LM launch arguments for the whole job, written by `hetopt export`.", f"# Plan: {plan_line(plan)}."]
+    rank = 0
+    for b in plan.blocks:
+        used = b.layout.stage_gpus * len(b.stage_layers)
+        first, last = b.first_stage, b.first_stage + len(b.stage_layers) - 1
+        lines.append(f"# Stages {first}-{last} (split {split_text(b.stage_layers)}) on {b.island} ({b.gpu}): global ranks "
+                     f"{rank}-{rank + used - 1}.")
+        rank += used
+    lines.append("# launch.sh starts the ranks in that order (hostfile lists the nodes).")
+    return "\n".join(lines + [n for n in notes if "island" not in n and "first node ranks" not in n] + args) + "\n"
+
+
 def fsdp2(plan: PlanView) -> bool:
     """Whether the plan runs as Megatron-LM's ``--use-torch-fsdp2``: one pipeline stage, ZeRO-3
     (parameters, gradients and optimizer state sharded, as FSDP2 shards them), no EP.
@@ -263,8 +281,15 @@ def _breadth_gaps(plan: PlanView, model: ModelConfig | None, gaps: list[str]) ->
                            "") + "; with Transformer Engine 2.10+ set NVTE_CPU_OFFLOAD_V1=1")
 
 
-def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], list[str]]:
-    """One ``megatron-<n>-<island>.args`` file per island, and the gaps.
+#: The file of a one-job export, and what torchrun starts (``hetopt.export.launch``).
+MAIN_FILE = "megatron.args"
+LAUNCH_COMMAND = '"${TRAIN_SCRIPT:-pretrain_gpt.py}" $(grep -v \'^#\' "$HERE/megatron.args") "$@"'
+
+
+def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
+    """One ``megatron-<n>-<island>.args`` file per island, and the gaps; with ``one_job`` (the
+    plan keeps Megatron-LM's rules, so every island's arguments are the same) one
+    ``megatron.args`` for the whole job, placed by ``launch.sh``.
 
     Examples
     --------
@@ -314,7 +339,7 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
                         "so memory is above the plan's")
     vpp = job_value(plan, "virtual pipeline stages", lambda b: b.layout.vpp, gaps, "Megatron-LM", split_each)
     types = gpu_types(plan)
-    if len(types) > 1:
+    if len(types) > 1 and not one_job:
         gaps.append(f"GPU types {', '.join(types)} in one job: Megatron-LM's arguments do not place ranks; the launcher "
                     "must start each island's nodes so they get the global ranks its file lists")
     expert_parallel = any(b.layout.ep > 1 for b in plan.blocks)
@@ -337,6 +362,8 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
     common += split
     if model is not None:
         common += model_arguments(model, plan.seq, gaps, expert_parallel=expert_parallel)
+    if one_job:
+        return {MAIN_FILE: _job_file(plan, common, model)}, gaps
     files = {}
     rank = 0
     for i, block in enumerate(plan.blocks):

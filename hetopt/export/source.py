@@ -102,6 +102,9 @@ class PlanView:
     grad_reduce_fp32: bool = False
     #: the runtime the plan was searched for (``hetopt plan --target``), or None
     target: str | None = None
+    #: what the plan priced, for the export's README: its iteration time and each stage's peak memory
+    iteration_time_s: float | None = None
+    stage_memory_gib: tuple[float, ...] = ()
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -348,7 +351,15 @@ def plan_view(doc: dict[str, Any], source: str) -> PlanView:
     return PlanView(str(doc["cluster"]), str(doc["model"]), global_batch, m, big_m, _need(doc, "seq", int, source),
                     status, tuple(blocks), detail if isinstance(detail, str) else None, _precision(doc, blocks, source),
                     _flag(doc, "overlap", True, source), _flag(doc, "grad_reduce_fp32", False, source),
-                    doc.get("target") if isinstance(doc.get("target"), str) else None)
+                    doc.get("target") if isinstance(doc.get("target"), str) else None,
+                    _number(doc.get("iteration_time_s")),
+                    tuple(m for m in (_number(st.get("memory_gib")) for st in stages) if m is not None))
+
+
+def _number(value: Any) -> float | None:
+    """A finite JSON number as float, else None (a figure the export only reports)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return float(value) if ok else None
 
 
 def shapes(plan: PlanView) -> list[tuple[str, Shape]]:

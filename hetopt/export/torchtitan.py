@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from hetopt.export.common import gpu_types, job_value, plan_line, without_bf16
+from hetopt.export.common import FILL_IN, gpu_types, job_value, plan_line, without_bf16
 from hetopt.export.source import PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -61,8 +61,14 @@ def model_parts(stage_layers: tuple[int, ...]) -> list[list[str]]:
     return parts
 
 
-def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], list[str]]:
-    """``torchtitan.toml`` and the gaps.
+#: The file a launch script passes, and what torchrun starts (``hetopt.export.launch``).
+MAIN_FILE = "torchtitan.toml"
+LAUNCH_COMMAND = '-m torchtitan.train --job.config_file "$HERE/torchtitan.toml" "$@"'
+
+
+def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
+    """``torchtitan.toml`` and the gaps (``one_job``: the plan keeps torchtitan's rules and is
+    launched by ``launch.sh``, which places the stages).
 
     Examples
     --------
@@ -111,14 +117,14 @@ def build(plan: PlanView, model: ModelConfig | None) -> tuple[dict[str, str], li
                     "than planned, an all-gather of the weights every step)")
     names = TORCHTITAN_MODELS.get(plan.model)
     if names is None:
-        gaps.append(f"model: torchtitan ships no {plan.model}; set [model] name and flavor to your model spec "
+        gaps.append(f"{FILL_IN}model: torchtitan ships no {plan.model}; set [model] name and flavor to your model spec "
                     "(module_fqns_per_model_part uses torchtitan's decoder names tok_embeddings, layers.N, norm, output)")
     no_bf16 = without_bf16(gpu_types(plan))
     if no_bf16:
         verb = "have" if len(no_bf16) > 1 else "has"
         gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "
                     f"mixed_precision_param is float32 (slower and larger than the {plan.precision} the plan prices)")
-    if len(gpu_types(plan)) > 1:
+    if len(gpu_types(plan)) > 1 and not one_job:
         per_stage = "tp*dp" if cp == 1 else "tp*cp*dp"
         gaps.append(f"GPU types {', '.join(gpu_types(plan))} in one job: torchtitan assigns pipeline stages by rank; "
                     f"launch so the ranks of each stage are on its island (stage k: ranks k*{per_stage} .. "
