@@ -43,6 +43,11 @@ MOE_EP = INPUTS / "plan-one-island-gshard-moe-2.4b.json"  # tp1 pp1 dp8 zero2 ep
 DENSE_CP = INPUTS / "plan-one-island-llama-3.2-3b-s32768.json"  # tp1 pp1 dp2 zero2 cp4; no FSDP alternative
 EP_CP = INPUTS / "plan-tangram-c2-mixtral-8x7b-s4096.json"  # A100 ep4 cp4 in front of H100 tp2 pp4
 FSEP_OFFLOAD = INPUTS / "plan-one-island-gshard-moe-2.4b-fsep-offload.json"  # hand-made: tp2 pp2 dp2 ep4 fsep offload
+#: Plans made with `hetopt plan --target`: one job each, with launch.sh, hostfile and README.md.
+ONE_JOB = [(INPUTS / f"plan-{stem}-target-{t}.json", t) for stem, t in (
+    ("tangram-c2-gpt3-1.3b", "megatron"), ("tangram-c2-gpt3-1.3b", "torchtitan"), ("tangram-c3-gpt3-13b", "megatron"),
+    ("tangram-c3-gpt3-13b", "deepspeed"), ("a100-v100-2x8-4x8-gpt3-2.7b", "megatron"),
+    ("a100-v100-2x8-4x8-gpt3-2.7b", "torchtitan"))]
 #: The plans with expert or context parallelism or offloading.
 BREADTH = [MOE_EP, DENSE_CP, EP_CP, FSEP_OFFLOAD]
 PLANS = [C2, C1, ONE, *BREADTH]
@@ -51,7 +56,7 @@ PLANS = [C2, C1, ONE, *BREADTH]
 CASES = [(C2, t) for t in TARGETS] + [(ONE, t) for t in TARGETS] + [(C1, "megatron"), (C1, "torchtitan"), (C1, "deepspeed")] \
     + [(TINY, "deepspeed"), (TINY, "cephalo"), (CEPHALO_A, "deepspeed"), (CEPHALO_A, "cephalo")] \
     + [(p, t) for p in (MOE_EP, EP_CP, FSEP_OFFLOAD) for t in TARGETS] \
-    + [(DENSE_CP, t) for t in TARGETS if t != "cephalo"]
+    + [(DENSE_CP, t) for t in TARGETS if t != "cephalo"] + ONE_JOB
 
 #: Megatron-LM arguments the exporter may write; every one is an ``add_argument`` of
 #: Megatron-LM ``megatron/training/arguments.py`` at tag core_v0.15.3.

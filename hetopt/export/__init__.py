@@ -143,8 +143,8 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
         if breaks and not allow_gaps:
             more = f" (and {len(breaks) - 1} more)" if len(breaks) > 1 else ""
             raise InputError(f"{source}: not one {runtime.title} job: {breaks[0]}{more}; re-plan with `hetopt plan ... "
-                             f"--target {target}`, or allow gaps for files per island (not one job as written)",
-                             field="allow_gaps")
+                             f"--target {target}`, or allow gaps (`--allow-gaps`, allow_gaps=True) for files per island, "
+                             "which are not one job as written")
         if not breaks:
             files, notes = module.build(view, model, one_job=True)
             return _one_job(target, module, view, files, gaps + notes)

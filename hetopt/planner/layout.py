@@ -12,7 +12,9 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None, grad_fp32=False)
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None, grad_fp32=False, split=None)
+>>> parse_layout("tp=1 pp=3 dp=1 split=4+4+3").split
+(4, 4, 3)
 >>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()
 'tp=8 pp=1 dp=4 mbs=? recompute=none zero=0 sp=no'
 >>> parse_layout("tp=2 pp=2 dp=1 vpp=2").vpp
@@ -45,7 +47,7 @@ from hetopt.workload import ModelConfig
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
 #: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
 LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "sp", "tpoverlap", "ep", "fsep", "cp",
-               "offload", "zero3gather", "precision", "gradreduce")
+               "offload", "zero3gather", "precision", "gradreduce", "split")
 #: ``zero3gather=``: ZeRO-3's collectives one per layer (FSDP's unit) or one per parameter tensor.
 ZERO3_GATHERS = {"layer": False, "tensor": True}
 #: ``gradreduce=``: data-parallel gradients reduced in fp32 (DeepSpeed's ``fp32_allreduce``,
@@ -85,6 +87,9 @@ class GivenLayout:
     zero3_per_tensor: bool = False  # ZeRO-3 collectives per parameter tensor (DeepSpeed 2021), not per layer
     precision: str | None = None  # mixed precision (its training-state bytes); None: the hardware's (cm.hardware_precision)
     grad_fp32: bool = False  # data-parallel gradients reduced in fp32 (cm.FP32_GRADIENT_BYTES), not 16 bits
+    #: layers of each stage (``split=4+4+4+3``, as Megatron-LM's uneven pipeline layouts run);
+    #: None: even, the extra layers at the back (``builtin.even_split``)
+    split: tuple[int, ...] | None = None
 
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
@@ -98,11 +103,21 @@ class GivenLayout:
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
         more += " offload=1" if self.offload else ""
+        more += f" split={'+'.join(map(str, self.split))}" if self.split else ""
         return f"tp={self.tp} pp={self.pp}{vpp} dp={self.dp} {mbs} recompute={self.recompute} zero={self.zero}{tail}{more}"
 
     def builtin_layout(self, layers: int) -> Layout:
-        """The built-in parallelizer's layout of ``layers`` layers: split evenly over the pp stages."""
-        return Layout(self.tp, self.pp, self.dp, even_split(layers, self.pp), self.recompute, self.zero, self.vpp,
+        """The built-in parallelizer's layout of ``layers`` layers: split as given, or evenly over the pp stages.
+
+        Raises
+        ------
+        InputError
+            A given split whose stages are not pp or whose layers are not ``layers``.
+        """
+        if self.split is not None and (len(self.split) != self.pp or sum(self.split) != layers):
+            raise layout_error(f"layout split={'+'.join(map(str, self.split))}: must be pp={self.pp} stages of "
+                               f"{layers} layers in all")
+        return Layout(self.tp, self.pp, self.dp, self.split or even_split(layers, self.pp), self.recompute, self.zero, self.vpp,
                       ep=self.ep, fsep=self.fsep, cp=self.cp, offload=self.offload)
 
     @property
@@ -249,10 +264,18 @@ def parse_layout(text: str) -> GivenLayout:
     reduce = values.get("gradreduce", "half").lower()
     if reduce not in GRAD_REDUCES:
         raise layout_error(f"layout gradreduce={values['gradreduce']}: must be fp32 or half")
+    split = None
+    if "split" in values:
+        parts = values["split"].split("+")
+        if not all(p.isascii() and p.isdigit() and int(p) >= 1 for p in parts):
+            raise layout_error(f"layout split={values['split']}: give each stage's layers joined by +, e.g. split=4+4+3")
+        split = tuple(int(p) for p in parts)
+        if len(split) != sizes["pp"]:
+            raise layout_error(f"layout split={values['split']}: {len(split)} stages, but pp={sizes['pp']}")
     layout = GivenLayout(sizes["tp"], sizes["pp"], sizes.get("dp", 0), sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                          sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
                          sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
-                         ZERO3_GATHERS[gather], precision, GRAD_REDUCES[reduce])
+                         ZERO3_GATHERS[gather], precision, GRAD_REDUCES[reduce], split)
     clash = contradiction(layout, gather_given="zero3gather" in values)
     if clash:
         key, reason = clash

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Launch the torchtitan job written by `hetopt export`: GPT-3 2.7B on a100-v100-2x8-4x8: global batch 64, 1 micro-batches of 64 samples, sequence 2048, 1 stages (OPTIMAL).
+# Run it on every node of hostfile, with NODE_RANK the node's line in it (0 first) and MASTER_ADDR
+# the address of its first node. torchrun numbers ranks in node-rank order, so each stage runs on
+# the island the plan put it on.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+NNODES=2
+# processes per node, in hostfile order: a100-0 8, a100-1 8
+NPROC=(8 8)
+: "${NODE_RANK:?set NODE_RANK to this node's line in hostfile, 0 first}"
+: "${MASTER_ADDR:?set MASTER_ADDR to the address of the first node in hostfile}"
+exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "${NPROC[$NODE_RANK]}" \
+    --master-addr "$MASTER_ADDR" --master-port "${MASTER_PORT:-29500}" \
+    -m torchtitan.train --job.config_file "$HERE/torchtitan.toml" "$@"

@@ -1,0 +1,132 @@
+"""Issue 26: plans a stock runtime launches as one job.
+
+``hetopt plan --target`` keeps the runtime's rules (``hetopt.runtimes``); ``hetopt export`` then
+writes one job with a launch script and a hostfile, refuses a plan that breaks the rules unless
+gaps are allowed, and the exported arguments, read back as a runtime reads them, price as the
+plan did (a round trip through ``--layout``). The golden files of the one-job exports are in
+``tests/test_export.py`` (``ONE_JOB``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+
+import hetopt
+from hetopt import cli
+from hetopt.export import export_file
+from hetopt.export.source import plan_view, shapes
+from hetopt.runtimes import RUNTIMES, Job, plan_breaks
+
+INPUTS = Path(__file__).parent / "golden" / "export" / "inputs"
+C1 = INPUTS / "plan-tangram-c1-gpt3-6.7b.json"  # T4 tp4 and V100 tp2: breaks every pipeline runtime's rules
+TARGETED = sorted(INPUTS.glob("plan-*-target-*.json"))
+
+
+def _target(path: Path) -> str:
+    return path.stem.rsplit("-target-", 1)[1]
+
+
+@pytest.mark.parametrize("path", TARGETED, ids=lambda p: p.stem)
+def test_a_targeted_plan_is_one_job_with_no_gap(path: Path) -> None:
+    # the issue's target: tangram-c2, tangram-c3 and 2x8 A100 + 4x8 V100 export one job each, no gap line
+    out = export_file(path, _target(path))
+    assert out.one_job and out.gaps == ()
+    assert {"launch.sh", "hostfile", "README.md"} <= set(out.files)
+
+
+@pytest.mark.parametrize("path", TARGETED, ids=lambda p: p.stem)
+def test_the_launch_places_every_stage_on_its_island(path: Path) -> None:
+    doc = json.loads(path.read_text())
+    out = export_file(path, _target(path))
+    hosts = [line.split() for line in out.files["hostfile"].splitlines() if line and not line.startswith("#")]
+    nproc = [int(n) for n in re.search(r"NPROC=\(([\d ]+)\)", out.files["launch.sh"]).group(1).split()]
+    assert nproc == [int(slots.removeprefix("slots=")) for _, slots in hosts]
+    island_of = {m: i["name"] for i in doc["islands"] for m in i["members"]}
+    # rank r runs on the node whose slots hold it; pipeline outermost: stage k holds ranks [k·S, (k+1)·S)
+    ranks = [island_of[name] for (name, _), n in zip(hosts, nproc) for _ in range(n)]
+    assert len(ranks) == sum(s["gpus"] for s in doc["stages"])
+    first = 0
+    for stage in doc["stages"]:
+        assert set(ranks[first:first + stage["gpus"]]) == {stage["island"]}
+        first += stage["gpus"]
+
+
+@pytest.mark.parametrize("target", ["megatron", "torchtitan", "deepspeed"])
+def test_a_plan_that_breaks_the_rules_exits_2_unless_gaps_are_allowed(target: str, tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["export", str(C1), "--to", target, "-o", str(tmp_path / "refused")])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "differs by island" in err and f"--target {target}" in err and "--allow-gaps" in err
+    assert not (tmp_path / "refused").exists()
+    assert cli.main(["export", str(C1), "--to", target, "--allow-gaps", "-o", str(tmp_path / "gaps")]) == 0
+    assert (tmp_path / "gaps" / "GAPS.txt").read_text().strip()
+
+
+def test_the_plan_and_the_export_read_the_same_rules() -> None:
+    # the planner's unrestricted plan breaks what export refuses, in the same words
+    doc = json.loads(C1.read_text())
+    view = plan_view(doc, "c1")
+    breaks = plan_breaks(RUNTIMES["megatron"], shapes(view), Job(view.precision, view.seq))
+    with pytest.raises(hetopt.InputError) as refused:
+        export_file(C1, "megatron")
+    assert breaks[0] in str(refused.value)
+
+
+def _megatron_layouts(args_text: str, hostfile: str, launch: str, doc: dict) -> tuple[str, int]:
+    """The exported Megatron-LM job read back as Megatron-LM reads it, as ``--layout`` text per
+    island, and the pipeline micro-batch (mbs · dp)."""
+    words = shlex.split(" ".join(line for line in args_text.splitlines() if not line.startswith("#")))
+    args: dict[str, str | None] = {}
+    for k, w in enumerate(words):
+        if w.startswith("--"):
+            args[w] = words[k + 1] if k + 1 < len(words) and not words[k + 1].startswith("--") else None
+    tp, pp = int(args["--tensor-model-parallel-size"]), int(args["--pipeline-model-parallel-size"])
+    layers = int(args["--num-layers"])
+    if "--pipeline-model-parallel-layout" in args:
+        split = [part.count("t") for part in args["--pipeline-model-parallel-layout"].split("|")]
+    elif "--decoder-first-pipeline-num-layers" in args:
+        a, b = int(args["--decoder-first-pipeline-num-layers"]), int(args["--decoder-last-pipeline-num-layers"])
+        split = [a] + [(layers - a - b) // (pp - 2)] * (pp - 2) + [b]
+    else:
+        split = [layers // pp] * pp
+    nproc = [int(n) for n in re.search(r"NPROC=\(([\d ]+)\)", launch).group(1).split()]
+    nodes = [line.split()[0] for line in hostfile.splitlines() if line and not line.startswith("#")]
+    world = sum(nproc)
+    dp = world // (tp * pp)  # Megatron-LM: world / (tp·pp·cp)
+    island_of = {m: i["name"] for i in doc["islands"] for m in i["members"]}
+    rank_island = [island_of[name] for name, n in zip(nodes, nproc) for _ in range(n)]
+    stage_island = [rank_island[k * tp * dp] for k in range(pp)]
+    mbs = int(args["--micro-batch-size"])
+    recompute = args.get("--recompute-granularity") or "none"
+    zero = 1 if "--use-distributed-optimizer" in args else 0
+    blocks: list[tuple[str, list[int]]] = []
+    for island, n in zip(stage_island, split):
+        if blocks and blocks[-1][0] == island:
+            blocks[-1][1].append(n)
+        else:
+            blocks.append((island, [n]))
+    text = "; ".join(f"{island}: layers={sum(s)} tp={tp} pp={len(s)} dp={dp} mbs={mbs} recompute={recompute} zero={zero} "
+                     f"split={'+'.join(map(str, s))}" for island, s in blocks)
+    return text, mbs * dp
+
+
+@pytest.mark.parametrize("stem", ["tangram-c2-gpt3-1.3b-target-megatron", "tangram-c3-gpt3-13b-target-megatron"])
+def test_the_exported_megatron_job_read_back_prices_as_planned(stem: str) -> None:
+    path = INPUTS / f"plan-{stem}.json"
+    doc = json.loads(path.read_text())
+    files = export_file(path, "megatron").files
+    layout, micro = _megatron_layouts(files["megatron.args"], files["hostfile"], files["launch.sh"], doc)
+    cluster = doc["cluster"]
+    model = {"GPT-3 1.3B": "gpt3-1.3b", "GPT-3 13B": "gpt3-13b"}[doc["model"]]
+    priced = hetopt.plan(cluster, model, global_batch=doc["global_batch"], microbatch_size=micro, layout=layout,
+                         alternatives=False, target="megatron")
+    assert priced.given_layout["fits"]
+    assert priced.given_layout["iteration_time_s"] == pytest.approx(doc["iteration_time_s"], rel=1e-9)
+    # and the plan found again is the one exported
+    assert priced.iteration_time_s == pytest.approx(doc["iteration_time_s"], rel=1e-9)
