@@ -526,9 +526,23 @@ def test_torchtitan_reads_the_job_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.runtime
+@pytest.mark.parametrize("stem", ["tangram-c2-gpt3-1.3b", "a100-v100-2x8-4x8-gpt3-2.7b"])
+def test_torchtitan_reads_the_one_job_file(stem: str, tmp_path: Path) -> None:
+    manager = pytest.importorskip("torchtitan.config.manager")
+    if not hasattr(manager, "ConfigManager"):
+        pytest.skip("this torchtitan has no TOML job files (0.2.x has)")
+    path = INPUTS / f"plan-{stem}-target-torchtitan.json"
+    doc = json.loads(path.read_text())
+    write_output(export_file(path, "torchtitan"), tmp_path)
+    job = manager.ConfigManager().parse_args(["--job.config_file", str(tmp_path / "torchtitan.toml")])
+    assert job.parallelism.pipeline_parallel_degree == len(doc["stages"])
+    assert job.training.global_batch_size == doc["global_batch"]
+
+
+@pytest.mark.runtime
 def test_deepspeed_reads_the_zero_section() -> None:
     zero = pytest.importorskip("deepspeed.runtime.zero.config")
-    for path in (C2, TINY):
+    for path in (C2, TINY, INPUTS / "plan-tangram-c3-gpt3-13b-target-deepspeed.json"):
         config = json.loads(export_file(path, "deepspeed").files["ds_config.json"])
         assert int(zero.DeepSpeedZeroConfig(**config["zero_optimization"]).stage) == config["zero_optimization"]["stage"]
 
