@@ -87,7 +87,7 @@ def test_readme_python_blocks_run(capsys, monkeypatch):
 
 def test_readme_names_the_commands_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert 'python -m pip install -e ".[test]"' in README and 'pip install --quiet -e ".[test]"' in ci
+    assert 'python -m pip install -e ".[test,runtimes]"' in README and 'pip install --quiet -e ".[test,runtimes]"' in ci
     assert "python -m pytest" in README and "python -m pytest" in ci
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
 
