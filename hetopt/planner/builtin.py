@@ -869,7 +869,17 @@ class BuiltinParallelizer:
             # only by one it does not (planner/launchable.py composes each group apart)
             sub = np.array([keys[n] for n in members])
             kept.update(members[k] for k in _pareto_indices(sub, lambda k: plan_of(members[k]).peak_bytes))
-        return tuple(plan_of(n) for n in sorted(kept, key=lambda n: (keys[n], n)))
+        on_front = set(front)
+        out = []
+        for n in sorted(kept, key=lambda n: (keys[n], n)):
+            plan = plan_of(n)
+            # set on the plan just built (frozen, not yet shared): its group, and whether it is on
+            # the overall front (dataclasses.replace would build every plan twice)
+            object.__setattr__(plan, "launch_group", groups[n])
+            if n not in on_front:
+                object.__setattr__(plan, "front", False)
+            out.append(plan)
+        return tuple(out)
 
     def _target_groups(self, sl: Slice, island: IslandSpec, whole: bool) -> Callable[[Layout], tuple | None] | None:
         """With a ``target``: a layout's job-wide group under that runtime's rules (None: the
@@ -881,11 +891,17 @@ class BuiltinParallelizer:
         runtime = RUNTIMES[self.target]
         job = Job(self.precision or cm.DEFAULT_PRECISION, sl.seq, sl.model.experts, sl.model.tied_embeddings)
         bf16, sp = island.gpu.bf16, self.sequence_parallel
+        # a layout recurs across slices of one length and across micro-batch sizes: its group is
+        # memoized with everything the rules read besides the layout
+        memo = self._cache("groups").setdefault((runtime.name, job, whole, bf16, sp), {})
 
         def group_of(lay: Layout) -> tuple | None:
+            if lay in memo:
+                return memo[lay]
             shape = Shape(lay.tp, lay.pp, lay.dp, lay.vpp, lay.recompute, lay.zero_stage, sp and lay.tp > 1, lay.split,
                           whole, bf16, lay.ep, lay.fsep, lay.cp, lay.offload)
-            return runtime.key(shape) if runtime.takes(shape, job) else None
+            memo[lay] = group = runtime.key(shape) if runtime.takes(shape, job) else None
+            return group
         return group_of
 
 

@@ -22,6 +22,7 @@ Examples
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -30,7 +31,7 @@ from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.family import no_solution
 from hetopt.planner.answer import HeteroPlan, comparable
-from hetopt.pipeline.problem import PipelineInstance
+from hetopt.pipeline.problem import PipelineInstance, PipelineOption
 from hetopt.planner.parallelizer import IslandSpec, PartialPlan
 from hetopt.planner.schedule import rescore
 from hetopt.result import Result, Status
@@ -53,9 +54,12 @@ def groups(runtime: Runtime, job: Job, behind: Sequence[PartialPlan], islands: S
     its last)."""
     keyed: dict[tuple, list[int]] = {}
     for o, p in enumerate(behind):
-        shape = shape_of(p, layers, specs[islands[o]].gpu.bf16)
-        if runtime.takes(shape, job):
-            keyed.setdefault(runtime.key(shape), []).append(o)
+        key = p.launch_group  # the built-in parallelizer's, when it searched for this target
+        if isinstance(key, str):
+            shape = shape_of(p, layers, specs[islands[o]].gpu.bf16)
+            key = runtime.key(shape) if runtime.takes(shape, job) else None
+        if key is not None:
+            keyed.setdefault(key, []).append(o)
     return [g for g in keyed.values() if any(behind[o].first_layer == 0 for o in g)
             and any(behind[o].first_layer + behind[o].layers == layers for o in g)]
 
@@ -72,6 +76,46 @@ def group_bound(plans: Sequence[PartialPlan], layers: int, microbatches: int) ->
     return microbatches * max(first, last)
 
 
+def path_bound(options: Sequence[PipelineOption], layers: int, microbatches: int) -> float:
+    """A lower bound on the closed form T = Σ t + Σ c + (M − 1)·max(t, c) of every composition of ``options``.
+
+    A composition is a path from layer 0 to the last layer whose steps are options, each placed
+    where its role allows (first, middle, last, whole, any). Leaving out the links (c ≥ 0) and
+    that an island hosts one block, its Σ t is at least the shortest such path by Σ t, and its
+    largest t at least the least bottleneck of such a path; both are a small DP over the layer
+    positions (math: ``formulations/pipeline.md``, "Launchable plans").
+    """
+    # per (role, length): the least Σ t and the least max t among the options (the DP needs no more)
+    total: dict[tuple[str, int], float] = {}
+    worst: dict[tuple[str, int], float] = {}
+    for o in options:
+        key = (o.role, o.layers)
+        total[key] = min(total.get(key, math.inf), o.total_time_s)
+        worst[key] = min(worst.get(key, math.inf), max(s.time_s for s in o.stages))
+    inf = math.inf
+    by_sum, by_max = [inf] * (layers + 1), [inf] * (layers + 1)
+    by_sum[0] = by_max[0] = 0.0
+    for a in range(layers):
+        if by_sum[a] == inf:
+            continue
+        for (role, k), t in total.items():
+            b = a + k
+            if b > layers or not _role_fits(role, a, b, layers):
+                continue
+            by_sum[b] = min(by_sum[b], by_sum[a] + t)
+            by_max[b] = min(by_max[b], max(by_max[a], worst[role, k]))
+    return by_sum[layers] + (microbatches - 1) * by_max[layers]
+
+
+def _role_fits(role: str, start: int, end: int, layers: int) -> bool:
+    """Whether a block of ``role`` may cover layers [start, end) (``pipeline.problem.allowed_roles``)."""
+    if role == "any":
+        return True
+    first, last = start == 0, end == layers
+    return {"whole": first and last, "first": first and not last, "last": last and not first,
+            "middle": not first and not last}[role]
+
+
 def compose_launchable(runtime: Runtime, job: Job, instance: PipelineInstance, behind: list[PartialPlan],
                        specs: Sequence[IslandSpec], deadline: Deadline, time_model: str) -> tuple[Result, list[PartialPlan]]:
     """The best launchable composition of ``instance``'s options and, per option index of the
@@ -85,8 +129,12 @@ def compose_launchable(runtime: Runtime, job: Job, instance: PipelineInstance, b
     t0 = time.perf_counter()
     layers, M = instance.layers, instance.microbatches
     found = groups(runtime, job, behind, [o.island for o in instance.options], specs, layers)
-    found = sorted(((group_bound([behind[o] for o in g], layers, M), k, g) for k, g in enumerate(found)),
-                   key=lambda x: x[:2])
+    def bound(g: list[int]) -> float:
+        b = group_bound([behind[o] for o in g], layers, M)
+        if time_model == "closed-form":  # Σ t + (M − 1)·max t bounds the closed form, not a simulated schedule
+            b = max(b, path_bound([instance.options[o] for o in g], layers, M))
+        return b
+    found = sorted(((bound(g), k, g) for k, g in enumerate(found)), key=lambda x: x[:2])
     best: Result | None = None
     behind_best: list[PartialPlan] = []
     proven, bounds, tried, skipped = True, [], 0, 0
@@ -188,4 +236,4 @@ def _island_layouts(plan: HeteroPlan) -> list[str]:
     return [f"{island}: layers {a}-{b}, {layout}" for island, a, b, layout in out]
 
 
-__all__ = ["compose_launchable", "groups", "launch_summary", "shape_of"]
+__all__ = ["compose_launchable", "group_bound", "groups", "launch_summary", "path_bound", "shape_of"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol, runtime_checkable
 
@@ -324,6 +324,12 @@ class PartialPlan:
     fsep: bool = False
     cp: int = 1
     offload: bool = False
+    #: on the query's overall Pareto set; False for a plan kept only as the best of a ``target``
+    #: runtime's job-wide group (``builtin._target_groups``), which the unrestricted composition skips
+    front: bool = field(default=True, compare=False)
+    #: the ``target`` runtime's job-wide group of this plan as the query found it (None: the
+    #: runtime cannot run it; unset without a target), so the composition need not ask again
+    launch_group: tuple | None | str = field(default="unset", compare=False)
 
     @property
     def gpus(self) -> int:

@@ -81,8 +81,17 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
     )
     t1 = time.perf_counter()
     links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m)
-    instance, behind = pipeline_instance(f"{ctx.cluster.name}-{ctx.cfg.name}-m{m}", ctx.cfg, ctx.islands.specs, plans,
-                                         links, microbatches, 1.0)
+    # the plans on a query's overall Pareto set first, so that an option two plans share is the
+    # front one's (pipeline_instance keeps the first of equal options)
+    plans = {i: sorted(ps, key=lambda p: not p.front) for i, ps in plans.items()}
+    whole, whole_behind = pipeline_instance(f"{ctx.cluster.name}-{ctx.cfg.name}-m{m}", ctx.cfg, ctx.islands.specs, plans,
+                                            links, microbatches, 1.0)
+    instance, behind = whole, whole_behind
+    if ctx.target is not None:
+        # the unrestricted composition needs only the fronts; the plans a target added are the
+        # launchable search's (below)
+        on_front = [o for o, p in enumerate(whole_behind) if p.front]
+        instance, behind = whole.subset(on_front, whole.name), [whole_behind[o] for o in on_front]
     if not instance.options:
         result = no_solution(problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=Deadline(None),
                              reason="no partial plan of any slice fits any island")
@@ -98,9 +107,9 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
         # the same enumeration, held to what the runtime runs as one job; the unrestricted
         # composition stays beside it for the price of launchability
         launch, launch_behind = result, behind
-        if result is not None and instance.options:
-            launch, launch_behind = compose_launchable(ctx.target, ctx.job, instance, behind, ctx.islands.specs, deadline,
-                                                       ctx.time_model)
+        if result is not None and whole.options:
+            launch, launch_behind = compose_launchable(ctx.target, ctx.job, whole, whole_behind, ctx.islands.specs,
+                                                       deadline, ctx.time_model)
         return Attempt(m, launch, stats.complete, launch_behind, stats, t1 - t0, time.perf_counter() - t1,
                        free=result, free_plans=behind)
     return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
