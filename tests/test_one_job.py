@@ -130,3 +130,19 @@ def test_the_exported_megatron_job_read_back_prices_as_planned(stem: str) -> Non
     assert priced.given_layout["iteration_time_s"] == pytest.approx(doc["iteration_time_s"], rel=1e-9)
     # and the plan found again is the one exported
     assert priced.iteration_time_s == pytest.approx(doc["iteration_time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("cluster, model, target", [
+    ("tangram-c3", "gpt3-13b", "torchtitan"),  # islands without BF16 left out: the unrestricted plan is planned again
+    ("a100-v100-2x8-4x8", "gpt3-2.7b", "megatron"),
+    ("tangram-c2", "gpt3-1.3b", "cephalo"),  # the launchable plan is an alternative
+])
+def test_a_target_keeps_the_time_limit(cluster: str, model: str, target: str) -> None:
+    import time
+
+    from hetopt.family import TIME_LIMIT_SLACK_S
+
+    start = time.perf_counter()
+    p = hetopt.plan(cluster, model, global_batch=64, target=target, time_limit=1.0)
+    assert time.perf_counter() - start <= 1.0 + TIME_LIMIT_SLACK_S
+    assert p.target == target and p.launchability["summary"].startswith("launchable on")

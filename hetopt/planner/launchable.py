@@ -208,8 +208,8 @@ def launch_summary(runtime: Runtime, job: Job, launch_s: float | None, launch_st
         tail = "the unrestricted plan is launchable as is"
     else:
         faster = (f"the unrestricted plan is {speedup:.3f}× faster ({free_s:.4g} s)" if speedup is not None else
-                  f"the unrestricted plan takes {free_s:.4g} s ({free_status.value}; no ratio beside a "
-                  f"{launch_status.value} plan)")
+                  f"the unrestricted plan takes {free_s:.4g} s (no ratio: it is {free_status.value}, the launchable "
+                  f"plan {launch_status.value})")
         tail = f"{faster}; it needs what {runtime.title} cannot run: {breaks[0]}" + (
             f" (and {len(breaks) - 1} more)" if len(breaks) > 1 else "")
     if excluded:
