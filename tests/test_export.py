@@ -46,7 +46,7 @@ FSEP_OFFLOAD = INPUTS / "plan-one-island-gshard-moe-2.4b-fsep-offload.json"  # h
 #: Plans made with `hetopt plan --target`: one job each, with launch.sh, hostfile and README.md.
 ONE_JOB = [(INPUTS / f"plan-{stem}-target-{t}.json", t) for stem, t in (
     ("tangram-c2-gpt3-1.3b", "megatron"), ("tangram-c2-gpt3-1.3b", "torchtitan"), ("tangram-c3-gpt3-13b", "megatron"),
-    ("tangram-c3-gpt3-13b", "deepspeed"), ("a100-v100-2x8-4x8-gpt3-2.7b", "megatron"),
+    ("tangram-c3-gpt3-13b", "torchtitan"), ("tangram-c3-gpt3-13b", "deepspeed"), ("a100-v100-2x8-4x8-gpt3-2.7b", "megatron"),
     ("a100-v100-2x8-4x8-gpt3-2.7b", "torchtitan"))]
 #: The plans with expert or context parallelism or offloading.
 BREADTH = [MOE_EP, DENSE_CP, EP_CP, FSEP_OFFLOAD]
@@ -526,7 +526,7 @@ def test_torchtitan_reads_the_job_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.runtime
-@pytest.mark.parametrize("stem", ["tangram-c2-gpt3-1.3b", "a100-v100-2x8-4x8-gpt3-2.7b"])
+@pytest.mark.parametrize("stem", ["tangram-c2-gpt3-1.3b", "tangram-c3-gpt3-13b", "a100-v100-2x8-4x8-gpt3-2.7b"])
 def test_torchtitan_reads_the_one_job_file(stem: str, tmp_path: Path) -> None:
     manager = pytest.importorskip("torchtitan.config.manager")
     if not hasattr(manager, "ConfigManager"):

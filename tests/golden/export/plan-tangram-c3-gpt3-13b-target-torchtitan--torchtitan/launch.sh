@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Launch the torchtitan job written by `hetopt export`: GPT-3 13B on tangram-c3: global batch 64, 64 micro-batches of 1 samples, sequence 2048, 4 stages (OPTIMAL).
+# Run it on every node of hostfile, with NODE_RANK the node's line in it (0 first) and MASTER_ADDR
+# the address of its first node. torchrun numbers ranks in node-rank order, so each stage runs on
+# the island the plan put it on.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+NNODES=1
+# processes per node, in hostfile order: a100-80gb 4
+NPROC=(4)
+: "${NODE_RANK:?set NODE_RANK to this node's line in hostfile, 0 first}"
+: "${MASTER_ADDR:?set MASTER_ADDR to the address of the first node in hostfile}"
+exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "${NPROC[$NODE_RANK]}" \
+    --master-addr "$MASTER_ADDR" --master-port "${MASTER_PORT:-29500}" \
+    -m torchtitan.train --job.config_file "$HERE/torchtitan.toml" "$@"
