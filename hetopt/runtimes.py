@@ -128,6 +128,11 @@ class Runtime:
     precision: str | None = None
     #: the launcher's rank order, for the docs
     placement: str = ""
+    #: runs ZeRO-0 where it cannot run ZeRO-1 (torchtitan: DDP, or FSDP's ZeRO-3), so the search
+    #: must keep ZeRO-0 layouts that ZeRO-1 ones dominate; where ZeRO-1 runs wherever ZeRO-0 does
+    #: (ZeRO-1 is a job-wide setting like ZeRO-0, its layout no slower and no larger:
+    #: ``builtin._without_redundant``), every ZeRO-0 job has a ZeRO-1 job at least as good
+    keeps_zero0: bool = False
 
     def key(self, shape: Shape) -> tuple:
         """The job-wide values of ``shape``: islands whose keys are equal can form one job."""
@@ -230,7 +235,7 @@ TORCHTITAN = Runtime(
              lambda s, j: s.ep == 1 or (_experts_divide(s, j)
                                         and ((s.dp if s.zero == 3 else 1) * s.cp * s.tp) % (s.etp * s.ep) == 0)),
     ),
-    overlap=None, precision="bf16",
+    overlap=None, precision="bf16", keeps_zero0=True,
     placement="device mesh pp outermost: stage k on ranks [k·S, (k+1)·S), S = tp·cp·dp",
 )
 

@@ -64,6 +64,7 @@ from hetopt.planner.parallelizer import (
     limit_from_fits,
     slice_model,
 )
+from hetopt.runtimes import RUNTIMES
 from hetopt.workload import ModelConfig
 
 #: Per-GPU memory no layout may use: CUDA context, allocator fragmentation, NCCL buffers
@@ -283,7 +284,7 @@ def _without_redundant(layouts: list[Layout], *, flash: bool, whole: bool, keep_
     Dropping a layout that another kept one beats in this sense leaves the Pareto set, and its
     order, unchanged (``tests/planner/test_exact_pruning.py`` compares with the unpruned search).
     ``keep_zero0`` keeps the ZeRO-0 layouts: a ``target`` runtime may run ZeRO-0 and not ZeRO-1
-    (torchtitan's DDP), so there the ZeRO-1 layout is no substitute. The twins stay dropped:
+    (torchtitan's DDP, ``Runtime.keeps_zero0``), so there the ZeRO-1 layout is no substitute. The twins stay dropped:
     every runtime that runs ``selective`` runs ``none`` (``hetopt.runtimes``).
     """
     # layouts compared as tuples of their fields (what Layout's own == and hash compare): a
@@ -808,7 +809,8 @@ class BuiltinParallelizer:
         whole = sl.embedding and sl.head
         group_of = self._target_groups(sl, island, whole)
         layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
-                                     flash=self.flash_on(island), whole=whole, keep_zero0=group_of is not None)
+                                     flash=self.flash_on(island), whole=whole,
+                                     keep_zero0=group_of is not None and RUNTIMES[self.target].keeps_zero0)
         if whole:
             # a whole-model plan is a pipeline of one block: only its own 1F1B time matters,
             # so the fastest that fits is the answer, and a layout whose GPUs cannot beat it
@@ -886,7 +888,7 @@ class BuiltinParallelizer:
         runtime cannot run it); without one, None."""
         if self.target is None:
             return None
-        from hetopt.runtimes import RUNTIMES, Job, Shape
+        from hetopt.runtimes import Job, Shape
 
         runtime = RUNTIMES[self.target]
         job = Job(self.precision or cm.DEFAULT_PRECISION, sl.seq, sl.model.experts, sl.model.tied_embeddings)
