@@ -539,6 +539,53 @@ def test_torchtitan_reads_the_one_job_file(stem: str, tmp_path: Path) -> None:
     assert job.training.global_batch_size == doc["global_batch"]
 
 
+#: Megatron-LM argument → Megatron-Core ``TransformerConfig`` field, as ``core_transformer_config_from_args``
+#: copies them (names from core 0.16's transformer_config.py and model_parallel_config.py); the
+#: others are training, data-parallel or model-builder arguments that the config does not hold.
+MEGATRON_CORE_FIELDS = {
+    "--num-layers": ("num_layers", int), "--hidden-size": ("hidden_size", int),
+    "--num-attention-heads": ("num_attention_heads", int), "--ffn-hidden-size": ("ffn_hidden_size", int),
+    "--kv-channels": ("kv_channels", int), "--num-query-groups": ("num_query_groups", int),
+    "--tensor-model-parallel-size": ("tensor_model_parallel_size", int),
+    "--pipeline-model-parallel-size": ("pipeline_model_parallel_size", int),
+    "--context-parallel-size": ("context_parallel_size", int),
+    "--expert-model-parallel-size": ("expert_model_parallel_size", int),
+    "--expert-tensor-parallel-size": ("expert_tensor_parallel_size", int),
+    "--num-experts": ("num_moe_experts", int), "--moe-router-topk": ("moe_router_topk", int),
+    "--moe-ffn-hidden-size": ("moe_ffn_hidden_size", int),
+    "--sequence-parallel": ("sequence_parallel", bool), "--bf16": ("bf16", bool), "--fp16": ("fp16", bool),
+    "--recompute-granularity": ("recompute_granularity", str), "--recompute-method": ("recompute_method", str),
+    "--recompute-num-layers": ("recompute_num_layers", int),
+    "--decoder-first-pipeline-num-layers": ("num_layers_in_first_pipeline_stage", int),
+    "--decoder-last-pipeline-num-layers": ("num_layers_in_last_pipeline_stage", int),
+    "--pipeline-model-parallel-layout": ("pipeline_model_parallel_layout", str),
+}
+
+
+@pytest.mark.runtime
+@pytest.mark.parametrize("path", [C2, C1, ONE, *(p for p, t in ONE_JOB if t == "megatron")], ids=lambda p: p.stem)
+def test_megatron_core_accepts_the_transformer_config(path: Path) -> None:
+    # Megatron-LM's own parser (megatron/training) is not on the package registry; Megatron-Core's
+    # TransformerConfig is, and its __post_init__ checks what the arguments become (heads and TP,
+    # the recomputation settings, the pipeline layout and the first/last stage layers against
+    # the layers and stages)
+    config = pytest.importorskip("megatron.core.transformer.transformer_config")
+    for name, text in export_file(path, "megatron").files.items():
+        if not name.endswith(".args"):
+            continue
+        kwargs = {}
+        for arg in _arguments(text):
+            if arg[0] in MEGATRON_CORE_FIELDS:
+                field, kind = MEGATRON_CORE_FIELDS[arg[0]]
+                kwargs[field] = True if kind is bool else kind(arg[1])
+        if kwargs.get("bf16") or kwargs.get("fp16"):
+            import torch
+            # as Megatron-LM's arguments do: the parameters' and the pipeline's hand-over dtype
+            kwargs["params_dtype"] = kwargs["pipeline_dtype"] = torch.bfloat16 if kwargs.get("bf16") else torch.float16
+        cfg = config.TransformerConfig(**kwargs)
+        assert cfg.num_layers == kwargs["num_layers"]
+
+
 @pytest.mark.runtime
 def test_deepspeed_reads_the_zero_section() -> None:
     zero = pytest.importorskip("deepspeed.runtime.zero.config")
