@@ -146,3 +146,19 @@ def test_a_target_keeps_the_time_limit(cluster: str, model: str, target: str) ->
     p = hetopt.plan(cluster, model, global_batch=64, target=target, time_limit=1.0)
     assert time.perf_counter() - start <= 1.0 + TIME_LIMIT_SLACK_S
     assert p.target == target and p.launchability["summary"].startswith("launchable on")
+
+
+def test_plan_target_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "64", "--microbatch-size", "8",
+            "--no-alternatives", "--workers", "1", "--target", "megatron"]
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "launchable on Megatron-LM" in printed and "unrestricted plan" in printed
+    assert cli.main(argv + ["--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["target"] == "megatron"
+    assert doc["launchability"]["launchable"]["iteration_time_s"] == doc["iteration_time_s"]
+    assert doc["launchability"]["unrestricted"]["iteration_time_s"] <= doc["iteration_time_s"]
+    with pytest.raises(SystemExit) as bad:  # not a runtime: argparse's own one line and exit 2
+        cli.main(argv[:-1] + ["jax"])
+    assert bad.value.code == 2
