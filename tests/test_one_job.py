@@ -162,3 +162,16 @@ def test_plan_target_on_the_command_line(capsys: pytest.CaptureFixture[str]) -> 
     with pytest.raises(SystemExit) as bad:  # not a runtime: argparse's own one line and exit 2
         cli.main(argv[:-1] + ["jax"])
     assert bad.value.code == 2
+
+
+@pytest.mark.parametrize("cluster, model, options, reason", [
+    ("tangram-c2", "gpt3-1.3b", {"time_limit": 0}, "time limit"),
+    ("tangram-c2", "gpt3-175b", {}, "does not fit"),  # proven before any search
+    ("tangram-c1", "gpt3-6.7b", {"global_batch": 32}, "no island's GPUs have BF16"),  # T4s and V100s: torchtitan
+])
+def test_a_target_is_named_even_without_a_launchable_plan(cluster: str, model: str, options: dict, reason: str) -> None:
+    target = "torchtitan" if cluster == "tangram-c1" else "megatron"
+    p = hetopt.plan(cluster, model, **{"global_batch": 64, **options}, target=target, alternatives=False)
+    assert not p.status.has_solution and reason in p.reason
+    assert p.target == target and p.launchability["launchable"]["iteration_time_s"] is None
+    assert "no plan" in p.launchability["summary"]

@@ -177,7 +177,7 @@ def compose_launchable(runtime: Runtime, job: Job, instance: PipelineInstance, b
                    reason=f"the time limit came before every {runtime.title} job setting was composed"), behind_best
 
 
-def launch_summary(runtime: Runtime, job: Job, launch_s: float | None, launch_status: Status, launch_name: str,
+def launch_summary(runtime: Runtime, job: Job | None, launch_s: float | None, launch_status: Status, launch_name: str,
                    free: HeteroPlan | None, excluded: Sequence[str] = ()) -> dict:
     """The launchable plan beside the unrestricted one: both times and statuses, the rules the
     unrestricted plan breaks, the price of launchability when the two compare honestly
@@ -195,7 +195,7 @@ def launch_summary(runtime: Runtime, job: Job, launch_s: float | None, launch_st
     free_s = None if free is None else free.iteration_time_s
     free_status = None if free is None else free.status
     breaks = []
-    if free is not None and free.status.has_solution:
+    if free is not None and free.status.has_solution and job is not None:
         breaks = plan_breaks(runtime, shapes(plan_view(plain(free), "the unrestricted plan")), job)
     speedup = None
     if launch_s and free_s and comparable(launch_status, free_status):

@@ -126,7 +126,14 @@ def plan(
     _check_collaborators(parallelizer, executor, on_progress, request)
     if request.layers_per_atom is not None:
         parallelizer = BuiltinParallelizer(layers_per_atom=request.layers_per_atom)
-    return _plan(request, parallelizer, executor, on_progress)
+    answer = _plan(request, parallelizer, executor, on_progress)
+    if request.target is not None and answer.launchability is None:
+        # stopped before the search (no time, no islands, a model too large for the cluster):
+        # the target is still named, with nothing planned beside it
+        runtime = RUNTIMES[request.target]
+        answer = replace(answer, target=runtime.name,
+                         launchability=launch_summary(runtime, None, None, answer.status, "this plan", None))
+    return answer
 
 
 def _check_collaborators(parallelizer: object, executor: object, on_progress: object, request: PlanRequest) -> None:
@@ -203,6 +210,9 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
         fsdp = next((a for a in answer.alternatives if a.name == CEPHALO_PLAN), None)
         launch = (None, Status.INFEASIBLE, CEPHALO_PLAN) if fsdp is None else (fsdp.iteration_time_s, fsdp.status,
                                                                                f"the {CEPHALO_PLAN} alternative")
+    if runtime.precision is not None and not any(spec.gpu.bf16 for spec in setup.chosen.specs) and not answer.status.has_solution:
+        answer = replace(answer, reason=f"{runtime.title} trains in {runtime.precision} only and no island's GPUs have BF16 "
+                         f"({', '.join(sorted({spec.gpu.name for spec in setup.chosen.specs}))})")
     return replace(answer, target=runtime.name,
                    launchability=launch_summary(runtime, job, *launch, free, setup.chosen.excluded))
 
