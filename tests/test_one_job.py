@@ -116,6 +116,73 @@ def _megatron_layouts(args_text: str, hostfile: str, launch: str, doc: dict) -> 
     return text, mbs * dp
 
 
+def _stage_islands(files: dict[str, str], doc: dict, stage_gpus: int, stages: int) -> list[str]:
+    """The island of every stage, from the launch files: ranks in node-rank order, pipeline outermost."""
+    nproc = [int(n) for n in re.search(r"NPROC=\(([\d ]+)\)", files["launch.sh"]).group(1).split()]
+    nodes = [line.split()[0] for line in files["hostfile"].splitlines() if line and not line.startswith("#")]
+    island_of = {m: i["name"] for i in doc["islands"] for m in i["members"]}
+    rank_island = [island_of[name] for name, n in zip(nodes, nproc) for _ in range(n)]
+    assert len(rank_island) == stage_gpus * stages
+    return [rank_island[k * stage_gpus] for k in range(stages)]
+
+
+def _layout_text(islands: list[str], split: list[int], words: str) -> str:
+    """Per-island ``--layout`` text: consecutive stages on one island form its block."""
+    blocks: list[tuple[str, list[int]]] = []
+    for island, n in zip(islands, split):
+        if blocks and blocks[-1][0] == island:
+            blocks[-1][1].append(n)
+        else:
+            blocks.append((island, [n]))
+    return "; ".join(f"{island}: layers={sum(s)} pp={len(s)} {words} split={'+'.join(map(str, s))}" for island, s in blocks)
+
+
+def _priced_back(doc: dict, layout: str, micro: int, target: str):
+    model = {"GPT-3 1.3B": "gpt3-1.3b", "GPT-3 13B": "gpt3-13b", "GPT-3 2.7B": "gpt3-2.7b"}[doc["model"]]
+    return hetopt.plan(doc["cluster"], model, global_batch=doc["global_batch"], microbatch_size=micro, layout=layout,
+                       alternatives=False, target=target)
+
+
+@pytest.mark.parametrize("stem", ["tangram-c2-gpt3-1.3b", "tangram-c3-gpt3-13b"])
+def test_the_exported_torchtitan_job_read_back_prices_as_planned(stem: str) -> None:
+    import tomllib
+
+    path = INPUTS / f"plan-{stem}-target-torchtitan.json"
+    doc = json.loads(path.read_text())
+    files = export_file(path, "torchtitan").files
+    job = tomllib.loads(files["torchtitan.toml"])
+    par = job["parallelism"]
+    tp, pp = par["tensor_parallel_degree"], par["pipeline_parallel_degree"]
+    dp = par["data_parallel_shard_degree"] * par["data_parallel_replicate_degree"]
+    zero = 3 if par["fsdp_reshard_after_forward"] == "always" else 0  # FSDP2 resharding: ZeRO-3; replicas: DDP
+    # one stage: no module parts, all the model's layers (torchtitan builds the whole model)
+    split = ([sum(m.startswith("layers.") for m in part) for part in par["module_fqns_per_model_part"]] if pp > 1
+             else [sum(st["layers"] for st in doc["stages"])])
+    mbs = par["pipeline_parallel_microbatch_size"] if pp > 1 else job["training"]["local_batch_size"]
+    islands = _stage_islands(files, doc, tp * dp, pp)
+    words = f"tp={tp} dp={dp} mbs={mbs} recompute={job['activation_checkpoint']['mode']} zero={zero}"
+    priced = _priced_back(doc, _layout_text(islands, split, words), mbs * dp, "torchtitan")
+    assert priced.given_layout["iteration_time_s"] == pytest.approx(doc["iteration_time_s"], rel=1e-9)
+
+
+def test_the_exported_deepspeed_job_read_back_prices_as_planned() -> None:
+    path = INPUTS / "plan-tangram-c3-gpt3-13b-target-deepspeed.json"
+    doc = json.loads(path.read_text())
+    files = export_file(path, "deepspeed").files
+    config, side = json.loads(files["ds_config.json"]), json.loads(files["pipeline.json"])
+    topo = side["topology"]
+    edges = side["decoder_layer_boundaries"]
+    split = [b - a for a, b in zip(edges, edges[1:])]
+    mbs = config["train_micro_batch_size_per_gpu"]
+    islands = _stage_islands(files, doc, topo["num_mp"] * topo["num_dp"], topo["num_pp"])
+    recompute = "full" if side["activation_checkpoint_interval"] else "none"
+    # DeepSpeed's pipeline engine reduces gradients after the flush: priced without overlap
+    words = (f"tp={topo['num_mp']} dp={topo['num_dp']} mbs={mbs} recompute={recompute} "
+             f"zero={config['zero_optimization']['stage']} overlap=no")
+    priced = _priced_back(doc, _layout_text(islands, split, words), mbs * topo["num_dp"], "deepspeed")
+    assert priced.given_layout["iteration_time_s"] == pytest.approx(doc["iteration_time_s"], rel=1e-9)
+
+
 @pytest.mark.parametrize("stem", ["tangram-c2-gpt3-1.3b-target-megatron", "tangram-c3-gpt3-13b-target-megatron"])
 def test_the_exported_megatron_job_read_back_prices_as_planned(stem: str) -> None:
     path = INPUTS / f"plan-{stem}.json"
