@@ -28,6 +28,7 @@ GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency",
     "calibration", "attention_efficiency", "host_gbs", "host_cpu", "bf16", "flash_attention",
+    "usd_per_hour", "price_source",
 )
 #: Host CPU vendors the catalog's ``host_cpu`` names (``hetopt.costmodel.ring_step_floor_s``).
 HOST_CPUS = ("amd", "intel", "arm")
@@ -78,6 +79,11 @@ class GpuType:
     #: and AMD's MI200 / MI300). Where they do not, a runtime that asks for them runs attention
     #: unfused, with its s×s scores in memory (``BuiltinParallelizer.flash_on``).
     flash_attention: bool = True
+    #: On-demand price of one GPU for an hour, US dollars (with its share of the VM it comes in),
+    #: and where the figure is from; None where the catalog has no price (a cluster file's
+    #: ``[price]`` table may give one)
+    usd_per_hour: float | None = None
+    price_source: str = ""
 
     @property
     def sustained_flops(self) -> float:
@@ -151,6 +157,8 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             host_cpu=f.string("host_cpu", "", choices=HOST_CPUS),
             bf16=f.boolean("bf16", True),
             flash_attention=f.boolean("flash_attention", True),
+            usd_per_hour=f.number("usd_per_hour", None, positive=True),
+            price_source=f.string("price_source", ""),
         )
     return catalog
 

@@ -95,6 +95,8 @@ class HeteroPlan:
     #: unrestricted one (``planner/launchable.launch_summary``)
     target: str | None = None
     launchability: dict | None = None
+    #: what an iteration costs on the GPUs the plan uses (:func:`plan_cost`); None without a plan
+    cost: dict | None = None
 
     @property
     def status_line(self) -> str:
@@ -181,6 +183,33 @@ def given_layout_figures(given: PricedLayout | PricedPipeline, time_model: str, 
     return out
 
 
+#: Seconds in an hour: prices are per GPU-hour.
+SECONDS_PER_HOUR = 3600.0
+
+
+def plan_cost(gpus_by_type: dict[str, int], prices: dict[str, float], time_s: float, tokens: int) -> dict:
+    """What a plan costs: each GPU it uses, at its price per GPU-hour, for the iteration's time.
+
+    The plan pays for the GPUs its stages use, not for the cluster's idle ones (released, as
+    Sailor's planner counts them). ``usd_per_hour`` is the rate of those GPUs; per iteration it
+    is rate × time / 3600, per million tokens that over the iteration's tokens × 10⁶. A GPU type
+    without a price (``unpriced``) leaves every figure None: a partial sum would read as a price.
+
+    Examples
+    --------
+    >>> plan_cost({"A100": 8, "V100": 8}, {"A100": 3.0, "V100": 2.0}, 1.8, 1_000_000)
+    {'usd_per_hour': 40.0, 'usd_per_iteration': 0.02, 'usd_per_million_tokens': 0.02, 'gpus': 16, 'unpriced': []}
+    >>> plan_cost({"T4": 4}, {}, 1.0, 1000)["unpriced"]
+    ['T4']
+    """
+    unpriced = sorted(t for t in gpus_by_type if t not in prices)
+    rate = None if unpriced else sum(n * prices[t] for t, n in gpus_by_type.items())
+    per_iteration = None if rate is None else rate * time_s / SECONDS_PER_HOUR
+    return {"usd_per_hour": rate, "usd_per_iteration": per_iteration,
+            "usd_per_million_tokens": None if per_iteration is None else per_iteration / tokens * 1e6,
+            "gpus": sum(gpus_by_type.values()), "unpriced": unpriced}
+
+
 def comparable(a: Status, b: Status) -> bool:
     """Whether two answers' times make an honest speed-up: both proven (OPTIMAL), or both cut
     by the same time limit (FEASIBLE). A proven time against a cut one overstates the gap
@@ -204,4 +233,4 @@ def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
     return {"best": min(timed, key=lambda nt: nt[1])[0], "speedups": speedups}
 
 
-__all__ = ["HeteroPlan", "StageRow", "comparable", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]
+__all__ = ["SECONDS_PER_HOUR", "HeteroPlan", "StageRow", "comparable", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]

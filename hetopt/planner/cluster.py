@@ -17,7 +17,7 @@ the islands family's keys (pairs with a default, groups, or a switch tree)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +40,9 @@ class Cluster:
     islands: IslandsInstance
     gpu_types: tuple[GpuType, ...]  # per node, in file order
     source: str
+    #: US dollars per GPU-hour by GPU type: the catalog's ``usd_per_hour``, given or overridden by
+    #: the file's ``[price] usd_per_gpu_hour`` table (a type with neither is not in it)
+    prices: dict[str, float] = field(default_factory=dict, compare=False)
 
     @property
     def gpus(self) -> int:
@@ -158,5 +161,28 @@ def cluster_from_data(data: dict, path: str, catalog: dict[str, GpuType] | None 
         node.setdefault("tflops", gpu.training_flops / TERA)
         node.setdefault("memory_gib", gpu.memory_bytes / GIB)
         node.setdefault("intra_gbs", gpu.intra_bandwidth / GIGA)
-    islands = read_islands(dict(data, problem="islands"), path)
-    return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=path)
+    prices = _prices(data.get("price"), types, path)
+    islands = read_islands({k: v for k, v in data.items() if k != "price"} | {"problem": "islands"}, path)
+    return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=path, prices=prices)
+
+
+def _prices(table: object, types: list[GpuType], path: str) -> dict[str, float]:
+    """US dollars per GPU-hour of the cluster's GPU types: the catalog's, then the file's
+    ``[price] usd_per_gpu_hour = { "T4" = 0.35 }`` (each a GPU type of the file, a positive number)."""
+    prices = {t.name: t.usd_per_hour for t in types if t.usd_per_hour is not None}
+    if table is None:
+        return prices
+    if not isinstance(table, dict) or set(table) - {"usd_per_gpu_hour", "source", "note"}:
+        raise InputError(f"{path}: price: give usd_per_gpu_hour = {{ \"GPU TYPE\" = dollars, ... }} (and source, note)")
+    given = table.get("usd_per_gpu_hour", {})
+    if not isinstance(given, dict):
+        raise InputError(f"{path}: price.usd_per_gpu_hour: a table of GPU type = dollars per GPU-hour")
+    names = {t.name for t in types}
+    for name, value in given.items():
+        if name not in names:
+            raise InputError(f"{path}: price.usd_per_gpu_hour.{name}: not a GPU type of this cluster's nodes "
+                             f"({', '.join(sorted(names))})")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1e6:
+            raise InputError(f"{path}: price.usd_per_gpu_hour.{name}: must be a number of dollars in (0, 1e6) (got {value!r})")
+        prices[name] = float(value)
+    return prices

@@ -30,8 +30,8 @@ from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
 from hetopt.planner.alternatives import Alternative, Setting, plan_alternatives
-from hetopt.planner.answer import (HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops, plan_figures,
-                                   rank)
+from hetopt.planner.answer import (HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops, plan_cost,
+                                   plan_figures, rank)
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import microbatch_candidates, uncomposable_microbatch_sizes
@@ -319,6 +319,11 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
     }
     if setup is not None and outcome.best is not None:
         extra["outside_calibration"] = _outside_calibration(setup, outcome.best, seq)
+    if time_s:
+        used: dict[str, int] = {}
+        for row in figures["stages"]:
+            used[row.gpu] = used.get(row.gpu, 0) + row.gpus
+        extra["cost"] = plan_cost(used, cluster.prices, time_s, r.global_batch * seq)
     return HeteroPlan(
         cluster=cluster.name, model=cfg.name, global_batch=r.global_batch, seq=seq, status=outcome.status,
         reason=outcome.reason, bound_s=outcome.bound_s, gap=outcome.gap, ideal_time_s=ideal, timing_s=timing,

@@ -103,6 +103,8 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             f"efficiency {_f(100 * p.efficiency, '.1f')}% of the ideal {_f(p.ideal_time_s)} s",
             highlight=False,
         )
+    if p.cost is not None:
+        out.print(_cost_line(p.cost), highlight=False, markup=False)
     if p.replicas is not None:
         _print_replicas(p, out)
     if p.alternatives:
@@ -150,6 +152,15 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             continue
         pruned = ", ".join(f"{k} {v}" for k, v in s["pruned"].items())
         out.print(f"  micro-batch {m}: {s['pairs']} (slice, island) pairs, pruned {pruned}; {s.get('unreachable', 0)} need more islands; {s['queried']} queried, {s['plans']} plans", highlight=False)
+
+
+def _cost_line(cost: dict) -> str:
+    """The plan's cost in one line, or which GPU types have no price."""
+    if cost["unpriced"]:
+        return (f"cost: not priced, no price for {', '.join(cost['unpriced'])} (give [price] usd_per_gpu_hour in the "
+                "cluster file)")
+    return (f"cost: ${cost['usd_per_iteration']:.4g} per iteration, ${cost['usd_per_million_tokens']:.4g} per million "
+            f"tokens (${cost['usd_per_hour']:.4g} per hour for the {cost['gpus']} GPUs it uses)")
 
 
 def _print_alternatives(p: HeteroPlan, out: Console) -> None:
