@@ -54,6 +54,9 @@ class Alternative:
     detail: str
     status: Status
     priced_by: str = PRICED_BY_PIPELINE
+    #: GPUs the plan uses, by type (for its cost), and its cost (``answer.plan_cost``, set by the planner)
+    gpus_by_type: dict[str, int] | None = None
+    cost: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,9 @@ def fsdp_alternative(s: Setting, deadline: Deadline) -> Alternative:
     except MemoryError as exc:
         return Alternative("cephalo-fsdp", None, f"out of memory in the allocation dp: {exc}", Status.ERROR, PRICED_BY_ALLOCATION)
     if result.status.has_solution:
-        return Alternative("cephalo-fsdp", result.objective, "FSDP, per-GPU batch " + fsdp_batches(result), result.status, PRICED_BY_ALLOCATION)
+        used = Counter(g.type for g in result.solution.gpus)
+        return Alternative("cephalo-fsdp", result.objective, "FSDP, per-GPU batch " + fsdp_batches(result), result.status,
+                           PRICED_BY_ALLOCATION, dict(used))
     return Alternative("cephalo-fsdp", None, result.reason or result.status.value, result.status, PRICED_BY_ALLOCATION)
 
 
@@ -208,6 +213,7 @@ class _Best:
         self.name, self.none_fits = name, none_fits
         self.time: float | None = None
         self.detail = ""
+        self.used: dict[str, int] | None = None  # the best plan's GPUs by type
         self.proven = True  # every candidate was planned to its optimum (or proven not to fit)
         self.stopped = (Status.TIME_LIMIT, "time limit reached before a plan was found")  # why not, if not
 
@@ -216,9 +222,9 @@ class _Best:
         if status is not Status.FEASIBLE:
             self.stopped = (status, reason)
 
-    def offer(self, time_s: float, detail: str) -> None:
+    def offer(self, time_s: float, detail: str, used: dict[str, int]) -> None:
         if self.time is None or time_s < self.time:
-            self.time, self.detail = time_s, detail
+            self.time, self.detail, self.used = time_s, detail, used
 
     def alternative(self) -> Alternative:
         if self.time is None:
@@ -227,8 +233,9 @@ class _Best:
             status, reason = self.stopped
             return Alternative(self.name, None, reason, status)
         if self.proven:
-            return Alternative(self.name, self.time, self.detail, Status.OPTIMAL)
-        return Alternative(self.name, self.time, f"{self.detail} (not proven best: {self.stopped[1]})", Status.FEASIBLE)
+            return Alternative(self.name, self.time, self.detail, Status.OPTIMAL, gpus_by_type=self.used)
+        return Alternative(self.name, self.time, f"{self.detail} (not proven best: {self.stopped[1]})", Status.FEASIBLE,
+                           gpus_by_type=self.used)
 
 
 def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
@@ -247,7 +254,7 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
                 break
             p = best_single_island_plan(s.cfg, x, microbatch_size=m, microbatches=M, seq=s.seq, parallelizer=s.parallelizer)
             if p is not None:
-                single.offer(p.iteration_time_s, f"{x.name} ({x.gpus}x {x.gpu.name}), {p.layout}, m={m}")
+                single.offer(p.iteration_time_s, f"{x.name} ({x.gpus}x {x.gpu.name}), {p.layout}, m={m}", {x.gpu.name: p.gpus})
         for best, weights in ((uniform, gpus), (proportional, speed)):
             if deadline.expired():
                 best.stop(Status.TIME_LIMIT, "time limit reached before every micro-batch size was tried")
@@ -262,5 +269,10 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
                 detail = "layers " + ", ".join(f"{x.name} {k}" for x, k in zip(s.specs, counts) if k) + f", m={m}"
                 simulated = getattr(r.solution, "simulated_or_none", None)
                 # the composed plan's time model, so the speed-ups compare like with like
-                best.offer(simulated if s.time_model == "simulated" and simulated is not None else r.objective, detail)
+                gpu_of = {x.name: x.gpu.name for x in s.specs}
+                used = Counter()
+                for st in r.solution.stages:  # each stage's GPUs, of its island's type
+                    used[gpu_of[st.island]] += st.gpus
+                best.offer(simulated if s.time_model == "simulated" and simulated is not None else r.objective, detail,
+                           dict(used))
     return out + [single.alternative(), uniform.alternative(), proportional.alternative()]

@@ -307,6 +307,10 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
     figures = {} if outcome.best is None else plan_figures(outcome.best, setup.chosen.specs, cluster, cfg, seq, r.global_batch,
                                                         ideal)
     time_s = figures.get("iteration_time_s")
+    tokens = r.global_batch * seq
+    alternatives = None if alternatives is None else [
+        a if a.gpus_by_type is None or not a.iteration_time_s else
+        replace(a, cost=plan_cost(a.gpus_by_type, cluster.prices, a.iteration_time_s, tokens)) for a in alternatives]
     ranked = {} if alternatives is None else rank(time_s, alternatives)
     extra = {} if setup is None else {
         "islands": [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
@@ -323,7 +327,7 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
         used: dict[str, int] = {}
         for row in figures["stages"]:
             used[row.gpu] = used.get(row.gpu, 0) + row.gpus
-        extra["cost"] = plan_cost(used, cluster.prices, time_s, r.global_batch * seq)
+        extra["cost"] = plan_cost(used, cluster.prices, time_s, tokens)
     return HeteroPlan(
         cluster=cluster.name, model=cfg.name, global_batch=r.global_batch, seq=seq, status=outcome.status,
         reason=outcome.reason, bound_s=outcome.bound_s, gap=outcome.gap, ideal_time_s=ideal, timing_s=timing,

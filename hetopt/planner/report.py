@@ -163,17 +163,26 @@ def _cost_line(cost: dict) -> str:
             f"tokens (${cost['usd_per_hour']:.4g} per hour for the {cost['gpus']} GPUs it uses)")
 
 
+def _usd(cost: dict | None) -> str:
+    """Dollars per iteration, or "-" where a GPU type has no price (or there is no plan)."""
+    return "-" if cost is None or cost["usd_per_iteration"] is None else f"{cost['usd_per_iteration']:.4g}"
+
+
 def _print_alternatives(p: HeteroPlan, out: Console) -> None:
     """The alternatives beside the plan, each with the model that priced it; a speed-up only
     between answers that are both proven or both cut by the limit (:func:`comparable`)."""
+    # the cost column where a price is known (a cluster of unpriced GPUs keeps the table as it was)
+    priced = any(_usd(c) != "-" for c in [p.cost, *(a.cost for a in p.alternatives)])
     rows = [["tangram-composed", p.status.value, _f(p.iteration_time_s), "1.00" if p.iteration_time_s else "-",
-             PRICED_BY_PIPELINE, "this plan"]]
+             *[_usd(p.cost)] * priced, PRICED_BY_PIPELINE, "this plan"]]
     for a in p.alternatives:
         speedup = p.speedups.get(a.name)
         shown = _f(speedup, ".2f") if speedup is None or comparable(p.status, a.status) else "n/c"
-        rows.append([a.name, a.status.value, _f(a.iteration_time_s), shown, a.priced_by, a.detail])
-    out.print(_table("alternatives", ["plan", "status", "iteration_s", "composed speed-up", "priced by", "detail"], rows))
-    if any(r[3] == "n/c" for r in rows):
+        rows.append([a.name, a.status.value, _f(a.iteration_time_s), shown, *[_usd(a.cost)] * priced, a.priced_by,
+                     a.detail])
+    out.print(_table("alternatives", ["plan", "status", "iteration_s", "composed speed-up",
+                                      *["usd_per_iteration"] * priced, "priced by", "detail"], rows))
+    if any(r[3] == "n/c" for r in rows):  # the speed-up column
         out.print("n/c: not compared, one of the two was cut by the time limit and the other proven", highlight=False)
     if not p.best:
         return

@@ -78,3 +78,17 @@ def test_a_bad_price_table_is_refused_by_key(table: str, message: str, tmp_path)
     with pytest.raises(InputError) as bad:
         load_cluster(path)
     assert str(bad.value).startswith(f"{path}: price") and message in str(bad.value)
+
+
+def test_every_alternative_costs_its_time_on_the_gpus_it_uses(tmp_path) -> None:
+    path = tmp_path / "priced.toml"
+    path.write_text(CLUSTER)
+    prices = {"A100-SXM4-40GB": 3.673385, "T4": 0.526}
+    p = hetopt.plan(path, "gpt3-1.3b", global_batch=32, microbatch_size=8)
+    priced = [a for a in p.alternatives if a.iteration_time_s]
+    assert {a.name for a in priced} >= {"cephalo-fsdp", "single-island"}
+    for a in priced:
+        rate = sum(n * prices[t] for t, n in a.gpus_by_type.items())
+        assert a.cost["usd_per_iteration"] == pytest.approx(rate * a.iteration_time_s / SECONDS_PER_HOUR, rel=1e-12)
+    fsdp = next(a for a in priced if a.name == "cephalo-fsdp")
+    assert fsdp.gpus_by_type == {"A100-SXM4-40GB": 4, "T4": 4}  # FSDP runs on every GPU of the composed islands
