@@ -161,6 +161,7 @@ def layout_arguments(block: Block, model: ModelConfig | None) -> list[str]:
 
 def _island_file(plan: PlanView, block: Block, index: int, first_rank: int, common: list[str], blocks: int,
                  model: ModelConfig | None) -> str:
+    """One island's arguments file (a plan exported with gaps): which stages and ranks it runs."""
     lay = block.layout
     per_stage = lay.stage_gpus
     first, last = block.first_stage, block.first_stage + len(block.stage_layers) - 1
@@ -175,41 +176,47 @@ def _island_file(plan: PlanView, block: Block, index: int, first_rank: int, comm
         f" ({per_stage} GPUs per stage: {_per_stage(lay)}); "
         + ("its nodes take the first node ranks." if index == 0 else f"its node ranks follow island {index}'s."),
     ]
-    if lay.cp > 1:
-        lines.append(f"# Megatron-LM's data-parallel size is world / (tp x pp x cp): dp{lay.dp}, as planned; "
-                     f"a micro-batch of {plan.microbatch_size // lay.dp} per replica, its sequence split over cp{lay.cp}.")
     if block.island_gpus and used < block.island_gpus:
         lines.append(f"# The plan uses {used} of the island's {block.island_gpus} GPUs; leave the other "
                      f"{block.island_gpus - used} out of the job.")
-    lines.append("# Names: Megatron-LM core_v0.15.3 megatron/training/arguments.py (--pipeline-model-parallel-layout: core 0.13+).")
+    notes, args = _arguments_of(plan, block, model)
+    return "\n".join(lines + notes + args + common) + "\n"
+
+
+def _arguments_of(plan: PlanView, block: Block, model: ModelConfig | None) -> tuple[list[str], list[str]]:
+    """The comment lines and the arguments of one island's layout (the whole job's, when every
+    island has the same)."""
+    lay = block.layout
+    notes = []
+    if lay.cp > 1:
+        notes.append(f"# Megatron-LM's data-parallel size is world / (tp x pp x cp): dp{lay.dp}, as planned; "
+                     f"a micro-batch of {plan.microbatch_size // lay.dp} per replica, its sequence split over cp{lay.cp}.")
+    notes.append("# Names: Megatron-LM core_v0.15.3 megatron/training/arguments.py (--pipeline-model-parallel-layout: core 0.13+).")
     if lay.offload:
-        lines.append("# --fine-grained-activation-offloading, --offload-modules: core 0.16+ (TransformerConfig fields as "
+        notes.append("# --fine-grained-activation-offloading, --offload-modules: core 0.16+ (TransformerConfig fields as "
                      "arguments); with Transformer Engine 2.10+ set NVTE_CPU_OFFLOAD_V1=1.")
-    lines.append("# Add data, tokenizer, optimizer and checkpoint arguments; e.g. torchrun ... pretrain_gpt.py $(grep -v '^#' FILE)")
-    island_args = [f"--tensor-model-parallel-size {lay.tp}"]
+    notes.append("# Add data, tokenizer, optimizer and checkpoint arguments; e.g. torchrun ... pretrain_gpt.py $(grep -v '^#' FILE)")
+    args = [f"--tensor-model-parallel-size {lay.tp}"]
     if lay.sequence_parallel:
-        island_args.append("--sequence-parallel")
-    island_args += layout_arguments(block, model)
-    island_args.append(f"--micro-batch-size {plan.microbatch_size // lay.dp}")
-    island_args += _recompute(lay.recompute)
+        args.append("--sequence-parallel")
+    args += layout_arguments(block, model)
+    args.append(f"--micro-batch-size {plan.microbatch_size // lay.dp}")
+    args += _recompute(lay.recompute)
     if fsdp2(plan):
-        lines.append("# FSDP2 wants CUDA_DEVICE_MAX_CONNECTIONS above 1 (unset it if your launcher sets it to 1).")
-        island_args += FSDP2_ARGUMENTS
+        notes.append("# FSDP2 wants CUDA_DEVICE_MAX_CONNECTIONS above 1 (unset it if your launcher sets it to 1).")
+        args += FSDP2_ARGUMENTS
         if model is None or model.tied_embeddings:  # an untied model's arguments already say so
-            island_args.append("--untie-embeddings-and-output-weights")
+            args.append("--untie-embeddings-and-output-weights")
     elif lay.zero >= DISTRIBUTED_OPTIMIZER_FROM_ZERO:
-        island_args.append("--use-distributed-optimizer")
-    island_args += _data_parallel_arguments(plan, lay)
-    return "\n".join(lines + island_args + common) + "\n"
+        args.append("--use-distributed-optimizer")
+    args += _data_parallel_arguments(plan, lay)
+    return notes, args
 
 
 def _job_file(plan: PlanView, common: list[str], model: ModelConfig | None) -> str:
-    """The one arguments file of a plan whose islands agree on every job-wide setting: each
-    island's file with one header naming every island's stages and ranks."""
-    body = _island_file(plan, plan.blocks[0], 0, 0, common, len(plan.blocks), model).split("\n")
-    args = [line for line in body if line and not line.startswith("#")]
-    notes = [line for line in body[3:] if line.startswith("#")]  # what the island header adds after its own lines
-    lines = [f"# Megatron-LM launch arguments for the whole job, written by `hetopt export`.", f"# Plan: {plan_line(plan)}."]
+    """The one arguments file of a plan whose islands agree on every job-wide setting (so the
+    first island's arguments are every island's), its header naming each island's stages and ranks."""
+    lines = ["# Megatron-LM launch arguments for the whole job, written by `hetopt export`.", f"# Plan: {plan_line(plan)}."]
     rank = 0
     for b in plan.blocks:
         used = b.layout.stage_gpus * len(b.stage_layers)
@@ -218,7 +225,8 @@ def _job_file(plan: PlanView, common: list[str], model: ModelConfig | None) -> s
                      f"{rank}-{rank + used - 1}.")
         rank += used
     lines.append("# launch.sh starts the ranks in that order (hostfile lists the nodes).")
-    return "\n".join(lines + [n for n in notes if "island" not in n and "first node ranks" not in n] + args) + "\n"
+    notes, args = _arguments_of(plan, plan.blocks[0], model)
+    return "\n".join(lines + notes + args + common) + "\n"
 
 
 def fsdp2(plan: PlanView) -> bool:
