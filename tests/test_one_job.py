@@ -46,9 +46,8 @@ def test_the_launch_places_every_stage_on_its_island(path: Path) -> None:
     hosts = [line.split() for line in out.files["hostfile"].splitlines() if line and not line.startswith("#")]
     nproc = [int(n) for n in re.search(r"NPROC=\(([\d ]+)\)", out.files["launch.sh"]).group(1).split()]
     assert nproc == [int(slots.removeprefix("slots=")) for _, slots in hosts]
-    island_of = {m: i["name"] for i in doc["islands"] for m in i["members"]}
     # rank r runs on the node whose slots hold it; pipeline outermost: stage k holds ranks [k·S, (k+1)·S)
-    ranks = [island_of[name] for (name, _), n in zip(hosts, nproc) for _ in range(n)]
+    ranks = _rank_islands(out.files, doc)
     assert len(ranks) == sum(s["gpus"] for s in doc["stages"])
     first = 0
     for stage in doc["stages"]:
@@ -78,10 +77,11 @@ def test_the_plan_and_the_export_read_the_same_rules() -> None:
     assert breaks[0] in str(refused.value)
 
 
-def _megatron_layouts(args_text: str, hostfile: str, launch: str, doc: dict) -> tuple[str, int]:
+def _megatron_layouts(files: dict[str, str], doc: dict) -> tuple[str, int]:
     """The exported Megatron-LM job read back as Megatron-LM reads it, as ``--layout`` text per
     island, and the pipeline micro-batch (mbs · dp)."""
-    words = shlex.split(" ".join(line for line in args_text.splitlines() if not line.startswith("#")))
+    text = files["megatron.args"]
+    words = shlex.split(" ".join(line for line in text.splitlines() if not line.startswith("#")))
     args: dict[str, str | None] = {}
     for k, w in enumerate(words):
         if w.startswith("--"):
@@ -95,35 +95,28 @@ def _megatron_layouts(args_text: str, hostfile: str, launch: str, doc: dict) -> 
         split = [a] + [(layers - a - b) // (pp - 2)] * (pp - 2) + [b]
     else:
         split = [layers // pp] * pp
-    nproc = [int(n) for n in re.search(r"NPROC=\(([\d ]+)\)", launch).group(1).split()]
-    nodes = [line.split()[0] for line in hostfile.splitlines() if line and not line.startswith("#")]
-    world = sum(nproc)
-    dp = world // (tp * pp)  # Megatron-LM: world / (tp·pp·cp)
-    island_of = {m: i["name"] for i in doc["islands"] for m in i["members"]}
-    rank_island = [island_of[name] for name, n in zip(nodes, nproc) for _ in range(n)]
-    stage_island = [rank_island[k * tp * dp] for k in range(pp)]
+    dp = len(_rank_islands(files, doc)) // (tp * pp)  # Megatron-LM: world / (tp·pp·cp)
     mbs = int(args["--micro-batch-size"])
     recompute = args.get("--recompute-granularity") or "none"
     zero = 1 if "--use-distributed-optimizer" in args else 0
-    blocks: list[tuple[str, list[int]]] = []
-    for island, n in zip(stage_island, split):
-        if blocks and blocks[-1][0] == island:
-            blocks[-1][1].append(n)
-        else:
-            blocks.append((island, [n]))
-    text = "; ".join(f"{island}: layers={sum(s)} tp={tp} pp={len(s)} dp={dp} mbs={mbs} recompute={recompute} zero={zero} "
-                     f"split={'+'.join(map(str, s))}" for island, s in blocks)
-    return text, mbs * dp
+    words = f"tp={tp} dp={dp} mbs={mbs} recompute={recompute} zero={zero}"
+    return _layout_text(_stage_islands(files, doc, tp * dp, pp), split, words), mbs * dp
 
 
-def _stage_islands(files: dict[str, str], doc: dict, stage_gpus: int, stages: int) -> list[str]:
-    """The island of every stage, from the launch files: ranks in node-rank order, pipeline outermost."""
+def _rank_islands(files: dict[str, str], doc: dict) -> list[str]:
+    """The island of every global rank, from the launch files: torchrun numbers ranks node by node
+    in hostfile order, ``NPROC`` of them on each node."""
     nproc = [int(n) for n in re.search(r"NPROC=\(([\d ]+)\)", files["launch.sh"]).group(1).split()]
     nodes = [line.split()[0] for line in files["hostfile"].splitlines() if line and not line.startswith("#")]
     island_of = {m: i["name"] for i in doc["islands"] for m in i["members"]}
-    rank_island = [island_of[name] for name, n in zip(nodes, nproc) for _ in range(n)]
-    assert len(rank_island) == stage_gpus * stages
-    return [rank_island[k * stage_gpus] for k in range(stages)]
+    return [island_of[name] for name, n in zip(nodes, nproc) for _ in range(n)]
+
+
+def _stage_islands(files: dict[str, str], doc: dict, stage_gpus: int, stages: int) -> list[str]:
+    """The island of every stage: pipeline outermost, stage k on ranks [k·S, (k+1)·S)."""
+    ranks = _rank_islands(files, doc)
+    assert len(ranks) == stage_gpus * stages
+    return [ranks[k * stage_gpus] for k in range(stages)]
 
 
 def _layout_text(islands: list[str], split: list[int], words: str) -> str:
@@ -188,7 +181,7 @@ def test_the_exported_megatron_job_read_back_prices_as_planned(stem: str) -> Non
     path = INPUTS / f"plan-{stem}.json"
     doc = json.loads(path.read_text())
     files = export_file(path, "megatron").files
-    layout, micro = _megatron_layouts(files["megatron.args"], files["hostfile"], files["launch.sh"], doc)
+    layout, micro = _megatron_layouts(files, doc)
     cluster = doc["cluster"]
     model = {"GPT-3 1.3B": "gpt3-1.3b", "GPT-3 13B": "gpt3-13b"}[doc["model"]]
     priced = hetopt.plan(cluster, model, global_batch=doc["global_batch"], microbatch_size=micro, layout=layout,

@@ -147,24 +147,28 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
                              "which are not one job as written")
         if not breaks:
             files, notes = module.build(view, model, one_job=True)
-            return _one_job(target, module, view, files, gaps + notes)
+            return _one_job(target, module, view, files, *_gaps_and_fill_ins(gaps + notes))
     else:
         view = allocation_view(doc, source)
     files, more = module.build(view, model)
-    return ExportOutput(target, files, tuple(g for g in gaps + more if not g.startswith(FILL_IN)),
-                        tuple(g[len(FILL_IN):] for g in gaps + more if g.startswith(FILL_IN)))
+    return ExportOutput(target, files, *_gaps_and_fill_ins(gaps + more))
 
 
-def _one_job(target: str, module: ModuleType, view: PlanView, files: dict[str, str], notes: list[str]) -> ExportOutput:
+def _gaps_and_fill_ins(notes: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """An exporter's lines split into gaps and what the user fills in (``FILL_IN``, the prefix dropped)."""
+    return (tuple(n for n in notes if not n.startswith(FILL_IN)),
+            tuple(n[len(FILL_IN):] for n in notes if n.startswith(FILL_IN)))
+
+
+def _one_job(target: str, module: ModuleType, view: PlanView, files: dict[str, str], gaps: tuple[str, ...],
+             fill_in: tuple[str, ...]) -> ExportOutput:
     """A plan that keeps the runtime's rules, with what launches it (``hetopt.export.launch``)."""
-    gaps = [n for n in notes if not n.startswith(FILL_IN)]
-    fill_in = [n[len(FILL_IN):] for n in notes if n.startswith(FILL_IN)]
     title = RUNTIMES[target].title
     files = {**files, "launch.sh": launch.launch_script(view, module.LAUNCH_COMMAND, title),
              "hostfile": launch.hostfile(view)}
     priced = {"iteration_time_s": view.iteration_time_s, "memory_gib": list(view.stage_memory_gib)}
-    files["README.md"] = launch.readme(view, title, list(files), fill_in, priced)
-    return ExportOutput(target, files, tuple(gaps), tuple(fill_in), one_job=True)
+    files["README.md"] = launch.readme(view, title, list(files), list(fill_in), priced)
+    return ExportOutput(target, files, gaps, fill_in, one_job=True)
 
 
 def export_file(path: str | Path, target: str, *, model: ModelConfig | None = None, allow_gaps: bool = False) -> ExportOutput:

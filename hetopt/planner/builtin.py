@@ -64,7 +64,7 @@ from hetopt.planner.parallelizer import (
     limit_from_fits,
     slice_model,
 )
-from hetopt.runtimes import RUNTIMES
+from hetopt.runtimes import RUNTIMES, Job, Shape
 from hetopt.workload import ModelConfig
 
 #: Per-GPU memory no layout may use: CUDA context, allocator fragmentation, NCCL buffers
@@ -888,8 +888,6 @@ class BuiltinParallelizer:
         runtime cannot run it); without one, None."""
         if self.target is None:
             return None
-        from hetopt.runtimes import Job, Shape
-
         runtime = RUNTIMES[self.target]
         job = Job(self.precision or cm.DEFAULT_PRECISION, sl.seq, sl.model.experts, sl.model.tied_embeddings)
         bf16, sp = island.gpu.bf16, self.sequence_parallel

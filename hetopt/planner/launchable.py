@@ -148,7 +148,7 @@ def compose_launchable(runtime: Runtime, job: Job, instance: PipelineInstance, b
         tried += 1
         sub = instance.subset(group, f"{instance.name}-{runtime.name}")
         sub_behind = [behind[o] for o in group]
-        result = solvers.solve(sub, "dp", time_limit=None if deadline.limit == float("inf") else deadline.remaining())
+        result = solvers.solve(sub, "dp", time_limit=deadline.seconds_left())
         if time_model == "simulated":
             interleaved = frozenset(o for o, pp in enumerate(sub_behind) if getattr(pp, "vpp", 1) > 1)
             result = rescore(sub, result, deadline, interleaved)

@@ -233,8 +233,8 @@ def _unrestricted(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, 
     if not RUNTIMES[r.target].pipeline:
         return answer
     if setup.chosen.excluded:
-        limit = None if r.time_limit is None else max(0.0, inner.remaining())
-        return _plan(replace(r, target=None, alternatives=False, replicas=False, layout=None, time_limit=limit),
+        return _plan(replace(r, target=None, alternatives=False, replicas=False, layout=None,
+                             time_limit=inner.seconds_left()),
                      parallelizer, executor, None)
     free = [replace(a, result=a.free, plans=a.free_plans) if a.free is not None else a for a in attempts]
     outcome = conclude_plan(islands, setup.chosen, free, planned, setup.narrowed, cluster=cluster.name, model=cfg.name,

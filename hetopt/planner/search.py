@@ -81,9 +81,11 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
     )
     t1 = time.perf_counter()
     links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m)
-    # the plans on a query's overall Pareto set first, so that an option two plans share is the
-    # front one's (pipeline_instance keeps the first of equal options)
-    plans = {i: sorted(ps, key=lambda p: not p.front) for i, ps in plans.items()}
+    if ctx.target is not None:
+        # the plans on a query's overall Pareto set first, so that an option two plans share is
+        # the front one's (pipeline_instance keeps the first of equal options); without a
+        # target every plan is on a front
+        plans = {i: sorted(ps, key=lambda p: not p.front) for i, ps in plans.items()}
     whole, whole_behind = pipeline_instance(f"{ctx.cluster.name}-{ctx.cfg.name}-m{m}", ctx.cfg, ctx.islands.specs, plans,
                                             links, microbatches, 1.0)
     instance, behind = whole, whole_behind
