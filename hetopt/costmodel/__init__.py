@@ -692,6 +692,40 @@ LINK_EFFICIENCY = {
 }
 
 
+#: What NCCL achieves between two GPUs of a node that have no peer-to-peer path over PCIe, over
+#: the PCIe link's datasheet figure per direction: its SHM transport copies through host memory
+#: (each byte crosses the GPU's PCIe link into a host buffer and out of it again, both
+#: directions at once through the CPU's memory). Measured: an all-reduce at 3.9 GB/s of bus
+#: bandwidth between two GPUs on PCIe 3.0 x16 with ``NCCL_P2P_DISABLE=1`` (NVIDIA/nccl issue
+#: #384, NCCL 2.4.8; the maintainer's reply: bidirectional traffic through the CPU), over
+#: 15.75 GB/s. Cloud VMs of PCIe GPUs expose no peer-to-peer between them (e.g. AWS's g6 and
+#: g4dn; llm-d-incubation/llm-d-infra PR #181: "AWS g6 series does not have NVLink/NVSwitch or
+#: PCIe P2P"), and GeForce drivers disable it; AMP's authors describe their g4dn.12xlarge nodes'
+#: GPU link as no faster than their 50 Gb/s network (DachengLi1/AMP ``src/homogeneous.py``).
+SHM_EFFICIENCY = 3.9 / 15.75
+
+
+def intra_link_efficiency(link: str, peer_to_peer: bool | None = None) -> float:
+    """The share of a node's GPU link that NCCL achieves, with or without peer-to-peer.
+
+    ``peer_to_peer`` None takes the catalog's default by link: NVLink-class links (and xGMI)
+    are peer-to-peer; a PCIe link is not (:data:`SHM_EFFICIENCY`: traffic through host
+    memory, as in cloud VMs and on GeForce cards), unless the cluster says ``p2p = true`` (a
+    bare-metal server whose PCIe switch passes peer-to-peer traffic).
+
+    Examples
+    --------
+    >>> intra_link_efficiency("NVLink3"), round(intra_link_efficiency("PCIe 3.0 x16"), 4)
+    (0.8, 0.2476)
+    >>> intra_link_efficiency("PCIe 3.0 x16", True) == LINK_EFFICIENCY["PCIe"]
+    True
+    """
+    pcie = link.lower().startswith("pcie")
+    if pcie and not peer_to_peer:
+        return SHM_EFFICIENCY
+    return link_efficiency(link)
+
+
 def link_efficiency(link: str) -> float:
     """The share of a link's datasheet bandwidth that collectives and transfers achieve.
 

@@ -43,6 +43,14 @@ class Cluster:
     #: US dollars per GPU-hour by GPU type: the catalog's ``usd_per_hour``, given or overridden by
     #: the file's ``[price] usd_per_gpu_hour`` table (a type with neither is not in it)
     prices: dict[str, float] = field(default_factory=dict, compare=False)
+    #: per node, in file order: its GPUs reach each other peer to peer (the node's ``p2p`` key;
+    #: None, or an empty tuple for every node: the catalog's default by link,
+    #: ``costmodel.intra_link_efficiency``)
+    p2p: tuple[bool | None, ...] = field(default=(), compare=False)
+
+    def node_p2p(self, k: int) -> bool | None:
+        """Node ``k``'s ``p2p`` key (None: not given)."""
+        return self.p2p[k] if self.p2p else None
 
     @property
     def gpus(self) -> int:
@@ -69,7 +77,8 @@ class Cluster:
             nodes=tuple(self.islands.nodes[k] for k in keep),
             bandwidth=tuple(tuple(float(x) for x in row) for row in inter),
         )
-        return Cluster(islands.name, islands, tuple(self.gpu_types[k] for k in keep), self.source)
+        return Cluster(islands.name, islands, tuple(self.gpu_types[k] for k in keep), self.source, dict(self.prices),
+                       tuple(self.node_p2p(k) for k in keep))
 
 
 def clusters_dir() -> Path:
@@ -149,10 +158,15 @@ def cluster_from_data(data: dict, path: str, catalog: dict[str, GpuType] | None 
         raise InputError(f"{path}: node: a {kind}, not an array of tables: write each node as a [[node]] table")
     if not nodes:
         raise InputError(f"{path}: node: missing: give at least one [[node]] table")
-    types = []
+    types, p2p = [], []
     for i, node in enumerate(nodes):
         if not isinstance(node, dict):
             raise InputError(f"{path}: node[{i}]: must be a table")
+        node = nodes[i] = dict(node)
+        p2p.append(node.pop("p2p", None))
+        if p2p[-1] is not None and not isinstance(p2p[-1], bool):
+            raise InputError(f"{path}: node[{i}].p2p: must be true or false (got {p2p[-1]!r}): true when the node's "
+                             "GPUs reach each other peer to peer over PCIe")
         name = node.get("gpu")
         if not isinstance(name, str):
             raise InputError(f"{path}: node[{i}].gpu: missing or not text: give a GPU type of instances/gpus.toml")
@@ -163,7 +177,8 @@ def cluster_from_data(data: dict, path: str, catalog: dict[str, GpuType] | None 
         node.setdefault("intra_gbs", gpu.intra_bandwidth / GIGA)
     prices = _prices(data.get("price"), types, path)
     islands = read_islands({k: v for k, v in data.items() if k != "price"} | {"problem": "islands"}, path)
-    return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=path, prices=prices)
+    return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=path, prices=prices,
+                   p2p=tuple(p2p) if any(v is not None for v in p2p) else ())
 
 
 def _prices(table: object, types: list[GpuType], path: str) -> dict[str, float]:

@@ -129,9 +129,18 @@ def island_specs(cluster: Cluster, members: Sequence[Sequence[int]]) -> list[Isl
         name = nodes[0].name if len(nodes) == 1 else f"{nodes[0].name}+{len(nodes) - 1}"
         specs.append(
             IslandSpec(name, gpu, nodes=len(nodes), gpus_per_node=nodes[0].gpus, inter_bandwidth=float(bw),
-                       intra_bandwidth=nodes[0].intra_bytes_s)
+                       intra_bandwidth=nodes[0].intra_bytes_s, p2p=_island_p2p(cluster, group))
         )
     return specs
+
+
+def _island_p2p(cluster: Cluster, group: list[int]) -> bool | None:
+    """The island's ``p2p``: its nodes' common key; False if any node says false (its collectives
+    run at the slowest node's pace); None when no node gives it."""
+    given = [cluster.node_p2p(k) for k in group]
+    if False in given:
+        return False
+    return True if given and all(given) else None
 
 
 def link_matrix(cluster: Cluster, members: Sequence[Sequence[int]], cfg: ModelConfig, seq: int, microbatch_size: int) -> tuple[tuple[float, ...], ...]:

@@ -181,6 +181,9 @@ class IslandSpec:
     gpus_per_node: int
     inter_bandwidth: float = 0.0
     intra_bandwidth: float | None = None
+    #: the node's GPUs reach each other peer to peer (None: the catalog's default by link,
+    #: ``cm.intra_link_efficiency``: PCIe GPUs go through host memory)
+    p2p: bool | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -204,8 +207,8 @@ class IslandSpec:
 
     @property
     def intra_achieved(self) -> float:
-        """Bytes/s per GPU per direction that NCCL achieves inside a node (``cm.link_efficiency``)."""
-        return self.intra_bandwidth * cm.link_efficiency(self.gpu.intra_link)
+        """Bytes/s per GPU per direction that NCCL achieves inside a node (``cm.intra_link_efficiency``)."""
+        return self.intra_bandwidth * cm.intra_link_efficiency(self.gpu.intra_link, self.p2p)
 
     @property
     def inter_achieved(self) -> float:

@@ -209,7 +209,7 @@ def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, Island
     clusters = top.table("clusters", required=True)
     for key in clusters.data:
         c = clusters.table(key, required=True)
-        c.reject_unknown(("gpu", "nodes", "gpus_per_node", "inter_gbps", "note"))
+        c.reject_unknown(("gpu", "nodes", "gpus_per_node", "inter_gbps", "p2p", "note"))
         try:
             gpu_type = find_gpu(catalog, c.string("gpu"))
         except InputError as exc:
@@ -218,6 +218,7 @@ def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, Island
             key, gpu_type, nodes=c.integer("nodes", minimum=1, maximum=100_000),
             gpus_per_node=c.integer("gpus_per_node", minimum=1, maximum=64),
             inter_bandwidth=c.number("inter_gbps", minimum=MIN_INTER_GBPS) * GIGA / BITS_PER_BYTE,
+            p2p=c.boolean("p2p", None),
         )
     return islands
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Launch the Megatron-LM job written by `hetopt export`: GPT-3 13B on tangram-c3: global batch 64, 32 micro-batches of 2 samples, sequence 2048, 5 stages (OPTIMAL).
+# Launch the Megatron-LM job written by `hetopt export`: GPT-3 13B on tangram-c3: global batch 64, 32 micro-batches of 2 samples, sequence 2048, 9 stages (OPTIMAL).
 # Run it on every node of hostfile, with NODE_RANK the node's line in it (0 first) and MASTER_ADDR
 # the address of its first node. torchrun numbers ranks in node-rank order, so each stage runs on
 # the island the plan put it on.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 NNODES=4
-# processes per node, in hostfile order: t4 4, a100-80gb 4, v100-32gb 8, v100-16gb 4
-NPROC=(4 4 8 4)
+# processes per node, in hostfile order: a100-80gb 4, t4 2, v100-32gb 8, v100-16gb 4
+NPROC=(4 2 8 4)
 : "${NODE_RANK:?set NODE_RANK to this node's line in hostfile, 0 first}"
 : "${MASTER_ADDR:?set MASTER_ADDR to the address of the first node in hostfile}"
 exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "${NPROC[$NODE_RANK]}" \
