@@ -705,6 +705,37 @@ LINK_EFFICIENCY = {
 SHM_EFFICIENCY = 3.9 / 15.75
 
 
+#: What NCCL achieves over an Ethernet network without RDMA, where its socket transport runs
+#: over TCP, as a share of the wire speed: "not ... more than 60% of wire speed over 32 Gbps
+#: networks" even with large messages (NVIDIA/nccl issue #209, nccl-tests over TCP; a single
+#: flow's pace, times the sockets NCCL opens, is what a ring step gets: the maintainer's reply
+#: in NVIDIA/nccl-tests issue #83). RDMA networks (InfiniBand, RoCE, EFA) keep NCCL's own
+#: figure, ``LINK_EFFICIENCY["network"]``.
+TCP_EFFICIENCY = 0.6
+#: Transports of a node's network: NCCL's socket transport over TCP, or RDMA verbs.
+TRANSPORTS = ("tcp", "rdma")
+#: Per-node network bandwidth, bytes/s, from which a network whose transport is not given is
+#: taken to be RDMA: 100 Gb/s and more is InfiniBand or RoCE in the clusters this project
+#: models (DGX-class nodes, HPC systems); below it, the Ethernet of cloud VMs and of
+#: commodity clusters (AWS ENA, GCP gVNIC, 10-50 GbE), which NCCL reaches through sockets.
+RDMA_MIN_BANDWIDTH = 100e9 / 8
+
+
+def network_efficiency(bandwidth: float, transport: str | None = None) -> float:
+    """The share of a node's network bandwidth (bytes/s) that NCCL achieves over ``transport``.
+
+    ``transport`` None: RDMA from :data:`RDMA_MIN_BANDWIDTH` up, TCP sockets below.
+
+    Examples
+    --------
+    >>> network_efficiency(200e9 / 8), network_efficiency(50e9 / 8), network_efficiency(50e9 / 8, "rdma")
+    (0.96, 0.6, 0.96)
+    """
+    if transport is None:
+        transport = "rdma" if bandwidth >= RDMA_MIN_BANDWIDTH * (1.0 - 1e-9) else "tcp"
+    return LINK_EFFICIENCY["network"] if transport == "rdma" else TCP_EFFICIENCY
+
+
 def intra_link_efficiency(link: str, peer_to_peer: bool | None = None) -> float:
     """The share of a node's GPU link that NCCL achieves, with or without peer-to-peer.
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from hetopt.catalog import instances_dir
+from hetopt.costmodel import TRANSPORTS
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, TERA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
@@ -47,10 +48,17 @@ class Cluster:
     #: None, or an empty tuple for every node: the catalog's default by link,
     #: ``costmodel.intra_link_efficiency``)
     p2p: tuple[bool | None, ...] = field(default=(), compare=False)
+    #: per node: how NCCL crosses its network, "tcp" or "rdma" (the node's ``transport`` key; None,
+    #: or an empty tuple for every node: by the node's bandwidth, ``costmodel.network_efficiency``)
+    transport: tuple[str | None, ...] = field(default=(), compare=False)
 
     def node_p2p(self, k: int) -> bool | None:
         """Node ``k``'s ``p2p`` key (None: not given)."""
         return self.p2p[k] if self.p2p else None
+
+    def node_transport(self, k: int) -> str | None:
+        """Node ``k``'s ``transport`` key (None: not given)."""
+        return self.transport[k] if self.transport else None
 
     @property
     def gpus(self) -> int:
@@ -78,7 +86,8 @@ class Cluster:
             bandwidth=tuple(tuple(float(x) for x in row) for row in inter),
         )
         return Cluster(islands.name, islands, tuple(self.gpu_types[k] for k in keep), self.source, dict(self.prices),
-                       tuple(self.node_p2p(k) for k in keep))
+                       tuple(self.node_p2p(k) for k in keep) if self.p2p else (),
+                       tuple(self.node_transport(k) for k in keep) if self.transport else ())
 
 
 def clusters_dir() -> Path:
@@ -158,15 +167,20 @@ def cluster_from_data(data: dict, path: str, catalog: dict[str, GpuType] | None 
         raise InputError(f"{path}: node: a {kind}, not an array of tables: write each node as a [[node]] table")
     if not nodes:
         raise InputError(f"{path}: node: missing: give at least one [[node]] table")
-    types, p2p = [], []
+    types, p2p, transport = [], [], []
     for i, node in enumerate(nodes):
         if not isinstance(node, dict):
             raise InputError(f"{path}: node[{i}]: must be a table")
+        # the cost model's keys, not the islands family's (which groups nodes by what they have)
         node = nodes[i] = dict(node)
         p2p.append(node.pop("p2p", None))
         if p2p[-1] is not None and not isinstance(p2p[-1], bool):
             raise InputError(f"{path}: node[{i}].p2p: must be true or false (got {p2p[-1]!r}): true when the node's "
                              "GPUs reach each other peer to peer over PCIe")
+        transport.append(node.pop("transport", None))
+        if transport[-1] is not None and transport[-1] not in TRANSPORTS:
+            raise InputError(f"{path}: node[{i}].transport: must be \"tcp\" or \"rdma\" (got {transport[-1]!r}): how NCCL "
+                             "crosses the node's network, sockets or RDMA")
         name = node.get("gpu")
         if not isinstance(name, str):
             raise InputError(f"{path}: node[{i}].gpu: missing or not text: give a GPU type of instances/gpus.toml")
@@ -178,7 +192,8 @@ def cluster_from_data(data: dict, path: str, catalog: dict[str, GpuType] | None 
     prices = _prices(data.get("price"), types, path)
     islands = read_islands({k: v for k, v in data.items() if k != "price"} | {"problem": "islands"}, path)
     return Cluster(name=islands.name, islands=islands, gpu_types=tuple(types), source=path, prices=prices,
-                   p2p=tuple(p2p) if any(v is not None for v in p2p) else ())
+                   p2p=tuple(p2p) if any(v is not None for v in p2p) else (),
+                   transport=tuple(transport) if any(v is not None for v in transport) else ())
 
 
 def _prices(table: object, types: list[GpuType], path: str) -> dict[str, float]:

@@ -129,7 +129,8 @@ def island_specs(cluster: Cluster, members: Sequence[Sequence[int]]) -> list[Isl
         name = nodes[0].name if len(nodes) == 1 else f"{nodes[0].name}+{len(nodes) - 1}"
         specs.append(
             IslandSpec(name, gpu, nodes=len(nodes), gpus_per_node=nodes[0].gpus, inter_bandwidth=float(bw),
-                       intra_bandwidth=nodes[0].intra_bytes_s, p2p=_island_p2p(cluster, group))
+                       intra_bandwidth=nodes[0].intra_bytes_s, p2p=_island_p2p(cluster, group),
+                       transport=nodes_transport(cluster, group))
         )
     return specs
 
@@ -143,6 +144,15 @@ def _island_p2p(cluster: Cluster, group: list[int]) -> bool | None:
     return True if given and all(given) else None
 
 
+def nodes_transport(cluster: Cluster, nodes: Sequence[int]) -> str | None:
+    """How NCCL crosses the network between ``nodes``: "tcp" if any of them says so (a ring or
+    a transfer runs at its slowest end), "rdma" if all do, None (by bandwidth) otherwise."""
+    given = [cluster.node_transport(k) for k in nodes]
+    if "tcp" in given:
+        return "tcp"
+    return "rdma" if given and all(t == "rdma" for t in given) else None
+
+
 def link_matrix(cluster: Cluster, members: Sequence[Sequence[int]], cfg: ModelConfig, seq: int, microbatch_size: int) -> tuple[tuple[float, ...], ...]:
     """c(i, j): one micro-batch's activations and gradients between islands i and j.
 
@@ -154,8 +164,9 @@ def link_matrix(cluster: Cluster, members: Sequence[Sequence[int]], cfg: ModelCo
     out = np.zeros((n, n))
     for i in range(n):
         for j in range(i + 1, n):
-            bw = max(inter[a, b] for a in members[i] for b in members[j])
-            out[i, j] = out[j, i] = cm.pipeline_link_s(cfg, seq, microbatch_size, float(bw) * cm.link_efficiency("network"))
+            bw = float(max(inter[a, b] for a in members[i] for b in members[j]))
+            achieved = bw * cm.network_efficiency(bw, nodes_transport(cluster, [*members[i], *members[j]]))
+            out[i, j] = out[j, i] = cm.pipeline_link_s(cfg, seq, microbatch_size, achieved)
     return tuple(tuple(float(x) for x in row) for row in out)
 
 

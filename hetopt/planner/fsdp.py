@@ -3,17 +3,19 @@
 The cluster's GPUs become allocation groups (one per catalog type), their latency and
 memory come from the same analytic cost model the allocation generator uses, and the
 allocation family's exact ``dp`` plans them. The FSDP collectives run a ring over all GPUs,
-so they move at the slowest link between two nodes.
+so they move at what NCCL achieves on the slowest link between two nodes.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from hetopt import costmodel as cm
 from hetopt import solvers
 from hetopt.allocation.problem import AllocationInstance
 from hetopt.builders.allocation import analytic_allocation
 from hetopt.planner.cluster import Cluster
+from hetopt.planner.compose import nodes_transport
 from hetopt.result import Result
 from hetopt.units import BITS_PER_BYTE
 from hetopt.workload import ModelConfig
@@ -21,13 +23,18 @@ from hetopt.workload import ModelConfig
 
 
 def ring_bandwidth_gbps(cluster: Cluster) -> float:
-    """The slowest link a ring over every GPU crosses, Gb/s: between nodes, or inside the one node."""
+    """What NCCL achieves on the slowest link a ring over every GPU crosses, Gb/s: between
+    nodes (over TCP or RDMA, ``cm.network_efficiency``), or inside the one node (peer to peer
+    or through host memory, ``cm.intra_link_efficiency``), as the pipeline's stages are priced."""
     inter = cluster.islands.inter
     n = inter.shape[0]
     if n == 1:
-        return cluster.gpu_types[0].intra_bandwidth * BITS_PER_BYTE / 1e9
-    off_diagonal = inter[~np.eye(n, dtype=bool)]
-    return float(off_diagonal.min()) * BITS_PER_BYTE / 1e9
+        node = cluster.islands.nodes[0]
+        share = cm.intra_link_efficiency(cluster.gpu_types[0].intra_link, cluster.node_p2p(0))
+        return node.intra_bytes_s * share * BITS_PER_BYTE / 1e9
+    slowest = float(inter[~np.eye(n, dtype=bool)].min())
+    achieved = slowest * cm.network_efficiency(slowest, nodes_transport(cluster, range(n)))
+    return achieved * BITS_PER_BYTE / 1e9
 
 
 def fsdp_instance(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int) -> AllocationInstance:

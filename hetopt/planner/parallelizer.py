@@ -184,6 +184,9 @@ class IslandSpec:
     #: the node's GPUs reach each other peer to peer (None: the catalog's default by link,
     #: ``cm.intra_link_efficiency``: PCIe GPUs go through host memory)
     p2p: bool | None = None
+    #: how NCCL crosses the network between the island's nodes, "tcp" or "rdma" (None: by the
+    #: node's bandwidth, ``cm.network_efficiency``)
+    transport: str | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -212,8 +215,8 @@ class IslandSpec:
 
     @property
     def inter_achieved(self) -> float:
-        """Bytes/s that NCCL achieves over one node's network (``cm.link_efficiency``)."""
-        return self.inter_bandwidth * cm.link_efficiency("network")
+        """Bytes/s that NCCL achieves over one node's network (``cm.network_efficiency``)."""
+        return self.inter_bandwidth * cm.network_efficiency(self.inter_bandwidth, self.transport)
 
     @property
     def memory_bytes(self) -> float:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetopt.catalog import CALIBRATION_SETS, instances_dir
-from hetopt.costmodel import PRECISIONS, hardware_precision, precision_problem
+from hetopt.costmodel import PRECISIONS, TRANSPORTS, hardware_precision, precision_problem
 from hetopt.units import BITS_PER_BYTE
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
@@ -209,7 +209,7 @@ def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, Island
     clusters = top.table("clusters", required=True)
     for key in clusters.data:
         c = clusters.table(key, required=True)
-        c.reject_unknown(("gpu", "nodes", "gpus_per_node", "inter_gbps", "p2p", "note"))
+        c.reject_unknown(("gpu", "nodes", "gpus_per_node", "inter_gbps", "p2p", "transport", "note"))
         try:
             gpu_type = find_gpu(catalog, c.string("gpu"))
         except InputError as exc:
@@ -218,7 +218,7 @@ def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, Island
             key, gpu_type, nodes=c.integer("nodes", minimum=1, maximum=100_000),
             gpus_per_node=c.integer("gpus_per_node", minimum=1, maximum=64),
             inter_bandwidth=c.number("inter_gbps", minimum=MIN_INTER_GBPS) * GIGA / BITS_PER_BYTE,
-            p2p=c.boolean("p2p", None),
+            p2p=c.boolean("p2p", None), transport=c.string("transport", None, choices=TRANSPORTS),
         )
     return islands
 

@@ -110,8 +110,7 @@ def measurement_cluster(m: Measurement) -> Cluster:
     isl = m.island
     node = {"gpu": isl.gpu.name, "gpus": isl.gpus_per_node, "switch": "fabric",
             "intra_gbs": isl.intra_bandwidth / GIGA, "switch_gbps": max(isl.inter_bandwidth, 1.0) * BITS_PER_BYTE / GIGA}
-    if isl.p2p is not None:
-        node["p2p"] = isl.p2p
+    node |= {key: value for key, value in (("p2p", isl.p2p), ("transport", isl.transport)) if value is not None}
     data = {"name": f"{m.id}-cluster", "node": [dict(node, name=f"node{i}") for i in range(isl.nodes)],
             "network": {"switch": [{"name": "fabric"}]}}
     return cluster_from_data(data, f"{m.id} (cluster {isl.name})")
