@@ -541,6 +541,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan only what that runtime, unmodified, runs as one job (one TP, DP, micro-batch, "
                    "recompute and ZeRO for the job; its rules: docs/runtimes.md), shown beside the unrestricted plan; "
                    "`hetopt export --to` the same runtime then writes one job with a launch script")
+    p.add_argument("--objective", choices=("time", "cost"), default="time",
+                   help="minimise the iteration time (default) or the cost per iteration, where a plan pays for "
+                   "every GPU of the islands it runs on (prices: the catalog's usd_per_hour, a cluster file's [price] "
+                   "table); the cheapest and the fastest plan are shown side by side")
+    p.add_argument("--budget", type=float, default=None, metavar="USD_PER_HOUR",
+                   help="a ceiling on what the plan's islands cost per hour: only the islands it pays for are used")
     p.add_argument("--time-model", choices=("simulated", "closed-form"), default="closed-form",
                    help="the plan's iteration time: the pipeline family's closed form (default; Tangram's "
                    "objective) or the simulated 1F1B schedule (the candidates re-ranked by simulation)")
@@ -658,6 +664,7 @@ def request_from(args: argparse.Namespace) -> PlanRequest:
         layers_per_atom=args.layers_per_atom, layout=getattr(args, "layout", None),
         time_model=getattr(args, "time_model", "closed-form"), replicas=getattr(args, "replicas", False),
         runtime=getattr(args, "runtime", None), target=getattr(args, "target", None),
+        objective=getattr(args, "objective", "time"), budget=getattr(args, "budget", None),
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from hetopt import solvers
 from hetopt.errors import InputError
 from hetopt.family import Deadline, no_solution
+from hetopt.planner.answer import held_gpus
 from hetopt.planner.builtin import best_single_island_plan
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import link_matrix, microbatch_candidates, pipeline_instance, split_layers
@@ -254,7 +255,7 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
                 break
             p = best_single_island_plan(s.cfg, x, microbatch_size=m, microbatches=M, seq=s.seq, parallelizer=s.parallelizer)
             if p is not None:
-                single.offer(p.iteration_time_s, f"{x.name} ({x.gpus}x {x.gpu.name}), {p.layout}, m={m}", {x.gpu.name: p.gpus})
+                single.offer(p.iteration_time_s, f"{x.name} ({x.gpus}x {x.gpu.name}), {p.layout}, m={m}", {x.gpu.name: x.gpus})
         for best, weights in ((uniform, gpus), (proportional, speed)):
             if deadline.expired():
                 best.stop(Status.TIME_LIMIT, "time limit reached before every micro-batch size was tried")
@@ -269,10 +270,7 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
                 detail = "layers " + ", ".join(f"{x.name} {k}" for x, k in zip(s.specs, counts) if k) + f", m={m}"
                 simulated = getattr(r.solution, "simulated_or_none", None)
                 # the composed plan's time model, so the speed-ups compare like with like
-                gpu_of = {x.name: x.gpu.name for x in s.specs}
-                used = Counter()
-                for st in r.solution.stages:  # each stage's GPUs, of its island's type
-                    used[gpu_of[st.island]] += st.gpus
+                held = held_gpus(s.specs, {block.island for block in r.solution.blocks})
                 best.offer(simulated if s.time_model == "simulated" and simulated is not None else r.objective, detail,
-                           dict(used))
+                           held)
     return out + [single.alternative(), uniform.alternative(), proportional.alternative()]

@@ -8,6 +8,7 @@ the ``hetopt plan --json`` document.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -95,8 +96,11 @@ class HeteroPlan:
     #: unrestricted one (``planner/launchable.launch_summary``)
     target: str | None = None
     launchability: dict | None = None
-    #: what an iteration costs on the GPUs the plan uses (:func:`plan_cost`); None without a plan
+    #: what an iteration costs on the GPUs the plan holds (:func:`plan_cost`); None without a plan
     cost: dict | None = None
+    #: ``objective="cost"`` or a budget: the island sets planned and how each was settled
+    #: (``planner/cheapest.py``)
+    cost_search: dict | None = None
 
     @property
     def status_line(self) -> str:
@@ -107,7 +111,12 @@ class HeteroPlan:
         'status TIME_LIMIT: time limit reached'
         """
         line = f"status {self.status}"
-        if self.status.has_solution:
+        chosen = (self.cost_search or {}).get("chosen")
+        if self.status.has_solution and chosen and self.cost_search["objective"] == "cost":
+            # the cheapest plan: its status, bound and gap are in dollars per iteration
+            gap = "-" if self.gap is None else f"{self.gap:.3g}"
+            line += f" (cost), bound ${chosen['bound']:.4g} per iteration, gap {gap}"
+        elif self.status.has_solution:
             bound = "-" if self.bound_s is None else f"{self.bound_s:.4g}"
             gap = "-" if self.gap is None else f"{self.gap:.3g}"
             line += f", bound {bound} s, gap {gap}"
@@ -188,10 +197,11 @@ SECONDS_PER_HOUR = 3600.0
 
 
 def plan_cost(gpus_by_type: dict[str, int], prices: dict[str, float], time_s: float, tokens: int) -> dict:
-    """What a plan costs: each GPU it uses, at its price per GPU-hour, for the iteration's time.
+    """What a plan costs: each GPU it holds, at its price per GPU-hour, for the iteration's time.
 
-    The plan pays for the GPUs its stages use, not for the cluster's idle ones (released, as
-    Sailor's planner counts them). ``usd_per_hour`` is the rate of those GPUs; per iteration it
+    A plan holds every GPU of the islands it runs on (the planner places a block on a whole
+    island: GPUs its layout leaves idle there are paid for), not the cluster's other islands
+    (released, as Sailor's planner counts them). ``usd_per_hour`` is the rate of those GPUs; per iteration it
     is rate × time / 3600, per million tokens that over the iteration's tokens × 10⁶. A GPU type
     without a price (``unpriced``) leaves every figure None: a partial sum would read as a price.
 
@@ -208,6 +218,14 @@ def plan_cost(gpus_by_type: dict[str, int], prices: dict[str, float], time_s: fl
     return {"usd_per_hour": rate, "usd_per_iteration": per_iteration,
             "usd_per_million_tokens": None if per_iteration is None else per_iteration / tokens * 1e6,
             "gpus": sum(gpus_by_type.values()), "unpriced": unpriced}
+
+
+def held_gpus(specs: Sequence[IslandSpec], islands: Iterable[int]) -> dict[str, int]:
+    """The GPUs a plan holds, by type: every GPU of the islands it runs on (:func:`plan_cost`)."""
+    held: dict[str, int] = {}
+    for i in sorted(islands):
+        held[specs[i].gpu.name] = held.get(specs[i].gpu.name, 0) + specs[i].gpus
+    return held
 
 
 def comparable(a: Status, b: Status) -> bool:
@@ -233,4 +251,4 @@ def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
     return {"best": min(timed, key=lambda nt: nt[1])[0], "speedups": speedups}
 
 
-__all__ = ["SECONDS_PER_HOUR", "HeteroPlan", "StageRow", "comparable", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]
+__all__ = ["SECONDS_PER_HOUR", "HeteroPlan", "StageRow", "comparable", "held_gpus", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]

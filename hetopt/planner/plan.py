@@ -30,9 +30,10 @@ from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
 from hetopt.planner.alternatives import Alternative, Setting, plan_alternatives
-from hetopt.planner.answer import (HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops, plan_cost,
-                                   plan_figures, rank)
+from hetopt.planner.answer import (HeteroPlan, StageRow, given_layout_figures, held_gpus, ideal_time, model_training_flops,
+                                   plan_cost, plan_figures, rank)
 from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.cheapest import plan_priced
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import microbatch_candidates, uncomposable_microbatch_sizes
 from hetopt.planner.coverage import outside_calibration
@@ -171,6 +172,8 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
         outcome = conclude_plan(islands, None, [], len(microbatch_candidates(r.global_batch, r.microbatch_size)),
                                 cluster=cluster.name, model=cfg.name, ideal_s=ideal)
         return _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing)
+    if r.priced:  # the cheapest plan, or the fastest within a budget: over the sets of islands it pays for
+        return plan_priced(r, cluster, cfg, seq, islands, inner, lambda q: _plan(q, parallelizer, executor, on_progress))
     setup = configure(r, parallelizer, layout, cluster, cfg, islands)
     given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq)
     runtime = None if r.target is None else RUNTIMES[r.target]
@@ -324,10 +327,8 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
     if setup is not None and outcome.best is not None:
         extra["outside_calibration"] = _outside_calibration(setup, outcome.best, seq)
     if time_s:
-        used: dict[str, int] = {}
-        for row in figures["stages"]:
-            used[row.gpu] = used.get(row.gpu, 0) + row.gpus
-        extra["cost"] = plan_cost(used, cluster.prices, time_s, tokens)
+        extra["cost"] = plan_cost(held_gpus(setup.chosen.specs, {b.island for b in outcome.best.result.solution.blocks}),
+                                  cluster.prices, time_s, tokens)
     return HeteroPlan(
         cluster=cluster.name, model=cfg.name, global_batch=r.global_batch, seq=seq, status=outcome.status,
         reason=outcome.reason, bound_s=outcome.bound_s, gap=outcome.gap, ideal_time_s=ideal, timing_s=timing,

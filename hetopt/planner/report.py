@@ -105,6 +105,8 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
         )
     if p.cost is not None:
         out.print(_cost_line(p.cost), highlight=False, markup=False)
+    if p.cost_search is not None:
+        _print_cost_search(p.cost_search, out)
     if p.replicas is not None:
         _print_replicas(p, out)
     if p.alternatives:
@@ -160,7 +162,29 @@ def _cost_line(cost: dict) -> str:
         return (f"cost: not priced, no price for {', '.join(cost['unpriced'])} (give [price] usd_per_gpu_hour in the "
                 "cluster file)")
     return (f"cost: ${cost['usd_per_iteration']:.4g} per iteration, ${cost['usd_per_million_tokens']:.4g} per million "
-            f"tokens (${cost['usd_per_hour']:.4g} per hour for the {cost['gpus']} GPUs it uses)")
+            f"tokens (${cost['usd_per_hour']:.4g} per hour for the {cost['gpus']} GPUs of the islands it runs on)")
+
+
+def _print_cost_search(search: dict, out: Console) -> None:
+    """Every set of islands planned by price, how it was settled, and the fastest beside the plan."""
+    budget = "" if search["budget_usd_per_hour"] is None else f", budget ${search['budget_usd_per_hour']:.4g} per hour"
+    rows = []
+    for row in search["sets"]:
+        if "skipped_bound" in row:
+            unit = "$" if search["objective"] == "cost" else ""
+            settled = f"skipped: bound {unit}{row['skipped_bound']:.4g}{'' if unit else ' s'}"
+        else:
+            settled = row["status"]
+        rows.append([" + ".join(row["islands"]), ", ".join(f"{n} {t}" for t, n in row["gpus"].items()),
+                     f"{row['usd_per_hour']:.4g}", settled, str(row.get("holds") or "-"), _f(row.get("iteration_time_s")),
+                     "-" if row.get("usd_per_iteration") is None else f"{row['usd_per_iteration']:.4g}"])
+    out.print(_table(f"island sets by {search['objective']}{budget} (a plan pays for every GPU of the islands it runs on)",
+                     ["islands", "GPUs", "usd_per_hour", "settled", "plan holds", "iteration_s", "usd_per_iteration"], rows))
+    fastest, chosen = search.get("fastest"), search.get("chosen")
+    if search["objective"] == "cost" and fastest and chosen:
+        out.print(f"cheapest: {' + '.join(chosen['islands'])}, ${chosen['objective_value']:.4g} per iteration; fastest: "
+                  f"{' + '.join(fastest['islands'])}, {_f(fastest['iteration_time_s'])} s at "
+                  f"${fastest['usd_per_iteration']:.4g} per iteration", highlight=False, markup=False)
 
 
 def _usd(cost: dict | None) -> str:

@@ -108,6 +108,13 @@ class PlanRequest:
         as one job (its rules: ``docs/runtimes.md``), and ``HeteroPlan.launchability`` sets it
         beside the unrestricted plan. For ``"cephalo"`` the launchable plan is the
         ``cephalo-fsdp`` alternative (per-GPU batches). None: plan without restriction.
+    objective
+        ``"time"`` (default): the fastest plan; ``"cost"``: the cheapest per iteration, where a
+        plan pays for every GPU of the islands it runs on at the cluster's prices
+        (``Cluster.prices``); exact over the islands' subsets (``planner/cheapest.py``).
+    budget
+        US dollars per hour, a ceiling on what the plan's islands cost: only subsets of the
+        islands within it are planned (with either objective). None: no ceiling.
     """
 
     cluster: Cluster | str | os.PathLike
@@ -127,6 +134,8 @@ class PlanRequest:
     runtime: Runtime | str | None = None
     time_model: str = "closed-form"
     target: str | None = None
+    objective: str = "time"
+    budget: float | None = None
 
     @classmethod
     def of(cls, **options: object) -> PlanRequest:
@@ -193,7 +202,26 @@ class PlanRequest:
             layout=layout,
             runtime=runtime,
             target=None if self.target is None else check_choice(self.target, "target", tuple(RUNTIMES)),
+            objective=check_choice(self.objective, "objective", OBJECTIVES),
+            budget=None if self.budget is None else _check_budget(self.budget),
         )
+
+    @property
+    def priced(self) -> bool:
+        """The plan is searched over island subsets by price (a cost objective or a budget)."""
+        return self.objective == "cost" or self.budget is not None
+
+
+#: What a plan minimises: its iteration time, or its cost per iteration.
+OBJECTIVES = ("time", "cost")
+
+
+def _check_budget(value: object) -> float:
+    """A budget in US dollars per hour: a finite number above 0."""
+    budget = check_real(value, "budget")
+    if budget <= 0:
+        raise InputError(f"budget: must be above 0 US dollars per hour (got {value!r})", field="budget")
+    return budget
 
 
 def as_cluster(cluster: Cluster | str | os.PathLike) -> Cluster:
@@ -214,4 +242,4 @@ def _check_source(value: object, field: str, kind: type) -> None:
                      field=field)
 
 
-__all__ = ["MAX_GLOBAL_BATCH", "MAX_SEQ", "PlanRequest", "as_cluster", "as_model"]
+__all__ = ["MAX_GLOBAL_BATCH", "MAX_SEQ", "OBJECTIVES", "PlanRequest", "as_cluster", "as_model"]

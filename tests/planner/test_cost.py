@@ -1,5 +1,5 @@
 """Issue 27, the price of a plan (first part): GPU prices in the catalog and the cluster file, and
-what an iteration of a plan costs on the GPUs it uses."""
+what an iteration of a plan costs on the GPUs of the islands it runs on."""
 
 from __future__ import annotations
 
@@ -44,18 +44,19 @@ def test_a_cluster_file_gives_and_overrides_prices(tmp_path) -> None:
     assert load_cluster(path).prices["A100-SXM4-40GB"] == 2.0
 
 
-def test_the_plan_costs_its_time_on_the_gpus_it_uses(tmp_path) -> None:
+def test_the_plan_costs_its_time_on_the_gpus_of_the_islands_it_runs_on(tmp_path) -> None:
     path = tmp_path / "priced.toml"
     path.write_text(CLUSTER)
     p = hetopt.plan(path, "gpt3-1.3b", global_batch=32, microbatch_size=8, alternatives=False)
-    used = {}
-    for s in p.stages:
-        used[s.gpu] = used.get(s.gpu, 0) + s.gpus
-    rate = sum(n * {"A100-SXM4-40GB": 3.673385, "T4": 0.526}[t] for t, n in used.items())
+    held = {}
+    for island in {s.island for s in p.stages}:  # a block holds its whole island
+        spec = next(i for i in p.islands if i["name"] == island)
+        held[spec["gpu"]] = held.get(spec["gpu"], 0) + spec["gpus"]
+    rate = sum(n * {"A100-SXM4-40GB": 3.673385, "T4": 0.526}[t] for t, n in held.items())
     assert p.cost["usd_per_hour"] == pytest.approx(rate, rel=1e-12)
     assert p.cost["usd_per_iteration"] == pytest.approx(rate * p.iteration_time_s / SECONDS_PER_HOUR, rel=1e-12)
     assert p.cost["usd_per_million_tokens"] == pytest.approx(p.cost["usd_per_iteration"] / (32 * p.seq) * 1e6, rel=1e-12)
-    assert p.cost["gpus"] == sum(s.gpus for s in p.stages) and p.cost["unpriced"] == []
+    assert p.cost["gpus"] == sum(held.values()) and p.cost["unpriced"] == []
 
 
 def test_a_gpu_without_a_price_leaves_the_cost_unknown(capsys: pytest.CaptureFixture[str]) -> None:
@@ -80,7 +81,7 @@ def test_a_bad_price_table_is_refused_by_key(table: str, message: str, tmp_path)
     assert str(bad.value).startswith(f"{path}: price") and message in str(bad.value)
 
 
-def test_every_alternative_costs_its_time_on_the_gpus_it_uses(tmp_path) -> None:
+def test_every_alternative_costs_its_time_on_the_gpus_it_holds(tmp_path) -> None:
     path = tmp_path / "priced.toml"
     path.write_text(CLUSTER)
     prices = {"A100-SXM4-40GB": 3.673385, "T4": 0.526}
