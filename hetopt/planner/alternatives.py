@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from hetopt import solvers
 from hetopt.errors import InputError
 from hetopt.family import Deadline, no_solution
-from hetopt.planner.answer import held_gpus
 from hetopt.planner.builtin import best_single_island_plan
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import link_matrix, microbatch_candidates, pipeline_instance, split_layers
 from hetopt.planner.fsdp import plan_fsdp
-from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
+from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice, held_gpus
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig
 

@@ -8,7 +8,6 @@ the ``hetopt plan --json`` document.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -220,14 +219,6 @@ def plan_cost(gpus_by_type: dict[str, int], prices: dict[str, float], time_s: fl
             "gpus": sum(gpus_by_type.values()), "unpriced": unpriced}
 
 
-def held_gpus(specs: Sequence[IslandSpec], islands: Iterable[int]) -> dict[str, int]:
-    """The GPUs a plan holds, by type: every GPU of the islands it runs on (:func:`plan_cost`)."""
-    held: dict[str, int] = {}
-    for i in sorted(islands):
-        held[specs[i].gpu.name] = held.get(specs[i].gpu.name, 0) + specs[i].gpus
-    return held
-
-
 def comparable(a: Status, b: Status) -> bool:
     """Whether two answers' times make an honest speed-up: both proven (OPTIMAL), or both cut
     by the same time limit (FEASIBLE). A proven time against a cut one overstates the gap
@@ -251,4 +242,4 @@ def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
     return {"best": min(timed, key=lambda nt: nt[1])[0], "speedups": speedups}
 
 
-__all__ = ["SECONDS_PER_HOUR", "HeteroPlan", "StageRow", "comparable", "held_gpus", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]
+__all__ = ["SECONDS_PER_HOUR", "HeteroPlan", "StageRow", "comparable", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]

@@ -27,9 +27,10 @@ from dataclasses import dataclass, replace
 
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
-from hetopt.planner.answer import SECONDS_PER_HOUR, HeteroPlan, held_gpus, ideal_time
+from hetopt.planner.answer import SECONDS_PER_HOUR, HeteroPlan, ideal_time
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.configure import choose_islands
+from hetopt.planner.parallelizer import held_gpus
 from hetopt.planner.request import PlanRequest
 from hetopt.result import Result, Status, relative_gap
 from hetopt.workload import ModelConfig

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Protocol, runtime_checkable
@@ -296,6 +296,23 @@ def behind_limit(stages: tuple[StageCost, ...], capacity_bytes: float, microbatc
     return limit_from_fits([in_flight_fit(st, capacity_bytes, microbatches) for st in stages])
 
 
+def held_gpus(specs: Sequence[IslandSpec], islands: Iterable[int]) -> dict[str, int]:
+    """The GPUs a plan holds, by type: every GPU of the islands it runs on (``answer.plan_cost``).
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> cat = load_gpus()
+    >>> specs = [IslandSpec("a", cat["A100-SXM4-40GB"], 1, 8), IslandSpec("v", cat["V100-SXM2-16GB"], 2, 4, 1e9)]
+    >>> held_gpus(specs, {1})
+    {'V100-SXM2-16GB': 8}
+    """
+    held: dict[str, int] = {}
+    for i in sorted(islands):
+        held[specs[i].gpu.name] = held.get(specs[i].gpu.name, 0) + specs[i].gpus
+    return held
+
+
 @dataclass(frozen=True)
 class PartialPlan:
     """A layout of a slice on an island: a small pipeline of ``stages``.
@@ -441,5 +458,6 @@ __all__ = [
     "limit_from_fits",
     "concatenate",
     "divisors",
+    "held_gpus",
     "slice_model",
 ]

@@ -30,7 +30,7 @@ from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
 from hetopt.planner.alternatives import Alternative, Setting, plan_alternatives
-from hetopt.planner.answer import (HeteroPlan, StageRow, given_layout_figures, held_gpus, ideal_time, model_training_flops,
+from hetopt.planner.answer import (HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops,
                                    plan_cost, plan_figures, rank)
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cheapest import plan_priced
@@ -43,7 +43,7 @@ from hetopt.planner.enumerate import all_slices
 from hetopt.planner.launchable import launch_summary
 from hetopt.planner.layout import PricedLayout, PricedPipeline
 from hetopt.planner.outcome import Attempt, PlanOutcome, conclude_plan
-from hetopt.planner.parallelizer import Parallelizer
+from hetopt.planner.parallelizer import Parallelizer, held_gpus
 from hetopt.planner.replicas import REPLICAS_SHARE, ReplicasPlan, plan_replicas
 from hetopt.planner.request import PlanRequest, as_cluster, as_model
 from hetopt.planner.search import SearchContext, enumeration_summary, limited, search_sizes
