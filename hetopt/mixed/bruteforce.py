@@ -1,0 +1,89 @@
+"""Exhaustive search for tiny mixed instances: every cut, every layout, every split.
+
+It shares nothing with the DP and the MILP but ``evaluate``: no best split, no dominance,
+no labels. Every plan is built and handed to ``evaluate``, which decides feasibility and time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+
+from hetopt.budget import CLOCK_EVERY
+from hetopt.family import Deadline, conclude, no_solution
+from hetopt.mixed.problem import Member, MixedInstance, MixedSolution, Stage, evaluate
+from hetopt.result import Result, Status
+
+#: Most plans bruteforce tries; beyond it, it declines.
+MAX_PLANS = 500_000
+
+
+def _member_choices(instance: MixedInstance, g: int) -> list[Member | None]:
+    """None, and every (degree, replicas, share) of type g with r·t ≤ N_g and r·y ≤ b."""
+    grp, b = instance.gpus[g], instance.microbatch_size
+    out: list[Member | None] = [None]
+    for tab in grp.tp:
+        for r in range(1, grp.count // tab.degree + 1):
+            out += [Member(g, tab.degree, r, y) for y in range(1, b // r + 1)]
+    return out
+
+
+def stage_members(instance: MixedInstance) -> list[tuple[Member, ...]]:
+    """Every member set of one stage whose shares add up to b (GPU counts checked per plan)."""
+    out = []
+    for pick in itertools.product(*(_member_choices(instance, g) for g in range(instance.num_types))):
+        members = tuple(m for m in pick if m is not None)
+        if members and sum(m.replicas * m.share for m in members) == instance.microbatch_size:
+            out.append(members)
+    return out
+
+
+def cuts(layers: int) -> Iterator[tuple[tuple[int, int], ...]]:
+    """Every cut of 0..layers−1 into contiguous non-empty ranges."""
+    for k in range(layers):
+        for inner in itertools.combinations(range(1, layers), k):
+            bounds = (0, *inner, layers)
+            yield tuple(zip(bounds[:-1], bounds[1:]))
+
+
+def plan_count(instance: MixedInstance) -> int:
+    """Σ over cuts of (member sets)^S, the plans :func:`plans` yields."""
+    per = len(stage_members(instance))
+    L = instance.layers
+    return sum(math.comb(L - 1, s - 1) * per ** s for s in range(1, L + 1))
+
+
+def plans(instance: MixedInstance) -> Iterator[MixedSolution]:
+    """Every plan (feasible or not: ``evaluate`` decides)."""
+    sets = stage_members(instance)
+    names = tuple(g.name for g in instance.gpus)
+    for cut in cuts(instance.layers):
+        for pick in itertools.product(sets, repeat=len(cut)):
+            yield MixedSolution(tuple(Stage(a, e, ms) for (a, e), ms in zip(cut, pick)), names)
+
+
+def solve_bruteforce(instance: MixedInstance, *, time_limit: float | None = None) -> Result:
+    """Evaluate every plan; keep the fastest feasible one. Declines above ``MAX_PLANS`` plans."""
+    deadline = Deadline(time_limit)
+    count = plan_count(instance)
+    if count > MAX_PLANS:
+        return no_solution(problem="mixed", method="bruteforce", status=Status.DECLINED, deadline=deadline,
+                           reason=f"{count} plans exceed bruteforce's limit of {MAX_PLANS}; use dp")
+    best, best_plan, tried, timed_out = math.inf, None, 0, False
+    for plan in plans(instance):
+        tried += 1
+        if tried % CLOCK_EVERY == 0 and deadline.expired():
+            timed_out = True
+            break
+        ev = evaluate(instance, plan)
+        if ev.feasible and ev.objective < best:
+            best, best_plan = ev.objective, plan
+    if best_plan is None:
+        if timed_out:
+            return no_solution(problem="mixed", method="bruteforce", status=Status.TIME_LIMIT, deadline=deadline,
+                               reason="time limit reached before a feasible plan was found", stats={"plans": tried})
+        return no_solution(problem="mixed", method="bruteforce", status=Status.INFEASIBLE, deadline=deadline,
+                           reason="no plan fits the GPUs' count and memory", stats={"plans": tried})
+    return conclude(problem="mixed", method="bruteforce", instance=instance, solution=best_plan, evaluate=evaluate,
+                    deadline=deadline, proven_optimal=not timed_out, stats={"plans": tried})
