@@ -14,7 +14,7 @@ import math
 from collections.abc import Iterator
 
 from hetopt.budget import CLOCK_EVERY, Deadline
-from hetopt.mixed.problem import MixedInstance, member_fits, member_time_s, stage_time_s
+from hetopt.mixed.problem import Member, MixedInstance, member_fits, member_time_s, stage_time_s
 
 
 def type_choices(instance: MixedInstance, g: int) -> list[tuple[int, int, int] | None]:
@@ -133,3 +133,23 @@ def stage_options(instance: MixedInstance, first: int, end: int, flight: int,
         if not any(all(a <= b for a, b in zip(u, use)) for u, _, _ in kept):
             kept.append((use, t, members))
     return kept
+
+
+def _member_choices(instance: MixedInstance, g: int) -> list[Member | None]:
+    """None, and every (degree, replicas, share) of type g with r·t ≤ N_g and r·y ≤ b."""
+    grp, b = instance.gpus[g], instance.microbatch_size
+    out: list[Member | None] = [None]
+    for tab in grp.tp:
+        for r in range(1, grp.count // tab.degree + 1):
+            out += [Member(g, tab.degree, r, y) for y in range(1, b // r + 1)]
+    return out
+
+
+def stage_members(instance: MixedInstance) -> list[tuple[Member, ...]]:
+    """Every member set of one stage whose shares add up to b (GPU counts checked per plan)."""
+    out = []
+    for pick in itertools.product(*(_member_choices(instance, g) for g in range(instance.num_types))):
+        members = tuple(m for m in pick if m is not None)
+        if members and sum(m.replicas * m.share for m in members) == instance.microbatch_size:
+            out.append(members)
+    return out

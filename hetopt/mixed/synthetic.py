@@ -62,3 +62,24 @@ def hand_instance(**overrides) -> MixedInstance:
                   cross_bandwidth=GIB, gpus=(a,))
     fields.update(overrides)
     return MixedInstance(**fields)
+
+
+def two_type_instance(*, layers: int = 8, a100: int = 4, v100: int = 8, microbatch_size: int = 4,
+                      microbatches: int = 8) -> MixedInstance:
+    """A small A100 + V100 instance shaped like a transformer: equal layers, V100 about 2.5×
+    slower per sample and with 16 GiB against 40 GiB, TP degrees 1-2 (A100) and 1-4 (V100).
+
+    A fixed part per micro-batch (0.2 of a sample's time) makes small shares less efficient,
+    and TP speeds a replica up by t^0.85 (its communication), as the cost model's prices do.
+    """
+    def tables(per_sample_s: float, degrees, static_gib: float, act_gib: float) -> tuple[TpTables, ...]:
+        return tuple(TpTables(t, tuple(tuple(per_sample_s * (0.2 + y) / t ** 0.85 for _ in range(layers))
+                                       for y in range(1, microbatch_size + 1)),
+                              tuple(static_gib * GIB / t for _ in range(layers)),
+                              tuple(tuple(act_gib * y * GIB / t for _ in range(layers))
+                                    for y in range(1, microbatch_size + 1))) for t in degrees)
+
+    groups = (GpuGroup("A100", a100, 40 * GIB, 12.5 * GIB, tables(0.010, (1, 2), 3.0, 0.5)),
+              GpuGroup("V100", v100, 16 * GIB, 3.0 * GIB, tables(0.025, (1, 2, 4), 3.0, 0.5)))
+    return MixedInstance(f"a100x{a100}-v100x{v100}-l{layers}", microbatches, microbatch_size, layers,
+                         tuple(0.4 * GIB for _ in range(layers)), 0.002, 3.0 * GIB, groups)
