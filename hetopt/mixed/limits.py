@@ -11,10 +11,10 @@ import math
 from hetopt.mixed.problem import MixedInstance
 from hetopt.mixed.stages import layout_count
 
-#: Most stage pricings (layer ranges × flights × layouts) the DP and the MILP's edge list may
-#: need: each is a best split of a few microseconds to a millisecond in Python, so 2·10^5 of
-#: them stay within tens of seconds.
-MAX_PRICINGS = 200_000
+#: Most stage pricings (layer ranges × flights × layouts, an upper bound: the DP prices only the
+#: (range, flight) pairs it reaches, about a third of them) the DP may need: a best split takes
+#: 20-60 µs in Python, so 5·10^5 of them stay within about 30 s (measured: 2.5·10^5 in 5 s).
+MAX_PRICINGS = 500_000
 #: Most DP states (start layer × GPUs used per type × stages after, capped at M).
 MAX_STATES = 2_000_000
 #: Most (layer range, flight, per-type (t, r, y)) stage choices the MILP enumerates before
