@@ -38,8 +38,9 @@ MAX_COUNT = 65_536
 MAX_TP = 64
 #: Longest table time or hand-over, seconds: a day is not one micro-batch of any layer.
 MAX_TIME_S = 86_400.0
-#: Largest memory figure, bytes (1 PiB, as the pipeline family's limit).
-MAX_MEMORY_BYTES = 2.0**50
+#: Largest byte figure of an instance (memory per GPU, static, activation and gradient table
+#: entries), 1 PiB: a thousand times today's largest GPU memory, so every sum stays exact.
+MAX_BYTES = 2.0**50
 #: Bandwidth range, Gb/s (1 kb/s to 1 Pb/s, as the replicas family).
 MIN_GBPS, MAX_GBPS = 1e-6, 1e6
 
@@ -173,7 +174,7 @@ class MixedInstance:
         _whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES)
         _whole("microbatch_size", self.microbatch_size, 1, MAX_MICROBATCH_SIZE)
         _whole("layers", self.layers, 1, MAX_LAYERS)
-        _table("gradient_gib", self.gradient_bytes, (self.layers,), MAX_MEMORY_BYTES, "bytes")
+        _table("gradient_gib", self.gradient_bytes, (self.layers,), MAX_BYTES, "bytes")
         _real("link_s", self.link_s, 0.0, MAX_TIME_S, "seconds")
         _real("cross_bandwidth_gbps", self.cross_bandwidth / GBPS if _is_real(self.cross_bandwidth) else None,
               MIN_GBPS, MAX_GBPS, "Gb/s")
@@ -190,7 +191,7 @@ class MixedInstance:
             names.add(grp.name)
             _whole(f"{key}.count", grp.count, 0, MAX_COUNT)
             _real(f"{key}.memory_gib", grp.memory_bytes / GIB if _is_real(grp.memory_bytes) else None,
-                  0.0, MAX_MEMORY_BYTES / GIB, "GiB", low_open=True)
+                  0.0, MAX_BYTES / GIB, "GiB", low_open=True)
             _real(f"{key}.bandwidth_gbps", grp.bandwidth / GBPS if _is_real(grp.bandwidth) else None,
                   MIN_GBPS, MAX_GBPS, "Gb/s")
             if not isinstance(grp.tp, tuple) or not grp.tp:
@@ -203,8 +204,8 @@ class MixedInstance:
                     raise InputError(f"{tkey}.degree: {tab.degree} is given twice (one table per degree)")
                 degrees.add(tab.degree)
                 _table(f"{tkey}.time_s", tab.time_s, shape, MAX_TIME_S, "seconds")
-                _table(f"{tkey}.static_gib", tab.static_bytes, (self.layers,), MAX_MEMORY_BYTES, "bytes")
-                _table(f"{tkey}.activation_gib", tab.activation_bytes, shape, MAX_MEMORY_BYTES, "bytes")
+                _table(f"{tkey}.static_gib", tab.static_bytes, (self.layers,), MAX_BYTES, "bytes")
+                _table(f"{tkey}.activation_gib", tab.activation_bytes, shape, MAX_BYTES, "bytes")
 
     @property
     def num_types(self) -> int:
