@@ -9,6 +9,7 @@ best split (``formulations/mixed.md``, "The split").
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections.abc import Iterator
@@ -80,16 +81,10 @@ def best_split(instance: MixedInstance, first: int, end: int, layout, flight: in
             sets.append(cur & mask)
         return sets if sets[-1] >> b & 1 else None
 
-    lo, hi = 0, len(values) - 1
-    if reach(values[hi]) is None:
+    if reach(values[-1]) is None:
         return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if reach(values[mid]) is None:
-            lo = mid + 1
-        else:
-            hi = mid
-    theta = values[lo]
+    # the least value at which b is reachable (feasibility is monotone in θ)
+    theta = values[bisect.bisect_left(range(len(values)), True, key=lambda i: reach(values[i]) is not None)]
     sets = reach(theta)
     shares, left = [], b
     for j in range(len(layout) - 1, -1, -1):  # walk back through the bit sets
