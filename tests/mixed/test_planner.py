@@ -1,0 +1,20 @@
+"""The planner's mixed-stages alternative: its instance and its row."""
+
+from __future__ import annotations
+
+import json
+
+from hetopt.cli import main
+
+BASE = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1"]
+
+
+def test_plan_has_a_mixed_stages_row(capsys):
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    row = next(a for a in doc["alternatives"] if a["name"] == "mixed-stages")
+    assert row["status"] in ("FEASIBLE", "TIME_LIMIT", "DECLINED", "INFEASIBLE"), row
+    if row["status"] == "FEASIBLE":  # a plan: its stages named, and never OPTIMAL (the tables approximate)
+        assert row["iteration_time_s"] > 0 and "S0[" in row["detail"] and "b=2" in row["detail"]  # the fixed micro-batch
+    else:
+        assert row["iteration_time_s"] is None and row["detail"]
