@@ -97,17 +97,19 @@ def solve_dp(instance: MixedInstance, *, time_limit: float | None = None) -> Res
                 for a in range(i - 1, -1, -1):
                     key = (a, i, flight)
                     if key not in options:
-                        options[key] = stage_options(instance, a, i, flight, deadline)
+                        # each choice with its stage as the plan will list it (built once, not per state)
+                        options[key] = [(use, t, (a, i, members))
+                                        for use, t, members in stage_options(instance, a, i, flight, deadline)]
                         stats["pricings"] += 1
-                    for use, t, members in options[key]:
+                    after = min(k + 1, cap)
+                    for use, t, stage in options[key]:
                         steps += 1
                         if steps % CLOCK_EVERY == 0 and deadline.expired():
                             raise TimeoutError
                         new_u = tuple(x + v for x, v in zip(u, use))
                         if any(x > n for x, n in zip(new_u, counts)):
                             continue
-                        target = by_layer[a].setdefault((new_u, min(k + 1, cap)), [])
-                        stage = (a, i, [(g, d, r, y) for g, d, r, y in members])
+                        target = by_layer[a].setdefault((new_u, after), [])
                         for lab in labels:
                             target.append((lab[0] + t + hand, max(lab[1], t, hand), stage, lab))
                 by_layer[i][(u, k)] = []  # expanded: free its labels (children keep their parents)
