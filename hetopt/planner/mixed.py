@@ -36,6 +36,7 @@ from hetopt import costmodel as cm
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.costmodel.stage import Layout
+from hetopt.errors import InputError
 from hetopt.mixed.problem import GpuGroup, MixedInstance, TpTables
 from hetopt.planner.compose import link_matrix
 from hetopt.planner.parallelizer import IslandSpec, Slice, divisors
@@ -126,7 +127,13 @@ def mixed_alternative(s, deadline: Deadline):
             reasons.append(f"b={b}: not tried, its time was spent")
             statuses.append(Status.TIME_LIMIT)
             continue
-        r = solvers.solve(mixed_instance(s, b), "dp", time_limit=budget.seconds_left())
+        try:
+            inst = mixed_instance(s, b)
+        except InputError as exc:  # outside the family's ranges (more than MAX_TYPES GPU types, ...)
+            reasons.append(f"b={b}: the mixed instance declines the cluster: {exc}")
+            statuses.append(Status.DECLINED)
+            continue
+        r = solvers.solve(inst, "dp", time_limit=budget.seconds_left())
         if r.status.has_solution and (best is None or r.objective < best[0].objective):
             best = (r, b)
         if r.status is not Status.OPTIMAL:

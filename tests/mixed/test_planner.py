@@ -18,3 +18,13 @@ def test_plan_has_a_mixed_stages_row(capsys):
         assert row["iteration_time_s"] > 0 and "S0[" in row["detail"] and "b=2" in row["detail"]  # the fixed micro-batch
     else:
         assert row["iteration_time_s"] is None and row["detail"]
+
+
+def test_more_gpu_types_than_the_family_takes_is_a_declined_row(monkeypatch, capsys):
+    """A cluster of more types than ``MAX_TYPES`` gives a DECLINED row, not a crash."""
+    import hetopt.mixed.problem as problem
+
+    monkeypatch.setattr(problem, "MAX_TYPES", 1)
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json"]) == 0
+    row = next(a for a in json.loads(capsys.readouterr().out)["alternatives"] if a["name"] == "mixed-stages")
+    assert row["status"] == "DECLINED" and "gpu" in row["detail"]
