@@ -47,3 +47,11 @@ def test_infeasible_exits_1(tmp_path):
 def test_methods_lists_the_family(capsys):
     assert main(["methods"]) == 0
     assert "mixed: auto (= dp)" in capsys.readouterr().out
+
+
+def test_bench_suite(capsys):
+    suite = INSTANCES.parent / "suites" / "mixed.toml"
+    assert main(["bench", str(suite), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["instance"] for r in rows} == {"tiny", "a100x6-v100x8-l3", "a100x4-v100x8-l8"}
+    assert all(r["status"] == "OPTIMAL" and r["agree"] for r in rows), rows
