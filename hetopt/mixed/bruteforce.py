@@ -12,8 +12,9 @@ from collections.abc import Iterator
 
 from hetopt.budget import CLOCK_EVERY
 from hetopt.family import Deadline, conclude, no_solution
+from hetopt.mixed.limits import dp_limit_hit
 from hetopt.mixed.problem import MixedInstance, MixedSolution, Stage, evaluate
-from hetopt.mixed.stages import stage_members
+from hetopt.mixed.stages import member_set_bound, stage_members
 from hetopt.result import Result, Status
 
 #: Most plans bruteforce tries; beyond it, it declines.
@@ -29,7 +30,11 @@ def cuts(layers: int) -> Iterator[tuple[tuple[int, int], ...]]:
 
 
 def plan_count(instance: MixedInstance) -> int:
-    """Σ over cuts of (member sets)^S, the plans :func:`plans` yields."""
+    """Σ over cuts of (member sets)^S, the plans :func:`plans` yields; ``MAX_PLANS + 1`` when
+    listing the member sets alone would pass the limit (decided from the per-type choice
+    counts, before any listing: bruteforce then declines, conservatively)."""
+    if member_set_bound(instance) > MAX_PLANS:
+        return MAX_PLANS + 1
     per = len(stage_members(instance))
     L = instance.layers
     return sum(math.comb(L - 1, s - 1) * per ** s for s in range(1, L + 1))
@@ -49,8 +54,10 @@ def solve_bruteforce(instance: MixedInstance, *, time_limit: float | None = None
     deadline = Deadline(time_limit)
     count = plan_count(instance)
     if count > MAX_PLANS:
+        dp = dp_limit_hit(instance)  # advice that holds (CONVENTIONS §9)
+        advice = "use dp" if dp is None else f"dp declines it too ({dp})"
         return no_solution(problem="mixed", method="bruteforce", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{count} plans exceed bruteforce's limit of {MAX_PLANS}; use dp")
+                           reason=f"more than {MAX_PLANS} plans (cuts × member sets), bruteforce's limit; {advice}")
     best, best_plan, tried, timed_out = math.inf, None, 0, False
     for plan in plans(instance):
         tried += 1

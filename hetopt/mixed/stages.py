@@ -135,7 +135,7 @@ def _member_choices(instance: MixedInstance, g: int) -> list[Member | None]:
     grp, b = instance.gpus[g], instance.microbatch_size
     out: list[Member | None] = [None]
     for tab in grp.tp:
-        for r in range(1, grp.count // tab.degree + 1):
+        for r in range(1, min(grp.count // tab.degree, b) + 1):  # r ≤ b: every replica holds a sample
             out += [Member(g, tab.degree, r, y) for y in range(1, b // r + 1)]
     return out
 
@@ -148,3 +148,14 @@ def stage_members(instance: MixedInstance) -> list[tuple[Member, ...]]:
         if members and sum(m.replicas * m.share for m in members) == instance.microbatch_size:
             out.append(members)
     return out
+
+
+def member_set_bound(instance: MixedInstance) -> int:
+    """Π_g (choices of type g, "unused" included): at least the member sets of one stage,
+    counted without listing them (``stage_members`` filters this product).
+
+    >>> from hetopt.mixed.synthetic import hand_instance
+    >>> member_set_bound(hand_instance())  # none, 1×y1, 1×y2, 2×y1
+    4
+    """
+    return math.prod(len(_member_choices(instance, g)) for g in range(instance.num_types))

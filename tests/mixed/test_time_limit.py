@@ -49,3 +49,15 @@ def test_milp_declines_naming_its_limit_and_the_dp():
 def test_bruteforce_declines_past_its_limit(medium):
     r = solve(medium, "bruteforce")
     assert r.status is Status.DECLINED and "bruteforce's limit" in r.reason
+
+
+def test_a_huge_instance_is_declined_at_once_by_every_method():
+    """4096 GPUs of each type and b = 256: no method lists its member sets or layouts first."""
+    from hetopt.mixed import crosscheck_methods
+
+    huge = two_type_instance(layers=64, a100=4096, v100=4096, microbatch_size=256)
+    assert crosscheck_methods(huge) == ["dp"]
+    for method in ("dp", "milp", "bruteforce"):
+        r = solve(huge, method)
+        assert r.status is Status.DECLINED and r.wall_s < 2.0, (method, r.wall_s)
+        assert "declines it too" in r.reason or method == "dp", r.reason
