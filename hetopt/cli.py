@@ -541,6 +541,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan only what that runtime, unmodified, runs as one job (one TP, DP, micro-batch, "
                    "recompute and ZeRO for the job; its rules: docs/runtimes.md), shown beside the unrestricted plan; "
                    "`hetopt export --to` the same runtime then writes one job with a launch script")
+    p.add_argument("--mixed-stages", action="store_true",
+                   help="also plan the mixed-stages alternative: stages whose data-parallel replicas span GPU "
+                   "types, each type with its own TP and share of every micro-batch (docs/mixed.md; up to 30 s)")
     p.add_argument("--objective", choices=("time", "cost"), default="time",
                    help="minimise the iteration time (default) or the cost per iteration, where a plan pays for "
                    "every GPU of the islands it runs on (prices: the catalog's usd_per_hour, a cluster file's [price] "
@@ -665,6 +668,7 @@ def request_from(args: argparse.Namespace) -> PlanRequest:
         time_model=getattr(args, "time_model", "closed-form"), replicas=getattr(args, "replicas", False),
         runtime=getattr(args, "runtime", None), target=getattr(args, "target", None),
         objective=getattr(args, "objective", "time"), budget=getattr(args, "budget", None),
+        mixed_stages=getattr(args, "mixed_stages", False),
     )
 
 

@@ -19,6 +19,7 @@ from hetopt.files import MAX_FILE_BYTES, check_size, read_json, read_toml, too_d
 from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
 from hetopt.readers.allocation import read_allocation
 from hetopt.readers.islands import read_islands
+from hetopt.readers.mixed import read_mixed
 from hetopt.readers.pipeline import read_pipeline
 from hetopt.readers.replicas import read_replicas
 
@@ -28,6 +29,7 @@ READERS: dict[str, Callable[[dict, str], Any]] = {
     "islands": read_islands,
     "pipeline": read_pipeline,
     "replicas": read_replicas,
+    "mixed": read_mixed,
 }
 
 

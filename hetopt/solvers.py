@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from hetopt import allocation, islands, pipeline, replicas
+from hetopt import allocation, islands, mixed, pipeline, replicas
 from hetopt.backends import MILP_BACKENDS
 from hetopt.errors import InputError
 from hetopt.family import Family, resolve_method
@@ -31,7 +31,8 @@ from hetopt.interrupt import STOPPED_BY_USER, stop_requested
 from hetopt.result import CrossCheck, Result, Status, objectives_agree, relative_gap
 
 #: Every family, by its ``problem`` key.
-FAMILIES: dict[str, Family] = {f.name: f for f in (allocation.FAMILY, pipeline.FAMILY, islands.FAMILY, replicas.FAMILY)}
+FAMILIES: dict[str, Family] = {f.name: f for f in (allocation.FAMILY, pipeline.FAMILY, islands.FAMILY, replicas.FAMILY,
+                                                   mixed.FAMILY)}
 
 
 def family(problem_or_instance: str | Any) -> Family:

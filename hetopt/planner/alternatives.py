@@ -1,6 +1,8 @@
 """The plans the composed pipeline is compared with, each naming the model that priced it.
 
 * ``cephalo-fsdp``: FSDP over every GPU (allocation family, ``planner/fsdp.py``);
+* ``mixed-stages`` (when asked for): stages whose data-parallel replicas span GPU types (mixed
+  family, ``planner/mixed.py``);
 * ``single-island``: the parallelizer's best plan of the whole model on one island;
 * ``uniform-layers`` / ``compute-proportional``: compositions with each island's layer count
   fixed in proportion to its GPUs / its sustained FLOP/s, solved by the pipeline ``dp``.
@@ -25,6 +27,7 @@ from hetopt.planner.builtin import best_single_island_plan
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import link_matrix, microbatch_candidates, pipeline_instance, split_layers
 from hetopt.planner.fsdp import plan_fsdp
+from hetopt.planner.mixed import mixed_alternative
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice, held_gpus
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig
@@ -76,6 +79,9 @@ class Setting:
     #: The micro-batch sizes the plan was composed over (None: ``microbatch_candidates``), so
     #: the alternatives are planned over the same ones.
     microbatch_sizes: tuple[int, ...] | None = None
+    #: plan the ``mixed-stages`` alternative too (``planner/mixed.py``; off by default: it takes
+    #: up to ``mixed.MIXED_BUDGET_S`` and has not beaten the composed pipeline on a shipped cluster)
+    mixed_stages: bool = False
 
 
 def _remaining(deadline: Deadline) -> float | None:
@@ -239,8 +245,8 @@ class _Best:
 
 
 def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
-    """The four alternatives, each within what is left of ``deadline``."""
-    out = [fsdp_alternative(s, deadline)]
+    """The four alternatives (five with ``mixed_stages``), each within what is left of ``deadline``."""
+    out = [fsdp_alternative(s, deadline)] + ([mixed_alternative(s, deadline)] if s.mixed_stages else [])
     single = _Best("single-island", "no island holds the whole model")
     uniform = _Best("uniform-layers", "no fit with layers split by GPU count")
     proportional = _Best("compute-proportional", "no fit with layers split by compute")

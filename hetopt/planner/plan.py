@@ -197,7 +197,7 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
         t1 = time.perf_counter()
         alternatives = plan_alternatives(Setting(cluster, cfg, setup.chosen.specs, setup.chosen.members,
                                                  setup.parallelizer, setup.atoms, r.global_batch, seq, r.microbatch_size,
-                                                 r.time_model, tuple(setup.candidates)), inner)
+                                                 r.time_model, tuple(setup.candidates), r.mixed_stages), inner)
         timing["alternatives_s"] = time.perf_counter() - t1
     answer = _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing, setup=setup, attempts=attempts, given=given,
                      replicas=replicas, alternatives=alternatives)

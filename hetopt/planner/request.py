@@ -115,6 +115,10 @@ class PlanRequest:
     budget
         US dollars per hour, a ceiling on what the plan's islands cost: only subsets of the
         islands within it are planned (with either objective). None: no ceiling.
+    mixed_stages
+        Also plan the ``mixed-stages`` alternative: stages whose data-parallel replicas span
+        GPU types (the mixed family, ``formulations/mixed.md``), exact on tables built from the
+        built-in prices and so FEASIBLE as a plan of the cluster; it may take 30 s.
     """
 
     cluster: Cluster | str | os.PathLike
@@ -136,6 +140,7 @@ class PlanRequest:
     target: str | None = None
     objective: str = "time"
     budget: float | None = None
+    mixed_stages: bool = False
 
     @classmethod
     def of(cls, **options: object) -> PlanRequest:
@@ -203,6 +208,7 @@ class PlanRequest:
             runtime=runtime,
             target=None if self.target is None else check_choice(self.target, "target", tuple(RUNTIMES)),
             objective=check_choice(self.objective, "objective", OBJECTIVES),
+            mixed_stages=check_bool(self.mixed_stages, "mixed_stages"),
             budget=None if self.budget is None else _check_budget(self.budget),
         )
 

@@ -29,7 +29,8 @@ def test_plan_json_carries_the_same(capsys):
     assert doc["status"] == "OPTIMAL" and doc["microbatch_size"] == 2 and doc["microbatches"] == 16
     assert doc["time_model"].startswith("closed form") and doc["iteration_time_s"] == doc["analytic_s"] and doc["simulated_s"] > 0
     assert sum(s["layers"] for s in doc["stages"]) == 32
-    assert {a["name"] for a in doc["alternatives"]} == {"cephalo-fsdp", "single-island", "uniform-layers", "compute-proportional"}
+    assert {a["name"] for a in doc["alternatives"]} == {"cephalo-fsdp", "single-island", "uniform-layers",
+                                                        "compute-proportional"}
     assert 0 < doc["efficiency"] <= 1 and doc["best"]
     assert set(doc["timing_s"]) == {"islands_s", "enumeration_s", "composition_s", "alternatives_s"}
     pruned = doc["enumeration"]["2"]["pruned"]

@@ -1,0 +1,424 @@
+"""Pipeline stages whose data-parallel replicas span GPU types: data, plan, and ``evaluate``.
+
+Symbols follow ``formulations/mixed.md``. L layers are cut into S contiguous stages of a 1F1B
+pipeline of M micro-batches of b samples. Stage s uses, per GPU type g, r_{s,g} ≥ 0 replicas,
+each a tensor-parallel group of t_{s,g} GPUs holding y_{s,g} samples of every micro-batch
+(Σ_g r·y = b). Its time per micro-batch is the slowest member's table time plus its gradient
+ring all-reduce amortized over M (as ``hetopt.costmodel.stage`` folds data parallelism into a
+stage's price); the iteration time is the pipeline family's closed form
+
+    T = Σ_s t_s + (S − 1)·λ + (M − 1)·max(max_s t_s, [S > 1]·λ)
+
+with λ the hand-over time per micro-batch between two stages.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import accumulate
+
+from hetopt.errors import InputError
+from hetopt.result import Evaluation
+from hetopt.units import GBPS, GIB, MEMORY_RTOL  # noqa: F401  (GBPS, GIB re-exported for the reader)
+
+#: Most GPU types (the issue's G ≤ 4: the DP's state is a product over types).
+MAX_TYPES = 4
+#: Most layers (a model's transformer blocks, plus embedding and head slices).
+MAX_LAYERS = 1024
+#: Largest micro-batch size b in samples: the tables hold one row per share 1..b.
+MAX_MICROBATCH_SIZE = 256
+#: Most micro-batches M (the planner's largest global batch at one sample each).
+MAX_MICROBATCHES = 2**20
+#: Most GPUs of one type (a datacenter's worth).
+MAX_COUNT = 65_536
+#: Largest tensor-parallel degree.
+MAX_TP = 64
+#: Longest table time or hand-over, seconds: a day is not one micro-batch of any layer.
+MAX_TIME_S = 86_400.0
+#: Largest byte figure of an instance (memory per GPU, static, activation and gradient table
+#: entries), 1 PiB: a thousand times today's largest GPU memory, so every sum stays exact.
+MAX_BYTES = 2.0**50
+#: Bandwidth range, Gb/s (1 kb/s to 1 Pb/s, as the replicas family).
+MIN_GBPS, MAX_GBPS = 1e-6, 1e6
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _is_real(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _whole(key: str, value, low: int, high: int) -> None:
+    if not _is_int(value) or not low <= value <= high:
+        raise InputError(f"{key}: must be a whole number from {low} to {high} (got {value!r})")
+
+
+def _real(key: str, value, low: float, high: float, unit: str, *, low_open: bool = False) -> None:
+    if not _is_real(value) or (value <= low if low_open else value < low) or value > high:
+        rel = ">" if low_open else ">="
+        raise InputError(f"{key}: must be a finite number of {unit}, {rel} {low:g} and <= {high:g} (got {value!r})")
+
+
+def _table(key: str, rows, shape: tuple[int, ...], high: float, unit: str) -> None:
+    """``rows`` is a nested tuple of the given shape with entries in [0, high] (in the file's ``unit``)."""
+    if len(shape) == 2:
+        if not isinstance(rows, tuple) or len(rows) != shape[0]:
+            raise InputError(f"{key}: must have {shape[0]} rows, one per share y = 1..{shape[0]} "
+                             f"(got {len(rows) if isinstance(rows, tuple) else rows!r})")
+        for y, row in enumerate(rows):
+            _table(f"{key}[{y}]", row, shape[1:], high, unit)
+        return
+    if not isinstance(rows, tuple) or len(rows) != shape[0]:
+        raise InputError(f"{key}: must list {shape[0]} numbers, one per layer "
+                         f"(got {len(rows) if isinstance(rows, tuple) else rows!r})")
+    for i, v in enumerate(rows):
+        _real(f"{key}[{i}]", v, 0.0, high, unit)
+
+
+@dataclass(frozen=True)
+class TpTables:
+    """The per-layer tables of one GPU type at one tensor-parallel degree t.
+
+    Parameters
+    ----------
+    degree
+        t, GPUs per replica.
+    time_s
+        time_s[y − 1][l]: forward + backward seconds of layer l for one micro-batch on a
+        replica holding y samples of it (y = 1..b).
+    static_bytes
+        static_bytes[l]: weights, gradients and optimizer state of layer l per GPU.
+    activation_bytes
+        activation_bytes[y − 1][l]: activations of layer l per GPU per micro-batch in flight.
+    """
+
+    degree: int
+    time_s: tuple[tuple[float, ...], ...]
+    static_bytes: tuple[float, ...]
+    activation_bytes: tuple[tuple[float, ...], ...]
+
+    @cached_property
+    def time_prefix(self) -> tuple[tuple[float, ...], ...]:
+        """Prefix sums of ``time_s`` per share: time of layers i..j−1 = p[j] − p[i]."""
+        return tuple(tuple(accumulate(row, initial=0.0)) for row in self.time_s)
+
+    @cached_property
+    def static_prefix(self) -> tuple[float, ...]:
+        return tuple(accumulate(self.static_bytes, initial=0.0))
+
+    @cached_property
+    def activation_prefix(self) -> tuple[tuple[float, ...], ...]:
+        return tuple(tuple(accumulate(row, initial=0.0)) for row in self.activation_bytes)
+
+
+@dataclass(frozen=True)
+class GpuGroup:
+    """All GPUs of one type.
+
+    Parameters
+    ----------
+    name
+        The type's label ("A100"), unique in the instance.
+    count
+        N_g, GPUs of this type.
+    memory_bytes
+        Usable memory per GPU.
+    bandwidth
+        Bytes/s per GPU of a gradient ring inside this type.
+    tp
+        One :class:`TpTables` per allowed tensor-parallel degree.
+    """
+
+    name: str
+    count: int
+    memory_bytes: float
+    bandwidth: float
+    tp: tuple[TpTables, ...]
+
+    def degree_index(self, degree: int) -> int | None:
+        """The index of ``degree`` in ``tp``, or None when it is not allowed."""
+        return next((k for k, t in enumerate(self.tp) if t.degree == degree), None)
+
+
+@dataclass(frozen=True)
+class MixedInstance:
+    """One mixed-stage instance (SI units: seconds, bytes, bytes/s).
+
+    Examples
+    --------
+    >>> from hetopt.mixed.synthetic import random_instance
+    >>> inst = random_instance(0)
+    >>> inst.problem, inst.layers >= 1
+    ('mixed', True)
+    """
+
+    name: str
+    microbatches: int
+    microbatch_size: int
+    layers: int
+    gradient_bytes: tuple[float, ...]
+    link_s: float
+    cross_bandwidth: float
+    gpus: tuple[GpuGroup, ...]
+
+    problem = "mixed"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise InputError(f"name: must be a non-empty string (got {self.name!r})", field="name")
+        _whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES)
+        _whole("microbatch_size", self.microbatch_size, 1, MAX_MICROBATCH_SIZE)
+        _whole("layers", self.layers, 1, MAX_LAYERS)
+        _table("gradient_gib", self.gradient_bytes, (self.layers,), MAX_BYTES, "bytes")
+        _real("link_s", self.link_s, 0.0, MAX_TIME_S, "seconds")
+        _real("cross_bandwidth_gbps", self.cross_bandwidth / GBPS if _is_real(self.cross_bandwidth) else None,
+              MIN_GBPS, MAX_GBPS, "Gb/s")
+        if not isinstance(self.gpus, tuple) or not 1 <= len(self.gpus) <= MAX_TYPES:
+            raise InputError(f"gpu: give 1 to {MAX_TYPES} [[gpu]] tables, one per GPU type (got {self.gpus!r:.60})")
+        names = set()
+        shape = (self.microbatch_size, self.layers)
+        for g, grp in enumerate(self.gpus):
+            key = f"gpu[{g}]"
+            if not isinstance(grp, GpuGroup):
+                raise InputError(f"{key}: must be a GpuGroup (got {type(grp).__name__})")
+            if not isinstance(grp.name, str) or not grp.name or grp.name in names:
+                raise InputError(f"{key}.name: must be a non-empty name unique among the types (got {grp.name!r})")
+            names.add(grp.name)
+            _whole(f"{key}.count", grp.count, 0, MAX_COUNT)
+            _real(f"{key}.memory_gib", grp.memory_bytes / GIB if _is_real(grp.memory_bytes) else None,
+                  0.0, MAX_BYTES / GIB, "GiB", low_open=True)
+            _real(f"{key}.bandwidth_gbps", grp.bandwidth / GBPS if _is_real(grp.bandwidth) else None,
+                  MIN_GBPS, MAX_GBPS, "Gb/s")
+            if not isinstance(grp.tp, tuple) or not grp.tp:
+                raise InputError(f"{key}.tp: give at least one [[{key}.tp]] table (a tensor-parallel degree)")
+            degrees = set()
+            for k, tab in enumerate(grp.tp):
+                tkey = f"{key}.tp[{k}]"
+                _whole(f"{tkey}.degree", tab.degree, 1, MAX_TP)
+                if tab.degree in degrees:
+                    raise InputError(f"{tkey}.degree: {tab.degree} is given twice (one table per degree)")
+                degrees.add(tab.degree)
+                _table(f"{tkey}.time_s", tab.time_s, shape, MAX_TIME_S, "seconds")
+                _table(f"{tkey}.static_gib", tab.static_bytes, (self.layers,), MAX_BYTES, "bytes")
+                _table(f"{tkey}.activation_gib", tab.activation_bytes, shape, MAX_BYTES, "bytes")
+
+    @property
+    def num_types(self) -> int:
+        """G, the GPU types."""
+        return len(self.gpus)
+
+    @cached_property
+    def gradient_prefix(self) -> tuple[float, ...]:
+        return tuple(accumulate(self.gradient_bytes, initial=0.0))
+
+
+@dataclass(frozen=True)
+class Member:
+    """The replicas of one GPU type in a stage: r replicas of t GPUs, y samples each."""
+
+    gpu: int
+    degree: int
+    replicas: int
+    share: int
+
+
+@dataclass(frozen=True)
+class Stage:
+    """Layers ``first``..``end − 1`` on ``members`` (one per GPU type used, by type index)."""
+
+    first: int
+    end: int
+    members: tuple[Member, ...]
+
+
+@dataclass(frozen=True)
+class MixedSolution:
+    """The stages, first to last. ``evaluate`` recomputes every figure from them.
+
+    ``names`` (the GPU types' labels) is filled by :func:`build_solution` for display only.
+    """
+
+    stages: tuple[Stage, ...]
+    names: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        """One line, e.g. ``S0[6×A100 tp1 + 1×V100 tp4] → S1[10×A100 tp1]``.
+
+        Examples
+        --------
+        >>> MixedSolution((Stage(0, 2, (Member(0, 1, 6, 1), Member(1, 4, 1, 2))),), ("A100", "V100")).describe()
+        'S0[6×A100 tp1 y1 + 1×V100 tp4 y2]'
+        """
+        def label(g: int) -> str:
+            return self.names[g] if g < len(self.names) else f"type{g}"
+
+        return " → ".join(
+            f"S{s}[" + " + ".join(f"{m.replicas}×{label(m.gpu)} tp{m.degree} y{m.share}" for m in st.members) + "]"
+            for s, st in enumerate(self.stages))
+
+    def to_dict(self) -> dict:
+        """Plain data for JSON."""
+        return {"stages": [{"layers": [st.first, st.end], "members": [
+            {"gpu": self.names[m.gpu] if m.gpu < len(self.names) else m.gpu, "tp": m.degree, "replicas": m.replicas,
+             "share": m.share} for m in st.members]} for st in self.stages]}
+
+    def rows(self) -> list[dict]:
+        """One row per stage."""
+        return [{"stage": s, "layers": f"{st.first}-{st.end - 1}",
+                 "members": " + ".join(f"{m.replicas}×{self.names[m.gpu] if m.gpu < len(self.names) else m.gpu} "
+                                       f"tp{m.degree} y{m.share}" for m in st.members)}
+                for s, st in enumerate(self.stages)]
+
+    def summary(self) -> list[str]:
+        """A line under the table."""
+        return [f"{len(self.stages)} stages: {self.describe()}"]
+
+
+def build_solution(instance: MixedInstance, stages) -> MixedSolution:
+    """A MixedSolution from ``(first, end, [(gpu, degree, replicas, share), ...])`` triples."""
+    return MixedSolution(
+        tuple(Stage(int(a), int(e), tuple(Member(*map(int, m)) for m in sorted(members))) for a, e, members in stages),
+        tuple(g.name for g in instance.gpus))
+
+
+def in_flight(stages_after: int, microbatches: int) -> int:
+    """Micro-batches a 1F1B stage holds: min(S − s, M), with S − s − 1 stages after it.
+
+    >>> in_flight(0, 4), in_flight(5, 4)
+    (1, 4)
+    """
+    return min(stages_after + 1, microbatches)
+
+
+def member_time_s(instance: MixedInstance, first: int, end: int, gpu: int, tp_index: int, share: int) -> float:
+    """time_g(t, y, first..end−1): a replica's seconds per micro-batch on those layers."""
+    p = instance.gpus[gpu].tp[tp_index].time_prefix[share - 1]
+    return p[end] - p[first]
+
+
+def member_fits(instance: MixedInstance, first: int, end: int, gpu: int, tp_index: int, share: int, flight: int) -> bool:
+    """static + flight · activation ≤ memory (+ MEMORY_RTOL) on each GPU of the member."""
+    tab = instance.gpus[gpu].tp[tp_index]
+    static = tab.static_prefix[end] - tab.static_prefix[first]
+    act = tab.activation_prefix[share - 1][end] - tab.activation_prefix[share - 1][first]
+    return static + flight * act <= instance.gpus[gpu].memory_bytes * (1.0 + MEMORY_RTOL)
+
+
+def sync_s(instance: MixedInstance, first: int, end: int, members) -> float:
+    """The stage's gradient ring all-reduce, once per iteration (0 for one replica).
+
+    members: (gpu, degree, replicas) triples. 2(R − 1)/R · max_g (bytes / t_g) / w_g, where
+    w_g is the type's ring bandwidth when the stage uses one type, else min(w_g, cross).
+
+    >>> from hetopt.mixed.synthetic import random_instance
+    >>> inst = random_instance(0)
+    >>> sync_s(inst, 0, 1, [(0, inst.gpus[0].tp[0].degree, 1)])
+    0.0
+    """
+    replicas = sum(m[2] for m in members)
+    if replicas <= 1:
+        return 0.0
+    nbytes = instance.gradient_prefix[end] - instance.gradient_prefix[first]
+    mixed = len({m[0] for m in members}) > 1
+    slowest = max(nbytes / m[1] / (min(instance.gpus[m[0]].bandwidth, instance.cross_bandwidth) if mixed
+                                   else instance.gpus[m[0]].bandwidth) for m in members)
+    return 2.0 * (replicas - 1) / replicas * slowest
+
+
+def stage_time_s(instance: MixedInstance, first: int, end: int, members, compute_s: float) -> float:
+    """t_s = slowest member's time + sync / M (the once-per-iteration sync amortized, as the cost model does)."""
+    return compute_s + sync_s(instance, first, end, members) / instance.microbatches
+
+
+def iteration_time_s(instance: MixedInstance, times) -> float:
+    """The pipeline family's closed form: Σ t_s + (S − 1)λ + (M − 1)·max(max t_s, [S > 1]λ).
+
+    >>> from hetopt.mixed.synthetic import random_instance
+    >>> inst = random_instance(0)
+    >>> iteration_time_s(inst, [1.0]) == 1.0 + (inst.microbatches - 1) * 1.0
+    True
+    """
+    link = instance.link_s if len(times) > 1 else 0.0
+    return sum(times) + (len(times) - 1) * link + (instance.microbatches - 1) * max(max(times), link)
+
+
+def evaluate(instance: MixedInstance, solution: MixedSolution) -> Evaluation:
+    """Check a plan and recompute its iteration time: the single source of truth.
+
+    Examples
+    --------
+    >>> from hetopt.mixed.synthetic import hand_instance
+    >>> inst = hand_instance()
+    >>> plan = build_solution(inst, [(0, 2, [(0, 1, 2, 1)])])
+    >>> ev = evaluate(inst, plan)
+    >>> ev.feasible, round(ev.objective, 9)  # t = 2·1.0 (y=1) + sync 2·1/2·2 B/1 B/s / M=4 = 2.5; T = 4·2.5
+    (True, 10.0)
+    """
+    violations: list[str] = []
+    stages = solution.stages
+    if not stages:
+        return Evaluation(False, math.inf, ("no stage",))
+    used = [0] * instance.num_types
+    times, compute, syncs, flights = [], [], [], []
+    expect = 0
+    S, M, b = len(stages), instance.microbatches, instance.microbatch_size
+    for s, st in enumerate(stages):
+        where = f"stage {s}"
+        if not (_is_int(st.first) and _is_int(st.end)) or st.first != expect or not st.first < st.end <= instance.layers:
+            violations.append(f"{where}: layers {st.first!r}..{st.end!r} do not continue from layer {expect} "
+                              f"(stages cover 0..{instance.layers - 1} in order, each at least one layer)")
+            break
+        expect = st.end
+        flight = in_flight(S - s - 1, M)
+        if not st.members:
+            violations.append(f"{where}: has no replica")
+            continue
+        samples, slowest, seen, triples = 0, 0.0, set(), []
+        for m in st.members:
+            if not _is_int(m.gpu) or not 0 <= m.gpu < instance.num_types or m.gpu in seen:
+                violations.append(f"{where}: GPU type {m.gpu!r} unknown or used twice in the stage")
+                continue
+            seen.add(m.gpu)
+            k = instance.gpus[m.gpu].degree_index(m.degree) if _is_int(m.degree) else None
+            if k is None:
+                violations.append(f"{where}: tp {m.degree!r} is not allowed for {instance.gpus[m.gpu].name}")
+                continue
+            if not _is_int(m.replicas) or m.replicas < 1 or not _is_int(m.share) or not 1 <= m.share <= b:
+                violations.append(f"{where}: {instance.gpus[m.gpu].name} needs replicas ≥ 1 and a share 1..{b} "
+                                  f"(got {m.replicas!r}, {m.share!r})")
+                continue
+            samples += m.replicas * m.share
+            used[m.gpu] += m.replicas * m.degree
+            if not member_fits(instance, st.first, st.end, m.gpu, k, m.share, flight):
+                violations.append(f"{where}: {instance.gpus[m.gpu].name} tp{m.degree} y{m.share} does not fit its "
+                                  f"memory with {flight} micro-batches in flight")
+            slowest = max(slowest, member_time_s(instance, st.first, st.end, m.gpu, k, m.share))
+            triples.append((m.gpu, m.degree, m.replicas))
+        if samples != b:
+            violations.append(f"{where}: the replicas hold {samples} samples of each micro-batch, b = {b}")
+        sync = sync_s(instance, st.first, st.end, triples) if triples else 0.0
+        compute.append(slowest)
+        syncs.append(sync)
+        flights.append(flight)
+        times.append(slowest + sync / M)
+    if not violations and expect != instance.layers:
+        violations.append(f"the stages cover layers 0..{expect - 1}, the model has {instance.layers}")
+    for g, (u, grp) in enumerate(zip(used, instance.gpus)):
+        if u > grp.count:
+            violations.append(f"{grp.name}: the plan uses {u} GPUs, {grp.count} exist")
+    if violations:
+        return Evaluation(False, math.inf, tuple(violations))
+    return Evaluation(True, iteration_time_s(instance, times), (), {
+        "stage_times": times, "compute_s": compute, "sync_s": syncs, "in_flight": flights, "gpus_used": used})
+
+
+def infeasible_reason(instance: MixedInstance) -> str | None:
+    """A quick reason no plan can exist (no GPU at all), or None (not a proof of feasibility)."""
+    if sum(g.count for g in instance.gpus) == 0:
+        return "the cluster has no GPU (give some type a count ≥ 1)"
+    return None

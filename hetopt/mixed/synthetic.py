@@ -1,0 +1,85 @@
+"""Seeded random mixed-stage instances (agreement tests, bench) and a hand-checkable one.
+
+Tables are drawn the way a cost model shapes them: a layer's time grows with the share y
+(a fixed part plus a per-sample part, with noise so that it is not always linear), shrinks
+with the TP degree less than linearly; static memory shrinks with t, activations grow with y.
+Memory is drawn so that it binds on some instances (some shares or flights do not fit).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hetopt.mixed.problem import GIB, GpuGroup, MixedInstance, TpTables
+
+
+def _group(rng: np.random.Generator, g: int, layers: int, b: int, max_count: int) -> GpuGroup:
+    speed = float(rng.uniform(0.5, 2.0))  # seconds per sample-layer, relative
+    degrees = [1] if rng.random() < 0.5 else [1, 2]
+    tables = []
+    base = [float(rng.uniform(0.5, 1.5)) for _ in range(layers)]
+    for t in degrees:
+        time_s = tuple(tuple(speed * base[l] * (0.3 + y) / t ** 0.8 * float(rng.uniform(0.9, 1.1))
+                             for l in range(layers)) for y in range(1, b + 1))
+        static = tuple(float(rng.uniform(1.0, 4.0)) * GIB / t for _ in range(layers))
+        act = tuple(tuple(0.5 * y * GIB / t for _ in range(layers)) for y in range(1, b + 1))
+        tables.append(TpTables(t, time_s, static, act))
+    memory = float(rng.uniform(4.0, 12.0)) * GIB
+    bandwidth = float(rng.choice([1.0, 4.0, 16.0])) * GIB
+    return GpuGroup(f"G{g}", int(rng.integers(0, max_count + 1)), memory, bandwidth, tuple(tables))
+
+
+def random_instance(seed: int, *, layers: int = 3, types: int = 2, max_count: int = 3, microbatch_size: int = 3,
+                    microbatches: int | None = None) -> MixedInstance:
+    """A random instance; the same seed gives the same instance.
+
+    Examples
+    --------
+    >>> random_instance(3) == random_instance(3), random_instance(3).name
+    (True, 'random-3')
+    """
+    rng = np.random.default_rng(seed)
+    groups = tuple(_group(rng, g, layers, microbatch_size, max_count) for g in range(types))
+    if sum(g.count for g in groups) == 0:  # keep most instances solvable: one GPU at least
+        first = groups[0]
+        groups = (GpuGroup(first.name, 1, first.memory_bytes, first.bandwidth, first.tp),) + groups[1:]
+    m = int(rng.integers(1, 5)) if microbatches is None else microbatches
+    grad = tuple(float(rng.uniform(0.1, 2.0)) * GIB for _ in range(layers))
+    link = float(rng.choice([0.0, 0.2, 1.0]))
+    cross = float(rng.choice([0.5, 2.0])) * GIB
+    return MixedInstance(f"random-{seed}", m, microbatch_size, layers, grad, link, cross, groups)
+
+
+def hand_instance(**overrides) -> MixedInstance:
+    """Two layers, one type "A" of 2 GPUs (tp 1), b = 2, M = 4, 1 GiB of gradients per layer at 1 GiB/s.
+
+    time per layer: 1 s for a share of one sample, 1.5 s for two; 1 GiB static and
+    1 GiB of activations per sample per layer; 10 GiB per GPU; λ = 0.25 s.
+    """
+    a = GpuGroup("A", 2, 10 * GIB, GIB, (TpTables(1, ((1.0, 1.0), (1.5, 1.5)), (GIB, GIB),
+                                                  ((GIB, GIB), (2 * GIB, 2 * GIB))),))
+    fields = dict(name="hand", microbatches=4, microbatch_size=2, layers=2, gradient_bytes=(GIB, GIB), link_s=0.25,
+                  cross_bandwidth=GIB, gpus=(a,))
+    fields.update(overrides)
+    return MixedInstance(**fields)
+
+
+def two_type_instance(*, layers: int = 8, a100: int = 4, v100: int = 8, microbatch_size: int = 4,
+                      microbatches: int = 8) -> MixedInstance:
+    """A small A100 + V100 instance shaped like a transformer: equal layers, V100 about 2.5×
+    slower per sample and with 16 GiB against 40 GiB, TP degrees 1-2 (A100) and 1-4 (V100).
+
+    A fixed part per micro-batch (0.2 of a sample's time) makes small shares less efficient,
+    and TP speeds a replica up by t^0.85 (its communication), as the cost model's prices do.
+    """
+    def tables(per_sample_s: float, degrees, static_gib: float, act_gib: float) -> tuple[TpTables, ...]:
+        return tuple(TpTables(t, tuple(tuple(per_sample_s * (0.2 + y) / t ** 0.85 for _ in range(layers))
+                                       for y in range(1, microbatch_size + 1)),
+                              tuple(static_gib * GIB / t for _ in range(layers)),
+                              tuple(tuple(act_gib * y * GIB / t for _ in range(layers))
+                                    for y in range(1, microbatch_size + 1))) for t in degrees)
+
+    groups = (GpuGroup("A100", a100, 40 * GIB, 12.5 * GIB, tables(0.010, (1, 2), 3.0, 0.5)),
+              GpuGroup("V100", v100, 16 * GIB, 3.0 * GIB, tables(0.025, (1, 2, 4), 3.0, 0.5)))
+    return MixedInstance(f"a100x{a100}-v100x{v100}-l{layers}", microbatches, microbatch_size, layers,
+                         tuple(0.4 * GIB for _ in range(layers)), 0.002, 3.0 * GIB, groups)

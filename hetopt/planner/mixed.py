@@ -1,0 +1,152 @@
+"""The mixed-stage alternative: pipeline stages whose data-parallel replicas span GPU types.
+
+Builds a ``mixed`` family instance (``formulations/mixed.md``) from the planner's cluster and
+model with the built-in stage prices and solves it with the family's exact ``dp``. The tables
+come from the parallelizer's own prices of one *block* (``BLOCK_ATOMS`` consecutive atoms of
+the planner) at a time, on one node of each GPU type, for each TP degree t dividing the node
+and each share y = 1..b, as a one-stage layout (pp 1, dp 1, no recomputation, ZeRO 0):
+
+* time_g(t, y, block) = that stage's forward + backward seconds; static and activation bytes
+  per GPU likewise (the embedding is priced with the first block, the head with the last);
+* gradient bytes of a block = its parameters × ``costmodel.GRADIENT_BYTES``;
+* a type's ring bandwidth per GPU = its node's network as NCCL achieves it, over the node's
+  GPUs; a ring across types runs at the slowest of them;
+* the hand-over λ = the slowest island-to-island link of ``compose.link_matrix``;
+* the runtime's reserved bytes come off each block's static bytes and off the capacity (a
+  stage holds them once).
+
+Where this approximates the planner's stage prices (said again in ``formulations/mixed.md``):
+a stage of several blocks is priced as the sum of its blocks (the parallelizer prices it
+whole; fixed per-stage terms such as a TP stage's hand-overs are counted once per block);
+the data-parallel reduction is the family's flat ring (no NCCL step latency, no
+overlap with backward compute, no ZeRO sharding of the optimizer state, which the
+composed plan's ``_data_parallel`` has); the optimizer step is priced per replica at dp 1;
+a block's static bytes are its price at the share y = b (the cost model's static bytes grow
+a little with the samples, e.g. the head's workspace; the family's static table does not
+depend on y, so this is the conservative end).
+The plan is the family's proven optimum *of these tables*, so the alternative is FEASIBLE as
+a plan of the cluster, not OPTIMAL.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hetopt import costmodel as cm
+from hetopt import solvers
+from hetopt.budget import Deadline
+from hetopt.costmodel.stage import Layout
+from hetopt.errors import InputError
+from hetopt.mixed.problem import GpuGroup, MixedInstance, TpTables
+from hetopt.planner.compose import link_matrix
+from hetopt.planner.parallelizer import IslandSpec, Slice, divisors
+from hetopt.result import Status
+
+#: Atoms per block of the mixed instance: OPT-350M's 24 layers become 6 blocks, so the DP's
+#: layer ranges (21) times flights times layouts stay inside its pricing limit.
+BLOCK_ATOMS = 4
+#: The micro-batch sizes b tried (samples): the shares y = 1..b are the tables' rows and the
+#: layouts grow with b (r ≤ b); on Sailor's a8v24 the dp takes about 20 s at b = 8 and 80 s
+#: at b = 16 (measured), so one size.
+MICROBATCH_SIZES = (8,)
+#: The row's name in the alternatives table.
+NAME = "mixed-stages"
+#: Seconds the alternative may take without a time limit (its dp then answers FEASIBLE with
+#: the best plan found, or TIME_LIMIT), and its share of the time left under one.
+MIXED_BUDGET_S = 30.0
+MIXED_SHARE = 0.25
+
+
+def _node_specs(s) -> dict[str, IslandSpec]:
+    """One single-node IslandSpec per GPU type of the cluster, and every type's GPU count."""
+    nodes = s.cluster.islands.nodes
+    specs: dict[str, IslandSpec] = {}
+    for node, gpu in zip(nodes, s.cluster.gpu_types):
+        if gpu.name not in specs:
+            bw = max(float(x) for x in s.cluster.islands.inter[nodes.index(node)])
+            specs[gpu.name] = IslandSpec(node.name, gpu, nodes=1, gpus_per_node=node.gpus, inter_bandwidth=bw,
+                                         intra_bandwidth=node.intra_bytes_s)
+    return specs
+
+
+def mixed_instance(s, microbatch_size: int) -> MixedInstance:
+    """The mixed instance of the setting ``s`` (``alternatives.Setting``) for micro-batches of ``microbatch_size``."""
+    b, M = microbatch_size, s.global_batch // microbatch_size
+    counts = Counter()
+    for node, gpu in zip(s.cluster.islands.nodes, s.cluster.gpu_types):
+        counts[gpu.name] += node.gpus
+    blocks = [Slice(tuple(s.atoms[i:i + BLOCK_ATOMS])) for i in range(0, len(s.atoms), BLOCK_ATOMS)]
+    groups = []
+    reserved = getattr(s.parallelizer, "reserved_bytes", 0.0)  # a parallelizer of the user's may hold none
+    for name, spec in _node_specs(s).items():
+        tables = []
+        for t in divisors(spec.gpus_per_node):
+            rows_t, rows_a, static = [], [], None
+            for y in range(1, b + 1):
+                stage = [s.parallelizer.plan(block, spec, Layout(t, 1, 1, (len(block.atoms),), "none", 0),
+                                             microbatch_size=y, microbatches=M).stages[0] for block in blocks]
+                rows_t.append(tuple(st.time_s for st in stage))
+                rows_a.append(tuple(st.activation_bytes for st in stage))
+                # every price holds the runtime's reserved bytes once; a stage of several blocks
+                # holds them once too, so they come off each block and off the capacity
+                static = tuple(st.static_bytes - reserved for st in stage)
+            tables.append(TpTables(t, tuple(rows_t), static, tuple(rows_a)))
+        ring = spec.inter_achieved / spec.gpus_per_node
+        groups.append(GpuGroup(name, counts[name], spec.memory_bytes - reserved, ring, tuple(tables)))
+    params = [sum(cm.layer_parameters(s.cfg, i) for a in block.atoms for i in range(a.first_layer, a.first_layer + a.layers))
+              for block in blocks]
+    params[0] += cm.input_embedding_parameters(s.cfg)  # the embedding's and the head's gradients go with their blocks
+    params[-1] += cm.head_parameters(s.cfg)
+    links = link_matrix(s.cluster, s.members, s.cfg, s.seq, b)
+    link = max((x for row in links for x in row), default=0.0)
+    return MixedInstance(f"{s.cluster.name}-{s.cfg.name}-mixed-b{b}", M, b, len(blocks),
+                         tuple(p * cm.GRADIENT_BYTES for p in params), link, min(g.bandwidth for g in groups),
+                         tuple(groups))
+
+
+def mixed_alternative(s, deadline: Deadline):
+    """The ``mixed-stages`` row (``alternatives.Alternative``): the best plan over
+    ``MICROBATCH_SIZES``, within ``MIXED_SHARE`` of what is left of ``deadline`` and at most
+    ``MIXED_BUDGET_S`` seconds.
+
+    Its status is FEASIBLE when the family's ``dp`` proved its optimum *of the tables* (the
+    tables approximate the planner's stage prices, see the module docstring), else the
+    family's status (TIME_LIMIT, DECLINED with the limit named, INFEASIBLE).
+    """
+    from hetopt.planner.alternatives import Alternative  # alternatives imports this module
+
+    left = deadline.seconds_left()
+    budget = Deadline(MIXED_BUDGET_S if left is None else min(MIXED_BUDGET_S, MIXED_SHARE * left))
+    best, reasons, statuses = None, [], []
+    # the micro-batch size the user fixed, when the tables stay small enough; else ours
+    sizes = (s.microbatch_size,) if s.microbatch_size and s.microbatch_size <= max(MICROBATCH_SIZES) else MICROBATCH_SIZES
+    for b in sizes:
+        if s.global_batch % b:
+            continue
+        if budget.expired():
+            reasons.append(f"b={b}: not tried, its time was spent")
+            statuses.append(Status.TIME_LIMIT)
+            continue
+        try:
+            inst = mixed_instance(s, b)
+        except InputError as exc:  # outside the family's ranges (more than MAX_TYPES GPU types, ...)
+            reasons.append(f"b={b}: the mixed instance declines the cluster: {exc}")
+            statuses.append(Status.DECLINED)
+            continue
+        r = solvers.solve(inst, "dp", time_limit=budget.seconds_left())
+        if r.status.has_solution and (best is None or r.objective < best[0].objective):
+            best = (r, b)
+        if r.status is not Status.OPTIMAL:
+            reasons.append(f"b={b}: {r.status.value}" + (f" ({r.reason})" if r.reason else ""))
+            statuses.append(r.status)
+    if best is None:
+        # the row's status: the one every size ended with, else the first that was not a proof
+        status = statuses[0] if statuses else Status.INFEASIBLE
+        return Alternative(NAME, None, "; ".join(reasons) or "no micro-batch size divides the global batch", status)
+    r, b = best
+    used = Counter()
+    for stage in r.solution.stages:
+        for m in stage.members:
+            used[r.solution.names[m.gpu]] += m.replicas * m.degree
+    note = "" if not reasons else f" (not every size proven: {'; '.join(reasons)})"
+    return Alternative(NAME, r.objective, f"{r.solution.describe()}, b={b}{note}", Status.FEASIBLE, gpus_by_type=dict(used))

@@ -1,0 +1,75 @@
+"""Reading ``problem = "mixed"`` files into a :class:`MixedInstance`.
+
+Files use GiB and Gb/s; the instance uses bytes and bytes/s (converted here, once). Types
+and keys are checked here; shapes and ranges by the instance itself (built inside
+``located(source)``, so its messages name the file too).
+"""
+
+from __future__ import annotations
+
+from hetopt.mixed.problem import GBPS, GIB, MAX_TYPES, GpuGroup, MixedInstance, TpTables
+from hetopt.readers.fields import Fields, located
+
+TOP_KEYS = ("problem", "name", "description", "source", "microbatches", "microbatch_size", "layers", "link_s",
+            "cross_bandwidth_gbps", "gradient_gib", "gpu")
+GPU_KEYS = ("name", "count", "memory_gib", "bandwidth_gbps", "tp", "description")
+TP_KEYS = ("degree", "time_s", "static_gib", "activation_gib")
+
+
+def _rows(f: Fields, name: str, scale: float = 1.0) -> tuple[tuple[float, ...], ...]:
+    """A list of lists of numbers (one row per share), each entry times ``scale``."""
+    value = f.data.get(name)
+    if value is None:
+        raise f.error(name, "missing (this key is required: one list per share y = 1..microbatch_size)")
+    if not isinstance(value, list) or not all(isinstance(row, list) for row in value):
+        raise f.error(name, "must be a list of lists of numbers, one list per share y = 1..microbatch_size")
+    rows = Fields({f"{name}[{y}]": row for y, row in enumerate(value)}, f.source, f.path)
+    return tuple(tuple(v * scale for v in rows.numbers(f"{name}[{y}]")) for y in range(len(value)))
+
+
+def read_mixed(data: dict, source: str) -> MixedInstance:
+    """Read a mixed file's data (types and keys) and build the instance.
+
+    Every problem is an :class:`~hetopt.errors.InputError` naming the file, the key path and the fix.
+    """
+    top = Fields(data, source)
+    top.reject_unknown(TOP_KEYS)
+    gpus = []
+    for f in top.tables("gpu", required=True, max_len=MAX_TYPES):
+        f.reject_unknown(GPU_KEYS)
+        tables = []
+        for t in f.tables("tp", required=True):
+            t.reject_unknown(TP_KEYS)
+            tables.append(TpTables(t.integer("degree"), _rows(t, "time_s"),
+                                   tuple(v * GIB for v in t.numbers("static_gib")), _rows(t, "activation_gib", GIB)))
+        gpus.append(GpuGroup(f.string("name"), f.integer("count"), f.number("memory_gib", positive=True) * GIB,
+                             f.number("bandwidth_gbps", positive=True) * GBPS, tuple(tables)))
+    fields = {
+        "name": top.string("name", source),
+        "microbatches": top.integer("microbatches"),
+        "microbatch_size": top.integer("microbatch_size"),
+        "layers": top.integer("layers"),
+        "gradient_bytes": tuple(v * GIB for v in top.numbers("gradient_gib")),
+        "link_s": top.number("link_s", 0.0),
+        "cross_bandwidth": top.number("cross_bandwidth_gbps", positive=True) * GBPS,
+        "gpus": tuple(gpus),
+    }
+    with located(source):
+        return MixedInstance(**fields)
+
+
+def mixed_data(instance: MixedInstance) -> dict:
+    """The file data of ``instance`` (GiB, Gb/s): ``read_mixed(mixed_data(x), s)`` rebuilds x
+    up to the rounding of the unit conversions."""
+    return {
+        "problem": "mixed", "name": instance.name, "microbatches": instance.microbatches,
+        "microbatch_size": instance.microbatch_size, "layers": instance.layers, "link_s": instance.link_s,
+        "cross_bandwidth_gbps": instance.cross_bandwidth / GBPS,
+        "gradient_gib": [v / GIB for v in instance.gradient_bytes],
+        "gpu": [{"name": g.name, "count": g.count, "memory_gib": g.memory_bytes / GIB,
+                 "bandwidth_gbps": g.bandwidth / GBPS,
+                 "tp": [{"degree": t.degree, "time_s": [list(r) for r in t.time_s],
+                         "static_gib": [v / GIB for v in t.static_bytes],
+                         "activation_gib": [[v / GIB for v in r] for r in t.activation_bytes]} for t in g.tp]}
+                for g in instance.gpus],
+    }

@@ -1,0 +1,109 @@
+"""Reading mixed files: every error names the file, the key and the fix; the CLI exits 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from hetopt import load, loads
+from hetopt.cli import main
+from hetopt.errors import InputError
+from hetopt.generate.toml import dumps
+from hetopt.mixed.synthetic import random_instance
+from hetopt.readers.mixed import mixed_data
+
+from .conftest import INSTANCES
+
+GOOD = """
+problem = "mixed"
+microbatches = 4
+microbatch_size = 2
+layers = 2
+link_s = 0.1
+cross_bandwidth_gbps = 25.0
+gradient_gib = [1.0, 1.0]
+
+[[gpu]]
+name = "A100"
+count = 2
+memory_gib = 40.0
+bandwidth_gbps = 100.0
+
+[[gpu.tp]]
+degree = 1
+time_s = [[1.0, 1.0], [1.5, 1.5]]
+static_gib = [1.0, 1.0]
+activation_gib = [[1.0, 1.0], [2.0, 2.0]]
+"""
+
+
+def test_reads_units():
+    inst = loads(GOOD, source="x.toml")
+    assert inst.gradient_bytes == (2**30, 2**30) and inst.cross_bandwidth == 25e9 / 8
+    g = inst.gpus[0]
+    assert g.memory_bytes == 40 * 2**30 and g.tp[0].activation_bytes[1] == (2 * 2**30, 2 * 2**30)
+
+
+@pytest.mark.parametrize(("edit", "key", "words"), [
+    (("microbatches = 4", "microbatches = 0"), "microbatches", "from 1"),
+    (("microbatch_size = 2", "microbatch_size = 2.5"), "microbatch_size", "whole number"),
+    (("layers = 2", "layers = 3"), "gradient_gib", "3 numbers"),
+    (("layers = 2", "layer = 2"), "layer", "did you mean"),
+    (("link_s = 0.1", "link_s = -0.1"), "link_s", ">= 0"),
+    (("cross_bandwidth_gbps = 25.0", "cross_bandwidth_gbps = 0.0"), "cross_bandwidth_gbps", "> 0"),
+    (("count = 2", "count = -1"), "gpu[0].count", "from 0"),
+    (("memory_gib = 40.0", "memory_gib = 0.0"), "gpu[0].memory_gib", "> 0"),
+    (("degree = 1", "degree = 0"), "gpu[0].tp[0].degree", "from 1"),
+    (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [[1.0, 1.0]]"), "gpu[0].tp[0].time_s", "2 rows"),
+    (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [[1.0, 1.0], [1.5]]"), "gpu[0].tp[0].time_s[1]", "2 numbers"),
+    (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [[1.0, -1.0], [1.5, 1.5]]"), "gpu[0].tp[0].time_s[0][1]", ">= 0"),
+    (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [1.0, 1.0]"), "gpu[0].tp[0].time_s", "list of lists"),
+    (("static_gib = [1.0, 1.0]", "static_gib = [1.0, nan]"), "gpu[0].tp[0].static_gib[1]", "finite"),
+    (("activation_gib = [[1.0, 1.0], [2.0, 2.0]]\n", ""), "gpu[0].tp[0].activation_gib", "missing"),
+    (('name = "A100"', 'name = "A100"\nspeed = 3'), "gpu[0].speed", "unknown key"),
+])
+def test_errors_name_file_and_key(edit, key, words):
+    text = GOOD.replace(*edit, 1)
+    assert text != GOOD
+    with pytest.raises(InputError) as err:
+        loads(text, source="bad.toml")
+    message = str(err.value)
+    assert message.startswith(f"bad.toml: {key}: "), message
+    assert words in message and "\n" not in message
+
+
+def test_duplicate_degree():
+    text = GOOD + GOOD[GOOD.index("[[gpu.tp]]"):]
+    with pytest.raises(InputError, match=r"bad.toml: gpu\[0\].tp\[1\].degree: 1 is given twice"):
+        loads(text, source="bad.toml")
+
+
+def test_too_many_types():
+    text = GOOD + 4 * GOOD[GOOD.index("[[gpu]]"):].replace('"A100"', '"X"')
+    with pytest.raises(InputError, match=r"bad.toml: gpu: "):
+        loads(text, source="bad.toml")
+
+
+def test_cli_bad_file_exits_2_with_one_line(tmp_path, capsys):
+    path = tmp_path / "bad.toml"
+    path.write_text(GOOD.replace("count = 2", "count = 2.5"), encoding="utf-8")
+    assert main(["solve", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "gpu[0].count" in err[0] and str(path) in err[0]
+
+
+def test_round_trip():
+    inst = random_instance(7)
+    again = loads(dumps(mixed_data(inst)), source="x.toml")
+    assert again.layers == inst.layers and again.microbatch_size == inst.microbatch_size
+    for g, h in zip(inst.gpus, again.gpus):
+        assert g.count == h.count
+        for row, again_row in zip(g.tp[0].time_s, h.tp[0].time_s):  # the file keeps 12 digits
+            assert again_row == pytest.approx(row, rel=1e-11)
+        assert h.memory_bytes == pytest.approx(g.memory_bytes, rel=1e-9)
+
+
+def test_shipped_instances_load():
+    paths = sorted(INSTANCES.glob("*.toml"))
+    assert len(paths) >= 2
+    for path in paths:
+        assert load(path).problem == "mixed"
