@@ -309,21 +309,6 @@ def price_stage(
     return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus)
 
 
-def compute_time_s(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,
-                   sequence_parallel: bool, flash: bool = False) -> float:
-    """Forward + backward seconds of inner stage q's kernels alone, a lower bound of its ``time_s``.
-
-    The compute part of :func:`price_stage` (the same sums): every other part (collectives,
-    hand-overs, offloading's copies) only adds a non-negative time to it, so no price of the
-    stage, whatever its ZeRO stage, offloading or links, is below this (formulations/costmodel.md,
-    "Layouts dropped before pricing").
-    """
-    one_node = ((0, 0),) * lay.pp  # where the stages sit: no part of the compute reads it
-    sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, sequence_parallel)
-    forward, backward, _, _ = _compute(sl, gpu, tab, lay, sh, flash)
-    return forward + backward
-
-
 def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_bytes: float, flash: bool,
             precision: str) -> tuple[float, float, float]:
     """(static bytes, activation bytes of one micro-batch, activations offloaded) per GPU."""
@@ -574,4 +559,4 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
 
 
 __all__ = ["IslandLike", "LayerTable", "Layout", "SliceLike", "StageCost", "ZERO3_GATHERED_BYTES", "ZERO3_GATHERED_LAYERS",
-           "compute_time_s", "expert_locality", "layer_table", "price_stage", "stage_nodes", "stage_offset"]
+           "expert_locality", "layer_table", "price_stage", "stage_nodes", "stage_offset"]
