@@ -45,7 +45,7 @@ from itertools import accumulate
 import numpy as np
 
 from hetopt import costmodel as cm
-from hetopt.costmodel.stage import LayerTable, Layout, layer_table, price_stage, stage_nodes, stage_offset
+from hetopt.costmodel.stage import LayerTable, Layout, layer_table, price_stage, stage_nodes, stage_offset, time_floors_s
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.hardware import GpuType
@@ -85,6 +85,11 @@ LONG_SEQUENCE = 8192
 #: position (its stages-behind limit is -1 whatever the others cost), so it is dropped unpriced.
 #: Exact; False prices every stage in full (the tests compare both).
 STATIC_FIRST = True
+#: ``parallelize`` bounds a layout's stage times from its FLOPs (``time_floor_s``) before pricing
+#: it, and leaves it unpriced when a layout already priced in the query fits in every pipeline
+#: position, has no more stages, and beats both bounds (its Σ t strictly): the layout cannot be on
+#: the Pareto front. Exact; False prices every layout (the tests compare both).
+FLOOR_FIRST = True
 #: Entries a parallelizer's memo of stage prices may hold before it is emptied (memory bound;
 #: see :class:`BuiltinParallelizer`).
 STAGE_CACHE_LIMIT = 1_000_000
@@ -360,6 +365,32 @@ def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]
             kept.append(n)
         start = stop
     return kept
+
+
+def _beaten(floors: tuple[float, float], stages: int, fit_everywhere: dict[tuple | None, list[tuple[float, float, int]]],
+            group: tuple | None, targeted: bool) -> bool:
+    """Whether a priced row (Σ t, max t, stages) that fits in every position dominates every row
+    with these floors of Σ t and max t and ``stages`` stages (``FLOOR_FIRST``).
+
+    Such a row has a key no larger in any component and a smaller Σ t, so the bounded layout is
+    on no Pareto front (``_pareto_indices``). With a ``target`` the row must be of the layout's
+    own job-wide group, whose front is kept too; a layout the runtime cannot run (group None)
+    is kept only on the overall front, which any row may close."""
+    low_total, low_worst = floors
+    if targeted and group is not None:
+        candidates: Iterable[list[tuple[float, float, int]]] = (fit_everywhere.get(group, ()),)
+    else:
+        candidates = fit_everywhere.values()
+    return any(t < low_total and w <= low_worst and g <= stages for rows in candidates for t, w, g in rows)
+
+
+def _keep_unbeaten(rows: list[tuple[float, float, int]], row: tuple[float, float, int]) -> None:
+    """Add ``row`` (Σ t, max t, stages) to ``rows`` unless one of them is no larger in every
+    component; drop those it is no larger than (they can beat nothing it cannot)."""
+    if any(t <= row[0] and w <= row[1] and g <= row[2] for t, w, g in rows):
+        return
+    rows[:] = [r for r in rows if not (row[0] <= r[0] and row[1] <= r[1] and row[2] <= r[2])]
+    rows.append(row)
 
 
 def _key(total: float, worst: float, stages: int, limit: int | None) -> tuple[float, float, int, float]:
@@ -824,7 +855,18 @@ class BuiltinParallelizer:
         # below is stable and keeps the pair together): whether that one showed offloading useless
         skip_offload = False
         groups = []  # with a target: each row's job-wide group (None: the runtime cannot run it)
-        for lay in layouts:
+        # rows priced so far that fit in every pipeline position, by group: (Σ t, max t, stages)
+        fit_everywhere: dict[tuple | None, list[tuple[float, float, int]]] = {}
+        floors = None
+        visit: Sequence[int] = range(len(layouts))
+        if FLOOR_FIRST and not whole:
+            # the least floors first, so that the rows that close the others are priced early
+            # (stable: an offloading layout, of equal floors, stays right after its twin)
+            floors = [time_floors_s(sl, tab, lay, island.gpu, microbatch_size=m) for lay in layouts]
+            visit = sorted(visit, key=lambda n: floors[n][0])
+        positions = []  # each row's place in ``layouts``
+        for n in visit:
+            lay = layouts[n]
             group = None if group_of is None else group_of(lay)
             if whole and work / (lay.stage_gpus * lay.pp) >= (best if group is None else best_of.get(group, math.inf)):
                 # it beats neither the fastest found nor (with a target) the fastest of its group
@@ -834,20 +876,30 @@ class BuiltinParallelizer:
                 # offloading only adds time and static bytes: useless when the layout without it
                 # already fits everywhere, or when a stage's static bytes alone do not fit (exact)
                 continue
+            if floors is not None and _beaten(floors[n], lay.pp, fit_everywhere, group, group_of is not None):
+                skip_offload = False  # its offloading twin is bounded on its own
+                continue
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
             skip_offload = not lay.offload and (limit is None or (limit == -1 and (
                 stages is None or any(in_flight_fit(st, capacity, M) == -1 for st in stages))))
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
                 rows.append((lay, stages, limit))
                 groups.append(group)
+                positions.append(n)
                 # the same sums PartialPlan.total_time_s and max_time_s compute
                 keys.append(_key(sum(times), max(times), len(stages), limit))
+                if limit is None:
+                    _keep_unbeaten(fit_everywhere.setdefault(group, []), (keys[-1][0], keys[-1][1], len(stages)))
                 if whole:
                     best = min(best, sum(times) + (M - 1) * max(times))
                     if group is not None:
                         best_of[group] = min(best_of.get(group, math.inf), sum(times) + (M - 1) * max(times))
         if not rows:
             return ()
+        if floors is not None:
+            # back in the enumeration order, whose index breaks the Pareto filter's exact ties
+            order = sorted(range(len(rows)), key=positions.__getitem__)
+            rows, keys, groups = [rows[n] for n in order], [keys[n] for n in order], [groups[n] for n in order]
         if whole:
             def fastest(among: Sequence[int]) -> int:
                 return min(among, key=lambda n: (keys[n][0] + (M - 1) * keys[n][1], keys[n]))

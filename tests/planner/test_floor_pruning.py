@@ -1,0 +1,63 @@
+"""Layouts left unpriced by their FLOPs floor (``builtin.FLOOR_FIRST``) never change an answer.
+
+Two checks: the floor (``costmodel.stage.time_floors_s``) is below the priced times of every
+layout of seeded cases, and ``parallelize`` returns the same plans, bit for bit, with the floor
+pruning on and off, with and without a target runtime (whose job-wide groups keep Pareto
+fronts of their own).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from hetopt.costmodel.stage import layer_table, time_floors_s
+from hetopt.planner import builtin
+from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
+from hetopt.workload import load_model
+from tests.planner.test_exact_pruning import GPUS, MODELS, _case
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_the_floor_is_below_every_priced_layout(seed):
+    sl, isl, m, M, _, flash = _case(seed)
+    par = BuiltinParallelizer(flash_attention=flash)
+    tab = layer_table(sl, flash=par.flash_on(isl))
+    for lay in par.layouts(sl, isl, microbatch_size=m, microbatches=M):
+        if lay.vpp > 1:
+            continue  # interleaved stages are rescaled after pricing; never bounded (whole models)
+        times = [st.time_s for st in par.plan(sl, isl, lay, microbatch_size=m, microbatches=M).stages]
+        total, worst = time_floors_s(sl, tab, lay, isl.gpu, microbatch_size=m)
+        assert total <= sum(times) and worst <= max(times), lay
+
+
+def _both(sl, isl, par, monkeypatch, **args):
+    got = par.parallelize(sl, isl, **args)
+    with monkeypatch.context() as mp:
+        mp.setattr(builtin, "FLOOR_FIRST", False)
+        want = type(par)(**{f: getattr(par, f) for f in ("flash_attention", "target")}).parallelize(sl, isl, **args)
+    return got, want
+
+
+@pytest.mark.parametrize("seed", range(32))
+@pytest.mark.parametrize("target", [None, "megatron", "torchtitan"])
+def test_floor_pruning_returns_exactly_what_pricing_every_layout_does(seed, target, monkeypatch):
+    sl, isl, m, M, phi, flash = _case(seed)
+    par = BuiltinParallelizer(flash_attention=flash, target=target)
+    for fraction in (phi, 1.0):
+        got, want = _both(sl, isl, par, monkeypatch, microbatch_size=m, microbatches=M, global_batch=m * M,
+                          memory_fraction=fraction)
+        assert got == want
+        assert [p.launch_group for p in got] == [p.launch_group for p in want]
+        assert [p.front for p in got] == [p.front for p in want]
+
+
+@pytest.mark.parametrize("model,first,stop", [("gpt3-1.3b", 4, 9), ("gpt3-1.3b", 0, 6), ("gshard-moe-2.4b", 2, 6)])
+@pytest.mark.parametrize("m", [1, 4, 16])
+def test_floor_pruning_on_shipped_models(model, first, stop, m, monkeypatch):
+    cfg = load_model(MODELS / f"{model}.toml")
+    sl = Slice(slice_model(cfg, seq=1024)[first:stop])
+    isl = IslandSpec("a100", GPUS["A100-SXM4-40GB"], nodes=2, gpus_per_node=8, inter_bandwidth=25e9)
+    got, want = _both(sl, isl, BuiltinParallelizer(), monkeypatch, microbatch_size=m, microbatches=8,
+                      global_batch=8 * m)
+    assert got == want and got
