@@ -309,30 +309,19 @@ def price_stage(
     return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus)
 
 
-#: Relative slack of :func:`time_floors_s` under the price it bounds: both sum the same FLOPs,
-#: grouped and ordered differently, and a few dozen roundings of at most 2⁻⁵³ each stay far
-#: below this (1e-9 keeps the floor a proof, and costs nothing measurable in pruning).
-FLOOR_RTOL = 1e-9
+def compute_time_s(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,
+                   sequence_parallel: bool, flash: bool = False) -> float:
+    """Forward + backward seconds of inner stage q's kernels alone, a lower bound of its ``time_s``.
 
-
-def time_floors_s(sl: SliceLike, tab: LayerTable, lay: Layout, gpu: GpuType, *, microbatch_size: int) -> tuple[float, float]:
-    """Lower bounds of the sum and of the largest of the layout's stage times (``StageCost.time_s``
-    of :func:`price_stage`, forward + backward), from the stages' FLOPs alone.
-
-    :func:`price_stage` adds only non-negative terms to a stage's kernels, no kernel runs faster
-    than ``GpuType.sustained_flops``, and the training FLOPs of a micro-batch are at least
-    ``cm.TRAINING_PER_FORWARD`` times its forward FLOPs (recomputation and FlashAttention's
-    backward only add). So no priced stage is faster than its share of these, whatever its
-    recomputation, ZeRO stage, offloading or collectives (formulations/costmodel.md, "Layouts
-    dropped before pricing").
+    The compute part of :func:`price_stage` (the same sums): every other part (collectives,
+    hand-overs, offloading's copies) only adds a non-negative time to it, so no price of the
+    stage, whatever its ZeRO stage, offloading or links, is below this (formulations/costmodel.md,
+    "Layouts dropped before pricing").
     """
-    per_flop = cm.TRAINING_PER_FORWARD * microbatch_size / (lay.dp * lay.cp) / lay.tp / gpu.sustained_flops
-    per_flop *= 1.0 - FLOOR_RTOL
-    starts = tuple(accumulate(lay.split, initial=0))
-    flops = [tab.forward[b] - tab.forward[a] for a, b in zip(starts, starts[1:])]
-    if sl.head:
-        flops[-1] += cm.head_forward_flops(sl.model, sl.seq)
-    return sum(flops) * per_flop, max(flops) * per_flop
+    one_node = ((0, 0),) * lay.pp  # where the stages sit: no part of the compute reads it
+    sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, sequence_parallel)
+    forward, backward, _, _ = _compute(sl, gpu, tab, lay, sh, flash)
+    return forward + backward
 
 
 def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_bytes: float, flash: bool,
@@ -584,6 +573,5 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
     return forward, backward
 
 
-__all__ = ["FLOOR_RTOL", "IslandLike", "LayerTable", "Layout", "SliceLike", "StageCost", "ZERO3_GATHERED_BYTES",
-           "ZERO3_GATHERED_LAYERS", "expert_locality", "layer_table", "price_stage", "stage_nodes", "stage_offset",
-           "time_floors_s"]
+__all__ = ["IslandLike", "LayerTable", "Layout", "SliceLike", "StageCost", "ZERO3_GATHERED_BYTES", "ZERO3_GATHERED_LAYERS",
+           "compute_time_s", "expert_locality", "layer_table", "price_stage", "stage_nodes", "stage_offset"]

@@ -45,7 +45,7 @@ from itertools import accumulate
 import numpy as np
 
 from hetopt import costmodel as cm
-from hetopt.costmodel.stage import LayerTable, Layout, layer_table, price_stage, stage_nodes, stage_offset, time_floors_s
+from hetopt.costmodel.stage import LayerTable, Layout, layer_table, price_stage, stage_nodes, stage_offset, compute_time_s
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.hardware import GpuType
@@ -85,7 +85,7 @@ LONG_SEQUENCE = 8192
 #: position (its stages-behind limit is -1 whatever the others cost), so it is dropped unpriced.
 #: Exact; False prices every stage in full (the tests compare both).
 STATIC_FIRST = True
-#: ``parallelize`` bounds a layout's stage times from its FLOPs (``time_floor_s``) before pricing
+#: ``parallelize`` bounds a layout's stage times by their compute alone (``compute_time_s``) before pricing
 #: it, and leaves it unpriced when a layout already priced in the query fits in every pipeline
 #: position, has no more stages, and beats both bounds (its Σ t strictly): the layout cannot be on
 #: the Pareto front. Exact; False prices every layout (the tests compare both).
@@ -761,6 +761,25 @@ class BuiltinParallelizer:
             times = [st.time_s for st in stages]
         return tuple(stages), times, limit_from_fits(fits)
 
+    def _floors(self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout, m: int,
+                computed: dict[tuple, float]) -> tuple[float, float]:
+        """Lower bounds of the layout's Σ t and max t: its stages' compute alone (``compute_time_s``,
+        memoized in ``computed`` by everything the compute reads: the stage's layers by content,
+        whether it holds the head, and the layout but for its ZeRO stage and offloading)."""
+        starts = tuple(accumulate(lay.split, initial=0))
+        kinds, run_end, last = tab.kinds, tab.run_end, lay.pp - 1
+        shape = (lay.tp, lay.dp, lay.cp, lay.recompute, lay.ep, lay.fsep)
+        times = []
+        for q in range(lay.pp):
+            a, b = starts[q], starts[q + 1]
+            key = ((kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b], sl.head and q == last, shape)
+            t = computed.get(key)
+            if t is None:
+                t = computed[key] = compute_time_s(sl, island.gpu, tab, lay, q, microbatch_size=m,
+                                                   sequence_parallel=self.sequence_parallel, flash=self.flash_on(island))
+            times.append(t)
+        return sum(times), max(times)
+
     def _partial_plan(
         self, sl: Slice, island: IslandSpec, lay: Layout, m: int, M: int, capacity: float,
         stages: tuple[StageCost, ...], limit: int | None,
@@ -862,7 +881,8 @@ class BuiltinParallelizer:
         if FLOOR_FIRST and not whole:
             # the least floors first, so that the rows that close the others are priced early
             # (stable: an offloading layout, of equal floors, stays right after its twin)
-            floors = [time_floors_s(sl, tab, lay, island.gpu, microbatch_size=m) for lay in layouts]
+            computed = self._cache("prices").setdefault(("compute", sl.model, sl.seq, island.gpu, m), {})
+            floors = [self._floors(sl, island, tab, lay, m, computed) for lay in layouts]
             visit = sorted(visit, key=lambda n: floors[n][0])
         positions = []  # each row's place in ``layouts``
         for n in visit:
