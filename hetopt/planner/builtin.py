@@ -882,7 +882,13 @@ class BuiltinParallelizer:
             # the least floors first, so that the rows that close the others are priced early
             # (stable: an offloading layout, of equal floors, stays right after its twin)
             computed = self._cache("prices").setdefault(("compute", sl.model, sl.seq, island.gpu, m), {})
-            floors = [self._floors(sl, island, tab, lay, m, computed) for lay in layouts]
+            by_shape: dict[tuple, tuple[float, float]] = {}  # ZeRO stages and offloading share their compute
+            floors = []
+            for lay in layouts:
+                shape = (lay.split, lay.tp, lay.dp, lay.cp, lay.recompute, lay.ep, lay.fsep)
+                if shape not in by_shape:
+                    by_shape[shape] = self._floors(sl, island, tab, lay, m, computed)
+                floors.append(by_shape[shape])
             visit = sorted(visit, key=lambda n: floors[n][0])
         positions = []  # each row's place in ``layouts``
         for n in visit:
