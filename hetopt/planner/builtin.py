@@ -876,20 +876,7 @@ class BuiltinParallelizer:
         groups = []  # with a target: each row's job-wide group (None: the runtime cannot run it)
         # rows priced so far that fit in every pipeline position, by group: (Σ t, max t, stages)
         fit_everywhere: dict[tuple | None, list[tuple[float, float, int]]] = {}
-        floors = None
-        visit: Sequence[int] = range(len(layouts))
-        if FLOOR_FIRST and not whole:
-            # the least floors first, so that the rows that close the others are priced early
-            # (stable: an offloading layout, of equal floors, stays right after its twin)
-            computed = self._cache("prices").setdefault(("compute", sl.model, sl.seq, island.gpu, m), {})
-            by_shape: dict[tuple, tuple[float, float]] = {}  # ZeRO stages and offloading share their compute
-            floors = []
-            for lay in layouts:
-                shape = (lay.split, lay.tp, lay.dp, lay.cp, lay.recompute, lay.ep, lay.fsep)
-                if shape not in by_shape:
-                    by_shape[shape] = self._floors(sl, island, tab, lay, m, computed)
-                floors.append(by_shape[shape])
-            visit = sorted(visit, key=lambda n: floors[n][0])
+        floors, visit = self._visit_order(sl, island, tab, layouts, m, whole)
         positions = []  # each row's place in ``layouts``
         for n in visit:
             lay = layouts[n]
@@ -932,7 +919,31 @@ class BuiltinParallelizer:
             # the fastest, and with a target the fastest of every group it can run
             chosen = sorted({fastest(range(len(rows)))} | {fastest(ns) for ns in _by_group(groups).values()})
             rows, keys, groups = [rows[n] for n in chosen], [keys[n] for n in chosen], [groups[n] for n in chosen]
-        # PartialPlans are built for the survivors only (most layouts are dominated)
+        return self._fronts(sl, island, m, M, capacity, rows, keys, groups, group_of is not None)
+
+    def _visit_order(self, sl: Slice, island: IslandSpec, tab: LayerTable, layouts: list[Layout], m: int,
+                     whole: bool) -> tuple[list[tuple[float, float]] | None, Sequence[int]]:
+        """Each layout's compute floors and the order the query prices them in: the least floors
+        first (``FLOOR_FIRST``, not for a whole model), so that the rows that close the others
+        are priced early; stable, so an offloading layout, of equal floors, stays right after
+        its twin. (None, enumeration order) without floors."""
+        if not FLOOR_FIRST or whole:
+            return None, range(len(layouts))
+        computed = self._cache("prices").setdefault(("compute", sl.model, sl.seq, island.gpu, m), {})
+        by_shape: dict[tuple, tuple[float, float]] = {}  # ZeRO stages and offloading share their compute
+        floors = []
+        for lay in layouts:
+            shape = (lay.split, lay.tp, lay.dp, lay.cp, lay.recompute, lay.ep, lay.fsep)
+            if shape not in by_shape:
+                by_shape[shape] = self._floors(sl, island, tab, lay, m, computed)
+            floors.append(by_shape[shape])
+        return floors, sorted(range(len(layouts)), key=lambda n: floors[n][0])
+
+    def _fronts(self, sl: Slice, island: IslandSpec, m: int, M: int, capacity: float, rows: list, keys: list,
+                groups: list, targeted: bool) -> tuple[PartialPlan, ...]:
+        """The Pareto set of the priced rows, and with a target (``targeted``) every job-wide
+        group's Pareto set too, as PartialPlans; built for the survivors only (most layouts are
+        dominated)."""
         plans = {}
 
         def plan_of(n: int) -> PartialPlan:
@@ -941,7 +952,7 @@ class BuiltinParallelizer:
             return plans[n]
 
         front = _pareto_indices(np.array(keys), lambda n: plan_of(n).peak_bytes)
-        if group_of is None:
+        if not targeted:
             return tuple(plan_of(n) for n in front)
         kept = set(front)
         for members in _by_group(groups).values():
