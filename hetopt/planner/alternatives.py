@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from hetopt import solvers
 from hetopt.errors import InputError
 from hetopt.family import Deadline, no_solution
+from hetopt.planner.answer import PRICED_BY_ALLOCATION, Alternative
 from hetopt.planner.builtin import best_single_island_plan
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import link_matrix, microbatch_candidates, pipeline_instance, split_layers
@@ -40,26 +41,6 @@ FSDP_KILL_SLACK_S = 0.5
 #: Under a time limit, the share of the time left that the FSDP alternative may use: the
 #: other three (in-process, quick) get the rest.
 FSDP_SHARE = 0.5
-
-
-#: What priced an alternative: the pipeline family's closed form over the built-in stage prices
-#: (as the composed plan), or the allocation family's FSDP model (Cephalo's, per GPU).
-PRICED_BY_PIPELINE = "pipeline closed form"
-PRICED_BY_ALLOCATION = "allocation model (FSDP, per GPU)"
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """Another plan: its name, iteration time (None if none), note, status, and the model that priced it."""
-
-    name: str
-    iteration_time_s: float | None
-    detail: str
-    status: Status
-    priced_by: str = PRICED_BY_PIPELINE
-    #: GPUs the plan uses, by type (for its cost), and its cost (``answer.plan_cost``, set by the planner)
-    gpus_by_type: dict[str, int] | None = None
-    cost: dict | None = None
 
 
 @dataclass(frozen=True)

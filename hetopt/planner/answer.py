@@ -17,12 +17,31 @@ from hetopt.units import GIB
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
 
 if TYPE_CHECKING:
-    from hetopt.planner.alternatives import Alternative
     from hetopt.planner.cluster import Cluster
     from hetopt.planner.layout import PricedLayout, PricedPipeline
     from hetopt.planner.outcome import Attempt
     from hetopt.planner.parallelizer import IslandSpec
     from hetopt.planner.replicas import ReplicasPlan
+
+
+#: What priced an alternative: the pipeline family's closed form over the built-in stage prices
+#: (as the composed plan), or the allocation family's FSDP model (Cephalo's, per GPU).
+PRICED_BY_PIPELINE = "pipeline closed form"
+PRICED_BY_ALLOCATION = "allocation model (FSDP, per GPU)"
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """Another plan: its name, iteration time (None if none), note, status, and the model that priced it."""
+
+    name: str
+    iteration_time_s: float | None
+    detail: str
+    status: Status
+    priced_by: str = PRICED_BY_PIPELINE
+    #: GPUs the plan holds, by type (for its cost), and its cost (:func:`plan_cost`, set by the planner)
+    gpus_by_type: dict[str, int] | None = None
+    cost: dict | None = None
 
 
 @dataclass(frozen=True)
@@ -242,4 +261,4 @@ def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
     return {"best": min(timed, key=lambda nt: nt[1])[0], "speedups": speedups}
 
 
-__all__ = ["SECONDS_PER_HOUR", "HeteroPlan", "StageRow", "comparable", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]
+__all__ = ["PRICED_BY_ALLOCATION", "PRICED_BY_PIPELINE", "SECONDS_PER_HOUR", "Alternative", "HeteroPlan", "StageRow", "comparable", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]

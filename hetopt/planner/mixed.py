@@ -38,6 +38,7 @@ from hetopt.budget import Deadline
 from hetopt.costmodel.stage import Layout
 from hetopt.errors import InputError
 from hetopt.mixed.problem import GpuGroup, MixedInstance, TpTables
+from hetopt.planner.answer import Alternative
 from hetopt.planner.compose import link_matrix
 from hetopt.planner.parallelizer import IslandSpec, Slice, divisors
 from hetopt.result import Status
@@ -105,7 +106,7 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
 
 
 def mixed_alternative(s, deadline: Deadline):
-    """The ``mixed-stages`` row (``alternatives.Alternative``): the best plan over
+    """The ``mixed-stages`` row (``answer.Alternative``): the best plan over
     ``MICROBATCH_SIZES``, within ``MIXED_SHARE`` of what is left of ``deadline`` and at most
     ``MIXED_BUDGET_S`` seconds.
 
@@ -113,8 +114,6 @@ def mixed_alternative(s, deadline: Deadline):
     tables approximate the planner's stage prices, see the module docstring), else the
     family's status (TIME_LIMIT, DECLINED with the limit named, INFEASIBLE).
     """
-    from hetopt.planner.alternatives import Alternative  # alternatives imports this module
-
     left = deadline.seconds_left()
     budget = Deadline(MIXED_BUDGET_S if left is None else min(MIXED_BUDGET_S, MIXED_SHARE * left))
     best, reasons, statuses = None, [], []

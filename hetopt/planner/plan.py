@@ -29,8 +29,8 @@ from concurrent.futures import Executor
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
-from hetopt.planner.alternatives import Alternative, Setting, plan_alternatives
-from hetopt.planner.answer import (HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops,
+from hetopt.planner.alternatives import Setting, plan_alternatives
+from hetopt.planner.answer import (Alternative, HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops,
                                    plan_cost, plan_figures, rank)
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cheapest import plan_priced

@@ -7,7 +7,7 @@ import re
 from rich.console import Console
 from rich.table import Table
 
-from hetopt.planner.alternatives import PRICED_BY_PIPELINE
+from hetopt.planner.answer import PRICED_BY_PIPELINE
 from hetopt.planner.answer import HeteroPlan, comparable
 from hetopt.result import Status
 from hetopt.tables import add_column, styled_table
