@@ -33,7 +33,18 @@ source = "a test's own figure"
 def test_every_catalog_price_names_its_source() -> None:
     priced = {name: g for name, g in load_gpus().items() if g.usd_per_hour is not None}
     assert {"A100-SXM4-40GB", "V100-SXM2-16GB", "GH200"} <= set(priced)
-    assert all("Sailor" in g.price_source and "cf2c8e3" in g.price_source for g in priced.values())
+    assert {"T4", "V100-PCIe-16GB", "V100-SXM2-32GB", "A100-PCIe-80GB"} <= set(priced)  # Tangram's Azure VMs
+    assert all(("Sailor" in g.price_source and "cf2c8e3" in g.price_source)
+               or ("skypilot-catalog" in g.price_source and "098741e" in g.price_source) for g in priced.values())
+
+
+def test_an_azure_price_is_the_vm_price_over_its_gpus() -> None:
+    gpus = load_gpus()
+    # the VM prices SkyPilot's catalog records for Azure eastus, on demand, over the VM's GPUs
+    assert gpus["T4"].usd_per_hour == pytest.approx(4.352 / 4)
+    assert gpus["V100-PCIe-16GB"].usd_per_hour == pytest.approx(12.24 / 4)
+    assert gpus["V100-SXM2-32GB"].usd_per_hour == pytest.approx(22.032 / 8)
+    assert gpus["A100-PCIe-80GB"].usd_per_hour == pytest.approx(14.692 / 4)
 
 
 def test_a_cluster_file_gives_and_overrides_prices(tmp_path) -> None:
@@ -63,8 +74,8 @@ def test_a_gpu_without_a_price_leaves_the_cost_unknown(capsys: pytest.CaptureFix
     assert cli.main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "64",
                      "--microbatch-size", "8", "--no-alternatives", "--workers", "1"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("cost:"))
-    assert line == ("cost: not priced, no price for A100-PCIe-80GB, H100-NVL (give [price] usd_per_gpu_hour in the "
-                    "cluster file)")
+    # the A100-PCIe-80GB has a catalog price (Azure's); the H100 NVL has none
+    assert line == "cost: not priced, no price for H100-NVL (give [price] usd_per_gpu_hour in the cluster file)"
 
 
 @pytest.mark.parametrize("table, message", [
