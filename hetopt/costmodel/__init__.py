@@ -610,6 +610,37 @@ def memory_time_s(nbytes: float, gpu: GpuType) -> float:
     return nbytes / gpu.memory_bandwidth
 
 
+#: Host seconds eager PyTorch takes to issue one transformer layer, forward and backward:
+#: Python, the dispatcher and autograd for Megatron's op sequence (29 forward ops, 52 backward
+#: nodes), measured with the kernels made negligible by ``python -m hetopt.generate.host_overhead``
+#: (one-element CPU tensors, torch 2.13, one thread of the project's 2-core Intel Xeon test
+#: machine, median of 5; two runs: 136-138 µs and 205-206 µs). A lower bound of the real host
+#: time: CUDA's launch of each kernel is not in it, nor an older framework's slower dispatch.
+HOST_LAYER_FORWARD_S = 1.37e-4
+HOST_LAYER_BACKWARD_S = 2.05e-4
+
+
+def host_floor_s(layers: float, *, recompute: str = "none") -> tuple[float, float]:
+    """The least (forward, backward) seconds ``layers`` transformer layers take per micro-batch,
+    whatever their kernels: the host issues every op, and a GPU whose kernels finish sooner
+    waits for the next (formulations/costmodel.md, "The host's floor").
+
+    Full recomputation issues the forward again during backward; selective recomputation's
+    few attention ops are not counted.
+
+    Examples
+    --------
+    >>> fwd, bwd = host_floor_s(24)  # GPT-2 345M's 24 layers: 3.3 ms and 4.9 ms of issuing
+    >>> round(fwd * 1e3, 2), round(bwd * 1e3, 2)
+    (3.29, 4.92)
+    >>> host_floor_s(1, recompute="full")[1] == HOST_LAYER_BACKWARD_S + HOST_LAYER_FORWARD_S
+    True
+    """
+    _check_recompute(recompute)
+    forward = layers * HOST_LAYER_FORWARD_S
+    return forward, layers * HOST_LAYER_BACKWARD_S + (forward if recompute == "full" else 0.0)
+
+
 #: Bytes the mixed-precision Adam step moves per parameter of a GPU's optimizer shard, by its
 #: memory-bound kernels in Megatron-LM's ``Float16OptimizerWithFloat16Params.step``
 #: (megatron/core/optimizer/optimizer.py): copy the 16-bit gradient into the fp32 main
@@ -1075,6 +1106,9 @@ __all__ = [
     "gemm_operand_widths",
     "gemm_traffic_bytes",
     "gemm_time_s",
+    "host_floor_s",
+    "HOST_LAYER_FORWARD_S",
+    "HOST_LAYER_BACKWARD_S",
     "intra_hop_latency_s",
     "memory_time_s",
     "parameter_tensors",

@@ -291,6 +291,10 @@ def price_stage(
     if lay.cp > 1:
         cp_fwd, cp_bwd = _context_parallel(sl, island, lay, sh, flash)
         forward, backward = forward + cp_fwd, backward + cp_bwd
+    # the host issues the layers' ops: kernels (and their TP/CP collectives) that finish sooner
+    # wait for it (the hand-overs below synchronise the host with the GPU at every micro-batch)
+    host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute)
+    forward, backward = max(forward, host_fwd), max(backward, host_bwd)
     hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size)
     forward, backward = forward + hand_fwd, backward + hand_bwd
     # the parts below add to the running times term by term, in the order of the formulas
