@@ -74,6 +74,9 @@ class StageCost:
     static_bytes: float
     activation_bytes: float
     gpus: int
+    #: the host's time to issue the layers' ops, not their kernels, set its forward or backward
+    #: (``cm.host_floor_s``)
+    host_bound: bool = False
 
     @property
     def time_s(self) -> float:
@@ -294,6 +297,7 @@ def price_stage(
     # the host issues the layers' ops: kernels (and their TP/CP collectives) that finish sooner
     # wait for it (the hand-overs below synchronise the host with the GPU at every micro-batch)
     host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute)
+    host_bound = host_fwd > forward or host_bwd > backward
     forward, backward = max(forward, host_fwd), max(backward, host_bwd)
     hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size)
     forward, backward = forward + hand_fwd, backward + hand_bwd
@@ -310,7 +314,7 @@ def price_stage(
         host = island.gpu.host_bandwidth
         forward += off.exposed_s(offloaded, host, compute[0])
         backward += off.exposed_s(offloaded, host, compute[1])
-    return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus)
+    return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus, host_bound)
 
 
 def compute_time_s(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,

@@ -10,7 +10,9 @@ one sentence each, and ``hetopt plan`` and ``hetopt validate`` print them:
 * a network (one node's, between the nodes of an island) more than ``NETWORK_FACTOR`` away from
   every network a calibration run measured;
 * a micro-batch of fewer tokens per GPU than ``TOKENS_FACTOR`` times the fewest a calibration run
-  used (small GEMMs, where launch overheads dominate).
+  used (small GEMMs, where launch overheads dominate);
+* stages priced at the host's floor (``cm.host_floor_s``): a measurement of eager PyTorch on one
+  machine, which no calibration run binds.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def calibration_coverage() -> Coverage:
 
 
 def outside_calibration(gpus: Iterable[GpuType], networks_gbps: Iterable[float], tokens_per_gpu: Iterable[int],
-                        coverage: Coverage | None = None) -> list[str]:
+                        coverage: Coverage | None = None, *, host_bound: int = 0) -> list[str]:
     """One sentence per regime of a plan or a layout that no calibration covers (empty: none).
 
     Parameters
@@ -64,6 +66,8 @@ def outside_calibration(gpus: Iterable[GpuType], networks_gbps: Iterable[float],
         One node's network of every island whose stages span nodes, Gb/s.
     tokens_per_gpu
         Tokens per GPU in one micro-batch, per stage or layout.
+    host_bound
+        How many of its stages the host's floor prices (``StageCost.host_bound``).
 
     Examples
     --------
@@ -72,6 +76,8 @@ def outside_calibration(gpus: Iterable[GpuType], networks_gbps: Iterable[float],
     >>> outside_calibration([load_gpus()["T4"]], [10.0], [256], cov)  # doctest: +NORMALIZE_WHITESPACE
     ['network 10 Gb/s a node: no calibration run measured one within 2x (measured: 50, 1600 Gb/s)',
      'micro-batches of 256 tokens per GPU: below half the fewest a calibration run used (1024)']
+    >>> outside_calibration([], [], [], cov, host_bound=2)[0][:44]
+    "2 stages priced at the host's floor (its ker"
     """
     coverage = calibration_coverage() if coverage is None else coverage
     notes = [f"{g.name}: no measured profile calibrates it (the catalog's figures{': ' + g.calibration if g.calibration else ''})"
@@ -85,6 +91,10 @@ def outside_calibration(gpus: Iterable[GpuType], networks_gbps: Iterable[float],
     if fewest is not None and fewest < TOKENS_FACTOR * coverage.fewest_tokens:
         notes.append(f"micro-batches of {fewest} tokens per GPU: below half the fewest a calibration run used "
                      f"({coverage.fewest_tokens})")
+    if host_bound:
+        notes.append(f"{host_bound} stage{'s' if host_bound > 1 else ''} priced at the host's floor (its kernels are "
+                     "shorter than eager PyTorch's time to issue them, measured on one machine; no calibration run "
+                     "binds it)")
     return notes
 
 

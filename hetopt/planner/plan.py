@@ -254,6 +254,7 @@ def _outside_calibration(setup: Setup, best: Attempt, seq: int) -> list[str]:
         [specs[i].gpu for i in sorted(used)],
         [specs[i].inter_bandwidth / GBPS for i in sorted(used) if specs[i].nodes > 1],
         [max(1, pp.microbatch_size * seq // (pp.dp * pp.cp)) for pp in plans],
+        host_bound=sum(st.host_bound for pp in plans for st in pp.stages),
     )
 
 

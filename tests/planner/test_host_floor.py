@@ -78,3 +78,16 @@ def test_the_measurement_counts_megatrons_ops():
     m = host_overhead.measure(samples=1)
     assert m["forward_ops"] == 29 and m["backward_nodes"] == 52
     assert 0 < m["forward_s"] < m["forward_s"] + m["backward_s"] < 0.05  # seconds per layer: a host, not a hang
+
+
+def test_a_plan_says_when_the_host_sets_its_pace(capsys):
+    from hetopt import cli
+
+    args = ["plan", "--cluster", "tangram-c2", "--model", "opt-350m", "--global-batch", "8", "--seq", "128",
+            "--no-alternatives", "--workers", "1"]
+    assert cli.main(args) == 0
+    assert "stage priced at the host's floor" in capsys.readouterr().out
+    big = ["plan", "--cluster", "tangram-c2", "--model", "opt-350m", "--global-batch", "64", "--seq", "2048",
+           "--no-alternatives", "--workers", "1"]
+    assert cli.main(big) == 0  # layers big enough for their GPUs: no note
+    assert "host's floor" not in capsys.readouterr().out
