@@ -214,6 +214,15 @@ def given_layout_figures(given: PricedLayout | PricedPipeline, time_model: str, 
 SECONDS_PER_HOUR = 3600.0
 
 
+def dollars(usd_per_hour: float, seconds: float) -> float:
+    """What ``seconds`` of GPUs renting at ``usd_per_hour`` cost, US dollars.
+
+    >>> dollars(36.0, 1.8)
+    0.018
+    """
+    return usd_per_hour * seconds / SECONDS_PER_HOUR
+
+
 def plan_cost(gpus_by_type: dict[str, int], prices: dict[str, float], time_s: float, tokens: int) -> dict:
     """What a plan costs: each GPU it holds, at its price per GPU-hour, for the iteration's time.
 
@@ -232,7 +241,7 @@ def plan_cost(gpus_by_type: dict[str, int], prices: dict[str, float], time_s: fl
     """
     unpriced = sorted(t for t in gpus_by_type if t not in prices)
     rate = None if unpriced else sum(n * prices[t] for t, n in gpus_by_type.items())
-    per_iteration = None if rate is None else rate * time_s / SECONDS_PER_HOUR
+    per_iteration = None if rate is None else dollars(rate, time_s)
     return {"usd_per_hour": rate, "usd_per_iteration": per_iteration,
             "usd_per_million_tokens": None if per_iteration is None else per_iteration / tokens * 1e6,
             "gpus": sum(gpus_by_type.values()), "unpriced": unpriced}
@@ -261,4 +270,4 @@ def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
     return {"best": min(timed, key=lambda nt: nt[1])[0], "speedups": speedups}
 
 
-__all__ = ["PRICED_BY_ALLOCATION", "PRICED_BY_PIPELINE", "SECONDS_PER_HOUR", "Alternative", "HeteroPlan", "StageRow", "comparable", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]
+__all__ = ["PRICED_BY_ALLOCATION", "PRICED_BY_PIPELINE", "SECONDS_PER_HOUR", "Alternative", "HeteroPlan", "StageRow", "comparable", "dollars", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]

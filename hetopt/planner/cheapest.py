@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
-from hetopt.planner.answer import SECONDS_PER_HOUR, HeteroPlan, ideal_time
+from hetopt.planner.answer import HeteroPlan, dollars, ideal_time
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.configure import choose_islands
 from hetopt.planner.parallelizer import held_gpus
@@ -85,7 +85,7 @@ def island_sets(cluster: Cluster, cfg: ModelConfig, islands: Result, r: PlanRequ
 
 def _measure(r: PlanRequest, s: IslandSet, time_s: float) -> float:
     """What the objective reads of a plan on ``s`` taking ``time_s``: seconds, or dollars."""
-    return s.usd_per_hour * time_s / SECONDS_PER_HOUR if r.objective == "cost" else time_s
+    return dollars(s.usd_per_hour, time_s) if r.objective == "cost" else time_s
 
 
 def plan_priced(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, islands: Result, deadline: Deadline,
