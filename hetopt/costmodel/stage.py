@@ -419,6 +419,12 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
         perm_fwd, perm_bwd = ex.permutation_bytes(cfg, sh.tokens / tp)
         forward += cm.memory_time_s(sh.n_moe * perm_fwd, gpu)
         backward += cm.memory_time_s(sh.n_moe * (perm_bwd + (perm_fwd if rc == "full" else 0.0)), gpu)
+        if imbalance > 1.0:
+            # the experts' activation runs on the busiest rank's rows, as their GEMMs: the
+            # memory-bound table above counted the balanced rows (every MoE layer has the shape of the first)
+            act = (imbalance - 1.0) * sh.n_moe * ex.activation_bytes(cfg, sh.tokens / tp, cfg.moe_every - 1)
+            forward += cm.memory_time_s(act, gpu)
+            backward += cm.memory_time_s((cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * act, gpu)
     return forward, backward, gemm_fwd, gemm_bwd
 
 

@@ -249,6 +249,24 @@ def permutation_bytes(cfg: ModelConfig, tokens: float) -> tuple[float, float]:
     return tokens * forward * h * ACTIVATION_BYTES, tokens * backward * h * ACTIVATION_BYTES
 
 
+def activation_bytes(cfg: ModelConfig, tokens: float, index: int = 0) -> float:
+    """Bytes layer ``index``'s expert activation (GELU or SwiGLU) moves in forward for ``tokens``, balanced.
+
+    τ·k·a·f_e, a = ``costmodel.FFN_ACTIVATION_BYTES`` per element (4 GELU, 6 SwiGLU): the part of
+    ``costmodel.elementwise_widths`` that runs on the routed rows, and so on the busiest EP
+    rank's rows, ``ROUTING_IMBALANCE`` times as many, as its GEMMs. 0 for a dense layer.
+
+    Examples
+    --------
+    >>> moe = ModelConfig("m", "llama", 2, 1024, 16, 4096, 0, 512, experts=8, top_k=2, expert_ffn=1024)
+    >>> activation_bytes(moe, 100) == 100 * 2 * 6 * 1024
+    True
+    """
+    if not cfg.is_moe_layer(index):
+        return 0.0
+    return tokens * cfg.top_k * cm.FFN_ACTIVATION_BYTES[cm.ffn_matrices(cfg)] * (cfg.expert_ffn or cfg.ffn)
+
+
 def reduction_parameters(expert_params: float, *, ep: int, etp: int, node_gpus: int) -> float:
     """Expert parameters a node's network carries in the expert-data-parallel reduction, per ring step.
 
@@ -290,6 +308,7 @@ __all__ = [
     "PERMUTE_COPY_ELEMENTS",
     "ROUTING_IMBALANCE",
     "UNPERMUTE_TOKEN_ELEMENTS",
+    "activation_bytes",
     "alltoall_bytes",
     "alltoall_s",
     "expert_forward_flops",
