@@ -438,6 +438,13 @@ def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
     tp_pass = sh.ell * cm.tp_layer_comm_s(cfg, s, sh.samples, tp, intra, intra_hop)
     if sh.etp != tp:
         tp_pass -= sh.n_moe * allreduce
+    elif tp > 1 and lay.ep > 1 and sh.n_moe:
+        # experts split over TP (EP inside DP, the all-to-all dispatcher): the FFN's sequence-
+        # parallel all-gather and reduce-scatter carry the routed rows the GPU received, k copies
+        # a token on the busiest rank (``expert.tp_routed_factor``), where a dense FFN's carry the
+        # tokens once (without EP, Megatron's all-gather dispatcher gathers the tokens once too)
+        routed = ex.tp_routed_factor(sl.model, sh.imbalance) * cm.boundary_bytes(cfg, s, sh.samples)
+        tp_pass += sh.n_moe * (cm.ring_allreduce_s(routed, tp, intra, intra_hop) - allreduce)
     tp_fwd, tp_bwd = tp_pass, tp_pass * (2.0 if lay.recompute == "full" else 1.0)
     if tp_overlap and sh.sp:
         # Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): each sequence-

@@ -249,6 +249,25 @@ def permutation_bytes(cfg: ModelConfig, tokens: float) -> tuple[float, float]:
     return tokens * forward * h * ACTIVATION_BYTES, tokens * backward * h * ACTIVATION_BYTES
 
 
+def tp_routed_factor(cfg: ModelConfig, imbalance: float) -> float:
+    """The routed rows an MoE layer's TP collectives move, over a dense FFN's tokens: k × imbalance.
+
+    With the experts split over TP (etp = t > 1), Megatron-Core's ``MoEAlltoAllTokenDispatcher``
+    all-gathers the rows each GPU received from the all-to-all over the expert-TP group before the
+    expert GEMMs (``dispatch_postprocess``: ``gather_from_sequence_parallel_region`` on
+    ``tp_group``) and reduce-scatters the outputs before the combine: a token's k copies, on the
+    busiest rank ``imbalance`` times as many, where a dense FFN's sequence-parallel all-gather
+    and reduce-scatter move each token once.
+
+    Examples
+    --------
+    >>> moe = ModelConfig("m", "gpt", 2, 1024, 16, 4096, 0, 512, experts=8, top_k=2)
+    >>> tp_routed_factor(moe, 1.25)
+    2.5
+    """
+    return cfg.top_k * imbalance
+
+
 def activation_bytes(cfg: ModelConfig, tokens: float, index: int = 0) -> float:
     """Bytes layer ``index``'s expert activation (GELU or SwiGLU) moves in forward for ``tokens``, balanced.
 
@@ -316,6 +335,7 @@ __all__ = [
     "expert_parameters",
     "expert_tp",
     "routed_rows",
+    "tp_routed_factor",
     "fsep_gather_bytes",
     "group_span",
     "layout_problem",
