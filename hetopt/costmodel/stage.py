@@ -422,6 +422,17 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
     forward = gemm_fwd + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
     backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
+    if sh.n_moe:
+        # the MoE layers' token permutations (memory-bound; again in a full recomputation)
+        perm_fwd, perm_bwd = ex.permutation_bytes(cfg, sh.tokens / tp)
+        forward += cm.memory_time_s(sh.n_moe * perm_fwd, gpu)
+        backward += cm.memory_time_s(sh.n_moe * (perm_bwd + (perm_fwd if rc == "full" else 0.0)), gpu)
+        if imbalance > 1.0:
+            # the experts' activation runs on the busiest rank's rows, as their GEMMs: the
+            # memory-bound table above counted the balanced rows (every MoE layer has the shape of the first)
+            act = (imbalance - 1.0) * sh.n_moe * ex.activation_bytes(cfg, sh.tokens / tp, cfg.moe_every - 1)
+            forward += cm.memory_time_s(act, gpu)
+            backward += cm.memory_time_s((cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * act, gpu)
     return forward, backward, gemm_fwd, gemm_bwd
 
 
@@ -435,6 +446,13 @@ def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
     tp_pass = sh.ell * cm.tp_layer_comm_s(cfg, s, sh.samples, tp, intra, intra_hop)
     if sh.etp != tp:
         tp_pass -= sh.n_moe * allreduce
+    elif tp > 1 and lay.ep > 1 and sh.n_moe:
+        # experts split over TP (EP inside DP, the all-to-all dispatcher): the FFN's sequence-
+        # parallel all-gather and reduce-scatter carry the routed rows the GPU received, k copies
+        # a token on the busiest rank (``expert.tp_routed_factor``), where a dense FFN's carry the
+        # tokens once (without EP, Megatron's all-gather dispatcher gathers the tokens once too)
+        routed = ex.tp_routed_factor(sl.model, sh.imbalance) * cm.boundary_bytes(cfg, s, sh.samples)
+        tp_pass += sh.n_moe * (cm.ring_allreduce_s(routed, tp, intra, intra_hop) - allreduce)
     tp_fwd, tp_bwd = tp_pass, tp_pass * (2.0 if lay.recompute == "full" else 1.0)
     if tp_overlap and sh.sp:
         # Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): each sequence-
@@ -518,6 +536,35 @@ def _expert_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
     return forward, backward
 
 
+def _expert_overlap(overlap: tuple[float, float] | None, dense: cm.DataParallelComm | None, zero_stage: int,
+                    microbatches: int) -> tuple[float, float] | None:
+    """The compute of one micro-batch (forward, backward) the dense data-parallel traffic leaves
+    for the experts' to hide behind: both run on the same links (one NCCL stream each, sharing
+    them), so what the dense part keeps busy of the window is not the experts' to use.
+
+    ``dense`` is the dense traffic priced with nothing hidden (``cm.data_parallel_comm`` without
+    ``overlap``), its busy seconds: ZeRO 0 and 1, the once-per-iteration reduction behind the
+    last backward; ZeRO 2, the per-micro-batch reduce-scatter behind the backward and the
+    once-per-iteration gather behind the forward; ZeRO 3, the gathers and reduce-scatters behind
+    the pass they feed.
+
+    >>> _expert_overlap((1.0, 2.0), cm.DataParallelComm(0.0, 0.1, 0.5), 1, 5)
+    (1.0, 1.5)
+    >>> _expert_overlap((1.0, 2.0), cm.DataParallelComm(0.3, 2.5, 0.0), 3, 5)
+    (0.7, 0.0)
+    """
+    if overlap is None or dense is None:
+        return overlap
+    fwd, bwd = overlap
+    if zero_stage <= 1:
+        busy_fwd, busy_bwd = 0.0, dense.per_iteration_s
+    elif zero_stage == 2:
+        busy_fwd, busy_bwd = dense.per_iteration_s, dense.backward_s - dense.per_iteration_s / microbatches
+    else:
+        busy_fwd, busy_bwd = dense.forward_s, dense.backward_s
+    return max(0.0, fwd - busy_fwd), max(0.0, bwd - busy_bwd)
+
+
 def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh: _Shares, q: int,
                    nodes: tuple[tuple[int, int], ...], microbatches: int, zero3_per_tensor: bool,
                    overlap: tuple[float, float] | None, forward: float, backward: float,
@@ -568,13 +615,23 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
         step_params += sh.exp_params / (ep * etp) / (sh.expert_replicas if z >= 1 else 1)
     backward += cm.optimizer_step_s(step_params, gpu) / microbatches
     if n_moe:
-        # the experts' reduction hides behind the same compute as the dense one (optimistic)
+        # the experts' reduction runs over the same links as the dense one and behind the same
+        # compute: it hides only behind what the dense traffic leaves of that compute
+        # (``_expert_overlap``); across nodes a node carries every distinct expert shard it holds
+        node_gpus = min(lay.stage_gpus, island.gpus_per_node)
+        dense_busy = cm.data_parallel_comm(
+            sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, intra if one_node else inter,
+            zero_stage=z, microbatches=microbatches,
+            hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
+            collectives=collectives, recompute_gather=rc == "full", gradient_bytes=gradient_bytes,
+        ) if overlap is not None else None
         ecomm = cm.data_parallel_comm(
-            sh.exp_params / (ep * etp) if one_node else sh.exp_params / ep, sh.expert_replicas,
-            intra if one_node else inter, zero_stage=z, microbatches=microbatches,
+            sh.exp_params / (ep * etp) if one_node else ex.reduction_parameters(sh.exp_params, ep=ep, etp=etp,
+                                                                                 node_gpus=node_gpus),
+            sh.expert_replicas, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
             hop_latency_s=cm.ring_hop_latency_s(sh.expert_replicas, span, intra_hop, inter_hop, step_floor),
-            collectives=n_moe, recompute_gather=rc == "full", overlap=overlap, buckets=n_moe,
-            gradient_bytes=gradient_bytes,
+            collectives=n_moe, recompute_gather=rc == "full", overlap=_expert_overlap(overlap, dense_busy, z, microbatches),
+            buckets=n_moe, gradient_bytes=gradient_bytes,
         )
         forward += ecomm.forward_s
         backward += ecomm.backward_s

@@ -44,6 +44,20 @@ ALLTOALLS_PER_PASS = 2
 #: balanced load; a dropless runtime's busiest rank exceeds the mean by a model-dependent
 #: amount that the auxiliary balancing loss keeps of this order. An assumption, sourced.
 ROUTING_IMBALANCE = 1.25
+#: Elements each routed token's hidden vector moves through memory per MoE layer in forward, by
+#: the two token permutations every Megatron-Core dispatcher runs (alltoall, allgather and flex
+#: alike; megatron/core/transformer/moe/moe_utils.py ``permute`` and ``unpermute``, with
+#: ``--moe-permute-fusion``, Transformer Engine's fused kernels): per copy of a token (k a
+#: token), the gather into expert order reads and writes it (2) and the probability-weighted
+#: scatter back reads it (1): ``PERMUTE_COPY_ELEMENTS``; the scatter writes the token once:
+#: ``UNPERMUTE_TOKEN_ELEMENTS``. Per element of h, 16-bit. A count of bytes, not a measurement.
+PERMUTE_COPY_ELEMENTS = 2 + 1
+UNPERMUTE_TOKEN_ELEMENTS = 1
+#: Backward: each permutation's gradient is the other's transpose, the same rows moved (the
+#: gather's backward scatters, the scatter's gathers), and the router probabilities' gradient
+#: reads the saved permuted copies once more (``unpermute`` multiplied them by the probabilities):
+#: one element more per copy.
+PERMUTE_BACKWARD_EXTRA_COPY_ELEMENTS = 1
 #: MoE layers whose gathered experts FSEP holds at once: the one computed and the one
 #: prefetched (as ZeRO-3's gathered layers, ``hetopt.costmodel.stage.ZERO3_GATHERED_LAYERS``).
 FSEP_GATHERED_LAYERS = 2
@@ -213,6 +227,84 @@ def alltoall_s(
     return max(intra, inter) + cm.ring_latency_s(ep - 1, inter_hop_s)
 
 
+def permutation_bytes(cfg: ModelConfig, tokens: float) -> tuple[float, float]:
+    """Bytes one MoE layer's token permutations move on a GPU holding ``tokens``: (forward, backward).
+
+    Forward τ_g·((2 + 1)·k + 1)·h·2: the gather into expert order reads and writes the k copies
+    of each token, the weighted scatter back reads them and writes the token
+    (``PERMUTE_COPY_ELEMENTS``, ``UNPERMUTE_TOKEN_ELEMENTS``); backward one read of the k copies
+    more (``PERMUTE_BACKWARD_EXTRA_COPY_ELEMENTS``). τ_g = b·s/(c·t), the tokens the GPU routes
+    (its sequence-parallel share, as :func:`alltoall_bytes`); balanced, since the sender's side
+    permutes its own tokens. Memory-bound: they run at the memory bandwidth.
+
+    Examples
+    --------
+    >>> moe = ModelConfig("m", "gpt", 2, 1024, 16, 4096, 0, 512, experts=8, top_k=2)
+    >>> permutation_bytes(moe, 100) == (100 * (3 * 2 + 1) * 1024 * 2, 100 * (4 * 2 + 1) * 1024 * 2)
+    True
+    """
+    k, h = cfg.top_k, cfg.hidden
+    forward = PERMUTE_COPY_ELEMENTS * k + UNPERMUTE_TOKEN_ELEMENTS
+    backward = forward + PERMUTE_BACKWARD_EXTRA_COPY_ELEMENTS * k
+    return tokens * forward * h * ACTIVATION_BYTES, tokens * backward * h * ACTIVATION_BYTES
+
+
+def tp_routed_factor(cfg: ModelConfig, imbalance: float) -> float:
+    """The routed rows an MoE layer's TP collectives move, over a dense FFN's tokens: k × imbalance.
+
+    With the experts split over TP (etp = t > 1), Megatron-Core's ``MoEAlltoAllTokenDispatcher``
+    all-gathers the rows each GPU received from the all-to-all over the expert-TP group before the
+    expert GEMMs (``dispatch_postprocess``: ``gather_from_sequence_parallel_region`` on
+    ``tp_group``) and reduce-scatters the outputs before the combine: a token's k copies, on the
+    busiest rank ``imbalance`` times as many, where a dense FFN's sequence-parallel all-gather
+    and reduce-scatter move each token once.
+
+    Examples
+    --------
+    >>> moe = ModelConfig("m", "gpt", 2, 1024, 16, 4096, 0, 512, experts=8, top_k=2)
+    >>> tp_routed_factor(moe, 1.25)
+    2.5
+    """
+    return cfg.top_k * imbalance
+
+
+def activation_bytes(cfg: ModelConfig, tokens: float, index: int = 0) -> float:
+    """Bytes layer ``index``'s expert activation (GELU or SwiGLU) moves in forward for ``tokens``, balanced.
+
+    τ·k·a·f_e, a = ``costmodel.FFN_ACTIVATION_BYTES`` per element (4 GELU, 6 SwiGLU): the part of
+    ``costmodel.elementwise_widths`` that runs on the routed rows, and so on the busiest EP
+    rank's rows, ``ROUTING_IMBALANCE`` times as many, as its GEMMs. 0 for a dense layer.
+
+    Examples
+    --------
+    >>> moe = ModelConfig("m", "llama", 2, 1024, 16, 4096, 0, 512, experts=8, top_k=2, expert_ffn=1024)
+    >>> activation_bytes(moe, 100) == 100 * 2 * 6 * 1024
+    True
+    """
+    if not cfg.is_moe_layer(index):
+        return 0.0
+    return tokens * cfg.top_k * cm.FFN_ACTIVATION_BYTES[cm.ffn_matrices(cfg)] * (cfg.expert_ffn or cfg.ffn)
+
+
+def reduction_parameters(expert_params: float, *, ep: int, etp: int, node_gpus: int) -> float:
+    """Expert parameters a node's network carries in the expert-data-parallel reduction, per ring step.
+
+    Every GPU holds Φ_exp/(e·etp) expert parameters and reduces them over its own ring, the GPUs
+    holding the same shard in the other EP groups (Megatron-Core's expert data-parallel group).
+    A node's ``node_gpus`` GPUs of the stage hold min(e·etp, node_gpus) distinct shards (an EP
+    group's e·etp GPUs, or the part of one on the node), each on its own ring, and every ring
+    crosses the node's network: min(e·etp, n)·Φ_exp/(e·etp), all of Φ_exp when an EP group fits
+    on a node. (The dense part's rings, one per TP rank, carry the stage's Φ in the same way.)
+
+    Examples
+    --------
+    >>> reduction_parameters(8e9, ep=8, etp=1, node_gpus=8), reduction_parameters(8e9, ep=16, etp=1, node_gpus=8)
+    (8000000000.0, 4000000000.0)
+    """
+    shards = ep * etp
+    return expert_params * min(shards, node_gpus) / shards
+
+
 def fsep_gather_bytes(expert_params: float, ep: int, etp: int) -> float:
     """Bytes one GPU receives to gather its E/e experts of one layer under FSEP.
 
@@ -231,7 +323,11 @@ def fsep_gather_bytes(expert_params: float, ep: int, etp: int) -> float:
 __all__ = [
     "ALLTOALLS_PER_PASS",
     "FSEP_GATHERED_LAYERS",
+    "PERMUTE_BACKWARD_EXTRA_COPY_ELEMENTS",
+    "PERMUTE_COPY_ELEMENTS",
     "ROUTING_IMBALANCE",
+    "UNPERMUTE_TOKEN_ELEMENTS",
+    "activation_bytes",
     "alltoall_bytes",
     "alltoall_s",
     "expert_forward_flops",
@@ -239,7 +335,10 @@ __all__ = [
     "expert_parameters",
     "expert_tp",
     "routed_rows",
+    "tp_routed_factor",
     "fsep_gather_bytes",
     "group_span",
     "layout_problem",
+    "permutation_bytes",
+    "reduction_parameters",
 ]
