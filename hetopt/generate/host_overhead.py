@@ -20,7 +20,6 @@ torch (the ``runtimes`` extra).
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 
@@ -102,17 +101,15 @@ def measure(samples: int = 5) -> dict[str, float]:
             "forward_ops": forward_ops / LAYERS, "backward_nodes": nodes / LAYERS}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m hetopt.generate.host_overhead", description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=5, help="timed samples; the median is printed")
-    args = parser.parse_args(argv)
+def main(samples: int = 5) -> int:
+    """Print the measured constants (``python -m hetopt.generate.host_overhead``)."""
     import platform
 
     import torch
 
-    m = measure(args.samples)
+    m = measure(samples)
     print(f"# torch {torch.__version__}, {platform.processor() or platform.machine()}, one thread, "
-          f"median of {args.samples}; {m['forward_ops']:.0f} forward ops and {m['backward_nodes']:.0f} backward nodes a layer")
+          f"median of {samples}; {m['forward_ops']:.0f} forward ops and {m['backward_nodes']:.0f} backward nodes a layer")
     print(f"HOST_LAYER_FORWARD_S = {m['forward_s']:.3g}")
     print(f"HOST_LAYER_BACKWARD_S = {m['backward_s']:.3g}")
     return 0
