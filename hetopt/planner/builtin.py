@@ -546,8 +546,9 @@ class BuiltinParallelizer:
                        grad_reduce_fp32=grad_fp32)
 
     def flash_on(self, island: IslandSpec) -> bool:
-        """Whether attention runs as FlashAttention on ``island``: the runtime asks for it and
-        the island's GPU runs it (the catalog's ``flash_attention``).
+        """Whether attention runs as FlashAttention on ``island``: the runtime asks for it, the
+        island's GPU runs it (the catalog's ``flash_attention``) and the precision is one its
+        kernels take (``cm.FLASH_PRECISIONS``: a fp32 or tf32 run computes attention unfused).
 
         Examples
         --------
@@ -559,7 +560,12 @@ class BuiltinParallelizer:
         >>> BuiltinParallelizer(flash_attention=False).flash_on(IslandSpec("a", cat["A100-SXM4-80GB"], 1, 8))
         False
         """
-        return self.flash_attention and island.gpu.flash_attention
+        return self.flash_attention and island.gpu.flash_attention and self.precision_on(island) in cm.FLASH_PRECISIONS
+
+    def element_bytes_on(self, island: IslandSpec) -> int:
+        """Bytes per weight, gradient and activation element on ``island``: ``cm.element_bytes`` of
+        :meth:`precision_on` (2, or 4 in fp32 and tf32)."""
+        return cm.element_bytes(self.precision_on(island))
 
     def precision_on(self, island: IslandSpec) -> str:
         """The mixed precision a query on ``island`` trains in: the parallelizer's, or when it names
@@ -602,7 +608,7 @@ class BuiltinParallelizer:
         """The slice's FLOPs, parameters and memory floor on ``island``."""
         sl = as_slice(slice)
         cfg, s = sl.model, sl.seq
-        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island))
+        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island))
         forward = tab.forward[-1] + (cm.head_forward_flops(cfg, s) if sl.head else 0.0)
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
@@ -695,7 +701,7 @@ class BuiltinParallelizer:
     ) -> PartialPlan:
         """Price one layout (no pruning): its stages' times and memory."""
         sl = as_slice(slice)
-        return self._plan(sl, island, layer_table(sl, self._cache("kinds"), flash=self.flash_on(island)), layout, microbatch_size, microbatches, memory_fraction)
+        return self._plan(sl, island, layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island)), layout, microbatch_size, microbatches, memory_fraction)
 
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
         # one table per pricing context (the parallelizer's own settings are fixed)
@@ -852,7 +858,7 @@ class BuiltinParallelizer:
     def _search(self, sl: Slice, island: IslandSpec, m: int, M: int, global_batch: int,
                 memory_fraction: float) -> tuple[PartialPlan, ...]:
         """:meth:`parallelize` after checking its arguments."""
-        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island))
+        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island))
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
