@@ -71,8 +71,9 @@ def precision_gaps(precision: str) -> list[str]:
     """
     if precision != "tf32":
         return []
-    return [f"precision tf32: the files train in fp32; set {TF32_ENVIRONMENT} in every rank's environment so PyTorch "
-            "runs the matmuls on the tensor cores in TF32, as the plan prices (without it they run at the FP32 rate)"]
+    return [f"precision tf32: the files train in fp32 and {TF32_ENVIRONMENT} in every rank's environment (launch.sh "
+            "exports it) runs the matmuls on the tensor cores in TF32, as the plan prices; without it they run at the "
+            "FP32 rate"]
 
 
 def safe_name(text: str) -> str:

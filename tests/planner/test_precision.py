@@ -183,3 +183,37 @@ def test_a_stage_refuses_a_layer_table_of_another_element_size():
     with pytest.raises(ValueError, match="layer table counts 2-byte elements"):
         price_stage(sl, island, layer_table(sl), lay, 0, stage_nodes(island, 1, 8, 1), microbatch_size=8,
                     microbatches=1, sequence_parallel=False, reserved_bytes=0.0, precision="fp32")
+
+
+# ---- exports -------------------------------------------------------------------------------------
+
+def _exported(precision: str, target: str):
+    import json
+
+    from hetopt.export import export
+
+    doc = json.loads((Path(__file__).resolve().parents[1] / "golden" / "export" / "inputs"
+                      / "plan-one-island-gpt3-1.3b.json").read_text(encoding="utf-8")) | {"precision": precision}
+    return export(doc, target, allow_gaps=True)
+
+
+def test_fp32_and_tf32_export_without_a_16_bit_flag():
+    import json
+    import tomllib
+
+    for precision in ("fp32", "tf32"):
+        args = _exported(precision, "megatron").files["megatron.args"]
+        assert "--bf16" not in args and "--fp16" not in args and "--fp32" not in args  # Megatron-LM's fp32 default
+        config = json.loads(_exported(precision, "deepspeed").files["ds_config.json"])
+        assert not {"bf16", "fp16", "fp32", "tf32"} & set(config)  # DeepSpeed trains in fp32 without a section
+        job = tomllib.loads(_exported(precision, "torchtitan").files["torchtitan.toml"])
+        assert job["training"]["mixed_precision_param"] == "float32"
+    assert "--bf16" in _exported("bf16", "megatron").files["megatron.args"]
+
+
+def test_tf32_exports_turn_tf32_on_in_the_launch_script():
+    out = _exported("tf32", "megatron")
+    assert "export TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1" in out.files["launch.sh"]
+    assert any(g.startswith("precision tf32:") for g in out.gaps)
+    assert "TORCH_ALLOW_TF32" not in _exported("fp32", "megatron").files["launch.sh"]
+    assert not any(g.startswith("precision tf32:") for g in _exported("fp32", "megatron").gaps)
