@@ -225,7 +225,8 @@ def interleaved_stages(stages: Sequence[StageCost], vpp: int, microbatches: int)
     return tuple(out)
 
 
-def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: int, ep: int) -> bool:
+def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: int, ep: int,
+                  precision: str = cm.DEFAULT_PRECISION) -> bool:
     """False when FSEP is dominated by plain EP of the same layout, whatever its other choices.
 
     FSEP holds the same state plus gathered experts (never less memory) and differs in time
@@ -254,9 +255,14 @@ def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: i
     fast = min(1 / intra, 1 / inter) / 2 if crosses else 1 / intra
     experts = ex.expert_forward_flops(cfg, s, index) * samples / tp
     # the routed rows' operands, per forward-equivalent pass (4 with full recomputation)
-    extra_traffic = cm.gemm_traffic_bytes(ex.routed_rows(cfg, tokens, tp=tp, etp=etp), ex.expert_operand_widths(cfg, index), 0.0, tp=etp)
-    saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, traffic_bytes=extra_traffic) + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * slow)
-    cost = 3 * ex.fsep_gather_bytes(ex.expert_parameters(cfg, index), ep, etp) * fast
+    # in the run's precision (cm.element_bytes, cm.matmul_flops), as price_stage prices both layouts
+    element, peak = cm.element_bytes(precision), cm.matmul_flops(gpu, precision)
+    scale = element / cm.ACTIVATION_BYTES  # ex counts 16-bit elements
+    extra_traffic = cm.gemm_traffic_bytes(ex.routed_rows(cfg, tokens, tp=tp, etp=etp), ex.expert_operand_widths(cfg, index), 0.0, tp=etp,
+                                          element_bytes=element)
+    saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, traffic_bytes=extra_traffic, peak_flops=peak)
+                                          + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * scale * slow)
+    cost = 3 * ex.fsep_gather_bytes(ex.expert_parameters(cfg, index), ep, etp) * scale * fast
     return cost < saved
 
 
@@ -682,7 +688,8 @@ class BuiltinParallelizer:
                         if moe and self.expert_parallel:
                             eps += [e for e in divisors(cfg.experts)[1:] if not ex.layout_problem(cfg, tp=tp, ep=e, cp=cp, dp=dp)]
                         for ep in eps:
-                            pays = ep > 1 and self.fsep and _fsep_may_pay(sl, island, microbatch_size, tp, cp, dp, ep)
+                            pays = ep > 1 and self.fsep and _fsep_may_pay(sl, island, microbatch_size, tp, cp, dp, ep,
+                                                                                      self.precision_on(island))
                             for fsep in (False, True) if pays else (False,):
                                 extra = dict(ep=ep, fsep=fsep, cp=cp)
                                 for rc in self.recompute:
