@@ -217,3 +217,21 @@ def test_tf32_exports_turn_tf32_on_in_the_launch_script():
     assert any(g.startswith("precision tf32:") for g in out.gaps)
     assert "TORCH_ALLOW_TF32" not in _exported("fp32", "megatron").files["launch.sh"]
     assert not any(g.startswith("precision tf32:") for g in _exported("fp32", "megatron").gaps)
+
+
+# ---- Sailor's GH200 runs -------------------------------------------------------------------------
+
+def test_sailors_gh200_runs_are_read_in_tf32_and_all_priced(capsys):
+    import json
+
+    from hetopt.catalog import instances_dir
+    from hetopt.planner.published import load_published
+
+    rows = load_published(instances_dir() / "published" / "sailor-gh200.toml")
+    assert len(rows) == 27 and {r.layout.precision for r in rows} == {"tf32"}
+    assert {r.island.gpu.name for r in rows} == {"GH200"} and all(r.layout.tp == 4 for r in rows)
+    assert cli.main(["validate", "--file", "sailor-gh200", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert all(r["reason"] is None for r in doc["rows"])
+    # the two settings of three layouts (OPT-350M on 16 and 32 nodes) are ranked
+    assert sorted(s["rows"] for s in doc["settings"].values()) == [3, 3]
