@@ -232,6 +232,6 @@ def test_sailors_gh200_runs_are_read_in_tf32_and_all_priced(capsys):
     assert {r.island.gpu.name for r in rows} == {"GH200"} and all(r.layout.tp == 4 for r in rows)
     assert cli.main(["validate", "--file", "sailor-gh200", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert all(r["reason"] is None for r in doc["rows"])
+    assert all(not r["reason"] and not r["over_memory"] for r in doc["rows"])  # priced, and fits
     # the two settings of three layouts (OPT-350M on 16 and 32 nodes) are ranked
     assert sorted(s["rows"] for s in doc["settings"].values()) == [3, 3]
