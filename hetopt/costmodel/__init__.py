@@ -411,7 +411,8 @@ def precision_problem(precision: str, gpus: Iterable[GpuType]) -> str | None:
     if precision == "tf32":
         lacking = sorted({g.name for g in gpus if g.tf32_flops is None})
         if lacking:
-            return f"precision=tf32: the {', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no TF32 tensor cores (use precision=fp32)"
+            verb = "has" if len(lacking) == 1 else "have"
+            return f"precision=tf32: the {', '.join(lacking)} {verb} no TF32 tensor cores (use precision=fp32)"
     return None
 
 

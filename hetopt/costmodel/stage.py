@@ -372,7 +372,8 @@ def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_b
         replicated = ell * cm.replicated_activation_widths(cfg, sh.element) * h
         sharded = tab.sharded[b] - tab.sharded[a]
         per_token = (replicated + sharded) / tp if sh.sp else replicated + sharded / tp
-        kept_scores = 0.0 if rc == "selective" or flash else ell * cm.attention_score_bytes(cfg, sh.element) * cfg.heads * s * s * samples / tp
+        kept_scores = (0.0 if rc == "selective" or flash
+                       else ell * cm.attention_score_bytes(cfg, sh.element) * cfg.heads * s * s * samples / tp)
         activation = s * samples * per_token + kept_scores
     if not lay.offload:
         return static, activation, activation
@@ -417,7 +418,8 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
     attn_bwd = cm.FLASH_SCORE_BACKWARD_PER_FORWARD * attn + (attn if rc == "full" else 0.0)
     wide = tab.ew_wide[b] - tab.ew_wide[a]
     ew_fwd = s * samples * ((wide / tp if sh.sp else wide) + (tab.ew_sharded[b] - tab.ew_sharded[a]) / tp)
-    ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s, flash=flash, element_bytes=sh.element) / tp,
+    score_widths = cm.score_elementwise_widths(cfg, s, flash=flash, element_bytes=sh.element)
+    ew_extra = {"none": 0.0, "selective": ell * s * samples * score_widths / tp,
                 "full": ew_fwd}[rc]
     # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
     loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)

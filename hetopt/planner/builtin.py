@@ -708,7 +708,8 @@ class BuiltinParallelizer:
     ) -> PartialPlan:
         """Price one layout (no pruning): its stages' times and memory."""
         sl = as_slice(slice)
-        return self._plan(sl, island, layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island)), layout, microbatch_size, microbatches, memory_fraction)
+        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island))
+        return self._plan(sl, island, tab, layout, microbatch_size, microbatches, memory_fraction)
 
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
         # one table per pricing context (the parallelizer's own settings are fixed)
