@@ -44,5 +44,5 @@ def instances_dir() -> Path:
 #: The shipped published sets (``instances/published``) the cost model is calibrated on, the
 #: first being ``hetopt validate``'s default; the other shipped sets are held out: nothing was
 #: fitted to them.
-CALIBRATION_SETS = ("megatron-sc21", "amp-t4-g4dn")
+CALIBRATION_SETS = ("megatron-sc21", "amp-t4-g4dn", "sailor-gh200")
 

@@ -25,7 +25,7 @@ DEFAULT_EFFICIENCY = 0.4
 DEFAULT_HALF_EFFICIENCY_TOKENS = 256.0
 
 GPU_KEYS = (
-    "memory_gib", "fp16_tflops", "fp32_tflops", "training_tflops", "memory_gbs", "intra_link",
+    "memory_gib", "fp16_tflops", "fp32_tflops", "tf32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency",
     "calibration", "attention_efficiency", "host_gbs", "host_cpu", "bf16", "flash_attention",
     "usd_per_hour", "price_source",
@@ -84,6 +84,9 @@ class GpuType:
     #: ``[price]`` table may give one)
     usd_per_hour: float | None = None
     price_source: str = ""
+    #: Dense TF32 tensor-core FLOP/s (Ampere and later); None where the part has no TF32
+    #: (``precision = "tf32"`` is refused there: ``hetopt.costmodel.precision_problem``).
+    tf32_flops: float | None = None
 
     @property
     def sustained_flops(self) -> float:
@@ -159,6 +162,7 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             flash_attention=f.boolean("flash_attention", True),
             usd_per_hour=f.number("usd_per_hour", None, positive=True),
             price_source=f.string("price_source", ""),
+            tf32_flops=None if (tf32 := f.number("tf32_tflops", None, positive=True)) is None else tf32 * TERA,
         )
     return catalog
 

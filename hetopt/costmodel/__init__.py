@@ -98,11 +98,28 @@ FFN_TENSORS = {2: 2, 3: 3}
 #: fp32 main parameters, main gradients, Adam's m and v 16 (20 in all); bf16 parameters with
 #: fp32 main gradients 2 + 4, sharded fp32 main parameters, m and v 12 (18); fp32 8 + 8.
 #: Megatron keeps the fp32 main gradients that the ZeRO paper's 2 + 2 + 12 = 16 leaves out.
-DISTRIBUTED_OPTIMIZER_BYTES = {"fp16": (4.0, 16.0), "bf16": (6.0, 12.0), "fp32": (8.0, 8.0)}
-#: The mixed-precision formats a plan trains in (``precision`` of the planner, ``--layout``,
-#: ``--runtime``): bf16 with fp32 main gradients, Megatron's default for current runs, or
-#: fp16 with loss scaling (the 2021 runs, and every run on a GPU without BF16).
-PRECISIONS = ("bf16", "fp16")
+#: fp32 training (and tf32, which stores fp32) keeps no 16-bit copy: fp32 parameters and
+#: gradients 4 + 4 on every replica, Adam's m and v 4 + 4 sharded (16 in all, the ZeRO paper's
+#: "fp32 training" count, Rajbhandari et al. 2020 §3.1, without its 16-bit copies).
+DISTRIBUTED_OPTIMIZER_BYTES = {"fp16": (4.0, 16.0), "bf16": (6.0, 12.0), "fp32": (8.0, 8.0), "tf32": (8.0, 8.0)}
+#: The formats a plan trains in (``precision`` of the planner, ``--layout``, ``--runtime``):
+#: bf16 with fp32 main gradients, Megatron's default for current runs; fp16 with loss scaling
+#: (the 2021 runs, and every run on a GPU without BF16); fp32, PyTorch's default dtype with its
+#: default ``torch.backends.cuda.matmul.allow_tf32 = False`` (since PyTorch 1.12), matmuls on the
+#: CUDA cores; tf32, fp32 tensors whose matmuls run on the tensor cores in TF32
+#: (``allow_tf32 = True``, Ampere and later).
+PRECISIONS = ("bf16", "fp16", "fp32", "tf32")
+#: Bytes per element of the weights, gradients and activations a precision stores and moves:
+#: 2 for the 16-bit formats, 4 for fp32 and tf32 (TF32 is a tensor-core arithmetic mode on fp32
+#: storage: NVIDIA A100 Tensor Core GPU Architecture whitepaper, 2020, "TF32"). Every 16-bit
+#: byte count of this module (activations, hand-overs, TP/EP/DP collectives, memory-bound
+#: kernels, GEMM operands) is a count of elements times ``ACTIVATION_BYTES``; the functions take
+#: the element size as ``element_bytes`` (default: 16 bits). 1-byte dropout masks and the
+#: loss's fp32 logits keep their sizes.
+ELEMENT_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4, "tf32": 4}
+#: The precisions FlashAttention's kernels take: fp16 and bf16 only (Dao-AILab/flash-attention
+#: README, "Datatype fp16 and bf16"); a fp32 or tf32 run computes attention unfused.
+FLASH_PRECISIONS = ("bf16", "fp16")
 #: The precision of GPUs that have BF16 arithmetic; the others train in fp16
 #: (:func:`hardware_precision`).
 DEFAULT_PRECISION = "bf16"
@@ -203,53 +220,69 @@ def parameter_tensors(cfg: ModelConfig, index: int = 0) -> int:
 # ------------------------------------------------------------------------ activations
 
 
-def ffn_activation_widths(cfg: ModelConfig, index: int = 0) -> float:
+def ffn_activation_widths(cfg: ModelConfig, index: int = 0, *, element_bytes: int = ACTIVATION_BYTES) -> float:
     """Bytes per token of the FFN's inner tensors, the part tensor parallelism shards.
 
-    2 bytes × tensors kept × FFN width, times top-k for an MoE layer (a token visits k experts).
-    GPT: 2 × 2 × 4h = 16h, Korthikanti's 16 of the 24.
+    ``element_bytes`` (2, or 4 in fp32) × tensors kept × FFN width, times top-k for an MoE layer
+    (a token visits k experts). GPT: 2 × 2 × 4h = 16h, Korthikanti's 16 of the 24.
     """
     if cfg.is_moe_layer(index):
         width = cfg.top_k * (cfg.expert_ffn or cfg.ffn)
     else:
         width = cfg.ffn
-    return ACTIVATION_BYTES * FFN_TENSORS[ffn_matrices(cfg)] * width
+    return element_bytes * FFN_TENSORS[ffn_matrices(cfg)] * width
 
 
-def sharded_activation_widths(cfg: ModelConfig, index: int = 0) -> float:
+def sharded_activation_widths(cfg: ModelConfig, index: int = 0, *, element_bytes: int = ACTIVATION_BYTES) -> float:
     """Bytes per token that tensor parallelism shards over t (without the attention scores).
 
     Q and the output projection's input (2 + 2 bytes × attention width), K and V (2 + 2 ×
     KV width), and the FFN's inner tensors. GPT: 8h + 16h = 24h (Korthikanti et al.).
     """
-    attention = 2 * ACTIVATION_BYTES * cfg.attention_width + 2 * ACTIVATION_BYTES * cfg.kv_width
-    return attention + ffn_activation_widths(cfg, index)
+    attention = 2 * element_bytes * cfg.attention_width + 2 * element_bytes * cfg.kv_width
+    return attention + ffn_activation_widths(cfg, index, element_bytes=element_bytes)
 
 
-def replicated_activation_widths(cfg: ModelConfig) -> int:
+def _elements(nbytes16: int, element_bytes: int) -> int:
+    """A byte count of 16-bit elements (``ACTIVATION_BYTES`` each) at ``element_bytes`` an element."""
+    return nbytes16 * element_bytes // ACTIVATION_BYTES
+
+
+def replicated_activation_widths(cfg: ModelConfig, element_bytes: int = ACTIVATION_BYTES) -> int:
     """Bytes per token, in units of h, a layer keeps at full width under TP without SP.
 
     Korthikanti et al.'s 10 with dropout (GPT, ViT); 8 for layers without dropout (Llama),
-    which write no dropout masks.
+    which write no dropout masks. In fp32 (``element_bytes`` 4) the 16-bit tensors double and
+    the 1-byte masks do not: 18 and 16.
 
     Examples
     --------
     >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
     >>> llama = ModelConfig("y", "llama", 1, 1024, 16, 4096, 0, 1024)
-    >>> replicated_activation_widths(gpt), replicated_activation_widths(llama)
-    (10, 8)
+    >>> replicated_activation_widths(gpt), replicated_activation_widths(llama), replicated_activation_widths(gpt, 4)
+    (10, 8, 18)
     """
     dropout = cfg.architecture in DROPOUT_ARCHITECTURES
-    return REPLICATED_ACTIVATION_WIDTHS - (0 if dropout else REPLICATED_DROPOUT_WIDTHS)
+    tensors = _elements(REPLICATED_ACTIVATION_WIDTHS - REPLICATED_DROPOUT_WIDTHS, element_bytes)
+    return tensors + (REPLICATED_DROPOUT_WIDTHS if dropout else 0)
 
 
-def attention_score_bytes(cfg: ModelConfig) -> int:
+def attention_score_bytes(cfg: ModelConfig, element_bytes: int = ACTIVATION_BYTES) -> int:
     """Bytes per attention-score element kept without FlashAttention or recomputation.
 
     Softmax output, dropout mask and dropout output (2 + 1 + 2) with dropout (GPT, ViT); the
-    softmax output alone (2) without (Llama).
+    softmax output alone (2) without (Llama). fp32: 4 + 1 + 4 and 4.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
+    >>> attention_score_bytes(gpt), attention_score_bytes(gpt, 4)
+    (5, 9)
     """
-    return ATTENTION_SCORE_BYTES if cfg.architecture in DROPOUT_ARCHITECTURES else SOFTMAX_OUTPUT_BYTES
+    softmax = _elements(SOFTMAX_OUTPUT_BYTES, element_bytes)
+    if cfg.architecture not in DROPOUT_ARCHITECTURES:
+        return softmax
+    return softmax + DROPOUT_MASK_BYTES + _elements(ATTENTION_SCORE_BYTES - SOFTMAX_OUTPUT_BYTES - DROPOUT_MASK_BYTES, element_bytes)
 
 
 def layer_activation_bytes(
@@ -262,8 +295,12 @@ def layer_activation_bytes(
     recompute: str = "none",
     index: int = 0,
     flash: bool = False,
+    element_bytes: int = ACTIVATION_BYTES,
 ) -> float:
     """Activation bytes one layer keeps per GPU for ``samples`` samples until its backward.
+
+    ``element_bytes``: bytes per activation element (``element_bytes(precision)``: 2, or 4 in
+    fp32 and tf32, where every tensor but the 1-byte dropout masks doubles).
 
     ``flash``: FlashAttention keeps no s×s scores (nor their dropout mask), so the 5·a·s/h
     term is gone as with selective recomputation; its per-row softmax statistics (4 bytes
@@ -286,18 +323,18 @@ def layer_activation_bytes(
     _check_recompute(recompute)
     h = cfg.hidden
     if recompute == "full":
-        kept = CHECKPOINT_WIDTHS * h
+        kept = _elements(CHECKPOINT_WIDTHS, element_bytes) * h
         return seq * samples * kept / (tp if sequence_parallel else 1)
-    replicated = replicated_activation_widths(cfg) * h
-    sharded = sharded_activation_widths(cfg, index)
+    replicated = replicated_activation_widths(cfg, element_bytes) * h
+    sharded = sharded_activation_widths(cfg, index, element_bytes=element_bytes)
     per_token = (replicated + sharded) / tp if sequence_parallel else replicated + sharded / tp
-    scores = 0.0 if recompute == "selective" or flash else attention_score_bytes(cfg) * cfg.heads * seq * seq * samples / tp
+    scores = 0.0 if recompute == "selective" or flash else attention_score_bytes(cfg, element_bytes) * cfg.heads * seq * seq * samples / tp
     return seq * samples * per_token + scores
 
 
 def recompute_working_bytes(
     cfg: ModelConfig, seq: int, samples: float, *, tp: int = 1, sequence_parallel: bool = False, recompute: str = "none",
-    index: int = 0, flash: bool = False,
+    index: int = 0, flash: bool = False, element_bytes: int = ACTIVATION_BYTES,
 ) -> float:
     """Transient bytes while one layer is recomputed in backward (0 without recomputation).
 
@@ -306,11 +343,12 @@ def recompute_working_bytes(
     _check_recompute(recompute)
     if recompute == "none":
         return 0.0
-    full = layer_activation_bytes(cfg, seq, samples, tp=tp, sequence_parallel=sequence_parallel, index=index, flash=flash)
+    full = layer_activation_bytes(cfg, seq, samples, tp=tp, sequence_parallel=sequence_parallel, index=index, flash=flash,
+                                  element_bytes=element_bytes)
     if recompute == "full":
         return full
     kept = layer_activation_bytes(cfg, seq, samples, tp=tp, sequence_parallel=sequence_parallel, recompute="selective",
-                                  index=index, flash=flash)
+                                  index=index, flash=flash, element_bytes=element_bytes)
     return full - kept
 
 
@@ -354,19 +392,79 @@ def hardware_precision(gpus: Iterable[GpuType]) -> str:
 
 
 def precision_problem(precision: str, gpus: Iterable[GpuType]) -> str | None:
-    """Why ``precision`` cannot run on ``gpus`` (bf16 on a GPU without BF16), or None.
+    """Why ``precision`` cannot run on ``gpus`` (bf16 on a GPU without BF16, tf32 on one without
+    TF32 tensor cores), or None.
 
     Examples
     --------
     >>> from hetopt.hardware import load_gpus
     >>> precision_problem("bf16", [load_gpus()["T4"]])
     'precision=bf16: the T4 has no BF16 arithmetic (use precision=fp16)'
+    >>> precision_problem("tf32", [load_gpus()["V100-SXM2-16GB"]])
+    'precision=tf32: the V100-SXM2-16GB has no TF32 tensor cores (use precision=fp32)'
     """
+    gpus = tuple(gpus)
     if precision == "bf16":
         lacking = sorted({g.name for g in gpus if not g.bf16})
         if lacking:
             return f"precision=bf16: the {', '.join(lacking)} {'has' if len(lacking) == 1 else 'have'} no BF16 arithmetic (use precision=fp16)"
+    if precision == "tf32":
+        lacking = sorted({g.name for g in gpus if g.tf32_flops is None})
+        if lacking:
+            verb = "has" if len(lacking) == 1 else "have"
+            return f"precision=tf32: the {', '.join(lacking)} {verb} no TF32 tensor cores (use precision=fp32)"
     return None
+
+
+def element_bytes(precision: str) -> int:
+    """Bytes per weight, gradient and activation element a run in ``precision`` stores and moves.
+
+    Examples
+    --------
+    >>> element_bytes("bf16"), element_bytes("fp16"), element_bytes("fp32"), element_bytes("tf32")
+    (2, 2, 4, 4)
+    """
+    if precision not in ELEMENT_BYTES:
+        raise ValueError(f"unknown precision {precision!r} (valid: {', '.join(PRECISIONS)})")
+    return ELEMENT_BYTES[precision]
+
+
+def matmul_flops(gpu: GpuType, precision: str) -> float:
+    """The peak FLOP/s the matrix multiplications of a run in ``precision`` run against on ``gpu``.
+
+    bf16 and fp16: the catalog's ``training_tflops`` (the 16-bit tensor rate, or FP32 where
+    FP16 is crippled); fp32: the CUDA cores' FP32 rate (``fp32_tflops``); tf32: the dense TF32
+    tensor rate (``tf32_tflops``; :func:`precision_problem` refuses tf32 where it is missing).
+    The catalog's ``gemm_efficiency`` and ``attention_efficiency`` apply to this peak as they
+    do to the 16-bit one (formulations/costmodel.md, "Precision (fp32, tf32)").
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> a100 = load_gpus()["A100-SXM4-80GB"]
+    >>> [matmul_flops(a100, p) / 1e12 for p in PRECISIONS]
+    [312.0, 312.0, 19.5, 156.0]
+    """
+    element_bytes(precision)
+    if precision == "fp32":
+        return gpu.fp32_flops
+    if precision == "tf32":
+        if gpu.tf32_flops is None:
+            raise ValueError(precision_problem("tf32", (gpu,)))
+        return gpu.tf32_flops
+    return gpu.training_flops
+
+
+def gradient_bytes(precision: str, reduce_fp32: bool = False) -> int:
+    """Bytes per gradient element the data-parallel reduction moves: the precision's element, or
+    ``FP32_GRADIENT_BYTES`` when the runtime reduces in fp32 (``gradreduce=fp32``).
+
+    Examples
+    --------
+    >>> gradient_bytes("bf16"), gradient_bytes("bf16", True), gradient_bytes("fp32")
+    (2, 4, 4)
+    """
+    return FP32_GRADIENT_BYTES if reduce_fp32 else element_bytes(precision)
 
 
 def state_bytes_per_parameter(zero_stage: int = 0, dp: int = 1, precision: str = DEFAULT_PRECISION) -> float:
@@ -377,7 +475,8 @@ def state_bytes_per_parameter(zero_stage: int = 0, dp: int = 1, precision: str =
     shards). Stage 0 keeps all of it; 1 shards the fp32 state (Megatron's distributed
     optimizer); 2 also the main gradients; 3 everything. bf16 (fp32 main gradients):
     18; 6 + 12/d; 2 + 16/d; 18/d. fp16 (fp16 gradients, fp32 copies in the optimizer): 20;
-    4 + 16/d; 2 + 18/d; 20/d.
+    4 + 16/d; 2 + 18/d; 20/d. fp32 and tf32 (fp32 parameters and gradients, Adam's m and v):
+    16; 8 + 8/d; 4 + 12/d; 16/d.
 
     Examples
     --------
@@ -385,6 +484,8 @@ def state_bytes_per_parameter(zero_stage: int = 0, dp: int = 1, precision: str =
     [18.0, 9.0, 6.0, 4.5]
     >>> state_bytes_per_parameter(0, 1, "fp16"), state_bytes_per_parameter(1, 8, "fp16")
     (20.0, 6.0)
+    >>> [state_bytes_per_parameter(z, 4, "fp32") for z in (0, 1, 2, 3)]
+    [16.0, 10.0, 7.0, 4.0]
     """
     if zero_stage not in ZERO_STAGES:
         raise ValueError(f"unknown ZeRO stage {zero_stage!r} (valid: 0, 1, 2, 3)")
@@ -393,7 +494,8 @@ def state_bytes_per_parameter(zero_stage: int = 0, dp: int = 1, precision: str =
     if precision not in DISTRIBUTED_OPTIMIZER_BYTES:
         raise ValueError(f"unknown precision {precision!r} (valid: {', '.join(DISTRIBUTED_OPTIMIZER_BYTES)})")
     replicated, sharded = DISTRIBUTED_OPTIMIZER_BYTES[precision]
-    kept = {0: replicated + sharded, 1: replicated, 2: WEIGHT_BYTES, 3: 0.0}[zero_stage]
+    # ZeRO-2 keeps the working weights: 16-bit, or fp32 where the run keeps no 16-bit copy
+    kept = {0: replicated + sharded, 1: replicated, 2: ELEMENT_BYTES[precision], 3: 0.0}[zero_stage]
     return kept + (replicated + sharded - kept) / dp
 
 
@@ -455,16 +557,25 @@ def gemm_efficiency(gpu: GpuType, m: float, n: float, k: float) -> float:
     return gpu.gemm_efficiency / (1.0 + ridge * (1.0 / m + 1.0 / n + 1.0 / k))
 
 
-def gemm_time_s(flops: float, gpu: GpuType, *, traffic_bytes: float = 0.0) -> float:
+def gemm_time_s(flops: float, gpu: GpuType, *, traffic_bytes: float = 0.0, peak_flops: float | None = None) -> float:
     """Seconds of matrix multiplication: FLOPs / (peak · e_g) + operand traffic / memory bandwidth.
 
     e_g, the catalog's ``gemm_efficiency``, is the sustained share of peak of a GEMM too large
     for its traffic to count; ``traffic_bytes`` is what the GEMMs read and write
     (``gemm_traffic_bytes``: the weights once per call, the tokens' inputs and outputs). The
     two add: no overlap of a GEMM's loads with its math is assumed, the form the catalog's e_g
-    is fitted in (``hetopt.generate.calibrate``).
+    is fitted in (``hetopt.generate.calibrate``). ``peak_flops``: the peak of the run's precision
+    (:func:`matmul_flops`; None: the 16-bit ``training_flops``), at the same e_g.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> a100 = load_gpus()["A100-SXM4-80GB"]
+    >>> gemm_time_s(1e12, a100, peak_flops=19.5e12) == 1e12 / (19.5e12 * a100.gemm_efficiency)
+    True
     """
-    return flops / (gpu.training_flops * gpu.gemm_efficiency) + traffic_bytes / gpu.memory_bandwidth
+    peak = gpu.training_flops if peak_flops is None else peak_flops
+    return flops / (peak * gpu.gemm_efficiency) + traffic_bytes / gpu.memory_bandwidth
 
 
 def gemm_operand_widths(cfg: ModelConfig, index: int = 0) -> tuple[float, float]:
@@ -492,8 +603,11 @@ def gemm_operand_widths(cfg: ModelConfig, index: int = 0) -> tuple[float, float]
     return wide, sharded
 
 
-def gemm_traffic_bytes(tokens: float, widths: tuple[float, float], weight_parameters: float, *, tp: int = 1) -> float:
-    """Bytes one forward pass of GEMMs moves on one GPU: 16-bit operands and results, weights once.
+def gemm_traffic_bytes(tokens: float, widths: tuple[float, float], weight_parameters: float, *, tp: int = 1,
+                       element_bytes: int = ACTIVATION_BYTES) -> float:
+    """Bytes one forward pass of GEMMs moves on one GPU: operands and results, weights once.
+
+    ``element_bytes`` per element of each (2; 4 in fp32 and tf32).
 
     ``tokens`` rows of ``widths`` (h-wide, TP-sharded: ``gemm_operand_widths``) and
     ``weight_parameters`` weights already on the GPU (its shard). The backward moves
@@ -507,10 +621,10 @@ def gemm_traffic_bytes(tokens: float, widths: tuple[float, float], weight_parame
     True
     """
     wide, sharded = widths
-    return ACTIVATION_BYTES * tokens * (wide + sharded / tp) + WEIGHT_BYTES * weight_parameters
+    return element_bytes * tokens * (wide + sharded / tp) + _elements(WEIGHT_BYTES, element_bytes) * weight_parameters
 
 
-def attention_time_s(flops: float, gpu: GpuType) -> float:
+def attention_time_s(flops: float, gpu: GpuType, peak_flops: float | None = None) -> float:
     """Seconds of FlashAttention: its FLOPs at the catalog's ``attention_efficiency`` of peak.
 
     Examples
@@ -520,7 +634,8 @@ def attention_time_s(flops: float, gpu: GpuType) -> float:
     >>> round(attention_time_s(989e12, h100), 3)  # FlashAttention-2 reaches 35% of an H100
     2.857
     """
-    return flops / (gpu.training_flops * gpu.flash_efficiency) if flops > 0 else 0.0
+    peak = gpu.training_flops if peak_flops is None else peak_flops  # the precision's (matmul_flops)
+    return flops / (peak * gpu.flash_efficiency) if flops > 0 else 0.0
 
 
 # ------------------------------------------------------- memory-bound (elementwise) kernels
@@ -555,31 +670,42 @@ SCORE_DROPOUT_BYTES = 5
 DROPOUT_ARCHITECTURES = ("gpt", "vit")
 
 
-def score_elementwise_widths(cfg: ModelConfig, seq: int, *, flash: bool = False) -> float:
-    """Bytes per token the attention-score kernels move in forward: a·s·(8 + 5 with dropout).
+def score_elementwise_widths(cfg: ModelConfig, seq: int, *, flash: bool = False, element_bytes: int = ACTIVATION_BYTES) -> float:
+    """Bytes per token the attention-score kernels move in forward: a·s·(8 + 5 with dropout)
+    (fp32: a·s·(16 + 9), the mask's byte unchanged).
 
     This part is what selective recomputation runs again. With FlashAttention (``flash``) the
     scores stay in on-chip memory and none of it reaches HBM: 0.
     """
     if flash:
         return 0.0
-    dropout = cfg.architecture in DROPOUT_ARCHITECTURES
-    return cfg.heads * seq * (SCORE_BYTES + (SCORE_DROPOUT_BYTES if dropout else 0))
+    dropout = _elements(SCORE_DROPOUT_BYTES - DROPOUT_MASK_BYTES, element_bytes) + DROPOUT_MASK_BYTES
+    return cfg.heads * seq * (_elements(SCORE_BYTES, element_bytes) + (dropout if cfg.architecture in DROPOUT_ARCHITECTURES else 0))
 
 
-def elementwise_widths(cfg: ModelConfig, seq: int, index: int = 0, *, flash: bool = False) -> tuple[float, float]:
+def elementwise_widths(cfg: ModelConfig, seq: int, index: int = 0, *, flash: bool = False,
+                       element_bytes: int = ACTIVATION_BYTES) -> tuple[float, float]:
     """Bytes per token the memory-bound kernels of layer ``index`` move in forward: (h-wide, TP-sharded).
 
     h-wide: norms 2·4h and residual additions 2·6h (+ 2·1h of dropout masks for GPT/ViT);
     sequence parallelism splits them over t, plain TP replicates them. TP-sharded: the FFN
     activation, 4f (GELU) or 6f (SwiGLU), times top-k in an MoE layer, and the attention
-    scores (``score_elementwise_widths``).
+    scores (``score_elementwise_widths``). ``element_bytes`` 4 (fp32, tf32) doubles every
+    tensor's bytes but the 1-byte masks'.
+
+    Examples
+    --------
+    >>> llama = ModelConfig("y", "llama", 1, 1024, 16, 4096, 0, 1024)
+    >>> [2 * x for x in elementwise_widths(llama, 1024, flash=True)] == list(elementwise_widths(llama, 1024, flash=True, element_bytes=4))
+    True
     """
     h = cfg.hidden
     dropout = cfg.architecture in DROPOUT_ARCHITECTURES
-    wide = NORMS_PER_LAYER * NORM_BYTES * h + RESIDUALS_PER_LAYER * (RESIDUAL_BYTES + (DROPOUT_MASK_BYTES if dropout else 0)) * h
+    residual = _elements(RESIDUAL_BYTES, element_bytes) + (DROPOUT_MASK_BYTES if dropout else 0)
+    wide = NORMS_PER_LAYER * _elements(NORM_BYTES, element_bytes) * h + RESIDUALS_PER_LAYER * residual * h
     ffn = cfg.top_k * (cfg.expert_ffn or cfg.ffn) if cfg.is_moe_layer(index) else cfg.ffn
-    return float(wide), float(FFN_ACTIVATION_BYTES[ffn_matrices(cfg)] * ffn + score_elementwise_widths(cfg, seq, flash=flash))
+    activation = _elements(FFN_ACTIVATION_BYTES[ffn_matrices(cfg)], element_bytes)
+    return float(wide), float(activation * ffn + score_elementwise_widths(cfg, seq, flash=flash, element_bytes=element_bytes))
 
 
 def elementwise_bytes(
@@ -651,7 +777,13 @@ def host_floor_s(layers: float, *, recompute: str = "none") -> tuple[float, floa
 OPTIMIZER_STEP_BYTES = (2 + 4) + (4 + 4) + 4 + (16 + 12) + (4 + 2)
 
 
-def optimizer_step_s(parameters: float, gpu: GpuType) -> float:
+#: The same step of a run in fp32 (or tf32), which keeps no 16-bit copy and scales no loss
+#: (PyTorch's fused Adam on fp32 parameters, as DeepSpeed runs it without an ``fp16`` or
+#: ``bf16`` section): the gradient norm for clipping (read 4) and the Adam update (28).
+FP32_OPTIMIZER_STEP_BYTES = 4 + (16 + 12)
+
+
+def optimizer_step_s(parameters: float, gpu: GpuType, *, element_bytes: int = ACTIVATION_BYTES) -> float:
     """Seconds of one optimizer step over ``parameters`` (the GPU's shard) at the memory bandwidth.
 
     Once per iteration, after the last micro-batch's backward. Under ZeRO ≥ 1 (and Megatron's
@@ -663,8 +795,11 @@ def optimizer_step_s(parameters: float, gpu: GpuType) -> float:
     >>> a100 = load_gpus()["A100-SXM4-80GB"]
     >>> OPTIMIZER_STEP_BYTES, round(optimizer_step_s(1.7e9, a100) * 1e3, 1)  # GPT 1.7B on one GPU: 43 ms
     (52, 43.4)
+    >>> optimizer_step_s(1e9, a100, element_bytes=4) == FP32_OPTIMIZER_STEP_BYTES * 1e9 / a100.memory_bandwidth
+    True
     """
-    return OPTIMIZER_STEP_BYTES * parameters / gpu.memory_bandwidth
+    per_parameter = OPTIMIZER_STEP_BYTES if element_bytes == ACTIVATION_BYTES else FP32_OPTIMIZER_STEP_BYTES
+    return per_parameter * parameters / gpu.memory_bandwidth
 
 
 
@@ -683,7 +818,8 @@ ZERO3_TENSOR_GATHER_COPY_BYTES = WEIGHT_BYTES + (WEIGHT_BYTES + WEIGHT_BYTES)
 ZERO3_TENSOR_SCATTER_COPY_BYTES = (GRADIENT_BYTES + GRADIENT_BYTES) + (GRADIENT_BYTES + GRADIENT_BYTES)
 
 
-def zero3_tensor_copies_s(parameters: float, gpu: GpuType, *, gathers: int, scatters: int) -> float:
+def zero3_tensor_copies_s(parameters: float, gpu: GpuType, *, gathers: int, scatters: int,
+                          element_bytes: int = ACTIVATION_BYTES) -> float:
     """Seconds of the memory copies around ``gathers`` all-gathers and ``scatters`` reduce-scatters
     of ``parameters`` (the full tensors a GPU gathers) under ZeRO-3 tensor by tensor
     (:data:`ZERO3_TENSOR_GATHER_COPY_BYTES`, :data:`ZERO3_TENSOR_SCATTER_COPY_BYTES`), at the
@@ -698,7 +834,8 @@ def zero3_tensor_copies_s(parameters: float, gpu: GpuType, *, gathers: int, scat
     >>> round(zero3_tensor_copies_s(174.6e9, a100, gathers=3, scatters=1), 2)  # GPT 175B, full recomputation
     2.23
     """
-    nbytes = (gathers * ZERO3_TENSOR_GATHER_COPY_BYTES + scatters * ZERO3_TENSOR_SCATTER_COPY_BYTES) * parameters
+    per_parameter = gathers * ZERO3_TENSOR_GATHER_COPY_BYTES + scatters * ZERO3_TENSOR_SCATTER_COPY_BYTES
+    nbytes = _elements(per_parameter, element_bytes) * parameters  # copies of 16-bit (or fp32) elements
     return nbytes / gpu.memory_bandwidth
 
 
@@ -917,12 +1054,21 @@ def ring_allgather_s(nbytes: float, gpus: int, bandwidth: float, hop_latency_s: 
 ring_reduce_scatter_s = ring_allgather_s
 
 
-def boundary_bytes(cfg: ModelConfig, seq: int, samples: float) -> float:
-    """Bytes of a layer's output for ``samples`` samples: 2·s·b·h (what TP all-reduces and p2p sends)."""
-    return ACTIVATION_BYTES * seq * samples * cfg.hidden
+def boundary_bytes(cfg: ModelConfig, seq: int, samples: float, element_bytes: int = ACTIVATION_BYTES) -> float:
+    """Bytes of a layer's output for ``samples`` samples: 2·s·b·h (what TP all-reduces and p2p
+    sends); 4·s·b·h in fp32 and tf32 (``element_bytes`` 4).
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
+    >>> boundary_bytes(gpt, 1024, 2), boundary_bytes(gpt, 1024, 2, element_bytes=4)
+    (4194304, 8388608)
+    """
+    return element_bytes * seq * samples * cfg.hidden
 
 
-def tp_layer_comm_s(cfg: ModelConfig, seq: int, samples: float, tp: int, bandwidth: float, hop_latency_s: float = 0.0) -> float:
+def tp_layer_comm_s(cfg: ModelConfig, seq: int, samples: float, tp: int, bandwidth: float, hop_latency_s: float = 0.0,
+                    element_bytes: int = ACTIVATION_BYTES) -> float:
     """Seconds of Megatron TP communication per layer per pass (forward, or backward).
 
     Two ring all-reduces of 2·s·b·h bytes over t GPUs of a node (each with its latency α).
@@ -933,15 +1079,17 @@ def tp_layer_comm_s(cfg: ModelConfig, seq: int, samples: float, tp: int, bandwid
     >>> tp_layer_comm_s(gpt, 1024, 1, 2, 1e9) == 2 * (2 * 1 / 2 * 2 * 1024 * 1024 / 1e9)
     True
     """
-    return TP_ALLREDUCES_PER_PASS * ring_allreduce_s(boundary_bytes(cfg, seq, samples), tp, bandwidth, hop_latency_s)
+    return TP_ALLREDUCES_PER_PASS * ring_allreduce_s(boundary_bytes(cfg, seq, samples, element_bytes), tp, bandwidth,
+                                                     hop_latency_s)
 
 
-def p2p_transfer_s(cfg: ModelConfig, seq: int, samples: float, bandwidth: float) -> float:
+def p2p_transfer_s(cfg: ModelConfig, seq: int, samples: float, bandwidth: float, element_bytes: int = ACTIVATION_BYTES) -> float:
     """One micro-batch's boundary activations (or their gradients) over a link: 2·s·b·h / w."""
-    return boundary_bytes(cfg, seq, samples) / bandwidth
+    return boundary_bytes(cfg, seq, samples, element_bytes) / bandwidth
 
 
-def pipeline_link_s(cfg: ModelConfig, seq: int, microbatch_size: float, bandwidth: float) -> float:
+def pipeline_link_s(cfg: ModelConfig, seq: int, microbatch_size: float, bandwidth: float,
+                    element_bytes: int = ACTIVATION_BYTES) -> float:
     """Link time c between two pipeline blocks on different islands: activations forward plus gradients back.
 
     2 × 2·s·m·h / w for a micro-batch of m samples (``formulations/pipeline.md``: c is a round trip).
@@ -952,7 +1100,7 @@ def pipeline_link_s(cfg: ModelConfig, seq: int, microbatch_size: float, bandwidt
     >>> pipeline_link_s(gpt, 2048, 8, 12.5e9) == 2 * 2 * 2048 * 8 * 4096 / 12.5e9
     True
     """
-    return 2.0 * p2p_transfer_s(cfg, seq, microbatch_size, bandwidth)
+    return 2.0 * p2p_transfer_s(cfg, seq, microbatch_size, bandwidth, element_bytes)
 
 
 @dataclass(frozen=True)
@@ -992,6 +1140,7 @@ def data_parallel_comm(
     parameters: float, dp: int, bandwidth: float, *, zero_stage: int, microbatches: int,
     hop_latency_s: float = 0.0, collectives: int = 1, recompute_gather: bool = False,
     overlap: tuple[float, float] | None = None, buckets: int = 1, gradient_bytes: float = GRADIENT_BYTES,
+    weight_bytes: float = WEIGHT_BYTES,
 ) -> DataParallelComm:
     """Data-parallel (and ZeRO) traffic of a stage holding ``parameters`` per ring.
 
@@ -1013,7 +1162,7 @@ def data_parallel_comm(
 
     ``gradient_bytes`` per gradient element reduced: ``GRADIENT_BYTES`` (16-bit), or
     ``FP32_GRADIENT_BYTES`` when the runtime reduces in fp32 (the bytes double, the ring does not
-    change).
+    change). ``weight_bytes`` per weight ZeRO gathers: ``WEIGHT_BYTES``, 4 in fp32 and tf32.
 
     Examples
     --------
@@ -1032,7 +1181,7 @@ def data_parallel_comm(
     if collectives < 1:
         raise ValueError(f"collectives must be >= 1 (got {collectives})")
     grads = gradient_bytes * parameters
-    weights = WEIGHT_BYTES * parameters
+    weights = weight_bytes * parameters
     if dp <= 1:
         return DataParallelComm(0.0, 0.0, 0.0)
     fwd, bwd = overlap if overlap is not None else (0.0, 0.0)
@@ -1062,6 +1211,12 @@ __all__ = [
     "TRAINING_PER_FORWARD",
     "CHECKPOINT_WIDTHS",
     "DISTRIBUTED_OPTIMIZER_BYTES",
+    "ELEMENT_BYTES",
+    "FLASH_PRECISIONS",
+    "FP32_OPTIMIZER_STEP_BYTES",
+    "element_bytes",
+    "gradient_bytes",
+    "matmul_flops",
     "DataParallelComm",
     "exposed_s",
     "EMBEDDING_TP_ALLREDUCES",

@@ -131,17 +131,21 @@ class LayerTable:
     gemm_sharded: tuple[float, ...] = (0.0,)
     expert_wide: tuple[float, ...] = (0.0,)
     expert_sharded: tuple[float, ...] = (0.0,)
+    # bytes per activation element the byte figures above count (cm.element_bytes of the precision)
+    element_bytes: int = cm.ACTIVATION_BYTES
 
 
-def layer_table(sl: SliceLike, kind_ids: dict[tuple, int] | None = None, *, flash: bool = False) -> LayerTable:
-    """The slice's prefix sums; ``kind_ids`` numbers the distinct per-layer figures (a memo)."""
+def layer_table(sl: SliceLike, kind_ids: dict[tuple, int] | None = None, *, flash: bool = False,
+                element_bytes: int = cm.ACTIVATION_BYTES) -> LayerTable:
+    """The slice's prefix sums; ``kind_ids`` numbers the distinct per-layer figures (a memo);
+    ``element_bytes`` per activation element (``cm.element_bytes`` of the run's precision)."""
     kind_ids = {} if kind_ids is None else kind_ids
     cfg, s = sl.model, sl.seq
     idx = range(sl.first_layer, sl.first_layer + sl.layers)
     forward = [cm.layer_forward_flops(cfg, s, i) for i in idx]
     params = [float(cm.layer_parameters(cfg, i)) for i in idx]
-    sharded = [cm.sharded_activation_widths(cfg, i) for i in idx]
-    ew = [cm.elementwise_widths(cfg, s, i, flash=flash) for i in idx]
+    sharded = [cm.sharded_activation_widths(cfg, i, element_bytes=element_bytes) for i in idx]
+    ew = [cm.elementwise_widths(cfg, s, i, flash=flash, element_bytes=element_bytes) for i in idx]
     operands = [cm.gemm_operand_widths(cfg, i) for i in idx]
     expert_operands = [ex.expert_operand_widths(cfg, i) for i in idx]
 
@@ -165,6 +169,7 @@ def layer_table(sl: SliceLike, kind_ids: dict[tuple, int] | None = None, *, flas
         moe=tuple(accumulate((int(cfg.is_moe_layer(i)) for i in idx), initial=0)),
         gemm_wide=pre(w for w, _ in operands), gemm_sharded=pre(x for _, x in operands),
         expert_wide=pre(w for w, _ in expert_operands), expert_sharded=pre(x for _, x in expert_operands),
+        element_bytes=element_bytes,
     )
 
 
@@ -226,7 +231,7 @@ class _Shares:
     """What every part of one stage's price reads: its layers, roles and per-GPU shares."""
 
     __slots__ = ("a", "b", "ell", "embed", "head", "samples", "tokens", "replicas", "sp", "n_moe", "etp", "imbalance",
-                 "exp_params", "dense_params", "expert_replicas", "uniform", "one_node")
+                 "exp_params", "dense_params", "expert_replicas", "uniform", "one_node", "element", "peak")
 
     def __init__(self, sl: SliceLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
                  microbatch_size: int, sequence_parallel: bool) -> None:
@@ -257,6 +262,9 @@ class _Shares:
         # a run of layers of one kind (``LayerTable.kinds``: equal figures): its maxima are its first layer's
         self.uniform = tab.run_end[a] >= b
         self.one_node = nodes[q][0] == nodes[q][1]
+        # the precision's bytes per element (the table's) and its matmul peak (None: 16-bit's; price_stage)
+        self.element: int = tab.element_bytes
+        self.peak: float | None = None
 
 
 def price_stage(
@@ -284,6 +292,10 @@ def price_stage(
         gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``) rather than in 16 bits.
     """
     sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, sequence_parallel)
+    if tab.element_bytes != cm.element_bytes(precision):
+        raise ValueError(f"the layer table counts {tab.element_bytes}-byte elements, precision {precision} has "
+                         f"{cm.element_bytes(precision)} (layer_table(..., element_bytes=cm.element_bytes(precision)))")
+    sh.peak = cm.matmul_flops(island.gpu, precision)
     static, activation, offloaded = _memory(sl, tab, lay, sh, reserved_bytes, flash, precision)
     if capacity is not None and not stage_fits(static, activation, 0, capacity):
         return None
@@ -307,7 +319,7 @@ def price_stage(
         forward, backward = _expert_parallel(sl, island, lay, sh, q, forward, backward)
     forward, backward = _data_parallel(sl, island, tab, lay, sh, q, nodes, microbatches, zero3_per_tensor,
                                        compute if overlap else None, forward, backward,
-                                       cm.FP32_GRADIENT_BYTES if grad_fp32 else cm.GRADIENT_BYTES)
+                                       cm.gradient_bytes(precision, grad_fp32))
     if lay.offload:
         # the micro-batch's activations go to the host during forward and come back during
         # backward, hidden behind the stage's compute up to the host link (memory: above)
@@ -343,31 +355,33 @@ def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_b
         static += cm.state_bytes_per_parameter(z, sh.expert_replicas, precision) * sh.exp_params / (ep * etp)
         if lay.fsep and ep > 1:
             widest_experts = max(tab.expert_params_each[a:b])
-            static += ex.FSEP_GATHERED_LAYERS * (cm.WEIGHT_BYTES + cm.GRADIENT_BYTES) * widest_experts / (ep * etp)
+            static += ex.FSEP_GATHERED_LAYERS * 2 * sh.element * widest_experts / (ep * etp)  # weights + gradients
     last = a + 1 if sh.uniform else b
     if z == 3 and sh.replicas > 1:
         if sh.n_moe:  # per GPU: the dense part over t, the experts over e·etp
             widest = max((tab.params[j + 1] - tab.params[j] - tab.expert_params_each[j]) / tp
                          + tab.expert_params_each[j] / (ep * etp) for j in range(a, last))
-            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * sh.element / cm.ACTIVATION_BYTES * widest
         else:
             widest = max(cm.layer_parameters(cfg, i) for i in range(sl.first_layer + a, sl.first_layer + last))
-            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * widest / tp
+            static += ZERO3_GATHERED_LAYERS * ZERO3_GATHERED_BYTES * sh.element / cm.ACTIVATION_BYTES * widest / tp
     if rc != "none":  # the layer being recomputed materializes what recomputation dropped
         # the first layer of the widest activations (of a run of equal layers: its first)
         i = sl.first_layer + a + (0 if sh.uniform else max(range(ell), key=lambda j: tab.sharded_each[a + j]))
         static += cm.recompute_working_bytes(cfg, s, samples, tp=tp, sequence_parallel=sh.sp, recompute=rc, index=i,
-                                             flash=flash)
+                                             flash=flash, element_bytes=sh.element)
     if sh.head:
         static += cm.logit_bytes(cfg, s, samples, tp=tp)
     h = cfg.hidden
     if rc == "full":
-        activation = ell * s * samples * cm.CHECKPOINT_WIDTHS * h / (tp if sh.sp else 1)
+        # the layer input, one element per h (CHECKPOINT_WIDTHS in 16 bits)
+        activation = ell * s * samples * (cm.CHECKPOINT_WIDTHS * sh.element // cm.ACTIVATION_BYTES) * h / (tp if sh.sp else 1)
     else:
-        replicated = ell * cm.replicated_activation_widths(cfg) * h
+        replicated = ell * cm.replicated_activation_widths(cfg, sh.element) * h
         sharded = tab.sharded[b] - tab.sharded[a]
         per_token = (replicated + sharded) / tp if sh.sp else replicated + sharded / tp
-        kept_scores = 0.0 if rc == "selective" or flash else ell * cm.attention_score_bytes(cfg) * cfg.heads * s * s * samples / tp
+        kept_scores = (0.0 if rc == "selective" or flash
+                       else ell * cm.attention_score_bytes(cfg, sh.element) * cfg.heads * s * s * samples / tp)
         activation = s * samples * per_token + kept_scores
     if not lay.offload:
         return static, activation, activation
@@ -388,17 +402,17 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
     dense_traffic = cm.gemm_traffic_bytes(
         sh.tokens, (tab.gemm_wide[b] - tab.gemm_wide[a] + (h if head else 0.0),
                     tab.gemm_sharded[b] - tab.gemm_sharded[a] + (cfg.vocab if head else 0.0)),
-        (tab.params[b] - tab.params[a] - sh.exp_params + (cfg.vocab * h if head else 0.0)) / tp, tp=tp)
+        (tab.params[b] - tab.params[a] - sh.exp_params + (cfg.vocab * h if head else 0.0)) / tp, tp=tp, element_bytes=sh.element)
     expert_traffic = cm.gemm_traffic_bytes(
         ex.routed_rows(cfg, sh.tokens, tp=tp, etp=sh.etp) * imbalance,
         (tab.expert_wide[b] - tab.expert_wide[a], tab.expert_sharded[b] - tab.expert_sharded[a]),
-        sh.exp_params / (lay.ep * sh.etp), tp=sh.etp) if sh.n_moe else 0.0
+        sh.exp_params / (lay.ep * sh.etp), tp=sh.etp, element_bytes=sh.element) if sh.n_moe else 0.0
     expert_fwd = (tab.expert[b] - tab.expert[a]) * samples / tp
 
     def gemm(flops: float, experts: float, passes: float) -> float:
         """``passes`` forward-equivalents of traffic (backward: BACKWARD_PER_FORWARD)."""
-        t = cm.gemm_time_s(flops - experts, gpu, traffic_bytes=passes * dense_traffic)
-        return t + cm.gemm_time_s(experts * imbalance, gpu, traffic_bytes=passes * expert_traffic) if experts else t
+        t = cm.gemm_time_s(flops - experts, gpu, traffic_bytes=passes * dense_traffic, peak_flops=sh.peak)
+        return t + cm.gemm_time_s(experts * imbalance, gpu, traffic_bytes=passes * expert_traffic, peak_flops=sh.peak) if experts else t
 
     layer_fwd = (tab.forward[b] - tab.forward[a]) * samples / tp
     head_fwd = cm.head_forward_flops(cfg, s) * samples / tp if head else 0.0
@@ -412,25 +426,28 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
     attn_bwd = cm.FLASH_SCORE_BACKWARD_PER_FORWARD * attn + (attn if rc == "full" else 0.0)
     wide = tab.ew_wide[b] - tab.ew_wide[a]
     ew_fwd = s * samples * ((wide / tp if sh.sp else wide) + (tab.ew_sharded[b] - tab.ew_sharded[a]) / tp)
-    ew_extra = {"none": 0.0, "selective": ell * s * samples * cm.score_elementwise_widths(cfg, s, flash=flash) / tp,
+    score_widths = cm.score_elementwise_widths(cfg, s, flash=flash, element_bytes=sh.element)
+    ew_extra = {"none": 0.0, "selective": ell * s * samples * score_widths / tp,
                 "full": ew_fwd}[rc]
     # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
     loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)
     backward_passes = cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)  # full recomputation: one forward more
     gemm_fwd = gemm(dense, expert_fwd, 1.0)
     gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, backward_passes * expert_fwd, backward_passes)
-    forward = gemm_fwd + cm.attention_time_s(attn, gpu) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
-    backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu)
+    forward = gemm_fwd + cm.attention_time_s(attn, gpu, sh.peak) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
+    backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu, sh.peak)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
     if sh.n_moe:
         # the MoE layers' token permutations (memory-bound; again in a full recomputation)
-        perm_fwd, perm_bwd = ex.permutation_bytes(cfg, sh.tokens / tp)
+        # (the expert module counts 16-bit elements: scaled to the run's element size)
+        scale = sh.element / cm.ACTIVATION_BYTES
+        perm_fwd, perm_bwd = (scale * x for x in ex.permutation_bytes(cfg, sh.tokens / tp))
         forward += cm.memory_time_s(sh.n_moe * perm_fwd, gpu)
         backward += cm.memory_time_s(sh.n_moe * (perm_bwd + (perm_fwd if rc == "full" else 0.0)), gpu)
         if imbalance > 1.0:
             # the experts' activation runs on the busiest rank's rows, as their GEMMs: the
             # memory-bound table above counted the balanced rows (every MoE layer has the shape of the first)
-            act = (imbalance - 1.0) * sh.n_moe * ex.activation_bytes(cfg, sh.tokens / tp, cfg.moe_every - 1)
+            act = (imbalance - 1.0) * sh.n_moe * scale * ex.activation_bytes(cfg, sh.tokens / tp, cfg.moe_every - 1)
             forward += cm.memory_time_s(act, gpu)
             backward += cm.memory_time_s((cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * act, gpu)
     return forward, backward, gemm_fwd, gemm_bwd
@@ -442,8 +459,8 @@ def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
     EP keeps experts whole, so an MoE layer's FFN has no TP all-reduce."""
     cfg, s, tp = sl.model, sl.seq, lay.tp
     intra, intra_hop = island.intra_achieved, cm.intra_hop_latency_s(island.gpu)
-    allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, sh.samples), tp, intra, intra_hop)
-    tp_pass = sh.ell * cm.tp_layer_comm_s(cfg, s, sh.samples, tp, intra, intra_hop)
+    allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, sh.samples, sh.element), tp, intra, intra_hop)
+    tp_pass = sh.ell * cm.tp_layer_comm_s(cfg, s, sh.samples, tp, intra, intra_hop, sh.element)
     if sh.etp != tp:
         tp_pass -= sh.n_moe * allreduce
     elif tp > 1 and lay.ep > 1 and sh.n_moe:
@@ -451,7 +468,7 @@ def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
         # parallel all-gather and reduce-scatter carry the routed rows the GPU received, k copies
         # a token on the busiest rank (``expert.tp_routed_factor``), where a dense FFN's carry the
         # tokens once (without EP, Megatron's all-gather dispatcher gathers the tokens once too)
-        routed = ex.tp_routed_factor(sl.model, sh.imbalance) * cm.boundary_bytes(cfg, s, sh.samples)
+        routed = ex.tp_routed_factor(sl.model, sh.imbalance) * cm.boundary_bytes(cfg, s, sh.samples, sh.element)
         tp_pass += sh.n_moe * (cm.ring_allreduce_s(routed, tp, intra, intra_hop) - allreduce)
     tp_fwd, tp_bwd = tp_pass, tp_pass * (2.0 if lay.recompute == "full" else 1.0)
     if tp_overlap and sh.sp:
@@ -490,12 +507,12 @@ def _handovers(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: i
 
     def handover(x: int, y: int) -> float:
         if nodes[x][0] == nodes[x][1] == nodes[y][0] == nodes[y][1]:  # one node: every GPU sends its 1/t share
-            return cm.p2p_transfer_s(cfg, s, sh.samples / lay.tp, island.intra_achieved)
+            return cm.p2p_transfer_s(cfg, s, sh.samples / lay.tp, island.intra_achieved, sh.element)
         # across nodes each node's network carries the samples of the replicas it holds (its
         # share of the stage's t·c·d GPUs; the whole micro-batch when the stage is one node),
         # all the stage's nodes sending at once
         node_share = min(lay.stage_gpus, island.gpus_per_node) / lay.stage_gpus
-        return cm.p2p_transfer_s(cfg, s, microbatch_size * node_share, island.inter_achieved)
+        return cm.p2p_transfer_s(cfg, s, microbatch_size * node_share, island.inter_achieved, sh.element)
 
     v, forward, backward = lay.vpp, 0.0, 0.0
     if q + 1 < lay.pp:
@@ -521,6 +538,7 @@ def _expert_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
     intra, inter = island.intra_achieved, island.inter_achieved
 
     def exchange(nbytes: float) -> float:
+        nbytes = nbytes * sh.element / cm.ACTIVATION_BYTES  # ex counts 16-bit elements; fp32 moves 4 bytes each
         return ex.alltoall_s(nbytes, ep, local=local, node_gpus=node_gpus, intra_bandwidth=intra,
                              inter_bandwidth=inter or intra, intra_hop_s=cm.intra_hop_latency_s(island.gpu),
                              inter_hop_s=cm.HOP_LATENCY_S["network"])
@@ -595,7 +613,7 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
         sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, intra if one_node else inter, zero_stage=z,
         microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
         collectives=collectives, recompute_gather=rc == "full", overlap=overlap, buckets=sh.ell,
-        gradient_bytes=gradient_bytes,
+        gradient_bytes=gradient_bytes, weight_bytes=sh.element,
     )
     forward += comm.forward_s
     backward += comm.backward_s
@@ -606,14 +624,14 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
         # experts' over e·etp (each only when its group has replicas to gather from)
         gathered = ((sh.dense_params / tp if sh.replicas > 1 else 0.0)
                     + (sh.exp_params / (ep * etp) if n_moe and sh.expert_replicas > 1 else 0.0))
-        forward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1, scatters=0)
-        backward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1 + (rc == "full"), scatters=1)
+        forward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1, scatters=0, element_bytes=sh.element)
+        backward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1 + (rc == "full"), scatters=1, element_bytes=sh.element)
     # the optimizer step over this GPU's shard of the state (ZeRO >= 1 shards it over the
     # data-parallel group), once per iteration: amortized over M as the gradient reduction
     step_params = sh.dense_params / tp / (sh.replicas if z >= 1 else 1)
     if n_moe:
         step_params += sh.exp_params / (ep * etp) / (sh.expert_replicas if z >= 1 else 1)
-    backward += cm.optimizer_step_s(step_params, gpu) / microbatches
+    backward += cm.optimizer_step_s(step_params, gpu, element_bytes=sh.element) / microbatches
     if n_moe:
         # the experts' reduction runs over the same links as the dense one and behind the same
         # compute: it hides only behind what the dense traffic leaves of that compute
@@ -624,6 +642,7 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
             zero_stage=z, microbatches=microbatches,
             hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
             collectives=collectives, recompute_gather=rc == "full", gradient_bytes=gradient_bytes,
+            weight_bytes=sh.element,
         ) if overlap is not None else None
         ecomm = cm.data_parallel_comm(
             sh.exp_params / (ep * etp) if one_node else ex.reduction_parameters(sh.exp_params, ep=ep, etp=etp,
@@ -631,7 +650,7 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
             sh.expert_replicas, intra if one_node else inter, zero_stage=z, microbatches=microbatches,
             hop_latency_s=cm.ring_hop_latency_s(sh.expert_replicas, span, intra_hop, inter_hop, step_floor),
             collectives=n_moe, recompute_gather=rc == "full", overlap=_expert_overlap(overlap, dense_busy, z, microbatches),
-            buckets=n_moe, gradient_bytes=gradient_bytes,
+            buckets=n_moe, gradient_bytes=gradient_bytes, weight_bytes=sh.element,
         )
         forward += ecomm.forward_s
         backward += ecomm.backward_s

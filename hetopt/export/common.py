@@ -53,6 +53,29 @@ def without_bf16(gpus: list[str]) -> list[str]:
     return [g for g in gpus if g in catalog and not catalog[g].bf16]
 
 
+#: What a job needs to run its matmuls in TF32 on any of the exporters' runtimes: PyTorch's cuBLAS
+#: matmuls on fp32 tensors run in TF32 when ``torch.backends.cuda.matmul.allow_tf32`` is true
+#: (false by default since PyTorch 1.12) or when this environment variable is 1 (PyTorch's
+#: ``Context::allowTF32CuBLAS``, aten/src/ATen/Context.cpp); none of the runtimes' own config keys
+#: sets it.
+TF32_ENVIRONMENT = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1"
+
+
+def precision_gaps(precision: str) -> list[str]:
+    """What the export of a plan in ``precision`` leaves to the launcher (tf32: the environment).
+
+    Examples
+    --------
+    >>> precision_gaps("bf16"), len(precision_gaps("tf32"))
+    ([], 1)
+    """
+    if precision != "tf32":
+        return []
+    return [f"precision tf32: the files train in fp32 and {TF32_ENVIRONMENT} in every rank's environment (launch.sh "
+            "exports it) runs the matmuls on the tensor cores in TF32, as the plan prices; without it they run at the "
+            "FP32 rate"]
+
+
 def safe_name(text: str) -> str:
     """``text`` as a file-name part: letters, digits and ``.+-_`` kept, the rest ``_``.
 

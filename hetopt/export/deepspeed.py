@@ -30,7 +30,7 @@ import json
 import math
 from collections import Counter
 
-from hetopt.export.common import ALLOCATION_PRECISION, gpu_types, job_value, plan_line
+from hetopt.export.common import ALLOCATION_PRECISION, gpu_types, job_value, plan_line, precision_gaps
 from hetopt.export.source import AllocationView, PlanView, share_text
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -125,8 +125,10 @@ def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = Fals
         "train_micro_batch_size_per_gpu": plan.microbatch_size // dp,
         "gradient_accumulation_steps": plan.microbatches,
         "zero_optimization": {"stage": zero},
-        plan.precision: {"enabled": True},
     }
+    if plan.precision in ("bf16", "fp16"):  # DeepSpeed trains in fp32 without an fp16 or bf16 section
+        config[plan.precision] = {"enabled": True}
+    gaps.extend(precision_gaps(plan.precision))
     if plan.grad_reduce_fp32:  # deepspeed/runtime/constants.py FP32_ALLREDUCE: gradients cast to fp32 to reduce
         config["fp32_allreduce"] = True
     if plan.overlap and stages > 1 and dp > 1:

@@ -19,7 +19,7 @@ Examples
 
 from __future__ import annotations
 
-from hetopt.export.common import plan_line, split_text
+from hetopt.export.common import TF32_ENVIRONMENT, plan_line, split_text
 from hetopt.export.source import PlanView
 
 #: torchrun's rendezvous port when MASTER_PORT is not set (its own default).
@@ -69,6 +69,8 @@ def launch_script(plan: PlanView, command: str, runtime: str) -> str:
         "NPROC=(" + " ".join(str(n) for _, n in nodes) + ")",
         ': "${NODE_RANK:?set NODE_RANK to this node\'s line in hostfile, 0 first}"',
         ': "${MASTER_ADDR:?set MASTER_ADDR to the address of the first node in hostfile}"',
+        *([f"export {TF32_ENVIRONMENT}  # the matmuls in TF32, as the plan prices (precision tf32)"]
+          if plan.precision == "tf32" else []),
         f'exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "${{NPROC[$NODE_RANK]}}" \\',
         f'    --master-addr "$MASTER_ADDR" --master-port "${{MASTER_PORT:-{MASTER_PORT}}}" \\',
         f"    {command}",

@@ -35,7 +35,7 @@ and a one-stage ZeRO-3 plan as PyTorch FSDP2 (``--use-torch-fsdp2`` with what Me
 
 from __future__ import annotations
 
-from hetopt.export.common import gpu_types, job_value, plan_line, safe_name, split_text, without_bf16
+from hetopt.export.common import gpu_types, job_value, plan_line, precision_gaps, safe_name, split_text, without_bf16
 from hetopt.export.source import Block, Layout, PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -352,14 +352,17 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
                     "must start each island's nodes so they get the global ranks its file lists")
     expert_parallel = any(b.layout.ep > 1 for b in plan.blocks)
     precision = plan.precision
-    if expert_parallel and precision != EXPERT_PARALLEL_PRECISION:
+    if expert_parallel and precision == "fp16":  # validate_args refuses fp16 only; fp32 runs
         precision = EXPERT_PARALLEL_PRECISION
         no_bf16 = without_bf16(types)
         gaps.append(f"precision: Megatron-LM refuses --{plan.precision} with expert parallelism; the files ask for "
                     f"--{precision} (the plan prices {plan.precision})"
                     + (f", which {', '.join(no_bf16)} cannot run: train those islands without EP" if no_bf16 else ""))
     common = [f"--pipeline-model-parallel-size {len(plan.stage_layers)}", f"--global-batch-size {plan.global_batch}",
-              f"--num-layers {plan.layers}", f"--seq-length {plan.seq}", f"--{precision}"]
+              f"--num-layers {plan.layers}", f"--seq-length {plan.seq}"]
+    # Megatron-LM trains in fp32 when neither --fp16 nor --bf16 is given (tf32: precision_gaps)
+    common += [f"--{precision}"] if precision in ("bf16", "fp16") else []
+    gaps.extend(precision_gaps(precision))
     split = split_arguments(plan.stage_layers)
     if isinstance(vpp, int) and vpp > 1:
         if split:

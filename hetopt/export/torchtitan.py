@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from hetopt.export.common import FILL_IN, gpu_types, job_value, plan_line, without_bf16
+from hetopt.export.common import FILL_IN, gpu_types, job_value, plan_line, precision_gaps, without_bf16
 from hetopt.export.source import PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -120,6 +120,7 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
         gaps.append(f"{FILL_IN}model: torchtitan ships no {plan.model}; set [model] name and flavor to your model spec "
                     "(module_fqns_per_model_part uses torchtitan's decoder names tok_embeddings, layers.N, norm, output)")
     no_bf16 = without_bf16(gpu_types(plan))
+    gaps.extend(precision_gaps(plan.precision))
     if no_bf16:
         verb = "have" if len(no_bf16) > 1 else "has"
         gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "
@@ -159,7 +160,7 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
         f"local_batch_size = {plan.global_batch // dp if len(plan.stage_layers) > 1 else plan.microbatch_size // dp}",
         f"global_batch_size = {plan.global_batch}",
         f"seq_len = {plan.seq}",
-        f"mixed_precision_param = {_toml('float32' if no_bf16 else 'bfloat16')}",
+        f"mixed_precision_param = {_toml('float32' if no_bf16 or plan.precision in ('fp32', 'tf32') else 'bfloat16')}",
         "",
         "[parallelism]",
         f"data_parallel_replicate_degree = {replicate}",

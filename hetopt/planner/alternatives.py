@@ -26,7 +26,7 @@ from hetopt.family import Deadline, no_solution
 from hetopt.planner.answer import PRICED_BY_ALLOCATION, Alternative
 from hetopt.planner.builtin import best_single_island_plan
 from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import link_matrix, microbatch_candidates, pipeline_instance, split_layers
+from hetopt.planner.compose import job_element_bytes, link_matrix, microbatch_candidates, pipeline_instance, split_layers
 from hetopt.planner.fsdp import plan_fsdp
 from hetopt.planner.mixed import mixed_alternative
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice, held_gpus
@@ -183,7 +183,7 @@ def _restricted(s: Setting, counts: list[int], m: int, deadline: Deadline) -> Re
             sl = Slice(tuple(s.atoms[start : start + k]))
             plans[i].extend(s.parallelizer.parallelize(
                 sl, s.specs[i], microbatch_size=m, microbatches=microbatches, global_batch=s.global_batch))
-    links = link_matrix(s.cluster, s.members, s.cfg, s.seq, m)
+    links = link_matrix(s.cluster, s.members, s.cfg, s.seq, m, job_element_bytes(s.parallelizer))
     instance, _ = pipeline_instance("restricted", s.cfg, s.specs, plans, links, microbatches, 1.0)
     if not instance.options:
         return None

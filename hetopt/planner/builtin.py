@@ -225,7 +225,8 @@ def interleaved_stages(stages: Sequence[StageCost], vpp: int, microbatches: int)
     return tuple(out)
 
 
-def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: int, ep: int) -> bool:
+def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: int, ep: int,
+                  precision: str = cm.DEFAULT_PRECISION) -> bool:
     """False when FSEP is dominated by plain EP of the same layout, whatever its other choices.
 
     FSEP holds the same state plus gathered experts (never less memory) and differs in time
@@ -254,9 +255,14 @@ def _fsep_may_pay(sl: Slice, island: IslandSpec, m: int, tp: int, cp: int, dp: i
     fast = min(1 / intra, 1 / inter) / 2 if crosses else 1 / intra
     experts = ex.expert_forward_flops(cfg, s, index) * samples / tp
     # the routed rows' operands, per forward-equivalent pass (4 with full recomputation)
-    extra_traffic = cm.gemm_traffic_bytes(ex.routed_rows(cfg, tokens, tp=tp, etp=etp), ex.expert_operand_widths(cfg, index), 0.0, tp=etp)
-    saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, traffic_bytes=extra_traffic) + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * slow)
-    cost = 3 * ex.fsep_gather_bytes(ex.expert_parameters(cfg, index), ep, etp) * fast
+    # in the run's precision (cm.element_bytes, cm.matmul_flops), as price_stage prices both layouts
+    element, peak = cm.element_bytes(precision), cm.matmul_flops(gpu, precision)
+    scale = element / cm.ACTIVATION_BYTES  # ex counts 16-bit elements
+    extra_traffic = cm.gemm_traffic_bytes(ex.routed_rows(cfg, tokens, tp=tp, etp=etp), ex.expert_operand_widths(cfg, index), 0.0, tp=etp,
+                                          element_bytes=element)
+    saved = (ex.ROUTING_IMBALANCE - 1) * (4 * cm.gemm_time_s(experts, gpu, traffic_bytes=extra_traffic, peak_flops=peak)
+                                          + 6 * ex.alltoall_bytes(cfg, tokens / tp, ep) * scale * slow)
+    cost = 3 * ex.fsep_gather_bytes(ex.expert_parameters(cfg, index), ep, etp) * scale * fast
     return cost < saved
 
 
@@ -546,8 +552,9 @@ class BuiltinParallelizer:
                        grad_reduce_fp32=grad_fp32)
 
     def flash_on(self, island: IslandSpec) -> bool:
-        """Whether attention runs as FlashAttention on ``island``: the runtime asks for it and
-        the island's GPU runs it (the catalog's ``flash_attention``).
+        """Whether attention runs as FlashAttention on ``island``: the runtime asks for it, the
+        island's GPU runs it (the catalog's ``flash_attention``) and the precision is one its
+        kernels take (``cm.FLASH_PRECISIONS``: a fp32 or tf32 run computes attention unfused).
 
         Examples
         --------
@@ -559,7 +566,12 @@ class BuiltinParallelizer:
         >>> BuiltinParallelizer(flash_attention=False).flash_on(IslandSpec("a", cat["A100-SXM4-80GB"], 1, 8))
         False
         """
-        return self.flash_attention and island.gpu.flash_attention
+        return self.flash_attention and island.gpu.flash_attention and self.precision_on(island) in cm.FLASH_PRECISIONS
+
+    def element_bytes_on(self, island: IslandSpec) -> int:
+        """Bytes per weight, gradient and activation element on ``island``: ``cm.element_bytes`` of
+        :meth:`precision_on` (2, or 4 in fp32 and tf32)."""
+        return cm.element_bytes(self.precision_on(island))
 
     def precision_on(self, island: IslandSpec) -> str:
         """The mixed precision a query on ``island`` trains in: the parallelizer's, or when it names
@@ -602,7 +614,7 @@ class BuiltinParallelizer:
         """The slice's FLOPs, parameters and memory floor on ``island``."""
         sl = as_slice(slice)
         cfg, s = sl.model, sl.seq
-        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island))
+        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island))
         forward = tab.forward[-1] + (cm.head_forward_flops(cfg, s) if sl.head else 0.0)
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
@@ -676,7 +688,8 @@ class BuiltinParallelizer:
                         if moe and self.expert_parallel:
                             eps += [e for e in divisors(cfg.experts)[1:] if not ex.layout_problem(cfg, tp=tp, ep=e, cp=cp, dp=dp)]
                         for ep in eps:
-                            pays = ep > 1 and self.fsep and _fsep_may_pay(sl, island, microbatch_size, tp, cp, dp, ep)
+                            pays = ep > 1 and self.fsep and _fsep_may_pay(sl, island, microbatch_size, tp, cp, dp, ep,
+                                                                                      self.precision_on(island))
                             for fsep in (False, True) if pays else (False,):
                                 extra = dict(ep=ep, fsep=fsep, cp=cp)
                                 for rc in self.recompute:
@@ -695,7 +708,8 @@ class BuiltinParallelizer:
     ) -> PartialPlan:
         """Price one layout (no pruning): its stages' times and memory."""
         sl = as_slice(slice)
-        return self._plan(sl, island, layer_table(sl, self._cache("kinds"), flash=self.flash_on(island)), layout, microbatch_size, microbatches, memory_fraction)
+        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island))
+        return self._plan(sl, island, tab, layout, microbatch_size, microbatches, memory_fraction)
 
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
         # one table per pricing context (the parallelizer's own settings are fixed)
@@ -852,7 +866,7 @@ class BuiltinParallelizer:
     def _search(self, sl: Slice, island: IslandSpec, m: int, M: int, global_batch: int,
                 memory_fraction: float) -> tuple[PartialPlan, ...]:
         """:meth:`parallelize` after checking its arguments."""
-        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island))
+        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island))
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []

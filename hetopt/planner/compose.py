@@ -153,11 +153,13 @@ def nodes_transport(cluster: Cluster, nodes: Sequence[int]) -> str | None:
     return "rdma" if given and all(t == "rdma" for t in given) else None
 
 
-def link_matrix(cluster: Cluster, members: Sequence[Sequence[int]], cfg: ModelConfig, seq: int, microbatch_size: int) -> tuple[tuple[float, ...], ...]:
+def link_matrix(cluster: Cluster, members: Sequence[Sequence[int]], cfg: ModelConfig, seq: int, microbatch_size: int,
+                element_bytes: int = cm.ACTIVATION_BYTES) -> tuple[tuple[float, ...], ...]:
     """c(i, j): one micro-batch's activations and gradients between islands i and j.
 
     A block boundary is one point-to-point transfer, which a runtime places on the best
-    connected pair of nodes: the widest link between the two islands.
+    connected pair of nodes: the widest link between the two islands. ``element_bytes`` per
+    activation element (:func:`job_element_bytes`).
     """
     inter = cluster.islands.inter
     n = len(members)
@@ -166,8 +168,14 @@ def link_matrix(cluster: Cluster, members: Sequence[Sequence[int]], cfg: ModelCo
         for j in range(i + 1, n):
             bw = float(max(inter[a, b] for a in members[i] for b in members[j]))
             achieved = bw * cm.network_efficiency(bw, nodes_transport(cluster, [*members[i], *members[j]]))
-            out[i, j] = out[j, i] = cm.pipeline_link_s(cfg, seq, microbatch_size, achieved)
+            out[i, j] = out[j, i] = cm.pipeline_link_s(cfg, seq, microbatch_size, achieved, element_bytes)
     return tuple(tuple(float(x) for x in row) for row in out)
+
+
+def job_element_bytes(parallelizer: object) -> int:
+    """Bytes per activation element of the job a parallelizer prices: its precision's
+    (``cm.element_bytes``), 16 bits for a parallelizer that names none (one of the user's)."""
+    return cm.element_bytes(getattr(parallelizer, "precision", None) or cm.DEFAULT_PRECISION)
 
 
 def pipeline_instance(

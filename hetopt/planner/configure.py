@@ -171,7 +171,8 @@ def price_given(layout: GivenLayout | tuple[IslandBlock, ...], chosen: ChosenIsl
             raise InputError(f"layout: the plan composes {len(chosen.specs)} of the cluster's islands "
                              f"({', '.join(chosen.left_out)} left out); give max_islands to compose them all",
                              field="layout")
-        return price_island_layouts(layout, chosen.specs, lambda m: link_matrix(cluster, chosen.members, cfg, seq, m), cfg,
+        element = cm.element_bytes(layout[0].layout.precision or cm.DEFAULT_PRECISION)  # one job, one precision
+        return price_island_layouts(layout, chosen.specs, lambda m: link_matrix(cluster, chosen.members, cfg, seq, m, element), cfg,
                                     global_batch=global_batch, seq=seq)
     if len(chosen.specs) + len(chosen.left_out) != 1:
         names = ", ".join(s.name for s in chosen.specs)

@@ -39,7 +39,7 @@ from hetopt.costmodel.stage import Layout
 from hetopt.errors import InputError
 from hetopt.mixed.problem import GpuGroup, MixedInstance, TpTables
 from hetopt.planner.answer import Alternative
-from hetopt.planner.compose import link_matrix
+from hetopt.planner.compose import job_element_bytes, link_matrix
 from hetopt.planner.parallelizer import IslandSpec, Slice, divisors
 from hetopt.result import Status
 
@@ -98,10 +98,11 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
               for block in blocks]
     params[0] += cm.input_embedding_parameters(s.cfg)  # the embedding's and the head's gradients go with their blocks
     params[-1] += cm.head_parameters(s.cfg)
-    links = link_matrix(s.cluster, s.members, s.cfg, s.seq, b)
+    element = job_element_bytes(s.parallelizer)
+    links = link_matrix(s.cluster, s.members, s.cfg, s.seq, b, element)
     link = max((x for row in links for x in row), default=0.0)
     return MixedInstance(f"{s.cluster.name}-{s.cfg.name}-mixed-b{b}", M, b, len(blocks),
-                         tuple(p * cm.GRADIENT_BYTES for p in params), link, min(g.bandwidth for g in groups),
+                         tuple(p * cm.GRADIENT_BYTES * element / cm.ACTIVATION_BYTES for p in params), link, min(g.bandwidth for g in groups),
                          tuple(groups))
 
 

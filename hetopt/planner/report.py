@@ -7,6 +7,7 @@ import re
 from rich.console import Console
 from rich.table import Table
 
+from hetopt import costmodel as cm
 from hetopt.planner.answer import PRICED_BY_PIPELINE
 from hetopt.planner.answer import HeteroPlan, comparable
 from hetopt.result import Status
@@ -90,7 +91,9 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             out.print("interleaved (vpp v): each stage shows what the 1F1B closed form sees, the slowest at its full time "
                       "and the others at 1/v of theirs, with activations scaled to Megatron's warm-up "
                       "(formulations/costmodel.md, Interleaved 1F1B)", highlight=False)
-        if p.unfused_attention:
+        if p.unfused_attention and p.precision and p.precision not in cm.FLASH_PRECISIONS:
+            out.print(f"attention unfused: FlashAttention's kernels take fp16 and bf16 only, not {p.precision}", highlight=False)
+        elif p.unfused_attention:
             out.print(f"attention unfused on {', '.join(p.unfused_attention)}: FlashAttention does not run on "
                       f"{'this GPU' if len(p.unfused_attention) == 1 else 'these GPUs'} (the catalog's flash_attention)",
                       highlight=False)

@@ -9,8 +9,8 @@ run plans without them, so ``--runtime`` holds the search to what it has:
     hetopt plan ... --runtime "recompute=none,full zero=0 flash=no sp=no overlap=no"
 
 Keys: ``recompute`` and ``zero`` take the modes and stages the framework has (comma lists);
-``flash``, ``overlap``, ``sp``, ``tpoverlap``, ``zero3gather``, ``precision`` (bf16 or
-fp16: the training state it keeps) and ``gradreduce`` (fp32 or half: the bytes of its
+``flash``, ``overlap``, ``sp``, ``tpoverlap``, ``zero3gather``, ``precision`` (bf16,
+fp16, fp32 or tf32: the training state it keeps, its element size and matmul peak) and ``gradreduce`` (fp32 or half: the bytes of its
 data-parallel gradient reduction) say how it runs, with the
 meanings and spellings of ``--layout`` (:mod:`hetopt.planner.layout`); ``ep``, ``cp`` and
 ``offload`` (yes/no) whether it has expert parallelism, context parallelism and activation

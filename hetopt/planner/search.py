@@ -24,7 +24,7 @@ from hetopt.family import no_solution
 from hetopt.pipeline.problem import MAX_MICROBATCHES
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import link_matrix, pipeline_instance, pipeline_lower_bound, uncomposable_microbatch_sizes
+from hetopt.planner.compose import job_element_bytes, link_matrix, pipeline_instance, pipeline_lower_bound, uncomposable_microbatch_sizes
 from hetopt.planner.enumerate import EnumerationStats, enumerate_plans
 from hetopt.planner.launchable import compose_launchable
 from hetopt.planner.outcome import Attempt, ChosenIslands
@@ -80,7 +80,7 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
         on_progress=progress, tasks=ctx.tasks, deadline=Deadline(limited(deadline, ENUMERATION_SHARE)),
     )
     t1 = time.perf_counter()
-    links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m)
+    links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m, job_element_bytes(ctx.parallelizer))
     if ctx.target is not None:
         # the plans on a query's overall Pareto set first, so that an option two plans share is
         # the front one's (pipeline_instance keeps the first of equal options); without a
