@@ -253,7 +253,7 @@ def test_the_loss_kernels_memory_traffic_is_on_the_heads_stage(monkeypatch):
     assert with_loss[1].backward_s - without[1].backward_s == pytest.approx(14 * logits / bw, rel=1e-9)
 
 
-def test_tp_comm_overlap_hides_tp_traffic_behind_the_gemms_but_one_chunk():
+def test_tp_comm_overlap_hides_tp_traffic_behind_the_gemms_but_one_chunk(no_host_floor):
     """--tp-comm-overlap: a pass's TP traffic costs max(traffic − its GEMMs, traffic / t)
     instead of all of it; only with sequence parallelism; nothing else changes."""
     isl = IslandSpec("a100", GPUS["A100-SXM4-80GB"], nodes=1, gpus_per_node=8)

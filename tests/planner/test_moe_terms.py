@@ -32,11 +32,9 @@ OVERLAP = dict(reserved_bytes=0.0, flash_attention=False, overlap_communication=
 
 
 @pytest.fixture(autouse=True)
-def _no_host_floor(monkeypatch):
-    """These layers are tiny: the host's floor (``cm.host_floor_s``) would set their stage
-    times and hide the kernel and link terms measured here, so it is held at zero."""
-    monkeypatch.setattr(cm, "HOST_LAYER_FORWARD_S", 0.0)
-    monkeypatch.setattr(cm, "HOST_LAYER_BACKWARD_S", 0.0)
+def _tiny_layers(no_host_floor):
+    """These layers are tiny: the host's floor would set their stage times and hide the kernel
+    and link terms measured here, so it is held at zero (``no_host_floor``)."""
 
 
 def middle(cfg: ModelConfig) -> Slice:

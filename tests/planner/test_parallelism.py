@@ -139,7 +139,7 @@ def test_ring_bytes_and_sequence_rule_by_hand():
     assert "2·cp = 6" in ctx.sequence_problem(8192, 3)
 
 
-def test_cp_splits_activations_and_prices_the_ring():
+def test_cp_splits_activations_and_prices_the_ring(no_host_floor):
     sl, isl = middle(TINY), one_node()
     cp2 = price(sl, isl, m=2, cp=2).stages[0]
     dp2 = price(sl, isl, m=2, dp=2).stages[0]
@@ -155,7 +155,7 @@ def test_cp_splits_activations_and_prices_the_ring():
     assert cp2.backward_s == pytest.approx(dp2.backward_s + ring_b)
 
 
-def test_a_ring_over_whole_nodes_runs_at_each_gpus_share_of_the_network():
+def test_a_ring_over_whole_nodes_runs_at_each_gpus_share_of_the_network(no_host_floor):
     """tp 8, cp 2 on two 8-GPU nodes: every GPU's ring step crosses the network, through an
     eighth of the node's network and at the network's hop latency; everything else of the stage
     is what DP 2 over the two nodes gives it."""
