@@ -1,15 +1,18 @@
 """Exact DP for the mixed family: stages placed last to first, Pareto labels (Σ, max).
 
-State (i, u, k): layers i..L−1 are placed, u_g GPUs of each type are used, k stages follow
+State (i, u, k): layers i..L−1 are placed, u_g units (``GpuGroup.unit`` GPUs: a node, or one
+GPU) of each type are used, k stages follow
 (capped at max(M − 1, 1): the flight min(k + 1, M) and "is it the last stage" are all that
 k decides). A label is a pair (σ, μ): σ = Σ of the placed stages' t_s plus a hand-over λ
 per stage that has a successor, μ = the max of those t_s and of λ when a hand-over exists.
-Placing stage [a, i) with choice c (GPUs v_c, time t_c, at flight min(k + 1, M)) moves to
+Placing stage [a, i) with choice c (units v_c, time t_c, at flight min(k + 1, M)) moves to
 (a, u + v_c, min(k + 1, cap)) with σ + t_c + [k ≥ 1]λ and max(μ, t_c, [k ≥ 1]λ). At i = 0,
 T = σ + (M − 1)·μ is the closed form; since T and both updates are non-decreasing in σ and
 μ, a label dominated in both may be dropped, and the least T over the final labels is the
 optimum (``formulations/mixed.md``). Stage choices are priced by ``stages.stage_options``
-(per layout the exact best split; dominated layouts dropped).
+(per layout, i.e. per type a TP degree and a replica count, the exact best split of the
+samples; dominated layouts dropped). The state counts units per type, not replicas: a type's
+replicas in a stage are interchangeable, so their count is all a plan needs.
 """
 
 from __future__ import annotations
@@ -66,9 +69,9 @@ def solve_dp(instance: MixedInstance, *, time_limit: float | None = None) -> Res
     hit = dp_limit_hit(instance)
     if hit is not None:
         return no_solution(problem="mixed", method="dp", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{hit}; narrow the instance (fewer layers, TP degrees or GPUs per type)")
+                           reason=f"{hit}; narrow the instance (fewer layers, TP degrees or units per type)")
     L, M, link = instance.layers, instance.microbatches, instance.link_s
-    counts = tuple(g.count for g in instance.gpus)
+    counts = tuple(g.units for g in instance.gpus)
     cap = after_cap(instance)
     options: dict[tuple[int, int, int], list] = {}
     # states by start layer: {(u, k): [labels]}; a label is (σ, μ, stage, parent label)

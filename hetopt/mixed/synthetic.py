@@ -13,14 +13,22 @@ import numpy as np
 from hetopt.mixed.problem import GIB, GpuGroup, MixedInstance, TpTables
 
 
+def _rising(rows) -> tuple[tuple[float, ...], ...]:
+    """Each row raised to the one before it where the noise dipped (the tables do not decrease in y)."""
+    out = [tuple(rows[0])]
+    for row in rows[1:]:
+        out.append(tuple(max(v, lo) for v, lo in zip(row, out[-1])))
+    return tuple(out)
+
+
 def _group(rng: np.random.Generator, g: int, layers: int, b: int, max_count: int) -> GpuGroup:
     speed = float(rng.uniform(0.5, 2.0))  # seconds per sample-layer, relative
     degrees = [1] if rng.random() < 0.5 else [1, 2]
     tables = []
     base = [float(rng.uniform(0.5, 1.5)) for _ in range(layers)]
     for t in degrees:
-        time_s = tuple(tuple(speed * base[l] * (0.3 + y) / t ** 0.8 * float(rng.uniform(0.9, 1.1))
-                             for l in range(layers)) for y in range(1, b + 1))
+        time_s = _rising([[speed * base[l] * (0.3 + y) / t ** 0.8 * float(rng.uniform(0.9, 1.1))
+                           for l in range(layers)] for y in range(1, b + 1)])
         static = tuple(float(rng.uniform(1.0, 4.0)) * GIB / t for _ in range(layers))
         act = tuple(tuple(0.5 * y * GIB / t for _ in range(layers)) for y in range(1, b + 1))
         tables.append(TpTables(t, time_s, static, act))
