@@ -99,7 +99,7 @@ def per_replica_optimum(instance: MixedInstance) -> float:
     closed form with the same sync and memory rules as ``evaluate``, which it does not call (a
     per-replica plan is not a :class:`MixedSolution`). Tiny instances only (no limit checked).
     """
-    from hetopt.mixed.problem import in_flight, iteration_time_s, member_fits, member_time_s, sync_s
+    from hetopt.mixed.problem import in_flight, iteration_time_s, member_fits, member_time_s, stage_time_s
     from hetopt.mixed.stages import type_choices
 
     b, M = instance.microbatch_size, instance.microbatches
@@ -121,14 +121,14 @@ def per_replica_optimum(instance: MixedInstance) -> float:
                     per_type.append([(sum(ys), max(member_time_s(instance, a, e, g, k, y) for y in ys))
                                      for n in range(r, b + 1) for ys in _share_multisets(r, n, tab.shares)
                                      if all(member_fits(instance, a, e, g, k, y, flight) for y in ys)])
-                sync = sync_s(instance, a, e, [(g, t, r) for g, _k, t, r in members])
+                ring = [(g, t, r) for g, _k, t, r in members]
                 use = [0] * instance.num_types
                 for g, _k, t, r in members:
                     use[g] = r * t
                 fastest = min((max(c for _n, c in combo) for combo in itertools.product(*per_type)
                                if sum(n for n, _c in combo) == b), default=math.inf)
                 if fastest < math.inf:
-                    options.append((tuple(use), fastest + sync / M))
+                    options.append((tuple(use), stage_time_s(instance, a, e, ring, fastest)))
             per_stage.append(options)
         for combo in itertools.product(*per_stage):
             if all(sum(o[0][g] for o in combo) <= instance.gpus[g].count for g in range(instance.num_types)):

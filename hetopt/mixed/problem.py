@@ -156,7 +156,8 @@ class GpuGroup:
     memory_bytes
         Usable memory per GPU.
     bandwidth
-        Bytes/s per GPU of a gradient ring inside this type.
+        Bytes/s of one unit's link (a node's network when a unit is a node; a GPU's link when
+        unit = 1) for a gradient ring inside this type.
     tp
         One :class:`TpTables` per allowed tensor-parallel degree.
     unit
@@ -202,6 +203,12 @@ class MixedInstance:
     link_s: float
     cross_bandwidth: float
     gpus: tuple[GpuGroup, ...]
+    #: ω, the share of a replica's time per micro-batch that the gradient ring can hide behind
+    #: (its backward); 0: nothing overlaps (the ring runs after the last backward).
+    overlap: float = 0.0
+    #: K_l, the buckets the gradients of layer l are reduced in (the ring's last bucket follows
+    #: the last backward and cannot hide); () means one per layer.
+    buckets: tuple[int, ...] = ()
 
     problem = "mixed"
 
@@ -213,6 +220,15 @@ class MixedInstance:
         _whole("layers", self.layers, 1, MAX_LAYERS)
         _table("gradient_gib", self.gradient_bytes, (self.layers,), MAX_BYTES, "bytes")
         _real("link_s", self.link_s, 0.0, MAX_TIME_S, "seconds")
+        if not _is_real(self.overlap) or not 0.0 <= self.overlap < 1.0:
+            raise InputError(f"overlap: must be a share from 0 (inclusive) to 1 (exclusive) of a replica's time "
+                             f"(got {self.overlap!r})")
+        if self.buckets != ():
+            if not isinstance(self.buckets, tuple) or len(self.buckets) != self.layers:
+                raise InputError(f"buckets: must list {self.layers} whole numbers, one per layer (or leave it out: "
+                                 f"one bucket per layer)")
+            for i, k in enumerate(self.buckets):
+                _whole(f"buckets[{i}]", k, 1, MAX_LAYERS)
         _real("cross_bandwidth_gbps", self.cross_bandwidth / GBPS if _is_real(self.cross_bandwidth) else None,
               MIN_GBPS, MAX_GBPS, "Gb/s")
         if not isinstance(self.gpus, tuple) or not 1 <= len(self.gpus) <= MAX_TYPES:
@@ -259,6 +275,10 @@ class MixedInstance:
     @cached_property
     def gradient_prefix(self) -> tuple[float, ...]:
         return tuple(accumulate(self.gradient_bytes, initial=0.0))
+
+    @cached_property
+    def bucket_prefix(self) -> tuple[int, ...]:
+        return tuple(accumulate(self.buckets or (1,) * self.layers, initial=0))
 
 
 @dataclass(frozen=True)
@@ -369,11 +389,23 @@ def member_fits(instance: MixedInstance, first: int, end: int, gpu: int, tp_inde
     return static + flight * act <= instance.gpus[gpu].memory_bytes * (1.0 + MEMORY_RTOL)
 
 
+def link_bytes(nbytes: float, degree: int, unit: int) -> float:
+    """Bytes one unit's link moves per ring step share: nbytes · min(1, unit / t).
+
+    >>> link_bytes(8.0, 1, 4), link_bytes(8.0, 4, 4), link_bytes(8.0, 2, 1)
+    (8.0, 8.0, 4.0)
+    """
+    return nbytes * min(1.0, unit / degree)
+
+
 def sync_s(instance: MixedInstance, first: int, end: int, members) -> float:
     """The stage's gradient ring all-reduce, once per iteration (0 for one replica).
 
-    members: (gpu, degree, replicas) triples. 2(R − 1)/R · max_g (bytes / t_g) / w_g, where
-    w_g is the type's ring bandwidth when the stage uses one type, else min(w_g, cross).
+    members: (gpu, degree, replicas) triples. 2(R − 1)/R · max_g bytes·min(1, unit_g/t_g) / w_g,
+    where w_g is the bandwidth of one unit's link (a node's network; a GPU's when unit = 1)
+    when the stage uses one type, else min(w_g, cross). A unit's link carries one TP shard
+    (bytes/t) per TP rank it holds, of the t rings (one per rank) that cross it: bytes when
+    the unit holds whole replicas (t ≤ unit), bytes·unit/t when a replica spans units.
 
     >>> from hetopt.mixed.synthetic import random_instance
     >>> inst = random_instance(0)
@@ -385,14 +417,33 @@ def sync_s(instance: MixedInstance, first: int, end: int, members) -> float:
         return 0.0
     nbytes = instance.gradient_prefix[end] - instance.gradient_prefix[first]
     mixed = len({m[0] for m in members}) > 1
-    slowest = max(nbytes / m[1] / (min(instance.gpus[m[0]].bandwidth, instance.cross_bandwidth) if mixed
-                                   else instance.gpus[m[0]].bandwidth) for m in members)
+    slowest = max(link_bytes(nbytes, m[1], instance.gpus[m[0]].unit)
+                  / (min(instance.gpus[m[0]].bandwidth, instance.cross_bandwidth) if mixed
+                     else instance.gpus[m[0]].bandwidth) for m in members)
     return 2.0 * (replicas - 1) / replicas * slowest
 
 
+def exposed_sync_s(instance: MixedInstance, first: int, end: int, sync: float, compute_s: float) -> float:
+    """The part of the ring that the last micro-batch's backward cannot hide:
+    max(σ − ω·c, σ/K), K the buckets of the layers (0 when σ = 0).
+
+    >>> from hetopt.mixed.synthetic import hand_instance
+    >>> inst = hand_instance(overlap=0.5)
+    >>> exposed_sync_s(inst, 0, 2, 2.0, 1.0), exposed_sync_s(inst, 0, 2, 2.0, 3.0)  # 2 − 0.5; then 2/2 buckets
+    (1.5, 1.0)
+    """
+    if sync <= 0.0:
+        return 0.0
+    buckets = instance.bucket_prefix[end] - instance.bucket_prefix[first]
+    return max(sync - instance.overlap * compute_s, sync / buckets)
+
+
 def stage_time_s(instance: MixedInstance, first: int, end: int, members, compute_s: float) -> float:
-    """t_s = slowest member's time + sync / M (the once-per-iteration sync amortized, as the cost model does)."""
-    return compute_s + sync_s(instance, first, end, members) / instance.microbatches
+    """t_s = c + max(σ − ω·c, σ/K) / M: the slowest replica's time plus the ring's exposed part,
+    once per iteration, amortized over M (as the cost model's ``data_parallel_comm`` does).
+    Non-decreasing in c (ω < 1 ≤ M), so the fastest split is the best one."""
+    sync = sync_s(instance, first, end, members)
+    return compute_s + exposed_sync_s(instance, first, end, sync, compute_s) / instance.microbatches
 
 
 def iteration_time_s(instance: MixedInstance, times) -> float:
@@ -471,7 +522,7 @@ def evaluate(instance: MixedInstance, solution: MixedSolution) -> Evaluation:
         compute.append(slowest)
         syncs.append(sync)
         flights.append(flight)
-        times.append(slowest + sync / M)
+        times.append(slowest + exposed_sync_s(instance, st.first, st.end, sync, slowest) / M)
     if not violations and expect != instance.layers:
         violations.append(f"the stages cover layers 0..{expect - 1}, the model has {instance.layers}")
     for g, (u, grp) in enumerate(zip(used, instance.gpus)):

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from hetopt.budget import Deadline
-from hetopt.mixed.problem import MEMORY_RTOL, Member, MixedInstance, member_fits, member_time_s
+from hetopt.mixed.problem import MEMORY_RTOL, Member, MixedInstance, link_bytes, member_fits, member_time_s
 
 
 def replica_counts(instance: MixedInstance, g: int, degree: int) -> list[int]:
@@ -141,6 +141,7 @@ def stage_options(instance: MixedInstance, first: int, end: int, flight: int,
     G, b, M = instance.num_types, instance.microbatch_size, instance.microbatches
     tables = _range_tables(instance, first, end, flight)
     nbytes = instance.gradient_prefix[end] - instance.gradient_prefix[first]
+    buckets = instance.bucket_prefix[end] - instance.bucket_prefix[first]
     best: dict[tuple[int, ...], tuple[float, tuple]] = {}
     for pick in itertools.product(*([None, *range(len(grp.tp))] for grp in instance.gpus)):
         used = [(g, k) for g, k in enumerate(pick) if k is not None]
@@ -169,10 +170,13 @@ def stage_options(instance: MixedInstance, first: int, end: int, flight: int,
             continue
         theta = values[ok.argmax(axis=1)]
         mixed = len(used) > 1
-        slowest = max(nbytes / t / (min(instance.gpus[g].bandwidth, instance.cross_bandwidth) if mixed
-                                    else instance.gpus[g].bandwidth) for (g, _k), t in zip(used, degrees))
+        slowest = max(link_bytes(nbytes, t, instance.gpus[g].unit)
+                      / (min(instance.gpus[g].bandwidth, instance.cross_bandwidth) if mixed
+                         else instance.gpus[g].bandwidth) for (g, _k), t in zip(used, degrees))
         sync = np.where(total > 1, 2.0 * (total - 1) / total * slowest, 0.0)
-        stage_t = theta + sync / M
+        # the ring's exposed part (``problem.exposed_sync_s``), elementwise
+        exposed = np.where(sync > 0, np.maximum(sync - instance.overlap * theta, sync / buckets), 0.0)
+        stage_t = theta + exposed / M
         for p in np.flatnonzero(feasible):
             use = [0] * G
             for (g, _k), t, r in zip(used, degrees, grid):

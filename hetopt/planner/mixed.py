@@ -30,6 +30,7 @@ a plan of the cluster, not OPTIMAL.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 from hetopt import costmodel as cm
@@ -39,17 +40,17 @@ from hetopt.costmodel.stage import Layout
 from hetopt.errors import InputError
 from hetopt.mixed.problem import GpuGroup, MixedInstance, TpTables
 from hetopt.planner.answer import Alternative
-from hetopt.planner.compose import link_matrix
+from hetopt.planner.compose import link_matrix, microbatch_candidates
 from hetopt.planner.parallelizer import IslandSpec, Slice, divisors
 from hetopt.result import Status
 
 #: Atoms per block of the mixed instance: OPT-350M's 24 layers become 6 blocks, so the DP's
 #: layer ranges (21) times flights times layouts stay inside its pricing limit.
 BLOCK_ATOMS = 4
-#: The micro-batch sizes b tried (samples): the shares y = 1..b are the tables' rows and the
-#: layouts grow with b (r ≤ b); on Sailor's a8v24 the dp takes about 20 s at b = 8 and 80 s
-#: at b = 16 (measured), so one size.
-MICROBATCH_SIZES = (8,)
+#: A stage takes a type's GPUs in whole nodes ("node") or one at a time ("gpu"): nodes keep the
+#: DP's state small (units per type: 9 × 25 on Sailor's a8v24 against 33 × 97 GPUs) and are
+#: how the composed plans take GPUs too.
+UNIT = "node"
 #: The row's name in the alternatives table.
 NAME = "mixed-stages"
 #: Seconds the alternative may take without a time limit (its dp then answers FEASIBLE with
@@ -70,44 +71,86 @@ def _node_specs(s) -> dict[str, IslandSpec]:
     return specs
 
 
+def _rising(rows: list[list[float]]) -> tuple[tuple[tuple[float, ...], ...], int]:
+    """The rows, each raised to the one before it where it dips, and how many entries were raised
+    (the family's tables must not decrease with the share)."""
+    out, raised = [], 0
+    for row in rows:
+        if out:
+            raised += sum(v < lo for v, lo in zip(row, out[-1]))
+            row = [max(v, lo) for v, lo in zip(row, out[-1])]
+        out.append(tuple(row))
+    return tuple(out), raised
+
+
 def mixed_instance(s, microbatch_size: int) -> MixedInstance:
-    """The mixed instance of the setting ``s`` (``alternatives.Setting``) for micro-batches of ``microbatch_size``."""
+    """The mixed instance of the setting ``s`` (``alternatives.Setting``) for micro-batches of ``microbatch_size``.
+
+    Per type: the allocation unit is a node's GPUs (``UNIT``: a stage takes whole nodes), and
+    the tables' rows stop at the largest share y that some block fits alone at one micro-batch
+    in flight (a larger share fits no stage), at most b.
+    """
     b, M = microbatch_size, s.global_batch // microbatch_size
-    counts = Counter()
+    counts, per_node = Counter(), {}
     for node, gpu in zip(s.cluster.islands.nodes, s.cluster.gpu_types):
         counts[gpu.name] += node.gpus
+        per_node[gpu.name] = math.gcd(per_node.get(gpu.name, 0), node.gpus)
     blocks = [Slice(tuple(s.atoms[i:i + BLOCK_ATOMS])) for i in range(0, len(s.atoms), BLOCK_ATOMS)]
     groups = []
     reserved = getattr(s.parallelizer, "reserved_bytes", 0.0)  # a parallelizer of the user's may hold none
     for name, spec in _node_specs(s).items():
+        capacity = spec.memory_bytes - reserved
+        unit = per_node[name] if UNIT == "node" else 1
         tables = []
         for t in divisors(spec.gpus_per_node):
             rows_t, rows_a, static = [], [], None
             for y in range(1, b + 1):
                 stage = [s.parallelizer.plan(block, spec, Layout(t, 1, 1, (len(block.atoms),), "none", 0),
                                              microbatch_size=y, microbatches=M).stages[0] for block in blocks]
-                rows_t.append(tuple(st.time_s for st in stage))
-                rows_a.append(tuple(st.activation_bytes for st in stage))
-                # every price holds the runtime's reserved bytes once; a stage of several blocks
-                # holds them once too, so they come off each block and off the capacity
-                static = tuple(st.static_bytes - reserved for st in stage)
-            tables.append(TpTables(t, tuple(rows_t), static, tuple(rows_a)))
-        ring = spec.inter_achieved / spec.gpus_per_node
-        groups.append(GpuGroup(name, counts[name], spec.memory_bytes - reserved, ring, tuple(tables)))
+                if static is None:
+                    # every price holds the runtime's reserved bytes once; a stage of several blocks
+                    # holds them once too, so they come off each block and off the capacity
+                    static = tuple(st.static_bytes - reserved for st in stage)
+                # static bytes that grow with the share (the head's logits workspace) go to the
+                # activations: exact for the last stage (one micro-batch in flight), an over-count
+                # by the flight elsewhere
+                act = [st.activation_bytes + (st.static_bytes - reserved - s0) for st, s0 in zip(stage, static)]
+                if all(s0 + a > capacity for s0, a in zip(static, act)):
+                    break  # no block fits this share alone: no stage fits it or any larger one
+                rows_t.append([st.time_s for st in stage])
+                rows_a.append(act)
+            if not rows_t:
+                continue  # not even one sample fits a block at this TP degree
+            time_s, _ = _rising(rows_t)
+            activation, _ = _rising(rows_a)
+            tables.append(TpTables(t, time_s, static, activation))
+        if not tables:
+            continue  # the type holds no block at any share: the mixed plans leave it out
+        # a unit's link: the node's network when a stage takes whole nodes, else a GPU's share of it
+        ring = spec.inter_achieved if unit == spec.gpus_per_node else spec.inter_achieved / spec.gpus_per_node
+        groups.append(GpuGroup(name, counts[name], capacity, ring, tuple(tables), unit))
+    if not groups:
+        raise InputError(f"no GPU type of {s.cluster.name} holds one block ({BLOCK_ATOMS} atoms) of one sample")
     params = [sum(cm.layer_parameters(s.cfg, i) for a in block.atoms for i in range(a.first_layer, a.first_layer + a.layers))
               for block in blocks]
     params[0] += cm.input_embedding_parameters(s.cfg)  # the embedding's and the head's gradients go with their blocks
     params[-1] += cm.head_parameters(s.cfg)
     links = link_matrix(s.cluster, s.members, s.cfg, s.seq, b)
     link = max((x for row in links for x in row), default=0.0)
+    grad = cm.FP32_GRADIENT_BYTES if getattr(s.parallelizer, "grad_reduce_fp32", False) else cm.GRADIENT_BYTES
+    # the ring hides behind the last micro-batch's backward, in one bucket per model layer, when
+    # the runtime overlaps data-parallel traffic (``cm.data_parallel_comm``, ``cm.exposed_s``)
+    overlap = (cm.BACKWARD_PER_FORWARD / cm.TRAINING_PER_FORWARD
+               if getattr(s.parallelizer, "overlap_communication", False) else 0.0)
+    buckets = tuple(sum(a.layers for a in block.atoms) or 1 for block in blocks)
     return MixedInstance(f"{s.cluster.name}-{s.cfg.name}-mixed-b{b}", M, b, len(blocks),
-                         tuple(p * cm.GRADIENT_BYTES for p in params), link, min(g.bandwidth for g in groups),
-                         tuple(groups))
+                         tuple(p * grad for p in params), link, min(g.bandwidth for g in groups),
+                         tuple(groups), overlap, buckets)
 
 
 def mixed_alternative(s, deadline: Deadline):
-    """The ``mixed-stages`` row (``answer.Alternative``): the best plan over
-    ``MICROBATCH_SIZES``, within ``MIXED_SHARE`` of what is left of ``deadline`` and at most
+    """The ``mixed-stages`` row (``answer.Alternative``): the best plan over the micro-batch
+    sizes (the user's, or the composed plan's candidates), within ``MIXED_SHARE`` of what is left of ``deadline`` and at most
     ``MIXED_BUDGET_S`` seconds.
 
     Its status is FEASIBLE when the family's ``dp`` proved its optimum *of the tables* (the
@@ -116,9 +159,12 @@ def mixed_alternative(s, deadline: Deadline):
     """
     left = deadline.seconds_left()
     budget = Deadline(MIXED_BUDGET_S if left is None else min(MIXED_BUDGET_S, MIXED_SHARE * left))
-    best, reasons, statuses = None, [], []
-    # the micro-batch size the user fixed, when the tables stay small enough; else ours
-    sizes = (s.microbatch_size,) if s.microbatch_size and s.microbatch_size <= max(MICROBATCH_SIZES) else MICROBATCH_SIZES
+    best, reasons, statuses, infeasible = None, [], [], []  # infeasible sizes are proofs, not gaps
+    # the micro-batch size the user fixed, else the composed plan's candidates (every divisor of
+    # the global batch, powers of two first): the tables' rows stop where a share no longer fits,
+    # so a large b costs no more than a small one
+    sizes = (s.microbatch_size,) if s.microbatch_size else (
+        s.microbatch_sizes or tuple(microbatch_candidates(s.global_batch, None)))
     for b in sizes:
         if s.global_batch % b:
             continue
@@ -135,13 +181,16 @@ def mixed_alternative(s, deadline: Deadline):
         r = solvers.solve(inst, "dp", time_limit=budget.seconds_left())
         if r.status.has_solution and (best is None or r.objective < best[0].objective):
             best = (r, b)
-        if r.status is not Status.OPTIMAL:
+        if r.status is Status.INFEASIBLE:
+            infeasible.append(f"b={b}: {r.status.value}" + (f" ({r.reason})" if r.reason else ""))
+        elif r.status is not Status.OPTIMAL:
             reasons.append(f"b={b}: {r.status.value}" + (f" ({r.reason})" if r.reason else ""))
             statuses.append(r.status)
     if best is None:
-        # the row's status: the one every size ended with, else the first that was not a proof
+        # the row's status: the first that was not a proof, else INFEASIBLE (every size proven so)
         status = statuses[0] if statuses else Status.INFEASIBLE
-        return Alternative(NAME, None, "; ".join(reasons) or "no micro-batch size divides the global batch", status)
+        return Alternative(NAME, None, "; ".join(reasons + infeasible) or "no micro-batch size divides the global batch",
+                           status)
     r, b = best
     used = Counter()
     for stage in r.solution.stages:
