@@ -77,8 +77,27 @@ def solve_dp(instance: MixedInstance, *, time_limit: float | None = None) -> Res
     # states by start layer: {(u, k): [labels]}; a label is (σ, μ, stage, parent label)
     by_layer: list[dict] = [dict() for _ in range(L + 1)]
     by_layer[L][(tuple([0] * instance.num_types), 0)] = [(0.0, 0.0, None, None)]
-    stats = {"states": 0, "labels": 0, "pricings": 0, "flights": flights(instance)}
+    stats = {"states": 0, "labels": 0, "pricings": 0, "flights": flights(instance), "pruned": 0}
     steps = 0
+
+    def choices(a: int, i: int, flight: int) -> list:
+        key = (a, i, flight)
+        if key not in options:
+            # each choice with its stage as the plan will list it (built once, not per state),
+            # sorted by time (``stage_options`` keeps that order)
+            options[key] = [(use, t, (a, i, members))
+                            for use, t, members in stage_options(instance, a, i, flight, deadline)]
+            stats["pricings"] += 1
+        return options[key]
+
+    # an incumbent: the best one-stage plan, T = M·t. A label whose (σ, μ) already gives
+    # σ + (M − 1)·μ above it cannot complete to a better plan (both only grow, in floating
+    # point too), so it is not kept; the one-stage plan itself is a label of the DP, so
+    # nothing better than what the DP would return is lost
+    try:
+        incumbent = min((t + (M - 1) * t for _u, t, _s in choices(0, L, in_flight(0, M))), default=math.inf)
+    except TimeoutError:
+        incumbent = math.inf
 
     def stopped() -> Result:
         finals = [lab for labs in by_layer[0].values() for lab in labs]
@@ -98,23 +117,22 @@ def solve_dp(instance: MixedInstance, *, time_limit: float | None = None) -> Res
                 flight = in_flight(k, M)
                 hand = link if k >= 1 else 0.0
                 for a in range(i - 1, -1, -1):
-                    key = (a, i, flight)
-                    if key not in options:
-                        # each choice with its stage as the plan will list it (built once, not per state)
-                        options[key] = [(use, t, (a, i, members))
-                                        for use, t, members in stage_options(instance, a, i, flight, deadline)]
-                        stats["pricings"] += 1
                     after = min(k + 1, cap)
-                    for use, t, stage in options[key]:
+                    for use, t, stage in choices(a, i, flight):
                         steps += 1
                         if steps % CLOCK_EVERY == 0 and deadline.expired():
                             raise TimeoutError
+                        if t + (M - 1) * t > incumbent:
+                            stats["pruned"] += 1
+                            break  # this choice and every slower one: σ' ≥ t and μ' ≥ t
                         new_u = tuple(x + v for x, v in zip(u, use))
                         if any(x > n for x, n in zip(new_u, counts)):
                             continue
                         target = by_layer[a].setdefault((new_u, after), [])
                         for lab in labels:
-                            target.append((lab[0] + t + hand, max(lab[1], t, hand), stage, lab))
+                            sigma, mu = lab[0] + t + hand, max(lab[1], t, hand)
+                            if sigma + (M - 1) * mu <= incumbent:
+                                target.append((sigma, mu, stage, lab))
                 by_layer[i][(u, k)] = []  # expanded: free its labels (children keep their parents)
     except TimeoutError:
         return stopped()

@@ -30,6 +30,7 @@ a plan of the cluster, not OPTIMAL.
 
 from __future__ import annotations
 
+import copy
 import math
 from collections import Counter
 
@@ -40,6 +41,7 @@ from hetopt.costmodel.stage import Layout
 from hetopt.errors import InputError
 from hetopt.mixed.problem import GpuGroup, MixedInstance, TpTables
 from hetopt.planner.answer import Alternative
+from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.compose import link_matrix, microbatch_candidates
 from hetopt.planner.parallelizer import IslandSpec, Slice, divisors
 from hetopt.result import Status
@@ -103,10 +105,17 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
         unit = per_node[name] if UNIT == "node" else 1
         tables = []
         for t in divisors(spec.gpus_per_node):
+            # the built-in parallelizer's memo keeps one price table per (samples, micro-batches) and
+            # sums their sizes on every query: a private copy per TP degree keeps that sum small
+            # (the prices are the same; the planner's own memo is left as it was)
+            par = copy.copy(s.parallelizer) if isinstance(s.parallelizer, BuiltinParallelizer) else s.parallelizer
             rows_t, rows_a, static = [], [], None
-            for y in range(1, b + 1):
-                stage = [s.parallelizer.plan(block, spec, Layout(t, 1, 1, (len(block.atoms),), "none", 0),
-                                             microbatch_size=y, microbatches=M).stages[0] for block in blocks]
+            # a replica of t GPUs holds at most ⌈b / r_min⌉ samples, r_min the fewest replicas that
+            # make whole units
+            most = -(-b // (unit // math.gcd(unit, t)))
+            for y in range(1, most + 1):
+                stage = [par.plan(block, spec, Layout(t, 1, 1, (len(block.atoms),), "none", 0),
+                                  microbatch_size=y, microbatches=M).stages[0] for block in blocks]
                 if static is None:
                     # every price holds the runtime's reserved bytes once; a stage of several blocks
                     # holds them once too, so they come off each block and off the capacity
