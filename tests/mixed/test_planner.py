@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 from hetopt.cli import main
 
@@ -52,19 +53,20 @@ def test_block_tables_approximate_the_whole_stage_price_from_above():
     specs = _node_specs(s)
     for g in inst.gpus:
         for tab in g.tp:
+            # the rows stop at ⌈b / r_min⌉ (r_min replicas of t GPUs make a whole node), at most b
+            r_min = g.unit // math.gcd(g.unit, tab.degree)
+            y = tab.shares
+            assert y == -(-b // r_min)  # every such share fits some block alone on cephalo-a
             whole = par.plan(Slice(tuple(atoms)), specs[g.name], Layout(tab.degree, 1, 1, (len(atoms),), "none", 0),
-                             microbatch_size=b, microbatches=inst.microbatches).stages[0]
-            assert tab.shares == b  # every share of 8 fits some block alone on cephalo-a
-            summed = sum(tab.time_s[b - 1])
+                             microbatch_size=y, microbatches=inst.microbatches).stages[0]
+            summed = sum(tab.time_s[y - 1])
             assert whole.time_s * (1 - 1e-9) <= summed <= whole.time_s * 1.01, (g.name, tab.degree)
             # at one micro-batch in flight: static (at y = 1) + activations (with the static bytes
             # that grow with y moved in) against the whole stage's static + activation bytes
-            held = sum(tab.static_bytes) + sum(tab.activation_bytes[b - 1]) + par.reserved_bytes
+            held = sum(tab.static_bytes) + sum(tab.activation_bytes[y - 1]) + par.reserved_bytes
             whole_held = whole.static_bytes + whole.activation_bytes
             assert whole_held * (1 - 1e-9) <= held <= whole_held * 1.10, (g.name, tab.degree)
     # a stage takes whole nodes: a type's unit is its nodes' GPUs (their gcd when they differ)
-    import math
-
     for g in inst.gpus:
         sizes = [n.gpus for n, gpu in zip(cluster.islands.nodes, cluster.gpu_types) if gpu.name == g.name]
         assert g.unit == math.gcd(*sizes) and g.count == sum(sizes)
