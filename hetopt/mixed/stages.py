@@ -123,6 +123,11 @@ def _range_tables(instance: MixedInstance, first: int, end: int, flight: int):
     return out
 
 
+#: Most entries of one (replica counts × candidate times) matrix of :func:`stage_options`; larger
+#: grids are priced in chunks (8·10^6 int64 entries are 64 MB).
+CHUNK_ENTRIES = 8_000_000
+
+
 def stage_options(instance: MixedInstance, first: int, end: int, flight: int,
                   deadline: Deadline | None = None) -> list[tuple[tuple[int, ...], float, tuple]]:
     """The undominated stage choices on layers first..end−1 at ``flight``: (units used per type, t_s, members).
@@ -131,67 +136,86 @@ def stage_options(instance: MixedInstance, first: int, end: int, flight: int,
     :func:`best_split`, in numpy for all replica counts of one TP choice at once); of the
     layouts with the same units the fastest is kept, and a choice is dropped when another
     uses no more units of any type and is no slower (it can replace it in any plan).
-    ``members`` are (gpu, degree, replicas, samples) tuples.
+    ``members`` are (gpu, degree, replicas, samples) tuples; the list is sorted by t_s.
 
     Raises
     ------
     TimeoutError
-        When ``deadline`` expires (read once per TP choice).
+        When ``deadline`` expires (read once per TP choice and chunk).
     """
     G, b, M = instance.num_types, instance.microbatch_size, instance.microbatches
     tables = _range_tables(instance, first, end, flight)
     nbytes = instance.gradient_prefix[end] - instance.gradient_prefix[first]
     buckets = instance.bucket_prefix[end] - instance.bucket_prefix[first]
-    best: dict[tuple[int, ...], tuple[float, tuple]] = {}
+    strides = np.cumprod([1] + [grp.units + 1 for grp in instance.gpus[:-1]], dtype=np.int64)
+    picks: list[tuple] = []
+    found: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []  # flat units, t_s, pick id, counts
     for pick in itertools.product(*([None, *range(len(grp.tp))] for grp in instance.gpus)):
         used = [(g, k) for g, k in enumerate(pick) if k is not None]
         if not used or any(tables[g, k] is None for g, k in used):
             continue
-        if deadline is not None and deadline.expired():
-            raise TimeoutError
         degrees = [instance.gpus[g].tp[k].degree for g, k in used]
         counts = [np.asarray(replica_counts(instance, g, t), dtype=np.int64) for (g, _k), t in zip(used, degrees)]
         if any(len(c) == 0 for c in counts):
             continue
         grid = [x.ravel() for x in np.meshgrid(*counts, indexing="ij")]
-        total = sum(grid)
-        keep = total <= b
-        grid, total = [x[keep] for x in grid], total[keep]
-        if not len(total):
+        keep = sum(grid) <= b
+        grid = [x[keep] for x in grid]
+        if not len(grid[0]):
             continue
         times = [tables[g, k] for g, k in used]
         low = max(float(ts[0]) for ts in times)
         values = np.unique(np.concatenate(times))
         values = values[values >= low]
-        cap = sum(r[:, None] * np.searchsorted(ts, values, side="right")[None, :] for r, ts in zip(grid, times))
-        ok = cap >= b
-        feasible = ok[:, -1]
-        if not feasible.any():
-            continue
-        theta = values[ok.argmax(axis=1)]
+        most = [np.searchsorted(ts, values, side="right") for ts in times]  # Y_g(θ) per candidate θ
         mixed = len(used) > 1
         slowest = max(link_bytes(nbytes, t, instance.gpus[g].unit)
                       / (min(instance.gpus[g].bandwidth, instance.cross_bandwidth) if mixed
                          else instance.gpus[g].bandwidth) for (g, _k), t in zip(used, degrees))
-        sync = np.where(total > 1, 2.0 * (total - 1) / total * slowest, 0.0)
-        # the ring's exposed part (``problem.exposed_sync_s``), elementwise
-        exposed = np.where(sync > 0, np.maximum(sync - instance.overlap * theta, sync / buckets), 0.0)
-        stage_t = theta + exposed / M
-        for p in np.flatnonzero(feasible):
-            use = [0] * G
-            for (g, _k), t, r in zip(used, degrees, grid):
-                use[g] = int(r[p]) * t // instance.gpus[g].unit
-            key, t_p = tuple(use), float(stage_t[p])
-            if key not in best or t_p < best[key][0]:
-                best[key] = (t_p, (tuple(used), tuple(int(r[p]) for r in grid), float(theta[p])))
-    ordered = sorted(best.items(), key=lambda kv: (kv[1][0], sum(kv[0])))
+        picks.append((tuple(used), tuple(degrees)))
+        step = max(1, CHUNK_ENTRIES // len(values))
+        for lo in range(0, len(grid[0]), step):
+            if deadline is not None and deadline.expired():
+                raise TimeoutError
+            part = [x[lo:lo + step] for x in grid]
+            # capacity Σ r_g·Y_g(θ): non-decreasing in θ; the least θ reaching b is the best split
+            cap = sum(r[:, None] * y[None, :] for r, y in zip(part, most))
+            ok = cap >= b
+            feasible = ok[:, -1]
+            if not feasible.any():
+                continue
+            part = [x[feasible] for x in part]
+            theta = values[ok[feasible].argmax(axis=1)]
+            total = sum(part)
+            sync = np.where(total > 1, 2.0 * (total - 1) / total * slowest, 0.0)
+            # the ring's exposed part (``problem.exposed_sync_s``), elementwise
+            exposed = np.where(sync > 0, np.maximum(sync - instance.overlap * theta, sync / buckets), 0.0)
+            stage_t = theta + exposed / M
+            flat = np.zeros(len(theta), dtype=np.int64)
+            reps = np.zeros((len(theta), G), dtype=np.int64)
+            for (g, _k), t, r in zip(used, degrees, part):
+                flat += r * t // instance.gpus[g].unit * strides[g]
+                reps[:, g] = r
+            found.append((flat, stage_t, np.full(len(theta), len(picks) - 1), reps, theta))
+    if not found:
+        return []
+    flat, stage_t, pick_id, reps, theta = (np.concatenate(x) for x in zip(*found))
+    # per units vector the fastest layout (first of each flat index after sorting by (flat, t))
+    order = np.lexsort((stage_t, flat))
+    first_of = order[np.r_[True, flat[order][1:] != flat[order][:-1]]]
+    # drop a choice when another uses no more units of every type and is no slower
+    first_of = first_of[np.lexsort((flat[first_of], stage_t[first_of]))]
+    units = (flat[first_of, None] // strides[None, :]) % np.asarray([grp.units + 1 for grp in instance.gpus])
     kept: list[tuple[tuple[int, ...], float, tuple]] = []
     kept_units = np.empty((0, G), dtype=np.int64)
-    for use, (t, (used, reps, theta)) in ordered:
-        if len(kept_units) and (kept_units <= np.asarray(use)).all(axis=1).any():
+    for j, p in enumerate(first_of):
+        use = units[j]
+        if len(kept_units) and (kept_units <= use).all(axis=1).any():
             continue
-        kept_units = np.vstack([kept_units, np.asarray(use)[None, :]])
-        kept.append((use, t, _members(instance, used, reps, theta, tables)))
+        kept_units = np.vstack([kept_units, use[None, :]])
+        used, _degrees = picks[pick_id[p]]
+        kept.append((tuple(int(x) for x in use), float(stage_t[p]),
+                     _members(instance, used, tuple(int(reps[p, g]) for g, _k in used), float(theta[p]), tables)))
     return kept
 
 
