@@ -1,16 +1,22 @@
 """The mixed-stage alternative: pipeline stages whose data-parallel replicas span GPU types.
 
 Builds a ``mixed`` family instance (``formulations/mixed.md``) from the planner's cluster and
-model with the built-in stage prices and solves it with the family's exact ``dp``. The tables
-come from the parallelizer's own prices of one *block* (``BLOCK_ATOMS`` consecutive atoms of
-the planner) at a time, on one node of each GPU type, for each TP degree t dividing the node
-and each share y = 1..b, as a one-stage layout (pp 1, dp 1, no recomputation, ZeRO 0):
+model with the built-in stage prices and solves it with the family's exact ``dp``. A stage
+holds, per GPU type, a count of identical replicas taking whole nodes (the family's unit), so
+a stage can use every node of the cluster. The tables come from the parallelizer's own prices
+of one *block* (``BLOCK_ATOMS`` consecutive atoms of the planner) at a time, on one node of
+each GPU type, for each TP degree t dividing the node and each share y = 1..Y, as a one-stage
+layout (pp 1, dp 1, no recomputation, ZeRO 0):
 
-* time_g(t, y, block) = that stage's forward + backward seconds; static and activation bytes
-  per GPU likewise (the embedding is priced with the first block, the head with the last);
-* gradient bytes of a block = its parameters × ``costmodel.GRADIENT_BYTES``;
-* a type's ring bandwidth per GPU = its node's network as NCCL achieves it, over the node's
-  GPUs; a ring across types runs at the slowest of them;
+* time_g(t, y, block) = that stage's forward + backward seconds; static bytes per GPU at
+  y = 1 and activation bytes per GPU, plus the static bytes that grow with y (the head's
+  logits workspace), per share (the embedding is priced with the first block, the head with
+  the last); Y stops at the first share no block fits alone at one micro-batch in flight, and
+  at ⌈b / r_min⌉ (r_min replicas of t GPUs make a whole node);
+* gradient bytes of a block = its parameters × the bytes the runtime reduces per gradient;
+* a type's ring bandwidth = its node's network as NCCL achieves it (a unit's link); a ring
+  across types runs at the slowest; the ring hides behind the last backward (ω = 2/3 of the
+  table's time, one bucket per model layer) when the runtime overlaps data-parallel traffic;
 * the hand-over λ = the slowest island-to-island link of ``compose.link_matrix``;
 * the runtime's reserved bytes come off each block's static bytes and off the capacity (a
   stage holds them once).
@@ -18,12 +24,11 @@ and each share y = 1..b, as a one-stage layout (pp 1, dp 1, no recomputation, Ze
 Where this approximates the planner's stage prices (said again in ``formulations/mixed.md``):
 a stage of several blocks is priced as the sum of its blocks (the parallelizer prices it
 whole; fixed per-stage terms such as a TP stage's hand-overs are counted once per block);
-the data-parallel reduction is the family's flat ring (no NCCL step latency, no
-overlap with backward compute, no ZeRO sharding of the optimizer state, which the
-composed plan's ``_data_parallel`` has); the optimizer step is priced per replica at dp 1;
-a block's static bytes are its price at the share y = b (the cost model's static bytes grow
-a little with the samples, e.g. the head's workspace; the family's static table does not
-depend on y, so this is the conservative end).
+the data-parallel reduction is the family's ring over node links (no NCCL step latency, no
+ZeRO sharding of the optimizer state, which the composed plan's ``_data_parallel`` has), and
+its overlap counts the TP traffic in the table's time as hiding compute; the optimizer step
+is priced per replica at dp 1; the static bytes that grow with y are counted once per
+micro-batch in flight (exact for the last stage, which holds the head and one micro-batch).
 The plan is the family's proven optimum *of these tables*, so the alternative is FEASIBLE as
 a plan of the cluster, not OPTIMAL.
 """
