@@ -49,10 +49,19 @@ def pricings(instance: MixedInstance) -> int:
     return L * (L + 1) // 2 * flights(instance) * work
 
 
+def state_count(layers: int, units, microbatches: int) -> int:
+    """(L + 1) · Π_g (units_g + 1) · (min(max(M − 1, 1), L) + 1), from the counts alone (so a
+    builder can tell before it prices any table).
+
+    >>> state_count(6, (8, 24), 4)  # Sailor's a8v24 in nodes, 6 blocks, M = 4
+    6300
+    """
+    return (layers + 1) * math.prod(u + 1 for u in units) * (min(max(microbatches - 1, 1), layers) + 1)
+
+
 def states(instance: MixedInstance) -> int:
     """(L + 1) · Π_g (N_g / unit_g + 1) · (min(cap, L) + 1), Python integers (no overflow)."""
-    used = math.prod(g.units + 1 for g in instance.gpus)
-    return (instance.layers + 1) * used * (min(after_cap(instance), instance.layers) + 1)
+    return state_count(instance.layers, [g.units for g in instance.gpus], instance.microbatches)
 
 
 def dp_limit_hit(instance: MixedInstance) -> str | None:

@@ -44,6 +44,7 @@ from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.costmodel.stage import Layout
 from hetopt.errors import InputError
+from hetopt.mixed.limits import MAX_STATES, state_count
 from hetopt.mixed.problem import GpuGroup, MixedInstance, TpTables
 from hetopt.planner.answer import Alternative
 from hetopt.planner.builtin import BuiltinParallelizer
@@ -162,6 +163,34 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
                          tuple(groups), overlap, buckets)
 
 
+def _grouped(reasons: list[tuple[int, str]]) -> str:
+    """``b=1, 2: why; b=4: other`` from (size, why) pairs, each reason once.
+
+    >>> _grouped([(1, "DECLINED (x)"), (2, "DECLINED (x)"), (4, "INFEASIBLE")])
+    'b=1, 2: DECLINED (x); b=4: INFEASIBLE'
+    """
+    sizes: dict[str, list[int]] = {}
+    for b, why in reasons:
+        sizes.setdefault(why, []).append(b)
+    return "; ".join(f"b={', '.join(map(str, bs))}: {why}" for why, bs in sizes.items())
+
+
+def _too_many_states(s, b: int) -> str | None:
+    """Why the family's dp would decline the instance of size ``b`` for its states, or None."""
+    units, per_node = Counter(), {}
+    for node, gpu in zip(s.cluster.islands.nodes, s.cluster.gpu_types):
+        units[gpu.name] += node.gpus
+        per_node[gpu.name] = math.gcd(per_node.get(gpu.name, 0), node.gpus)
+    if UNIT == "node":
+        units = {name: n // per_node[name] for name, n in units.items()}
+    blocks = -(-len(s.atoms) // BLOCK_ATOMS)
+    n = state_count(blocks, list(units.values()), s.global_batch // b)
+    if n > MAX_STATES:
+        return (f"{n} states (layers × units used per type × stages after) exceed the dp's limit of {MAX_STATES}; "
+                f"the cluster has too many nodes per GPU type for the mixed-stages row")
+    return None
+
+
 def mixed_alternative(s, deadline: Deadline):
     """The ``mixed-stages`` row (``answer.Alternative``): the best plan over the micro-batch
     sizes (the user's, or the composed plan's candidates), within ``MIXED_SHARE`` of what is left of ``deadline`` and at most
@@ -183,32 +212,37 @@ def mixed_alternative(s, deadline: Deadline):
         if s.global_batch % b:
             continue
         if budget.expired():
-            reasons.append(f"b={b}: not tried, its time was spent")
+            reasons.append((b, "not tried, its time was spent"))
             statuses.append(Status.TIME_LIMIT)
+            continue
+        hit = _too_many_states(s, b)
+        if hit is not None:  # decided from the counts, before any table is priced
+            reasons.append((b, f"{Status.DECLINED.value} ({hit})"))
+            statuses.append(Status.DECLINED)
             continue
         try:
             inst = mixed_instance(s, b)
         except InputError as exc:  # outside the family's ranges (more than MAX_TYPES GPU types, ...)
-            reasons.append(f"b={b}: the mixed instance declines the cluster: {exc}")
+            reasons.append((b, f"the mixed instance declines the cluster: {exc}"))
             statuses.append(Status.DECLINED)
             continue
         r = solvers.solve(inst, "dp", time_limit=budget.seconds_left())
         if r.status.has_solution and (best is None or r.objective < best[0].objective):
             best = (r, b)
         if r.status is Status.INFEASIBLE:
-            infeasible.append(f"b={b}: {r.status.value}" + (f" ({r.reason})" if r.reason else ""))
+            infeasible.append((b, f"{r.status.value}" + (f" ({r.reason})" if r.reason else "")))
         elif r.status is not Status.OPTIMAL:
-            reasons.append(f"b={b}: {r.status.value}" + (f" ({r.reason})" if r.reason else ""))
+            reasons.append((b, f"{r.status.value}" + (f" ({r.reason})" if r.reason else "")))
             statuses.append(r.status)
     if best is None:
         # the row's status: the first that was not a proof, else INFEASIBLE (every size proven so)
         status = statuses[0] if statuses else Status.INFEASIBLE
-        return Alternative(NAME, None, "; ".join(reasons + infeasible) or "no micro-batch size divides the global batch",
+        return Alternative(NAME, None, _grouped(reasons + infeasible) or "no micro-batch size divides the global batch",
                            status)
     r, b = best
     used = Counter()
     for stage in r.solution.stages:
         for m in stage.members:
             used[r.solution.names[m.gpu]] += m.replicas * m.degree
-    note = "" if not reasons else f" (not every size proven: {'; '.join(reasons)})"
+    note = "" if not reasons else f" (not every size proven: {_grouped(reasons)})"
     return Alternative(NAME, r.objective, f"{r.solution.describe()}, b={b}{note}", Status.FEASIBLE, gpus_by_type=dict(used))

@@ -103,3 +103,16 @@ def test_sailor_a8v24_mixed_plan_uses_the_v100s():
     used = {inst.gpus[m.gpu].name[:4]: m.replicas * m.degree for st in r.solution.stages for m in st.members}
     assert used.get("V100", 0) == 96 and used.get("A100", 0) > 0
     assert any(len(st.members) == 2 for st in r.solution.stages)
+
+
+def test_too_many_states_declines_before_any_table_is_priced(monkeypatch, capsys):
+    """The dp's state limit is decided from the node counts: the row is DECLINED, no table built."""
+    import hetopt.planner.mixed as pm
+
+    built = []
+    monkeypatch.setattr(pm, "MAX_STATES", 10)
+    monkeypatch.setattr(pm, "mixed_instance", lambda *a, **k: built.append(a) or None)
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json"]) == 0
+    row = next(a for a in json.loads(capsys.readouterr().out)["alternatives"] if a["name"] == "mixed-stages")
+    assert row["status"] == "DECLINED" and "b=2: DECLINED" in row["detail"] and "states" in row["detail"]
+    assert built == []
