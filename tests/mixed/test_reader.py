@@ -115,3 +115,12 @@ def test_shipped_instances_load():
     assert len(paths) >= 2
     for path in paths:
         assert load(path).problem == "mixed"
+
+
+def test_round_trip_keeps_units_overlap_buckets_and_short_rows():
+    inst = random_instance(4, microbatch_size=4, variety=True)
+    again = loads(dumps(mixed_data(inst)), source="x.toml")
+    assert again.overlap == inst.overlap and again.buckets == inst.buckets
+    assert [g.unit for g in again.gpus] == [g.unit for g in inst.gpus]
+    assert [[t.shares for t in g.tp] for g in again.gpus] == [[t.shares for t in g.tp] for g in inst.gpus]
+    assert any(g.unit == 2 for g in inst.gpus) or any(t.shares < 4 for g in inst.gpus for t in g.tp)
