@@ -75,3 +75,62 @@ def solve_bruteforce(instance: MixedInstance, *, time_limit: float | None = None
                            reason="no plan fits the GPUs' count and memory", stats={"plans": tried})
     return conclude(problem="mixed", method="bruteforce", instance=instance, solution=best_plan, evaluate=evaluate,
                     deadline=deadline, proven_optimal=not timed_out, stats={"plans": tried})
+
+
+def _share_multisets(replicas: int, samples: int, most: int) -> Iterator[tuple[int, ...]]:
+    """Every non-decreasing tuple of ``replicas`` shares in 1..most adding up to ``samples``."""
+    if replicas == 0:
+        if samples == 0:
+            yield ()
+        return
+    for y in range(1, min(most, samples) + 1):
+        for rest in _share_multisets(replicas - 1, samples - y, most):
+            if not rest or rest[0] >= y:
+                yield (y, *rest)
+
+
+def per_replica_optimum(instance: MixedInstance) -> float:
+    """The least iteration time when every replica may hold its own share (no even spreading):
+    the model the typed counts of the family stand for. math.inf when no plan fits.
+
+    For the tests of ``formulations/mixed.md``'s claim that spreading a type's samples evenly
+    over its replicas loses no optimum (the tables do not decrease with the share): it lists
+    every cut, every per-type (t, r) and every multiset of r shares, and prices the plan by the
+    closed form with the same sync and memory rules as ``evaluate``, which it does not call (a
+    per-replica plan is not a :class:`MixedSolution`). Tiny instances only (no limit checked).
+    """
+    from hetopt.mixed.problem import in_flight, iteration_time_s, member_fits, member_time_s, stage_time_s
+    from hetopt.mixed.stages import type_choices
+
+    b, M = instance.microbatch_size, instance.microbatches
+    layouts = [m for m in itertools.product(*(type_choices(instance, g) for g in range(instance.num_types)))
+               if any(c is not None for c in m)]
+    best = math.inf
+    for cut in cuts(instance.layers):
+        S = len(cut)
+        per_stage = []
+        for s, (a, e) in enumerate(cut):
+            flight = in_flight(S - s - 1, M)
+            options = []  # (GPUs per type, stage time)
+            for pick in layouts:
+                members = [(g, *c) for g, c in enumerate(pick) if c is not None]
+                # every assignment of shares to the replicas: per type a multiset of r shares
+                per_type = []
+                for g, k, t, r in members:
+                    tab = instance.gpus[g].tp[k]
+                    per_type.append([(sum(ys), max(member_time_s(instance, a, e, g, k, y) for y in ys))
+                                     for n in range(r, b + 1) for ys in _share_multisets(r, n, tab.shares)
+                                     if all(member_fits(instance, a, e, g, k, y, flight) for y in ys)])
+                ring = [(g, t, r) for g, _k, t, r in members]
+                use = [0] * instance.num_types
+                for g, _k, t, r in members:
+                    use[g] = r * t
+                fastest = min((max(c for _n, c in combo) for combo in itertools.product(*per_type)
+                               if sum(n for n, _c in combo) == b), default=math.inf)
+                if fastest < math.inf:
+                    options.append((tuple(use), stage_time_s(instance, a, e, ring, fastest)))
+            per_stage.append(options)
+        for combo in itertools.product(*per_stage):
+            if all(sum(o[0][g] for o in combo) <= instance.gpus[g].count for g in range(instance.num_types)):
+                best = min(best, iteration_time_s(instance, [o[1] for o in combo]))
+    return best

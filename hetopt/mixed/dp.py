@@ -1,15 +1,18 @@
 """Exact DP for the mixed family: stages placed last to first, Pareto labels (Σ, max).
 
-State (i, u, k): layers i..L−1 are placed, u_g GPUs of each type are used, k stages follow
+State (i, u, k): layers i..L−1 are placed, u_g units (``GpuGroup.unit`` GPUs: a node, or one
+GPU) of each type are used, k stages follow
 (capped at max(M − 1, 1): the flight min(k + 1, M) and "is it the last stage" are all that
 k decides). A label is a pair (σ, μ): σ = Σ of the placed stages' t_s plus a hand-over λ
 per stage that has a successor, μ = the max of those t_s and of λ when a hand-over exists.
-Placing stage [a, i) with choice c (GPUs v_c, time t_c, at flight min(k + 1, M)) moves to
+Placing stage [a, i) with choice c (units v_c, time t_c, at flight min(k + 1, M)) moves to
 (a, u + v_c, min(k + 1, cap)) with σ + t_c + [k ≥ 1]λ and max(μ, t_c, [k ≥ 1]λ). At i = 0,
 T = σ + (M − 1)·μ is the closed form; since T and both updates are non-decreasing in σ and
 μ, a label dominated in both may be dropped, and the least T over the final labels is the
 optimum (``formulations/mixed.md``). Stage choices are priced by ``stages.stage_options``
-(per layout the exact best split; dominated layouts dropped).
+(per layout, i.e. per type a TP degree and a replica count, the exact best split of the
+samples; dominated layouts dropped). The state counts units per type, not replicas: a type's
+replicas in a stage are interchangeable, so their count is all a plan needs.
 """
 
 from __future__ import annotations
@@ -66,16 +69,35 @@ def solve_dp(instance: MixedInstance, *, time_limit: float | None = None) -> Res
     hit = dp_limit_hit(instance)
     if hit is not None:
         return no_solution(problem="mixed", method="dp", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{hit}; narrow the instance (fewer layers, TP degrees or GPUs per type)")
+                           reason=f"{hit}; narrow the instance (fewer layers, TP degrees or units per type)")
     L, M, link = instance.layers, instance.microbatches, instance.link_s
-    counts = tuple(g.count for g in instance.gpus)
+    counts = tuple(g.units for g in instance.gpus)
     cap = after_cap(instance)
     options: dict[tuple[int, int, int], list] = {}
     # states by start layer: {(u, k): [labels]}; a label is (σ, μ, stage, parent label)
     by_layer: list[dict] = [dict() for _ in range(L + 1)]
     by_layer[L][(tuple([0] * instance.num_types), 0)] = [(0.0, 0.0, None, None)]
-    stats = {"states": 0, "labels": 0, "pricings": 0, "flights": flights(instance)}
+    stats = {"states": 0, "labels": 0, "pricings": 0, "flights": flights(instance), "pruned": 0}
     steps = 0
+
+    def choices(a: int, i: int, flight: int) -> list:
+        key = (a, i, flight)
+        if key not in options:
+            # each choice with its stage as the plan will list it (built once, not per state),
+            # sorted by time (``stage_options`` keeps that order)
+            options[key] = [(use, t, (a, i, members))
+                            for use, t, members in stage_options(instance, a, i, flight, deadline)]
+            stats["pricings"] += 1
+        return options[key]
+
+    # an incumbent: the best one-stage plan, T = M·t. A label whose (σ, μ) already gives
+    # σ + (M − 1)·μ above it cannot complete to a better plan (both only grow, in floating
+    # point too), so it is not kept; the one-stage plan itself is a label of the DP, so
+    # nothing better than what the DP would return is lost
+    try:
+        incumbent = min((t + (M - 1) * t for _u, t, _s in choices(0, L, in_flight(0, M))), default=math.inf)
+    except TimeoutError:
+        incumbent = math.inf
 
     def stopped() -> Result:
         finals = [lab for labs in by_layer[0].values() for lab in labs]
@@ -95,23 +117,22 @@ def solve_dp(instance: MixedInstance, *, time_limit: float | None = None) -> Res
                 flight = in_flight(k, M)
                 hand = link if k >= 1 else 0.0
                 for a in range(i - 1, -1, -1):
-                    key = (a, i, flight)
-                    if key not in options:
-                        # each choice with its stage as the plan will list it (built once, not per state)
-                        options[key] = [(use, t, (a, i, members))
-                                        for use, t, members in stage_options(instance, a, i, flight, deadline)]
-                        stats["pricings"] += 1
                     after = min(k + 1, cap)
-                    for use, t, stage in options[key]:
+                    for use, t, stage in choices(a, i, flight):
                         steps += 1
                         if steps % CLOCK_EVERY == 0 and deadline.expired():
                             raise TimeoutError
+                        if t + (M - 1) * t > incumbent:
+                            stats["pruned"] += 1
+                            break  # this choice and every slower one: σ' ≥ t and μ' ≥ t
                         new_u = tuple(x + v for x, v in zip(u, use))
                         if any(x > n for x, n in zip(new_u, counts)):
                             continue
                         target = by_layer[a].setdefault((new_u, after), [])
                         for lab in labels:
-                            target.append((lab[0] + t + hand, max(lab[1], t, hand), stage, lab))
+                            sigma, mu = lab[0] + t + hand, max(lab[1], t, hand)
+                            if sigma + (M - 1) * mu <= incumbent:
+                                target.append((sigma, mu, stage, lab))
                 by_layer[i][(u, k)] = []  # expanded: free its labels (children keep their parents)
     except TimeoutError:
         return stopped()

@@ -6,17 +6,20 @@ so a method declines at once and names the limit.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 from hetopt.mixed.problem import MixedInstance
-from hetopt.mixed.stages import layout_count
+from hetopt.mixed.stages import replica_counts
 
-#: Most stage pricings (layer ranges × flights × layouts, an upper bound: the DP prices only the
-#: (range, flight) pairs it reaches, about a third of them) the DP may need: a best split takes
-#: 20-60 µs in Python, so 5·10^5 of them stay within about 30 s (measured: 2.5·10^5 in 5 s).
-MAX_PRICINGS = 500_000
-#: Most DP states (start layer × GPUs used per type × stages after, capped at M).
-MAX_STATES = 2_000_000
+#: Most threshold tests of the stage pricing (layer ranges × flights × Σ over TP choices of
+#: replica-count combinations × candidate times, an upper bound: the DP prices only the
+#: (range, flight) pairs it reaches): ``stages.stage_options`` runs them in numpy, a few ns
+#: each, so 2·10^9 stay within about 10-30 s.
+MAX_PRICINGS = 2_000_000_000
+#: Most DP states (start layer × units used per type × stages after, capped at M): each is a
+#: Python loop over its stage choices.
+MAX_STATES = 200_000
 #: Most (layer range, flight, per-type (t, r, y)) stage choices the MILP enumerates before
 #: pruning (each explicit split is an evaluation): beyond it the MILP declines.
 MAX_MILP_SPLITS = 400_000
@@ -34,33 +37,52 @@ def after_cap(instance: MixedInstance) -> int:
 
 
 def pricings(instance: MixedInstance) -> int:
-    """Layer ranges × flights × layouts (an upper bound on the best splits to compute)."""
+    """Layer ranges × flights × Σ_TP choices Π_g (replica counts) × Σ_g (rows): the threshold tests."""
     L = instance.layers
-    return L * (L + 1) // 2 * flights(instance) * layout_count(instance)
+    per_type = [[(len(replica_counts(instance, g, tab.degree)), tab.shares) for tab in grp.tp]
+                for g, grp in enumerate(instance.gpus)]
+    work = 0
+    for pick in itertools.product(*([None, *ch] for ch in per_type)):
+        used = [c for c in pick if c is not None]
+        if used:
+            work += math.prod(c[0] for c in used) * sum(c[1] for c in used)
+    return L * (L + 1) // 2 * flights(instance) * work
+
+
+def state_count(layers: int, units, microbatches: int) -> int:
+    """(L + 1) · Π_g (units_g + 1) · (min(max(M − 1, 1), L) + 1), from the counts alone (so a
+    builder can tell before it prices any table).
+
+    >>> state_count(6, (8, 24), 4)  # Sailor's a8v24 in nodes, 6 blocks, M = 4
+    6300
+    """
+    return (layers + 1) * math.prod(u + 1 for u in units) * (min(max(microbatches - 1, 1), layers) + 1)
 
 
 def states(instance: MixedInstance) -> int:
-    """(L + 1) · Π_g (N_g + 1) · (min(cap, L) + 1), Python integers (no overflow)."""
-    used = math.prod(g.count + 1 for g in instance.gpus)
-    return (instance.layers + 1) * used * (min(after_cap(instance), instance.layers) + 1)
+    """(L + 1) · Π_g (N_g / unit_g + 1) · (min(cap, L) + 1), Python integers (no overflow)."""
+    return state_count(instance.layers, [g.units for g in instance.gpus], instance.microbatches)
 
 
 def dp_limit_hit(instance: MixedInstance) -> str | None:
     """Which of the DP's limits the instance passes, or None."""
     p = pricings(instance)
     if p > MAX_PRICINGS:
-        return f"{p} stage pricings (layer ranges × flights × layouts) exceed the DP's limit of {MAX_PRICINGS}"
+        return (f"{p} threshold tests of the stage pricing (layer ranges × flights × replica counts × times) "
+                f"exceed the DP's limit of {MAX_PRICINGS}")
     s = states(instance)
     if s > MAX_STATES:
-        return f"{s} states (layers × GPUs used per type × stages after) exceed the DP's limit of {MAX_STATES}"
+        return f"{s} states (layers × units used per type × stages after) exceed the DP's limit of {MAX_STATES}"
     return None
 
 
 def split_count(instance: MixedInstance) -> int:
-    """Explicit (t, r, y) choices per stage the MILP enumerates: Π_g (1 + Σ_t Σ_r ⌊b/r⌋), times ranges × flights."""
+    """Explicit (t, r, n) choices per stage the MILP enumerates: Π_g (1 + Σ_t Σ_r (min(b, r·Y) − r + 1)),
+    times ranges × flights."""
     b = instance.microbatch_size
-    per = math.prod(1 + sum(b // r for tab in g.tp for r in range(1, min(g.count // tab.degree, b) + 1))
-                    for g in instance.gpus)
+    per = math.prod(1 + sum(min(b, r * tab.shares) - r + 1 for tab in grp.tp
+                            for r in replica_counts(instance, g, tab.degree))
+                    for g, grp in enumerate(instance.gpus))
     L = instance.layers
     return L * (L + 1) // 2 * flights(instance) * per
 

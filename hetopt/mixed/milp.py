@@ -2,12 +2,12 @@
 
 Nodes (i, k): layers i..L−1 are placed and k stages follow (capped at max(M − 1, 1)). An edge
 e from (j, k) to (i, min(k + 1, cap)) is one stage on layers i..j−1 with an explicit member
-set (per type: t, r, y with Σ r·y = b) that fits its memory at flight min(k + 1, M); of the
-member sets with the same GPUs per type only the fastest is kept. With x_e ∈ {0, 1}, z ≥ 0:
+set (per type: t, r, n with Σ n = b, n spread evenly over the r replicas) that fits its memory
+at flight min(k + 1, M); of the member sets with the same units per type only the fastest is kept. With x_e ∈ {0, 1}, z ≥ 0:
 
     Σ_{e out of (L, 0)} x_e = 1                                the last stage is placed once
     Σ_{e into v} x_e = Σ_{e out of v} x_e      ∀ v, 0 < i < L   a path back to layer 0
-    Σ_e v_{e,g}·x_e ≤ N_g                      ∀ g              GPUs per type
+    Σ_e v_{e,g}·x_e ≤ N_g / unit_g             ∀ g              units per type
     Σ_{e ∋ l} x_e = 1;  z ≥ Σ_{e ∋ l} t_e·x_e   ∀ layers l       one stage per layer; the bottleneck
     z ≥ λ·(1 − Σ_{e = [0, L)} x_e)                              λ counts once S > 1
     minimize Σ_e (t_e + [k_e ≥ 1]·λ)·x_e + (M − 1)·z
@@ -46,21 +46,24 @@ LOAD_S_PER_EDGE = 1e-4
 
 
 def _choices(instance: MixedInstance, first: int, end: int, flight: int, sets) -> dict[tuple[int, ...], tuple]:
-    """GPUs per type -> (t_s, members) of the fastest member set that fits at ``flight``."""
+    """Units per type -> (t_s, members) of the fastest member set that fits at ``flight``."""
     best: dict[tuple[int, ...], tuple] = {}
     for members in sets:
         compute = 0.0
         fits = True
         for m in members:
             k = instance.gpus[m.gpu].degree_index(m.degree)
-            if not member_fits(instance, first, end, m.gpu, k, m.share, flight):
-                fits = False
+            for y in m.shares:  # ⌊n/r⌋ and ⌈n/r⌉: every replica fits, the slowest sets the time
+                if not member_fits(instance, first, end, m.gpu, k, y, flight):
+                    fits = False
+                    break
+                compute = max(compute, member_time_s(instance, first, end, m.gpu, k, y))
+            if not fits:
                 break
-            compute = max(compute, member_time_s(instance, first, end, m.gpu, k, m.share))
         use = [0] * instance.num_types
         for m in members:
-            use[m.gpu] += m.replicas * m.degree
-        if not fits or any(u > g.count for u, g in zip(use, instance.gpus)):
+            use[m.gpu] += m.replicas * m.degree // instance.gpus[m.gpu].unit
+        if not fits or any(u > g.units for u, g in zip(use, instance.gpus)):
             continue
         t = stage_time_s(instance, first, end, [(m.gpu, m.degree, m.replicas) for m in members], compute)
         key = tuple(use)
@@ -138,14 +141,14 @@ def solve_milp(instance: MixedInstance, *, time_limit: float | None = None, back
         if 0 < node[0] < L:
             prob += (pulp.lpSum(x[n] for n in into.get(node, [])) == pulp.lpSum(x[n] for n in out_of.get(node, [])),
                      f"path_{node[0]}_{node[1]}")
-    # GPUs per type
+    # units (GPUs in whole units) per type
     for g, grp in enumerate(instance.gpus):
         terms = [e[3][g] * x[n] for n, e in enumerate(edges) if e[3][g]]
         if terms:
-            prob += pulp.lpSum(terms) <= grp.count, f"gpus_{g}"
+            prob += pulp.lpSum(terms) <= grp.units, f"units_{g}"
 
     def decode(chosen):
-        stages = sorted((edges[n][4], edges[n][5], [(m.gpu, m.degree, m.replicas, m.share) for m in edges[n][6]])
+        stages = sorted((edges[n][4], edges[n][5], [(m.gpu, m.degree, m.replicas, m.samples) for m in edges[n][6]])
                         for n in chosen)
         return build_solution(instance, stages)
 

@@ -1,9 +1,11 @@
 """Pipeline stages whose data-parallel replicas span GPU types: data, plan, and ``evaluate``.
 
 Symbols follow ``formulations/mixed.md``. L layers are cut into S contiguous stages of a 1F1B
-pipeline of M micro-batches of b samples. Stage s uses, per GPU type g, r_{s,g} ≥ 0 replicas,
-each a tensor-parallel group of t_{s,g} GPUs holding y_{s,g} samples of every micro-batch
-(Σ_g r·y = b). Its time per micro-batch is the slowest member's table time plus its gradient
+pipeline of M micro-batches of b samples. Stage s uses, per GPU type g, a *count* r_{s,g} ≥ 0
+of identical replicas, each a tensor-parallel group of t_{s,g} GPUs, which together hold
+n_{s,g} samples of every micro-batch (Σ_g n = b), spread as evenly as whole samples allow:
+n mod r replicas hold ⌈n/r⌉ samples, the others ⌊n/r⌋. A type's GPUs are taken in whole
+*units* (``GpuGroup.unit``: a node, or 1 GPU), so r·t is a multiple of the unit. Its time per micro-batch is the slowest member's table time plus its gradient
 ring all-reduce amortized over M (as ``hetopt.costmodel.stage`` folds data parallelism into a
 stage's price); the iteration time is the pipeline family's closed form
 
@@ -28,8 +30,10 @@ from hetopt.units import GBPS, GIB, MEMORY_RTOL  # noqa: F401  (GBPS, GIB re-exp
 MAX_TYPES = 4
 #: Most layers (a model's transformer blocks, plus embedding and head slices).
 MAX_LAYERS = 1024
-#: Largest micro-batch size b in samples: the tables hold one row per share 1..b.
-MAX_MICROBATCH_SIZE = 256
+#: Largest micro-batch size b in samples (a pipeline micro-batch that the replicas split; the
+#: planner's global batch at one micro-batch). The tables hold one row per share 1..Y, Y ≤ b,
+#: and the stage pricing is linear in Y, not in b.
+MAX_MICROBATCH_SIZE = 65_536
 #: Most micro-batches M (the planner's largest global batch at one sample each).
 MAX_MICROBATCHES = 2**20
 #: Most GPUs of one type (a datacenter's worth).
@@ -65,10 +69,16 @@ def _real(key: str, value, low: float, high: float, unit: str, *, low_open: bool
 
 
 def _table(key: str, rows, shape: tuple[int, ...], high: float, unit: str) -> None:
-    """``rows`` is a nested tuple of the given shape with entries in [0, high] (in the file's ``unit``)."""
+    """``rows`` is a nested tuple of the given shape with entries in [0, high] (in the file's ``unit``).
+
+    A two-level shape (Y, L) is the rows of the shares y = 1..Y: Y is exact when it is given as
+    an int, and may be any of 1..Y when it is given as a range (the tables of the shares).
+    """
     if len(shape) == 2:
-        if not isinstance(rows, tuple) or len(rows) != shape[0]:
-            raise InputError(f"{key}: must have {shape[0]} rows, one per share y = 1..{shape[0]} "
+        rows_ok = range(1, shape[0].stop) if isinstance(shape[0], range) else (shape[0],)
+        if not isinstance(rows, tuple) or len(rows) not in rows_ok:
+            want = f"1 to {rows_ok[-1]}" if len(rows_ok) > 1 else f"{rows_ok[0]}"
+            raise InputError(f"{key}: must have {want} rows, one per share y = 1, 2, ... "
                              f"(got {len(rows) if isinstance(rows, tuple) else rows!r})")
         for y, row in enumerate(rows):
             _table(f"{key}[{y}]", row, shape[1:], high, unit)
@@ -78,6 +88,16 @@ def _table(key: str, rows, shape: tuple[int, ...], high: float, unit: str) -> No
                          f"(got {len(rows) if isinstance(rows, tuple) else rows!r})")
     for i, v in enumerate(rows):
         _real(f"{key}[{i}]", v, 0.0, high, unit)
+
+
+def _non_decreasing(key: str, rows) -> None:
+    """Row y + 1 is no smaller than row y in every layer (more samples: no less work, no fewer bytes)."""
+    for y in range(1, len(rows)):
+        for l, (lo, hi) in enumerate(zip(rows[y - 1], rows[y])):
+            if hi < lo:
+                raise InputError(f"{key}[{y}][{l}]: {hi!r} is below the row of one sample fewer ({lo!r}); the "
+                                 f"tables must not decrease with the share (a replica holding more samples does "
+                                 f"no less work and holds no fewer bytes): raise it to at least {lo!r}")
 
 
 @dataclass(frozen=True)
@@ -90,17 +110,24 @@ class TpTables:
         t, GPUs per replica.
     time_s
         time_s[y − 1][l]: forward + backward seconds of layer l for one micro-batch on a
-        replica holding y samples of it (y = 1..b).
+        replica holding y samples of it (y = 1..Y, Y ≤ b rows; a share above Y does not fit).
+        Non-decreasing in y.
     static_bytes
         static_bytes[l]: weights, gradients and optimizer state of layer l per GPU.
     activation_bytes
-        activation_bytes[y − 1][l]: activations of layer l per GPU per micro-batch in flight.
+        activation_bytes[y − 1][l]: activations of layer l per GPU per micro-batch in flight
+        (the same Y rows), non-decreasing in y.
     """
 
     degree: int
     time_s: tuple[tuple[float, ...], ...]
     static_bytes: tuple[float, ...]
     activation_bytes: tuple[tuple[float, ...], ...]
+
+    @property
+    def shares(self) -> int:
+        """Y, the largest share the tables price (larger shares do not fit)."""
+        return len(self.time_s)
 
     @cached_property
     def time_prefix(self) -> tuple[tuple[float, ...], ...]:
@@ -129,9 +156,14 @@ class GpuGroup:
     memory_bytes
         Usable memory per GPU.
     bandwidth
-        Bytes/s per GPU of a gradient ring inside this type.
+        Bytes/s of one unit's link (a node's network when a unit is a node; a GPU's link when
+        unit = 1) for a gradient ring inside this type.
     tp
         One :class:`TpTables` per allowed tensor-parallel degree.
+    unit
+        GPUs per allocation unit (a node's GPUs, or 1): a stage takes whole units, so its
+        replicas × TP degree of this type is a multiple of ``unit``; ``count`` is a multiple
+        of it too. The DP counts units, not GPUs.
     """
 
     name: str
@@ -139,6 +171,12 @@ class GpuGroup:
     memory_bytes: float
     bandwidth: float
     tp: tuple[TpTables, ...]
+    unit: int = 1
+
+    @property
+    def units(self) -> int:
+        """The type's allocation units, N_g / unit."""
+        return self.count // self.unit
 
     def degree_index(self, degree: int) -> int | None:
         """The index of ``degree`` in ``tp``, or None when it is not allowed."""
@@ -165,6 +203,12 @@ class MixedInstance:
     link_s: float
     cross_bandwidth: float
     gpus: tuple[GpuGroup, ...]
+    #: ω, the share of a replica's time per micro-batch that the gradient ring can hide behind
+    #: (its backward); 0: nothing overlaps (the ring runs after the last backward).
+    overlap: float = 0.0
+    #: K_l, the buckets the gradients of layer l are reduced in (the ring's last bucket follows
+    #: the last backward and cannot hide); () means one per layer.
+    buckets: tuple[int, ...] = ()
 
     problem = "mixed"
 
@@ -176,12 +220,21 @@ class MixedInstance:
         _whole("layers", self.layers, 1, MAX_LAYERS)
         _table("gradient_gib", self.gradient_bytes, (self.layers,), MAX_BYTES, "bytes")
         _real("link_s", self.link_s, 0.0, MAX_TIME_S, "seconds")
+        if not _is_real(self.overlap) or not 0.0 <= self.overlap < 1.0:
+            raise InputError(f"overlap: must be a share from 0 (inclusive) to 1 (exclusive) of a replica's time "
+                             f"(got {self.overlap!r})")
+        if self.buckets != ():
+            if not isinstance(self.buckets, tuple) or len(self.buckets) != self.layers:
+                raise InputError(f"buckets: must list {self.layers} whole numbers, one per layer (or leave it out: "
+                                 f"one bucket per layer)")
+            for i, k in enumerate(self.buckets):
+                _whole(f"buckets[{i}]", k, 1, MAX_LAYERS)
         _real("cross_bandwidth_gbps", self.cross_bandwidth / GBPS if _is_real(self.cross_bandwidth) else None,
               MIN_GBPS, MAX_GBPS, "Gb/s")
         if not isinstance(self.gpus, tuple) or not 1 <= len(self.gpus) <= MAX_TYPES:
             raise InputError(f"gpu: give 1 to {MAX_TYPES} [[gpu]] tables, one per GPU type (got {self.gpus!r:.60})")
         names = set()
-        shape = (self.microbatch_size, self.layers)
+        shape = (range(1, self.microbatch_size + 1), self.layers)
         for g, grp in enumerate(self.gpus):
             key = f"gpu[{g}]"
             if not isinstance(grp, GpuGroup):
@@ -190,6 +243,10 @@ class MixedInstance:
                 raise InputError(f"{key}.name: must be a non-empty name unique among the types (got {grp.name!r})")
             names.add(grp.name)
             _whole(f"{key}.count", grp.count, 0, MAX_COUNT)
+            _whole(f"{key}.unit", grp.unit, 1, MAX_COUNT)
+            if grp.count % grp.unit:
+                raise InputError(f"{key}.count: {grp.count} GPUs are not whole units of {grp.unit} "
+                                 f"(give a multiple of {key}.unit, or unit = 1)")
             _real(f"{key}.memory_gib", grp.memory_bytes / GIB if _is_real(grp.memory_bytes) else None,
                   0.0, MAX_BYTES / GIB, "GiB", low_open=True)
             _real(f"{key}.bandwidth_gbps", grp.bandwidth / GBPS if _is_real(grp.bandwidth) else None,
@@ -205,7 +262,10 @@ class MixedInstance:
                 degrees.add(tab.degree)
                 _table(f"{tkey}.time_s", tab.time_s, shape, MAX_TIME_S, "seconds")
                 _table(f"{tkey}.static_gib", tab.static_bytes, (self.layers,), MAX_BYTES, "bytes")
-                _table(f"{tkey}.activation_gib", tab.activation_bytes, shape, MAX_BYTES, "bytes")
+                _table(f"{tkey}.activation_gib", tab.activation_bytes, (len(tab.time_s), self.layers), MAX_BYTES,
+                       "bytes")
+                _non_decreasing(f"{tkey}.time_s", tab.time_s)
+                _non_decreasing(f"{tkey}.activation_gib", tab.activation_bytes)
 
     @property
     def num_types(self) -> int:
@@ -216,15 +276,37 @@ class MixedInstance:
     def gradient_prefix(self) -> tuple[float, ...]:
         return tuple(accumulate(self.gradient_bytes, initial=0.0))
 
+    @cached_property
+    def bucket_prefix(self) -> tuple[int, ...]:
+        return tuple(accumulate(self.buckets or (1,) * self.layers, initial=0))
+
 
 @dataclass(frozen=True)
 class Member:
-    """The replicas of one GPU type in a stage: r replicas of t GPUs, y samples each."""
+    """The replicas of one GPU type in a stage: r identical replicas of t GPUs holding n
+    samples of every micro-batch between them (n mod r of them ⌈n/r⌉, the others ⌊n/r⌋)."""
 
     gpu: int
     degree: int
     replicas: int
-    share: int
+    samples: int
+
+    @property
+    def shares(self) -> tuple[int, ...]:
+        """The distinct shares its replicas hold: (⌊n/r⌋,) or (⌊n/r⌋, ⌈n/r⌉).
+
+        >>> Member(0, 1, 3, 7).shares, Member(0, 1, 2, 4).shares
+        ((2, 3), (2,))
+        """
+        low = self.samples // self.replicas
+        return (low,) if self.samples % self.replicas == 0 else (low, low + 1)
+
+    def label(self, names: tuple[str, ...]) -> str:
+        """``8×A100 tp4 y2`` (every replica holds 2) or ``8×A100 tp4 y2-3 n20`` (uneven)."""
+        name = names[self.gpu] if self.gpu < len(names) else f"type{self.gpu}"
+        sh = self.shares
+        share = f"y{sh[0]}" if len(sh) == 1 else f"y{sh[0]}-{sh[1]} n{self.samples}"
+        return f"{self.replicas}×{name} tp{self.degree} {share}"
 
 
 @dataclass(frozen=True)
@@ -247,31 +329,26 @@ class MixedSolution:
     names: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """One line, e.g. ``S0[6×A100 tp1 + 1×V100 tp4] → S1[10×A100 tp1]``.
+        """One line, e.g. ``S0[6×A100 tp1 y1 + 1×V100 tp4 y2]``.
 
         Examples
         --------
-        >>> MixedSolution((Stage(0, 2, (Member(0, 1, 6, 1), Member(1, 4, 1, 2))),), ("A100", "V100")).describe()
+        >>> MixedSolution((Stage(0, 2, (Member(0, 1, 6, 6), Member(1, 4, 1, 2))),), ("A100", "V100")).describe()
         'S0[6×A100 tp1 y1 + 1×V100 tp4 y2]'
         """
-        def label(g: int) -> str:
-            return self.names[g] if g < len(self.names) else f"type{g}"
-
-        return " → ".join(
-            f"S{s}[" + " + ".join(f"{m.replicas}×{label(m.gpu)} tp{m.degree} y{m.share}" for m in st.members) + "]"
-            for s, st in enumerate(self.stages))
+        return " → ".join(f"S{s}[" + " + ".join(m.label(self.names) for m in st.members) + "]"
+                          for s, st in enumerate(self.stages))
 
     def to_dict(self) -> dict:
         """Plain data for JSON."""
         return {"stages": [{"layers": [st.first, st.end], "members": [
             {"gpu": self.names[m.gpu] if m.gpu < len(self.names) else m.gpu, "tp": m.degree, "replicas": m.replicas,
-             "share": m.share} for m in st.members]} for st in self.stages]}
+             "samples": m.samples} for m in st.members]} for st in self.stages]}
 
     def rows(self) -> list[dict]:
         """One row per stage."""
         return [{"stage": s, "layers": f"{st.first}-{st.end - 1}",
-                 "members": " + ".join(f"{m.replicas}×{self.names[m.gpu] if m.gpu < len(self.names) else m.gpu} "
-                                       f"tp{m.degree} y{m.share}" for m in st.members)}
+                 "members": " + ".join(m.label(self.names) for m in st.members)}
                 for s, st in enumerate(self.stages)]
 
     def summary(self) -> list[str]:
@@ -280,7 +357,7 @@ class MixedSolution:
 
 
 def build_solution(instance: MixedInstance, stages) -> MixedSolution:
-    """A MixedSolution from ``(first, end, [(gpu, degree, replicas, share), ...])`` triples."""
+    """A MixedSolution from ``(first, end, [(gpu, degree, replicas, samples), ...])`` triples."""
     return MixedSolution(
         tuple(Stage(int(a), int(e), tuple(Member(*map(int, m)) for m in sorted(members))) for a, e, members in stages),
         tuple(g.name for g in instance.gpus))
@@ -296,24 +373,39 @@ def in_flight(stages_after: int, microbatches: int) -> int:
 
 
 def member_time_s(instance: MixedInstance, first: int, end: int, gpu: int, tp_index: int, share: int) -> float:
-    """time_g(t, y, first..end−1): a replica's seconds per micro-batch on those layers."""
+    """time_g(t, y, first..end−1): a replica's seconds per micro-batch on those layers (y ≤ Y)."""
     p = instance.gpus[gpu].tp[tp_index].time_prefix[share - 1]
     return p[end] - p[first]
 
 
 def member_fits(instance: MixedInstance, first: int, end: int, gpu: int, tp_index: int, share: int, flight: int) -> bool:
-    """static + flight · activation ≤ memory (+ MEMORY_RTOL) on each GPU of the member."""
+    """static + flight · activation ≤ memory (+ MEMORY_RTOL) on each GPU of a replica with
+    ``share`` samples; a share above the tables' rows Y does not fit."""
     tab = instance.gpus[gpu].tp[tp_index]
+    if not 1 <= share <= tab.shares:
+        return False
     static = tab.static_prefix[end] - tab.static_prefix[first]
     act = tab.activation_prefix[share - 1][end] - tab.activation_prefix[share - 1][first]
     return static + flight * act <= instance.gpus[gpu].memory_bytes * (1.0 + MEMORY_RTOL)
 
 
+def link_bytes(nbytes: float, degree: int, unit: int) -> float:
+    """Bytes one unit's link moves per ring step share: nbytes · min(1, unit / t).
+
+    >>> link_bytes(8.0, 1, 4), link_bytes(8.0, 4, 4), link_bytes(8.0, 2, 1)
+    (8.0, 8.0, 4.0)
+    """
+    return nbytes * min(1.0, unit / degree)
+
+
 def sync_s(instance: MixedInstance, first: int, end: int, members) -> float:
     """The stage's gradient ring all-reduce, once per iteration (0 for one replica).
 
-    members: (gpu, degree, replicas) triples. 2(R − 1)/R · max_g (bytes / t_g) / w_g, where
-    w_g is the type's ring bandwidth when the stage uses one type, else min(w_g, cross).
+    members: (gpu, degree, replicas) triples. 2(R − 1)/R · max_g bytes·min(1, unit_g/t_g) / w_g,
+    where w_g is the bandwidth of one unit's link (a node's network; a GPU's when unit = 1)
+    when the stage uses one type, else min(w_g, cross). A unit's link carries one TP shard
+    (bytes/t) per TP rank it holds, of the t rings (one per rank) that cross it: bytes when
+    the unit holds whole replicas (t ≤ unit), bytes·unit/t when a replica spans units.
 
     >>> from hetopt.mixed.synthetic import random_instance
     >>> inst = random_instance(0)
@@ -325,14 +417,33 @@ def sync_s(instance: MixedInstance, first: int, end: int, members) -> float:
         return 0.0
     nbytes = instance.gradient_prefix[end] - instance.gradient_prefix[first]
     mixed = len({m[0] for m in members}) > 1
-    slowest = max(nbytes / m[1] / (min(instance.gpus[m[0]].bandwidth, instance.cross_bandwidth) if mixed
-                                   else instance.gpus[m[0]].bandwidth) for m in members)
+    slowest = max(link_bytes(nbytes, m[1], instance.gpus[m[0]].unit)
+                  / (min(instance.gpus[m[0]].bandwidth, instance.cross_bandwidth) if mixed
+                     else instance.gpus[m[0]].bandwidth) for m in members)
     return 2.0 * (replicas - 1) / replicas * slowest
 
 
+def exposed_sync_s(instance: MixedInstance, first: int, end: int, sync: float, compute_s: float) -> float:
+    """The part of the ring that the last micro-batch's backward cannot hide:
+    max(σ − ω·c, σ/K), K the buckets of the layers (0 when σ = 0).
+
+    >>> from hetopt.mixed.synthetic import hand_instance
+    >>> inst = hand_instance(overlap=0.5)
+    >>> exposed_sync_s(inst, 0, 2, 2.0, 1.0), exposed_sync_s(inst, 0, 2, 2.0, 3.0)  # 2 − 0.5; then 2/2 buckets
+    (1.5, 1.0)
+    """
+    if sync <= 0.0:
+        return 0.0
+    buckets = instance.bucket_prefix[end] - instance.bucket_prefix[first]
+    return max(sync - instance.overlap * compute_s, sync / buckets)
+
+
 def stage_time_s(instance: MixedInstance, first: int, end: int, members, compute_s: float) -> float:
-    """t_s = slowest member's time + sync / M (the once-per-iteration sync amortized, as the cost model does)."""
-    return compute_s + sync_s(instance, first, end, members) / instance.microbatches
+    """t_s = c + max(σ − ω·c, σ/K) / M: the slowest replica's time plus the ring's exposed part,
+    once per iteration, amortized over M (as the cost model's ``data_parallel_comm`` does).
+    Non-decreasing in c (ω < 1 ≤ M), so the fastest split is the best one."""
+    sync = sync_s(instance, first, end, members)
+    return compute_s + exposed_sync_s(instance, first, end, sync, compute_s) / instance.microbatches
 
 
 def iteration_time_s(instance: MixedInstance, times) -> float:
@@ -354,7 +465,7 @@ def evaluate(instance: MixedInstance, solution: MixedSolution) -> Evaluation:
     --------
     >>> from hetopt.mixed.synthetic import hand_instance
     >>> inst = hand_instance()
-    >>> plan = build_solution(inst, [(0, 2, [(0, 1, 2, 1)])])
+    >>> plan = build_solution(inst, [(0, 2, [(0, 1, 2, 2)])])
     >>> ev = evaluate(inst, plan)
     >>> ev.feasible, round(ev.objective, 9)  # t = 2·1.0 (y=1) + sync 2·1/2·2 B/1 B/s / M=4 = 2.5; T = 4·2.5
     (True, 10.0)
@@ -384,20 +495,26 @@ def evaluate(instance: MixedInstance, solution: MixedSolution) -> Evaluation:
                 violations.append(f"{where}: GPU type {m.gpu!r} unknown or used twice in the stage")
                 continue
             seen.add(m.gpu)
-            k = instance.gpus[m.gpu].degree_index(m.degree) if _is_int(m.degree) else None
+            grp = instance.gpus[m.gpu]
+            k = grp.degree_index(m.degree) if _is_int(m.degree) else None
             if k is None:
-                violations.append(f"{where}: tp {m.degree!r} is not allowed for {instance.gpus[m.gpu].name}")
+                violations.append(f"{where}: tp {m.degree!r} is not allowed for {grp.name}")
                 continue
-            if not _is_int(m.replicas) or m.replicas < 1 or not _is_int(m.share) or not 1 <= m.share <= b:
-                violations.append(f"{where}: {instance.gpus[m.gpu].name} needs replicas ≥ 1 and a share 1..{b} "
-                                  f"(got {m.replicas!r}, {m.share!r})")
+            if not _is_int(m.replicas) or m.replicas < 1 or not _is_int(m.samples) or not m.replicas <= m.samples <= b:
+                violations.append(f"{where}: {grp.name} needs replicas ≥ 1 and samples from replicas to {b} "
+                                  f"(every replica holds one at least; got {m.replicas!r}, {m.samples!r})")
                 continue
-            samples += m.replicas * m.share
+            if m.replicas * m.degree % grp.unit:
+                violations.append(f"{where}: {grp.name} takes {m.replicas}×{m.degree} GPUs, not whole units of "
+                                  f"{grp.unit}")
+            samples += m.samples
             used[m.gpu] += m.replicas * m.degree
-            if not member_fits(instance, st.first, st.end, m.gpu, k, m.share, flight):
-                violations.append(f"{where}: {instance.gpus[m.gpu].name} tp{m.degree} y{m.share} does not fit its "
-                                  f"memory with {flight} micro-batches in flight")
-            slowest = max(slowest, member_time_s(instance, st.first, st.end, m.gpu, k, m.share))
+            for y in m.shares:  # every replica: the ⌊n/r⌋ ones and the ⌈n/r⌉ ones
+                if not member_fits(instance, st.first, st.end, m.gpu, k, y, flight):
+                    violations.append(f"{where}: {grp.name} tp{m.degree} y{y} does not fit its memory with "
+                                      f"{flight} micro-batches in flight")
+                    break
+                slowest = max(slowest, member_time_s(instance, st.first, st.end, m.gpu, k, y))
             triples.append((m.gpu, m.degree, m.replicas))
         if samples != b:
             violations.append(f"{where}: the replicas hold {samples} samples of each micro-batch, b = {b}")
@@ -405,7 +522,7 @@ def evaluate(instance: MixedInstance, solution: MixedSolution) -> Evaluation:
         compute.append(slowest)
         syncs.append(sync)
         flights.append(flight)
-        times.append(slowest + sync / M)
+        times.append(slowest + exposed_sync_s(instance, st.first, st.end, sync, slowest) / M)
     if not violations and expect != instance.layers:
         violations.append(f"the stages cover layers 0..{expect - 1}, the model has {instance.layers}")
     for g, (u, grp) in enumerate(zip(used, instance.gpus)):

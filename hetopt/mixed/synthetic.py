@@ -13,14 +13,22 @@ import numpy as np
 from hetopt.mixed.problem import GIB, GpuGroup, MixedInstance, TpTables
 
 
+def _rising(rows) -> tuple[tuple[float, ...], ...]:
+    """Each row raised to the one before it where the noise dipped (the tables do not decrease in y)."""
+    out = [tuple(rows[0])]
+    for row in rows[1:]:
+        out.append(tuple(max(v, lo) for v, lo in zip(row, out[-1])))
+    return tuple(out)
+
+
 def _group(rng: np.random.Generator, g: int, layers: int, b: int, max_count: int) -> GpuGroup:
     speed = float(rng.uniform(0.5, 2.0))  # seconds per sample-layer, relative
     degrees = [1] if rng.random() < 0.5 else [1, 2]
     tables = []
     base = [float(rng.uniform(0.5, 1.5)) for _ in range(layers)]
     for t in degrees:
-        time_s = tuple(tuple(speed * base[l] * (0.3 + y) / t ** 0.8 * float(rng.uniform(0.9, 1.1))
-                             for l in range(layers)) for y in range(1, b + 1))
+        time_s = _rising([[speed * base[l] * (0.3 + y) / t ** 0.8 * float(rng.uniform(0.9, 1.1))
+                           for l in range(layers)] for y in range(1, b + 1)])
         static = tuple(float(rng.uniform(1.0, 4.0)) * GIB / t for _ in range(layers))
         act = tuple(tuple(0.5 * y * GIB / t for _ in range(layers)) for y in range(1, b + 1))
         tables.append(TpTables(t, time_s, static, act))
@@ -30,8 +38,12 @@ def _group(rng: np.random.Generator, g: int, layers: int, b: int, max_count: int
 
 
 def random_instance(seed: int, *, layers: int = 3, types: int = 2, max_count: int = 3, microbatch_size: int = 3,
-                    microbatches: int | None = None) -> MixedInstance:
+                    microbatches: int | None = None, variety: bool = False) -> MixedInstance:
     """A random instance; the same seed gives the same instance.
+
+    With ``variety`` (drawn from a second stream, so the base instance is the same): units of
+    1 or 2 GPUs per type (counts rounded up to whole units), tables cut to 1..b rows, an
+    overlap ω of 0 or 0.5 and 1-3 buckets per layer.
 
     Examples
     --------
@@ -47,7 +59,22 @@ def random_instance(seed: int, *, layers: int = 3, types: int = 2, max_count: in
     grad = tuple(float(rng.uniform(0.1, 2.0)) * GIB for _ in range(layers))
     link = float(rng.choice([0.0, 0.2, 1.0]))
     cross = float(rng.choice([0.5, 2.0])) * GIB
-    return MixedInstance(f"random-{seed}", m, microbatch_size, layers, grad, link, cross, groups)
+    if not variety:
+        return MixedInstance(f"random-{seed}", m, microbatch_size, layers, grad, link, cross, groups)
+    more = np.random.default_rng([seed, 1])
+    varied = []
+    for grp in groups:
+        unit = int(more.integers(1, 3))
+        tables = []
+        for tab in grp.tp:
+            rows = int(more.integers(1, microbatch_size + 1))
+            tables.append(TpTables(tab.degree, tab.time_s[:rows], tab.static_bytes, tab.activation_bytes[:rows]))
+        varied.append(GpuGroup(grp.name, -(-grp.count // unit) * unit, grp.memory_bytes, grp.bandwidth, tuple(tables),
+                               unit))
+    overlap = float(more.choice([0.0, 0.5]))
+    buckets = tuple(int(k) for k in more.integers(1, 4, size=layers))
+    return MixedInstance(f"random-{seed}-varied", m, microbatch_size, layers, grad, link, cross, tuple(varied),
+                         overlap, buckets)
 
 
 def hand_instance(**overrides) -> MixedInstance:

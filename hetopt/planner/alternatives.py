@@ -61,7 +61,7 @@ class Setting:
     #: the alternatives are planned over the same ones.
     microbatch_sizes: tuple[int, ...] | None = None
     #: plan the ``mixed-stages`` alternative too (``planner/mixed.py``; off by default: it takes
-    #: up to ``mixed.MIXED_BUDGET_S`` and has not beaten the composed pipeline on a shipped cluster)
+    #: up to ``mixed.MIXED_BUDGET_S``, and its row is priced by block tables, not the planner's own prices)
     mixed_stages: bool = False
 
 

@@ -1,16 +1,22 @@
 """The mixed-stage alternative: pipeline stages whose data-parallel replicas span GPU types.
 
 Builds a ``mixed`` family instance (``formulations/mixed.md``) from the planner's cluster and
-model with the built-in stage prices and solves it with the family's exact ``dp``. The tables
-come from the parallelizer's own prices of one *block* (``BLOCK_ATOMS`` consecutive atoms of
-the planner) at a time, on one node of each GPU type, for each TP degree t dividing the node
-and each share y = 1..b, as a one-stage layout (pp 1, dp 1, no recomputation, ZeRO 0):
+model with the built-in stage prices and solves it with the family's exact ``dp``. A stage
+holds, per GPU type, a count of identical replicas taking whole nodes (the family's unit), so
+a stage can use every node of the cluster. The tables come from the parallelizer's own prices
+of one *block* (``BLOCK_ATOMS`` consecutive atoms of the planner) at a time, on one node of
+each GPU type, for each TP degree t dividing the node and each share y = 1..Y, as a one-stage
+layout (pp 1, dp 1, no recomputation, ZeRO 0):
 
-* time_g(t, y, block) = that stage's forward + backward seconds; static and activation bytes
-  per GPU likewise (the embedding is priced with the first block, the head with the last);
-* gradient bytes of a block = its parameters × ``costmodel.GRADIENT_BYTES``;
-* a type's ring bandwidth per GPU = its node's network as NCCL achieves it, over the node's
-  GPUs; a ring across types runs at the slowest of them;
+* time_g(t, y, block) = that stage's forward + backward seconds; static bytes per GPU at
+  y = 1 and activation bytes per GPU, plus the static bytes that grow with y (the head's
+  logits workspace), per share (the embedding is priced with the first block, the head with
+  the last); Y stops at the first share no block fits alone at one micro-batch in flight, and
+  at ⌈b / r_min⌉ (r_min replicas of t GPUs make a whole node);
+* gradient bytes of a block = its parameters × the bytes the runtime reduces per gradient;
+* a type's ring bandwidth = its node's network as NCCL achieves it (a unit's link); a ring
+  across types runs at the slowest; the ring hides behind the last backward (ω = 2/3 of the
+  table's time, one bucket per model layer) when the runtime overlaps data-parallel traffic;
 * the hand-over λ = the slowest island-to-island link of ``compose.link_matrix``;
 * the runtime's reserved bytes come off each block's static bytes and off the capacity (a
   stage holds them once).
@@ -18,18 +24,19 @@ and each share y = 1..b, as a one-stage layout (pp 1, dp 1, no recomputation, Ze
 Where this approximates the planner's stage prices (said again in ``formulations/mixed.md``):
 a stage of several blocks is priced as the sum of its blocks (the parallelizer prices it
 whole; fixed per-stage terms such as a TP stage's hand-overs are counted once per block);
-the data-parallel reduction is the family's flat ring (no NCCL step latency, no
-overlap with backward compute, no ZeRO sharding of the optimizer state, which the
-composed plan's ``_data_parallel`` has); the optimizer step is priced per replica at dp 1;
-a block's static bytes are its price at the share y = b (the cost model's static bytes grow
-a little with the samples, e.g. the head's workspace; the family's static table does not
-depend on y, so this is the conservative end).
+the data-parallel reduction is the family's ring over node links (no NCCL step latency, no
+ZeRO sharding of the optimizer state, which the composed plan's ``_data_parallel`` has), and
+its overlap counts the TP traffic in the table's time as hiding compute; the optimizer step
+is priced per replica at dp 1; the static bytes that grow with y are counted once per
+micro-batch in flight (exact for the last stage, which holds the head and one micro-batch).
 The plan is the family's proven optimum *of these tables*, so the alternative is FEASIBLE as
 a plan of the cluster, not OPTIMAL.
 """
 
 from __future__ import annotations
 
+import copy
+import math
 from collections import Counter
 
 from hetopt import costmodel as cm
@@ -37,19 +44,21 @@ from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.costmodel.stage import Layout
 from hetopt.errors import InputError
+from hetopt.mixed.limits import MAX_STATES, state_count
 from hetopt.mixed.problem import GpuGroup, MixedInstance, TpTables
 from hetopt.planner.answer import Alternative
-from hetopt.planner.compose import job_element_bytes, link_matrix
+from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.compose import job_element_bytes, link_matrix, microbatch_candidates
 from hetopt.planner.parallelizer import IslandSpec, Slice, divisors
 from hetopt.result import Status
 
 #: Atoms per block of the mixed instance: OPT-350M's 24 layers become 6 blocks, so the DP's
 #: layer ranges (21) times flights times layouts stay inside its pricing limit.
 BLOCK_ATOMS = 4
-#: The micro-batch sizes b tried (samples): the shares y = 1..b are the tables' rows and the
-#: layouts grow with b (r ≤ b); on Sailor's a8v24 the dp takes about 20 s at b = 8 and 80 s
-#: at b = 16 (measured), so one size.
-MICROBATCH_SIZES = (8,)
+#: A stage takes a type's GPUs in whole nodes ("node") or one at a time ("gpu"): nodes keep the
+#: DP's state small (units per type: 9 × 25 on Sailor's a8v24 against 33 × 97 GPUs) and are
+#: how the composed plans take GPUs too.
+UNIT = "node"
 #: The row's name in the alternatives table.
 NAME = "mixed-stages"
 #: Seconds the alternative may take without a time limit (its dp then answers FEASIBLE with
@@ -70,30 +79,73 @@ def _node_specs(s) -> dict[str, IslandSpec]:
     return specs
 
 
+def _rising(rows: list[list[float]]) -> tuple[tuple[tuple[float, ...], ...], int]:
+    """The rows, each raised to the one before it where it dips, and how many entries were raised
+    (the family's tables must not decrease with the share)."""
+    out, raised = [], 0
+    for row in rows:
+        if out:
+            raised += sum(v < lo for v, lo in zip(row, out[-1]))
+            row = [max(v, lo) for v, lo in zip(row, out[-1])]
+        out.append(tuple(row))
+    return tuple(out), raised
+
+
 def mixed_instance(s, microbatch_size: int) -> MixedInstance:
-    """The mixed instance of the setting ``s`` (``alternatives.Setting``) for micro-batches of ``microbatch_size``."""
+    """The mixed instance of the setting ``s`` (``alternatives.Setting``) for micro-batches of ``microbatch_size``.
+
+    Per type: the allocation unit is a node's GPUs (``UNIT``: a stage takes whole nodes), and
+    the tables' rows stop at the largest share y that some block fits alone at one micro-batch
+    in flight (a larger share fits no stage), at most b.
+    """
     b, M = microbatch_size, s.global_batch // microbatch_size
-    counts = Counter()
+    counts, per_node = Counter(), {}
     for node, gpu in zip(s.cluster.islands.nodes, s.cluster.gpu_types):
         counts[gpu.name] += node.gpus
+        per_node[gpu.name] = math.gcd(per_node.get(gpu.name, 0), node.gpus)
     blocks = [Slice(tuple(s.atoms[i:i + BLOCK_ATOMS])) for i in range(0, len(s.atoms), BLOCK_ATOMS)]
     groups = []
     reserved = getattr(s.parallelizer, "reserved_bytes", 0.0)  # a parallelizer of the user's may hold none
     for name, spec in _node_specs(s).items():
+        capacity = spec.memory_bytes - reserved
+        unit = per_node[name] if UNIT == "node" else 1
         tables = []
         for t in divisors(spec.gpus_per_node):
+            # the built-in parallelizer's memo keeps one price table per (samples, micro-batches) and
+            # sums their sizes on every query: a private copy per TP degree keeps that sum small
+            # (the prices are the same; the planner's own memo is left as it was)
+            par = copy.copy(s.parallelizer) if isinstance(s.parallelizer, BuiltinParallelizer) else s.parallelizer
             rows_t, rows_a, static = [], [], None
-            for y in range(1, b + 1):
-                stage = [s.parallelizer.plan(block, spec, Layout(t, 1, 1, (len(block.atoms),), "none", 0),
-                                             microbatch_size=y, microbatches=M).stages[0] for block in blocks]
-                rows_t.append(tuple(st.time_s for st in stage))
-                rows_a.append(tuple(st.activation_bytes for st in stage))
-                # every price holds the runtime's reserved bytes once; a stage of several blocks
-                # holds them once too, so they come off each block and off the capacity
-                static = tuple(st.static_bytes - reserved for st in stage)
-            tables.append(TpTables(t, tuple(rows_t), static, tuple(rows_a)))
-        ring = spec.inter_achieved / spec.gpus_per_node
-        groups.append(GpuGroup(name, counts[name], spec.memory_bytes - reserved, ring, tuple(tables)))
+            # a replica of t GPUs holds at most ⌈b / r_min⌉ samples, r_min the fewest replicas that
+            # make whole units
+            most = -(-b // (unit // math.gcd(unit, t)))
+            for y in range(1, most + 1):
+                stage = [par.plan(block, spec, Layout(t, 1, 1, (len(block.atoms),), "none", 0),
+                                  microbatch_size=y, microbatches=M).stages[0] for block in blocks]
+                if static is None:
+                    # every price holds the runtime's reserved bytes once; a stage of several blocks
+                    # holds them once too, so they come off each block and off the capacity
+                    static = tuple(st.static_bytes - reserved for st in stage)
+                # static bytes that grow with the share (the head's logits workspace) go to the
+                # activations: exact for the last stage (one micro-batch in flight), an over-count
+                # by the flight elsewhere
+                act = [st.activation_bytes + (st.static_bytes - reserved - s0) for st, s0 in zip(stage, static)]
+                if all(s0 + a > capacity for s0, a in zip(static, act)):
+                    break  # no block fits this share alone: no stage fits it or any larger one
+                rows_t.append([st.time_s for st in stage])
+                rows_a.append(act)
+            if not rows_t:
+                continue  # not even one sample fits a block at this TP degree
+            time_s, _ = _rising(rows_t)
+            activation, _ = _rising(rows_a)
+            tables.append(TpTables(t, time_s, static, activation))
+        if not tables:
+            continue  # the type holds no block at any share: the mixed plans leave it out
+        # a unit's link: the node's network when a stage takes whole nodes, else a GPU's share of it
+        ring = spec.inter_achieved if unit == spec.gpus_per_node else spec.inter_achieved / spec.gpus_per_node
+        groups.append(GpuGroup(name, counts[name], capacity, ring, tuple(tables), unit))
+    if not groups:
+        raise InputError(f"no GPU type of {s.cluster.name} holds one block ({BLOCK_ATOMS} atoms) of one sample")
     params = [sum(cm.layer_parameters(s.cfg, i) for a in block.atoms for i in range(a.first_layer, a.first_layer + a.layers))
               for block in blocks]
     params[0] += cm.input_embedding_parameters(s.cfg)  # the embedding's and the head's gradients go with their blocks
@@ -101,14 +153,50 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
     element = job_element_bytes(s.parallelizer)
     links = link_matrix(s.cluster, s.members, s.cfg, s.seq, b, element)
     link = max((x for row in links for x in row), default=0.0)
+    # gradients reduced in fp32 (gradreduce=fp32), else in the run's element size (4 bytes in fp32/tf32)
+    grad = (cm.FP32_GRADIENT_BYTES if getattr(s.parallelizer, "grad_reduce_fp32", False)
+            else cm.GRADIENT_BYTES * element / cm.ACTIVATION_BYTES)
+    # the ring hides behind the last micro-batch's backward, in one bucket per model layer, when
+    # the runtime overlaps data-parallel traffic (``cm.data_parallel_comm``, ``cm.exposed_s``)
+    overlap = (cm.BACKWARD_PER_FORWARD / cm.TRAINING_PER_FORWARD
+               if getattr(s.parallelizer, "overlap_communication", False) else 0.0)
+    buckets = tuple(sum(a.layers for a in block.atoms) or 1 for block in blocks)
     return MixedInstance(f"{s.cluster.name}-{s.cfg.name}-mixed-b{b}", M, b, len(blocks),
-                         tuple(p * cm.GRADIENT_BYTES * element / cm.ACTIVATION_BYTES for p in params), link, min(g.bandwidth for g in groups),
-                         tuple(groups))
+                         tuple(p * grad for p in params), link, min(g.bandwidth for g in groups),
+                         tuple(groups), overlap, buckets)
+
+
+def _grouped(reasons: list[tuple[int, str]]) -> str:
+    """``b=1, 2: why; b=4: other`` from (size, why) pairs, each reason once.
+
+    >>> _grouped([(1, "DECLINED (x)"), (2, "DECLINED (x)"), (4, "INFEASIBLE")])
+    'b=1, 2: DECLINED (x); b=4: INFEASIBLE'
+    """
+    sizes: dict[str, list[int]] = {}
+    for b, why in reasons:
+        sizes.setdefault(why, []).append(b)
+    return "; ".join(f"b={', '.join(map(str, bs))}: {why}" for why, bs in sizes.items())
+
+
+def _too_many_states(s, b: int) -> str | None:
+    """Why the family's dp would decline the instance of size ``b`` for its states, or None."""
+    units, per_node = Counter(), {}
+    for node, gpu in zip(s.cluster.islands.nodes, s.cluster.gpu_types):
+        units[gpu.name] += node.gpus
+        per_node[gpu.name] = math.gcd(per_node.get(gpu.name, 0), node.gpus)
+    if UNIT == "node":
+        units = {name: n // per_node[name] for name, n in units.items()}
+    blocks = -(-len(s.atoms) // BLOCK_ATOMS)
+    n = state_count(blocks, list(units.values()), s.global_batch // b)
+    if n > MAX_STATES:
+        return (f"{n} states (layers × units used per type × stages after) exceed the dp's limit of {MAX_STATES}; "
+                f"the cluster has too many nodes per GPU type for the mixed-stages row")
+    return None
 
 
 def mixed_alternative(s, deadline: Deadline):
-    """The ``mixed-stages`` row (``answer.Alternative``): the best plan over
-    ``MICROBATCH_SIZES``, within ``MIXED_SHARE`` of what is left of ``deadline`` and at most
+    """The ``mixed-stages`` row (``answer.Alternative``): the best plan over the micro-batch
+    sizes (the user's, or the composed plan's candidates), within ``MIXED_SHARE`` of what is left of ``deadline`` and at most
     ``MIXED_BUDGET_S`` seconds.
 
     Its status is FEASIBLE when the family's ``dp`` proved its optimum *of the tables* (the
@@ -117,36 +205,47 @@ def mixed_alternative(s, deadline: Deadline):
     """
     left = deadline.seconds_left()
     budget = Deadline(MIXED_BUDGET_S if left is None else min(MIXED_BUDGET_S, MIXED_SHARE * left))
-    best, reasons, statuses = None, [], []
-    # the micro-batch size the user fixed, when the tables stay small enough; else ours
-    sizes = (s.microbatch_size,) if s.microbatch_size and s.microbatch_size <= max(MICROBATCH_SIZES) else MICROBATCH_SIZES
+    best, reasons, statuses, infeasible = None, [], [], []  # infeasible sizes are proofs, not gaps
+    # the micro-batch size the user fixed, else the composed plan's candidates (every divisor of
+    # the global batch, powers of two first): the tables' rows stop where a share no longer fits,
+    # so a large b costs no more than a small one
+    sizes = (s.microbatch_size,) if s.microbatch_size else (
+        s.microbatch_sizes or tuple(microbatch_candidates(s.global_batch, None)))
     for b in sizes:
         if s.global_batch % b:
             continue
         if budget.expired():
-            reasons.append(f"b={b}: not tried, its time was spent")
+            reasons.append((b, "not tried, its time was spent"))
             statuses.append(Status.TIME_LIMIT)
+            continue
+        hit = _too_many_states(s, b)
+        if hit is not None:  # decided from the counts, before any table is priced
+            reasons.append((b, f"{Status.DECLINED.value} ({hit})"))
+            statuses.append(Status.DECLINED)
             continue
         try:
             inst = mixed_instance(s, b)
         except InputError as exc:  # outside the family's ranges (more than MAX_TYPES GPU types, ...)
-            reasons.append(f"b={b}: the mixed instance declines the cluster: {exc}")
+            reasons.append((b, f"the mixed instance declines the cluster: {exc}"))
             statuses.append(Status.DECLINED)
             continue
         r = solvers.solve(inst, "dp", time_limit=budget.seconds_left())
         if r.status.has_solution and (best is None or r.objective < best[0].objective):
             best = (r, b)
-        if r.status is not Status.OPTIMAL:
-            reasons.append(f"b={b}: {r.status.value}" + (f" ({r.reason})" if r.reason else ""))
+        if r.status is Status.INFEASIBLE:
+            infeasible.append((b, f"{r.status.value}" + (f" ({r.reason})" if r.reason else "")))
+        elif r.status is not Status.OPTIMAL:
+            reasons.append((b, f"{r.status.value}" + (f" ({r.reason})" if r.reason else "")))
             statuses.append(r.status)
     if best is None:
-        # the row's status: the one every size ended with, else the first that was not a proof
+        # the row's status: the first that was not a proof, else INFEASIBLE (every size proven so)
         status = statuses[0] if statuses else Status.INFEASIBLE
-        return Alternative(NAME, None, "; ".join(reasons) or "no micro-batch size divides the global batch", status)
+        return Alternative(NAME, None, _grouped(reasons + infeasible) or "no micro-batch size divides the global batch",
+                           status)
     r, b = best
     used = Counter()
     for stage in r.solution.stages:
         for m in stage.members:
             used[r.solution.names[m.gpu]] += m.replicas * m.degree
-    note = "" if not reasons else f" (not every size proven: {'; '.join(reasons)})"
+    note = "" if not reasons else f" (not every size proven: {_grouped(reasons)})"
     return Alternative(NAME, r.objective, f"{r.solution.describe()}, b={b}{note}", Status.FEASIBLE, gpus_by_type=dict(used))

@@ -11,8 +11,8 @@ from hetopt.mixed.problem import GBPS, GIB, MAX_TYPES, GpuGroup, MixedInstance, 
 from hetopt.readers.fields import Fields, located
 
 TOP_KEYS = ("problem", "name", "description", "source", "microbatches", "microbatch_size", "layers", "link_s",
-            "cross_bandwidth_gbps", "gradient_gib", "gpu")
-GPU_KEYS = ("name", "count", "memory_gib", "bandwidth_gbps", "tp", "description")
+            "cross_bandwidth_gbps", "gradient_gib", "overlap", "buckets", "gpu")
+GPU_KEYS = ("name", "count", "unit", "memory_gib", "bandwidth_gbps", "tp", "description")
 TP_KEYS = ("degree", "time_s", "static_gib", "activation_gib")
 
 
@@ -20,11 +20,21 @@ def _rows(f: Fields, name: str, scale: float = 1.0) -> tuple[tuple[float, ...], 
     """A list of lists of numbers (one row per share), each entry times ``scale``."""
     value = f.data.get(name)
     if value is None:
-        raise f.error(name, "missing (this key is required: one list per share y = 1..microbatch_size)")
+        raise f.error(name, "missing (this key is required: one list per share y = 1, 2, ... up to microbatch_size)")
     if not isinstance(value, list) or not all(isinstance(row, list) for row in value):
         raise f.error(name, "must be a list of lists of numbers, one list per share y = 1..microbatch_size")
     rows = Fields({f"{name}[{y}]": row for y, row in enumerate(value)}, f.source, f.path)
     return tuple(tuple(v * scale for v in rows.numbers(f"{name}[{y}]")) for y in range(len(value)))
+
+
+def _buckets(top: Fields) -> tuple:
+    """The optional per-layer bucket counts (whole numbers, checked by the instance); () when absent."""
+    value = top.data.get("buckets")
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise top.error("buckets", f"must be a list of whole numbers, one per layer (got {value!r})")
+    return tuple(value)
 
 
 def read_mixed(data: dict, source: str) -> MixedInstance:
@@ -43,7 +53,8 @@ def read_mixed(data: dict, source: str) -> MixedInstance:
             tables.append(TpTables(t.integer("degree"), _rows(t, "time_s"),
                                    tuple(v * GIB for v in t.numbers("static_gib")), _rows(t, "activation_gib", GIB)))
         gpus.append(GpuGroup(f.string("name"), f.integer("count"), f.number("memory_gib", positive=True) * GIB,
-                             f.number("bandwidth_gbps", positive=True) * GBPS, tuple(tables)))
+                             f.number("bandwidth_gbps", positive=True) * GBPS, tuple(tables),
+                             f.integer("unit", 1)))
     fields = {
         "name": top.string("name", source),
         "microbatches": top.integer("microbatches"),
@@ -53,6 +64,8 @@ def read_mixed(data: dict, source: str) -> MixedInstance:
         "link_s": top.number("link_s", 0.0),
         "cross_bandwidth": top.number("cross_bandwidth_gbps", positive=True) * GBPS,
         "gpus": tuple(gpus),
+        "overlap": top.number("overlap", 0.0),
+        "buckets": _buckets(top),
     }
     with located(source):
         return MixedInstance(**fields)
@@ -66,7 +79,10 @@ def mixed_data(instance: MixedInstance) -> dict:
         "microbatch_size": instance.microbatch_size, "layers": instance.layers, "link_s": instance.link_s,
         "cross_bandwidth_gbps": instance.cross_bandwidth / GBPS,
         "gradient_gib": [v / GIB for v in instance.gradient_bytes],
-        "gpu": [{"name": g.name, "count": g.count, "memory_gib": g.memory_bytes / GIB,
+        **({"overlap": instance.overlap} if instance.overlap else {}),
+        **({"buckets": list(instance.buckets)} if instance.buckets else {}),
+        "gpu": [{"name": g.name, "count": g.count, **({"unit": g.unit} if g.unit != 1 else {}),
+                 "memory_gib": g.memory_bytes / GIB,
                  "bandwidth_gbps": g.bandwidth / GBPS,
                  "tp": [{"degree": t.degree, "time_s": [list(r) for r in t.time_s],
                          "static_gib": [v / GIB for v in t.static_bytes],

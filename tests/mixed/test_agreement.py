@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from hetopt import solve
 from hetopt.mixed import FAMILY
-from hetopt.mixed.bruteforce import plan_count
+from hetopt.mixed.bruteforce import per_replica_optimum, plan_count
 from hetopt.mixed.problem import evaluate
 from hetopt.mixed.synthetic import random_instance
 from hetopt.result import Status, objectives_agree
@@ -47,3 +49,55 @@ def test_exact_methods_agree_with_bruteforce(seed):
             assert objectives_agree(r.objective, truth.objective, rtol=rtol, atol=atol), (method, r.objective,
                                                                                            truth.objective)
             assert evaluate(inst, r.solution).feasible
+
+
+#: seeded instances with units of 1-2 GPUs, tables cut to fewer rows than b, overlap and buckets
+VARIED_SEEDS = range(150)
+
+
+def _varied(seed: int):
+    layers, types, count, b = SIZES[seed % len(SIZES)]
+    return random_instance(seed, layers=layers, types=types, max_count=count, microbatch_size=b, variety=True)
+
+
+@pytest.mark.parametrize("seed", VARIED_SEEDS)
+def test_varied_instances_agree_with_bruteforce_and_per_replica_shares(seed):
+    """dp = milp = bruteforce (typed counts, even spreading) = the per-replica optimum (every
+    replica its own share): the typed counts lose no optimum (formulations/mixed.md)."""
+    inst = _varied(seed)
+    results = {m: solve(inst, m) for m in ("bruteforce", "dp", "milp")}
+    truth = results["bruteforce"]
+    assert truth.status in (Status.OPTIMAL, Status.INFEASIBLE)
+    rtol, atol = FAMILY.tolerance(inst)
+    for method in ("dp", "milp"):
+        r = results[method]
+        assert r.status is truth.status, (method, r.reason)
+        if truth.status is Status.OPTIMAL:
+            assert objectives_agree(r.objective, truth.objective, rtol=rtol, atol=atol), (method, r.objective)
+            assert evaluate(inst, r.solution).feasible
+    per_replica = per_replica_optimum(inst)
+    if truth.status is Status.INFEASIBLE:
+        assert per_replica == math.inf
+    else:
+        assert objectives_agree(per_replica, truth.objective, rtol=rtol, atol=atol)
+
+
+def test_varied_cases_use_what_they_vary():
+    """Some optimum takes units of 2, some spreads samples unevenly, some stage mixes types."""
+    sols = [(inst, r.solution) for inst, r in ((i, solve(i, "dp")) for i in map(_varied, VARIED_SEEDS)) if r.solution]
+    members = [(inst, m) for inst, sol in sols for st in sol.stages for m in st.members]
+    assert any(inst.gpus[m.gpu].unit == 2 for inst, m in members)
+    assert any(m.samples % m.replicas for _inst, m in members)
+    assert sum(any(len(st.members) > 1 for st in sol.stages) for _inst, sol in sols) >= 5
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_even_spreading_matches_per_replica_shares_on_more_replicas(seed):
+    """b = 5 on up to 4 GPUs per type (uneven spreads of 2-4 replicas): dp = per-replica optimum."""
+    inst = random_instance(seed, layers=2, types=2, max_count=4, microbatch_size=5, variety=seed % 2 == 1)
+    r, per_replica = solve(inst, "dp"), per_replica_optimum(inst)
+    if r.status is Status.INFEASIBLE:
+        assert per_replica == math.inf
+    else:
+        rtol, atol = FAMILY.tolerance(inst)
+        assert r.status is Status.OPTIMAL and objectives_agree(r.objective, per_replica, rtol=rtol, atol=atol)

@@ -9,7 +9,7 @@ from hetopt.cli import main
 from .conftest import INSTANCES
 
 TINY = str(INSTANCES / "tiny.toml")
-MIXED = str(INSTANCES / "a100x6-v100x8-l3.toml")
+MIXED = str(INSTANCES / "a100x6-v100x4-l3.toml")
 
 
 def test_solve_json(capsys):
@@ -23,7 +23,7 @@ def test_solve_json(capsys):
 def test_solve_table_shows_mixed_stages(capsys):
     assert main(["solve", MIXED, "--method", "dp"]) == 0
     out = capsys.readouterr().out
-    assert "OPTIMAL" in out and "A100" in out and "+ 1×V100" in out
+    assert "OPTIMAL" in out and "A100" in out and "+ 1×V100 tp4 y3" in out
 
 
 def test_crosscheck_agrees(capsys):
@@ -53,5 +53,5 @@ def test_bench_suite(capsys):
     suite = INSTANCES.parent / "suites" / "mixed.toml"
     assert main(["bench", str(suite), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert {r["instance"] for r in rows} == {"tiny", "a100x6-v100x8-l3", "a100x4-v100x8-l8"}
+    assert {r["instance"] for r in rows} == {"tiny", "a100x6-v100x8-l3", "a100x6-v100x4-l3", "a100x4-v100x8-l8"}
     assert all(r["status"] == "OPTIMAL" and r["agree"] for r in rows), rows

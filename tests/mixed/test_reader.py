@@ -53,7 +53,15 @@ def test_reads_units():
     (("count = 2", "count = -1"), "gpu[0].count", "from 0"),
     (("memory_gib = 40.0", "memory_gib = 0.0"), "gpu[0].memory_gib", "> 0"),
     (("degree = 1", "degree = 0"), "gpu[0].tp[0].degree", "from 1"),
-    (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [[1.0, 1.0]]"), "gpu[0].tp[0].time_s", "2 rows"),
+    (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [[1.0, 1.0], [1.5, 1.5], [2.0, 2.0]]"), "gpu[0].tp[0].time_s",
+     "1 to 2 rows"),
+    (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [[1.0, 1.0]]"), "gpu[0].tp[0].activation_gib", "1 rows"),
+    (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [[1.0, 1.0], [0.5, 1.5]]"), "gpu[0].tp[0].time_s[1][0]",
+     "below the row"),
+    (("count = 2", "count = 2\nunit = 4"), "gpu[0].count", "whole units"),
+    (("link_s = 0.1", "link_s = 0.1\noverlap = 1.5"), "overlap", "share"),
+    (("link_s = 0.1", "link_s = 0.1\nbuckets = 3"), "buckets", "list of whole numbers"),
+    (("link_s = 0.1", "link_s = 0.1\nbuckets = [1, 0.5]"), "buckets[1]", "whole number"),
     (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [[1.0, 1.0], [1.5]]"), "gpu[0].tp[0].time_s[1]", "2 numbers"),
     (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [[1.0, -1.0], [1.5, 1.5]]"), "gpu[0].tp[0].time_s[0][1]", ">= 0"),
     (("time_s = [[1.0, 1.0], [1.5, 1.5]]", "time_s = [1.0, 1.0]"), "gpu[0].tp[0].time_s", "list of lists"),
@@ -107,3 +115,12 @@ def test_shipped_instances_load():
     assert len(paths) >= 2
     for path in paths:
         assert load(path).problem == "mixed"
+
+
+def test_round_trip_keeps_units_overlap_buckets_and_short_rows():
+    inst = random_instance(4, microbatch_size=4, variety=True)
+    again = loads(dumps(mixed_data(inst)), source="x.toml")
+    assert again.overlap == inst.overlap and again.buckets == inst.buckets
+    assert [g.unit for g in again.gpus] == [g.unit for g in inst.gpus]
+    assert [[t.shares for t in g.tp] for g in again.gpus] == [[t.shares for t in g.tp] for g in inst.gpus]
+    assert any(g.unit == 2 for g in inst.gpus) or any(t.shares < 4 for g in inst.gpus for t in g.tp)
