@@ -109,6 +109,19 @@ def _warm_parallelizer(par: Parallelizer) -> Parallelizer:
     return par
 
 
+def _remember(par: Parallelizer, calls: list[_Query], answers: list[tuple[PartialPlan, ...] | None]) -> None:
+    """The workers' answers kept by this process's built-in parallelizer, which answers the same
+    queries again without pricing them (the planner's alternatives ask many of them)."""
+    from hetopt.planner.builtin import BuiltinParallelizer
+
+    if type(par) is not BuiltinParallelizer:
+        return
+    for call, found in zip(calls, answers):
+        if found is not None and call.parallelizer == par:
+            par.remember(call.slice, call.island, microbatch_size=call.microbatch_size, microbatches=call.microbatches,
+                         memory_fraction=call.memory_fraction, plans=found)
+
+
 def _run_batch(batch: list[_Query]) -> list[tuple[PartialPlan, ...]]:
     # one parallelizer answers the whole batch, so whatever it memoizes (the built-in one:
     # stage prices) serves every query of the batch, and the batches after it in this worker
@@ -264,6 +277,8 @@ def enumerate_plans(
     stats.queried = len(queries)
     calls = [q for _, q in queries]
     answers = _answer(calls, executor, on_progress, tasks, deadline or Deadline(None))
+    if executor is not None:
+        _remember(parallelizer, calls, answers)
     plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(islands))}
     for (i, _), found in zip(queries, answers):
         if found is None:

@@ -1,0 +1,94 @@
+"""What the built-in parallelizer's queries share, so that work done once serves every query it fits.
+
+A plan asks the built-in parallelizer (``planner/builtin.py``) about a thousand queries, one per
+(slice, island, micro-batch size). Much of a query's work depends on far less than the query:
+
+* a stage's price depends on the island's hardware and links, never on its name, so two
+  islands of one signature (:func:`island_key`) share their prices;
+* the layouts a slice can take, the redundant ones dropped, their compute floors and the order
+  they are priced in (:class:`Prepared`) depend on the slice's layers by content, whether it
+  holds the head (and the whole model), the island's signature and the micro-batch size: a
+  slice of the embedding shares them with the slices of the same layers behind it, and every
+  slice of equal layers with every other;
+* the stages' memo keys of a layout depend on the same, and on whether the slice holds the
+  embedding;
+* the links NCCL achieves on an island (``IslandSpec.intra_achieved``, ``inter_achieved``) are
+  pure functions of its fields: :class:`PricingIsland` computes them once where ``price_stage``
+  reads them a dozen times a stage.
+
+Nothing here changes a number: every shared value is the one the query would compute itself
+(``tests/planner/test_price_sharing.py`` compares the shared and the plain paths).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from hetopt.costmodel.stage import Layout
+from hetopt.planner.parallelizer import IslandSpec
+
+
+def island_key(island: IslandSpec) -> tuple:
+    """Every field of ``island`` but its name: what a stage's price may read of it.
+
+    Two islands with equal keys price every stage alike; any other field (the GPU, nodes, GPUs
+    per node, either bandwidth, peer-to-peer access, the network's transport, and any field
+    added later) tells them apart.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> a100 = load_gpus()["A100-SXM4-80GB"]
+    >>> a, b = IslandSpec("a", a100, 2, 8, 25e9), IslandSpec("b", a100, 2, 8, 25e9)
+    >>> island_key(a) == island_key(b), island_key(a) == island_key(IslandSpec("c", a100, 2, 8, 12.5e9))
+    (True, False)
+    """
+    return tuple((f.name, getattr(island, f.name)) for f in fields(island) if f.name != "name")
+
+
+class PricingIsland:
+    """An island as ``price_stage`` reads it, with the links NCCL achieves computed once.
+
+    ``intra_achieved`` and ``inter_achieved`` are plain attributes here (the island's properties
+    recompute them from the catalog at every read); every other attribute is the island's own.
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> isl = IslandSpec("v", load_gpus()["V100-SXM2-16GB"], 2, 4, 6e9)
+    >>> view = PricingIsland(isl)
+    >>> (view.intra_achieved, view.inter_achieved, view.gpus) == (isl.intra_achieved, isl.inter_achieved, isl.gpus)
+    True
+    """
+
+    __slots__ = ("_island", "gpu", "nodes", "gpus_per_node", "intra_achieved", "inter_achieved")
+
+    def __init__(self, island: IslandSpec) -> None:
+        self._island = island
+        self.gpu = island.gpu
+        self.nodes = island.nodes
+        self.gpus_per_node = island.gpus_per_node
+        self.intra_achieved = island.intra_achieved
+        self.inter_achieved = island.inter_achieved
+
+    def __getattr__(self, name: str) -> Any:
+        # only for names not set above (the island's other fields and properties)
+        return getattr(self._island, name)
+
+
+@dataclass
+class Prepared:
+    """A query's layouts (redundant ones dropped), their compute floors and the order they are
+    priced in, shared by every query of the same content (``BuiltinParallelizer._prepared``).
+
+    ``keys[embedding][n]``: the memo keys of layout n's stages, for slices with or without the
+    embedding (built as the layouts are priced)."""
+
+    layouts: list[Layout]
+    floors: list[tuple[float, float]] | None
+    visit: Any  # Sequence[int]: a list, or a range without floors
+    keys: dict[bool, dict[int, tuple]] = field(default_factory=lambda: {False: {}, True: {}})
+
+
+__all__ = ["PricingIsland", "Prepared", "island_key"]
