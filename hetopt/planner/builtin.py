@@ -34,7 +34,6 @@ Examples
 from __future__ import annotations
 
 import bisect
-import gc
 import math
 import operator
 import threading
@@ -50,7 +49,7 @@ from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.hardware import GpuType
 from hetopt.units import GIB
-from hetopt.planner.pricecache import PricingIsland, Prepared, island_key
+from hetopt.planner.pricecache import PricingIsland, Prepared, collector_paused, island_key
 from hetopt.planner.parallelizer import (
     Atom,
     IslandSpec,
@@ -927,18 +926,11 @@ class BuiltinParallelizer:
         if known is not None:  # asked before (the alternatives ask the enumeration's queries again)
             return known
         # a query allocates hundreds of thousands of short-lived objects and makes no reference
-        # cycles, while the memo it fills only grows: the cyclic collector, run every few hundred
-        # allocations, would traverse the memo again and again (a fifth of a planning run on
-        # Mixtral-8x7B / C2). It is paused for the query (left as it was found: off stays off).
-        collecting = gc.isenabled()
-        if collecting:
-            gc.disable()
-        try:
+        # cycles, while the memo it fills only grows: the collector is paused for the query
+        # (``collector_paused``; the planner pauses it for the whole search)
+        with collector_paused():
             answers[query] = found = self._search(sl, island, microbatch_size, microbatches, global_batch, memory_fraction)
-            return found
-        finally:
-            if collecting:
-                gc.enable()
+        return found
 
     def remember(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int, microbatches: int,
                  memory_fraction: float, plans: tuple[PartialPlan, ...]) -> None:

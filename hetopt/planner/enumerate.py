@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from hetopt.family import Deadline
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
+from hetopt.planner.pricecache import collector_paused
 from hetopt.planner.workers import gather
 
 #: Pruning policies, all on by default.
@@ -126,9 +127,10 @@ def _run_batch(batch: list[_Query]) -> list[tuple[PartialPlan, ...]]:
     # one parallelizer answers the whole batch, so whatever it memoizes (the built-in one:
     # stage prices) serves every query of the batch, and the batches after it in this worker
     out = []
-    for query in batch:
-        par = _warm_parallelizer(query.parallelizer)
-        out.append(_run(query if par is query.parallelizer else replace(query, parallelizer=par)))
+    with collector_paused():  # the whole batch: see ``collector_paused``
+        for query in batch:
+            par = _warm_parallelizer(query.parallelizer)
+            out.append(_run(query if par is query.parallelizer else replace(query, parallelizer=par)))
     return out
 
 
