@@ -665,9 +665,7 @@ class BuiltinParallelizer:
         made = self._cache("layouts")
         whole = sl.embedding and sl.head
         key = tuple(weights)
-        moe = any(cfg.is_moe_layer(i) for i in range(sl.first_layer, sl.first_layer + k))
-        # dense slices of ordinary length keep the TP/PP/DP/recompute/ZeRO search space (and its plans)
-        broad = moe or sl.seq >= self.long_sequence
+        moe, broad = self._broad(sl)
         offload = island.gpu.host_bandwidth is not None and self.offload and broad
         out = []
         for tp in divisors(island.gpus_per_node):
@@ -725,6 +723,13 @@ class BuiltinParallelizer:
                                                                                  cp=cp, offload=o)
                                                 out.append(lay)
         return out
+
+    def _broad(self, sl: Slice) -> tuple[bool, bool]:
+        """Whether the slice has MoE layers, and whether it is searched with CP and offloading too
+        (MoE slices and long sequences); dense slices of ordinary length keep the TP/PP/DP/
+        recompute/ZeRO search space (and its plans)."""
+        moe = any(sl.model.is_moe_layer(i) for i in range(sl.first_layer, sl.first_layer + sl.layers))
+        return moe, moe or sl.seq >= self.long_sequence
 
     def plan(
         self, slice: Atom | Slice, island: IslandSpec, layout: Layout, *, microbatch_size: int, microbatches: int, memory_fraction: float = 1.0
@@ -950,7 +955,7 @@ class BuiltinParallelizer:
         group_of = self._target_groups(sl, island, whole)
         prepared = self._prepared(sl, island, tab, m, M, whole, group_of is not None and RUNTIMES[self.target].keeps_zero0)
         layouts, floors, visit = prepared.layouts, prepared.floors, prepared.visit
-        stage_keys = prepared.keys[sl.embedding]
+        stage_keys, index = prepared.keys[sl.embedding], prepared.index
         pricing = self._pricing(island)
         # layouts of equal floors and depth found beaten once stay beaten (``_beaten``: a row that
         # leaves ``fit_everywhere`` leaves it for one no larger in any component), by group
@@ -988,9 +993,10 @@ class BuiltinParallelizer:
                     beaten.add(bounded)
                     skip_offload = False  # its offloading twin is bounded on its own
                     continue
-            own = stage_keys.get(n)
+            at = n if index is None else index[n]
+            own = stage_keys.get(at)
             if own is None:
-                own = stage_keys[n] = self._stage_keys(sl, island, tab, lay)
+                own = stage_keys[at] = self._stage_keys(sl, island, tab, lay)
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity, keys=own,
                                                       pricing=pricing)
             skip_offload = not lay.offload and (limit is None or (limit == -1 and (
@@ -1030,13 +1036,33 @@ class BuiltinParallelizer:
         for a whole model the micro-batches (interleaving). A slice holding the embedding shares
         them with the slices of the same layers behind it: neither reads the embedding."""
         memo = self._cache("prepared")
-        key = (sl.model, sl.seq, tab.kinds, sl.head, whole, island_key(island), m, M if whole else None, keep_zero0)
+        shared = (sl.model, sl.seq, tab.kinds, sl.head, whole, island_key(island), keep_zero0)
+        key = shared + (m, M if whole else None)
         prepared = memo.get(key)
         if prepared is None:
-            layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
-                                         flash=self.flash_on(island), whole=whole, keep_zero0=keep_zero0)
-            if whole:
-                layouts.sort(key=lambda x: -x.stage_gpus * x.pp)
+            flash = self.flash_on(island)
+            if whole or self._broad(sl)[1]:
+                layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
+                                             flash=flash, whole=whole, keep_zero0=keep_zero0)
+                if whole:
+                    layouts.sort(key=lambda x: -x.stage_gpus * x.pp)
+            else:
+                # a dense slice of ordinary length reads m only through the DP degrees, the divisors
+                # of m, taken in increasing order: its layouts are, in the same order, those of the
+                # global batch B (which m divides) whose d divides m; and the redundant ones too
+                # (twins share their d), so every micro-batch size filters one list
+                every_key = shared + ("every", M * m)
+                every = memo.get(every_key)
+                if every is None:
+                    every = memo[every_key] = Prepared(_without_redundant(
+                        self.layouts(sl, island, microbatch_size=M * m), flash=flash, whole=False, keep_zero0=keep_zero0),
+                        None, ())
+                index = [n for n, x in enumerate(every.layouts) if m % x.dp == 0]
+                layouts = [every.layouts[n] for n in index]
+                # the stages' keys do not depend on m: kept once, by place in the whole list
+                prepared = memo[key] = Prepared(layouts, *self._visit_order(sl, island, tab, layouts, m, whole),
+                                                keys=every.keys, index=index)
+                return prepared
             prepared = memo[key] = Prepared(layouts, *self._visit_order(sl, island, tab, layouts, m, whole))
         return prepared
 

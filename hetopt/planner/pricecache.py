@@ -85,13 +85,16 @@ class Prepared:
     """A query's layouts (redundant ones dropped), their compute floors and the order they are
     priced in, shared by every query of the same content (``BuiltinParallelizer._prepared``).
 
-    ``keys[embedding][n]``: the memo keys of layout n's stages, for slices with or without the
-    embedding (built as the layouts are priced)."""
+    ``keys[embedding][index[n]]`` (``keys[embedding][n]`` without an index): the memo keys of
+    layout n's stages, for slices with or without the embedding (built as the layouts are
+    priced); the queries of every micro-batch size of a slice share them (their layouts are
+    places ``index`` of one list)."""
 
     layouts: list[Layout]
     floors: list[tuple[float, float]] | None
     visit: Any  # Sequence[int]: a list, or a range without floors
     keys: dict[bool, dict[int, tuple]] = field(default_factory=lambda: {False: {}, True: {}})
+    index: list[int] | None = None
 
 
 @contextmanager
