@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from hetopt.family import Deadline
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
 from hetopt.planner.pricecache import collector_paused
-from hetopt.planner.workers import gather
+from hetopt.planner.workers import ProcessPool, gather
 
 #: Pruning policies, all on by default.
 POLICIES = ("redundancy", "infeasibility", "imbalance")
@@ -40,6 +40,11 @@ DEFAULT_IMBALANCE = 4.0
 #: parallelizer. With an external parallelizer that takes minutes per query and a large
 #: Dask cluster, pass ``tasks`` = the number of queries instead.
 DEFAULT_TASKS = 64
+#: Batches per worker of a local process pool (``workers.ProcessPool``), when fewer than
+#: ``tasks``: workers that answer runs of consecutive queries (one island's, of slices that
+#: share stages) price each stage once where short batches spread over both made each worker
+#: price most of them (Tangram's C1 with 2 workers: 3.9 → 3.5 s, 6.3 → 5.3 s of CPU).
+TASKS_PER_LOCAL_WORKER = 4
 
 
 @dataclass
@@ -154,6 +159,10 @@ def _answer(
             if on_progress is not None:
                 on_progress(done, total)
         return out
+    if isinstance(executor, ProcessPool):
+        # a local pool: a few batches a worker balance the load, and each worker's memo of stage
+        # prices serves longer runs of consecutive queries (it prices less of what another did)
+        tasks = min(tasks, TASKS_PER_LOCAL_WORKER * executor.max_workers)
     size = max(1, -(-total // max(1, tasks)))
     batches = [calls[i : i + size] for i in range(0, total, size)]
     done = 0
