@@ -44,7 +44,7 @@ from itertools import accumulate
 import numpy as np
 
 from hetopt import costmodel as cm
-from hetopt.costmodel.stage import LayerTable, Layout, layer_table, price_stage, stage_nodes, stage_offset, compute_time_s
+from hetopt.costmodel.stage import LayerTable, Layout, layer_table, path_floor_s, price_stage, stage_nodes, stage_offset
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.hardware import GpuType
@@ -85,8 +85,8 @@ LONG_SEQUENCE = 8192
 #: position (its stages-behind limit is -1 whatever the others cost), so it is dropped unpriced.
 #: Exact; False prices every stage in full (the tests compare both).
 STATIC_FIRST = True
-#: ``parallelize`` bounds a layout's stage times by their compute alone (``compute_time_s``) before pricing
-#: it, and leaves it unpriced when a layout already priced in the query fits in every pipeline
+#: ``parallelize`` bounds a layout's stage times by their kernels and TP/CP collectives, held to the
+#: host's floor (``path_floor_s``; every other part of a stage adds to them) before pricing it, and leaves it unpriced when a layout already priced in the query fits in every pipeline
 #: position, has no more stages, and beats both bounds (its Σ t strictly): the layout cannot be on
 #: the Pareto front. Exact; False prices every layout (the tests compare both).
 FLOOR_FIRST = True
@@ -842,28 +842,30 @@ class BuiltinParallelizer:
 
     def _floors(self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout, m: int,
                 computed: dict[tuple, float], parts: dict[tuple[int, ...], tuple] | None = None) -> tuple[float, float]:
-        """Lower bounds of the layout's Σ t and max t: its stages' compute alone (``compute_time_s``,
-        memoized in ``computed`` by everything the compute reads: the stage's layers by content,
-        whether it holds the head, and the layout but for its ZeRO stage and offloading).
-        ``parts`` memoizes the first two per split (they read nothing else)."""
+        """Lower bounds of the layout's Σ t and max t: its stages' kernels and TP/CP collectives,
+        each pass held to the host's floor (``path_floor_s``), memoized in ``computed`` by
+        everything they read: the stage's layers by content, whether it holds the embedding and
+        the head, and the layout but for its ZeRO stage and offloading (the island and m: the
+        table ``computed`` is). ``parts`` memoizes the first three per split (they read nothing else)."""
         split = lay.split
         stage_parts = None if parts is None else parts.get(split)
         if stage_parts is None:
             starts = tuple(accumulate(split, initial=0))
             kinds, run_end, last = tab.kinds, tab.run_end, lay.pp - 1
             stage_parts = tuple(
-                ((kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b], sl.head and q == last)
+                ((kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b], sl.embedding and q == 0, sl.head and q == last)
                 for q, (a, b) in enumerate(zip(starts, starts[1:])))
             if parts is not None:
                 parts[split] = stage_parts
         shape = (lay.tp, lay.dp, lay.cp, lay.recompute, lay.ep, lay.fsep)
         times = []
-        for q, (layers, head) in enumerate(stage_parts):
-            key = (layers, head, shape)
+        for q, (layers, embedding, head) in enumerate(stage_parts):
+            key = (layers, embedding, head, shape)
             t = computed.get(key)
             if t is None:
-                t = computed[key] = compute_time_s(sl, island.gpu, tab, lay, q, microbatch_size=m,
-                                                   sequence_parallel=self.sequence_parallel, flash=self.flash_on(island))
+                t = computed[key] = path_floor_s(
+                    sl, self._pricing(island)[0], tab, lay, q, microbatch_size=m, sequence_parallel=self.sequence_parallel,
+                    flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap, precision=self.precision_on(island))
             times.append(t)
         return sum(times), max(times)
 
@@ -1037,7 +1039,7 @@ class BuiltinParallelizer:
         them with the slices of the same layers behind it: neither reads the embedding."""
         memo = self._cache("prepared")
         shared = (sl.model, sl.seq, tab.kinds, sl.head, whole, island_key(island), keep_zero0)
-        key = shared + (m, M if whole else None)
+        key = shared + (m, M if whole else None, sl.embedding)  # the floors read the embedding (its TP all-reduces)
         prepared = memo.get(key)
         if prepared is None:
             flash = self.flash_on(island)
@@ -1074,7 +1076,7 @@ class BuiltinParallelizer:
         its twin. (None, enumeration order) without floors."""
         if not FLOOR_FIRST or whole:
             return None, range(len(layouts))
-        computed = self._cache("prices").setdefault(("compute", sl.model, sl.seq, island.gpu, m), {})
+        computed = self._cache("prices").setdefault(("floor", sl.model, sl.seq, island_key(island), m), {})
         by_shape: dict[tuple, tuple[float, float]] = {}  # ZeRO stages and offloading share their compute
         parts: dict[tuple[int, ...], tuple] = {}  # each split's stages' layers and head (``_floors``)
         floors = []
