@@ -49,7 +49,7 @@ from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.hardware import GpuType
 from hetopt.units import GIB
-from hetopt.planner.pricecache import PricingIsland, Prepared, collector_paused, island_key
+from hetopt.planner.pricecache import FloorTable, PricingIsland, Prepared, collector_paused, island_key
 from hetopt.planner.parallelizer import (
     Atom,
     IslandSpec,
@@ -847,20 +847,10 @@ class BuiltinParallelizer:
         everything they read: the stage's layers by content, whether it holds the embedding and
         the head, and the layout but for its ZeRO stage and offloading (the island and m: the
         table ``computed`` is). ``parts`` memoizes the first three per split (they read nothing else)."""
-        split = lay.split
-        stage_parts = None if parts is None else parts.get(split)
-        if stage_parts is None:
-            starts = tuple(accumulate(split, initial=0))
-            kinds, run_end, last = tab.kinds, tab.run_end, lay.pp - 1
-            stage_parts = tuple(
-                ((kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b], sl.embedding and q == 0, sl.head and q == last)
-                for q, (a, b) in enumerate(zip(starts, starts[1:])))
-            if parts is not None:
-                parts[split] = stage_parts
         shape = (lay.tp, lay.dp, lay.cp, lay.recompute, lay.ep, lay.fsep)
         times = []
-        for q, (layers, embedding, head) in enumerate(stage_parts):
-            key = (layers, embedding, head, shape)
+        for q, part in enumerate(self._stage_parts(sl, tab, lay, parts)):
+            key = part + (shape,)
             t = computed.get(key)
             if t is None:
                 t = computed[key] = path_floor_s(
@@ -868,6 +858,21 @@ class BuiltinParallelizer:
                     flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap, precision=self.precision_on(island))
             times.append(t)
         return sum(times), max(times)
+
+    @staticmethod
+    def _stage_parts(sl: Slice, tab: LayerTable, lay: Layout, parts: dict[tuple[int, ...], tuple] | None) -> tuple:
+        """The layout's stages as (layers by content, holds the embedding, holds the head), memoized
+        per split in ``parts``."""
+        stage_parts = None if parts is None else parts.get(lay.split)
+        if stage_parts is None:
+            starts = tuple(accumulate(lay.split, initial=0))
+            kinds, run_end, last = tab.kinds, tab.run_end, lay.pp - 1
+            stage_parts = tuple(
+                ((kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b], sl.embedding and q == 0, sl.head and q == last)
+                for q, (a, b) in enumerate(zip(starts, starts[1:])))
+            if parts is not None:
+                parts[lay.split] = stage_parts
+        return stage_parts
 
     def _partial_plan(
         self, sl: Slice, island: IslandSpec, lay: Layout, m: int, M: int, capacity: float,
@@ -1059,14 +1064,43 @@ class BuiltinParallelizer:
                     every = memo[every_key] = Prepared(_without_redundant(
                         self.layouts(sl, island, microbatch_size=M * m), flash=flash, whole=False, keep_zero0=keep_zero0),
                         None, ())
-                index = [n for n, x in enumerate(every.layouts) if m % x.dp == 0]
-                layouts = [every.layouts[n] for n in index]
+                if FLOOR_FIRST:
+                    index, floors, visit = self._floor_table(sl, island, tab, every).order(
+                        m, self._floor_of(sl, island, tab, m))
+                    layouts = [every.layouts[n] for n in index]
+                else:
+                    index = [n for n, x in enumerate(every.layouts) if m % x.dp == 0]
+                    layouts = [every.layouts[n] for n in index]
+                    floors, visit = self._visit_order(sl, island, tab, layouts, m, whole)
                 # the stages' keys do not depend on m: kept once, by place in the whole list
-                prepared = memo[key] = Prepared(layouts, *self._visit_order(sl, island, tab, layouts, m, whole),
-                                                keys=every.keys, index=index)
+                prepared = memo[key] = Prepared(layouts, floors, visit, keys=every.keys, index=index)
                 return prepared
             prepared = memo[key] = Prepared(layouts, *self._visit_order(sl, island, tab, layouts, m, whole))
         return prepared
+
+    def _floor_table(self, sl: Slice, island: IslandSpec, tab: LayerTable, every: Prepared) -> FloorTable:
+        """The floor table of a list of layouts shared by every micro-batch size (``FloorTable``), for
+        slices with or without the embedding (whose first stage's floor holds its TP all-reduces)."""
+        table = every.tables.get(sl.embedding)
+        if table is None:
+            parts: dict[tuple[int, ...], tuple] = {}
+            table = every.tables[sl.embedding] = FloorTable(every.layouts, lambda lay: self._stage_parts(sl, tab, lay, parts))
+        return table
+
+    def _floor_of(self, sl: Slice, island: IslandSpec, tab: LayerTable, m: int) -> Callable[[Layout, int, tuple], float]:
+        """A stage's floor (``path_floor_s``) at micro-batch size m, memoized by its cell (``_floors``)."""
+        computed = self._cache("prices").setdefault(("floor", sl.model, sl.seq, island_key(island), m), {})
+        view = self._pricing(island)[0]
+        flash, precision = self.flash_on(island), self.precision_on(island)
+
+        def floor(lay: Layout, q: int, cell: tuple) -> float:
+            t = computed.get(cell)
+            if t is None:
+                t = computed[cell] = path_floor_s(sl, view, tab, lay, q, microbatch_size=m,
+                                                  sequence_parallel=self.sequence_parallel, flash=flash,
+                                                  tp_overlap=self.tp_comm_overlap, precision=precision)
+            return t
+        return floor
 
     def _visit_order(self, sl: Slice, island: IslandSpec, tab: LayerTable, layouts: list[Layout], m: int,
                      whole: bool) -> tuple[list[tuple[float, float]] | None, Sequence[int]]:

@@ -25,8 +25,11 @@ from __future__ import annotations
 import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
+
+import numpy as np
 
 from hetopt.costmodel.stage import Layout
 from hetopt.planner.parallelizer import IslandSpec
@@ -95,6 +98,80 @@ class Prepared:
     visit: Any  # Sequence[int]: a list, or a range without floors
     keys: dict[bool, dict[int, tuple]] = field(default_factory=lambda: {False: {}, True: {}})
     index: list[int] | None = None
+    #: a list shared by every micro-batch size: its floor tables, with and without the embedding
+    tables: dict[bool, FloorTable] = field(default_factory=dict)
+
+
+class FloorTable:
+    """The floors of a list of layouts (``BuiltinParallelizer._floors``) for any micro-batch size, in arrays.
+
+    A layout's floors are the sum and the maximum of its stages' floors; a stage's floor depends
+    on its layers, roles and the layout but for its ZeRO stage and offloading (a *cell*). The
+    table numbers the layouts' shapes and cells once; for a micro-batch size m it computes each
+    cell whose DP degree divides m once (``value``), and adds a shape's cells column by column,
+    stage 0 first: the same floating-point sums as Python's ``sum`` over the stages (a missing
+    stage adds 0.0, which changes no sum of positive times).
+
+    Parameters
+    ----------
+    layouts
+        The layouts, in the order they are enumerated.
+    parts
+        A layout's stages as (layers, embedding, head) tuples, its cells without the shape.
+
+    Examples
+    --------
+    >>> lays = [Layout(1, 2, d, (1, 1), "none", 0) for d in (1, 2)]
+    >>> table = FloorTable(lays, lambda lay: (("x", False, False), ("x", False, True)))
+    >>> index, floors, visit = table.order(2, lambda lay, q, cell: 1.0 + q + 1.0 / lay.dp)
+    >>> index, floors, visit
+    ([0, 1], [(5.0, 3.0), (4.0, 2.5)], [1, 0])
+    """
+
+    def __init__(self, layouts: list[Layout], parts: Callable[[Layout], tuple]) -> None:
+        shapes: dict[tuple, int] = {}
+        cells: dict[tuple, int] = {}
+        self.cells: list[tuple[Layout, int, tuple]] = []  # a layout and stage of each cell, and its memo key
+        rows: list[list[int]] = []
+        shape_of = []
+        for lay in layouts:
+            shape = (lay.split, lay.tp, lay.dp, lay.cp, lay.recompute, lay.ep, lay.fsep)
+            j = shapes.get(shape)
+            if j is None:
+                j = shapes[shape] = len(rows)
+                row = []
+                for q, part in enumerate(parts(lay)):
+                    key = part + (shape[1:],)
+                    c = cells.get(key)
+                    if c is None:
+                        c = cells[key] = len(self.cells)
+                        self.cells.append((lay, q, key))
+                    row.append(c)
+                rows.append(row)
+            shape_of.append(j)
+        width = max((len(r) for r in rows), default=1)
+        blank = len(self.cells)  # a missing stage: 0.0
+        self.grid = np.array([r + [blank] * (width - len(r)) for r in rows] or [[blank]], dtype=np.intp)
+        self.shape_of = np.array(shape_of, dtype=np.intp)
+        self.layout_dp = np.array([lay.dp for lay in layouts], dtype=np.int64)
+        self.cell_dp = np.array([lay.dp for lay, _, _ in self.cells], dtype=np.int64)
+
+    def order(self, m: int, value: Callable[[Layout, int, tuple], float]) -> tuple[list[int], list[tuple[float, float]], list[int]]:
+        """For micro-batch size m: the places of the layouts whose d divides m, their floors
+        (Σ, max) and the order to price them in (by Σ, stable), as ``_visit_order`` gives them."""
+        index = np.flatnonzero(m % self.layout_dp == 0)
+        values = np.zeros(len(self.cells) + 1)
+        for c in np.flatnonzero(m % self.cell_dp == 0).tolist():
+            values[c] = value(*self.cells[c])
+        stages = values[self.grid]
+        total = stages[:, 0].copy()
+        for q in range(1, stages.shape[1]):
+            total += stages[:, q]  # stage by stage, as ``sum`` adds them
+        worst = stages.max(axis=1)
+        shapes = self.shape_of[index]
+        low_total, low_worst = total[shapes], worst[shapes]
+        visit = np.argsort(low_total, kind="stable")
+        return index.tolist(), list(zip(low_total.tolist(), low_worst.tolist())), visit.tolist()
 
 
 @contextmanager
@@ -125,4 +202,4 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-__all__ = ["PricingIsland", "Prepared", "collector_paused", "island_key"]
+__all__ = ["FloorTable", "PricingIsland", "Prepared", "collector_paused", "island_key"]
