@@ -49,6 +49,7 @@ from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.hardware import GpuType
 from hetopt.units import GIB
+from hetopt.planner import pricecache
 from hetopt.planner.pricecache import FloorTable, PricingIsland, Prepared, collector_paused, island_key
 from hetopt.planner.parallelizer import (
     Atom,
@@ -742,7 +743,8 @@ class BuiltinParallelizer:
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
         # one table per pricing context (the parallelizer's own settings are fixed); islands
         # that differ only in their names share one (``pricecache.island_key``)
-        return self._cache("prices").setdefault((sl.model, sl.seq, island_key(island), m, M, phi), {})
+        return self._cache("prices").setdefault((sl.model, sl.seq, island_key(island) if pricecache.SHARING else island, m, M,
+                                                  phi), {})
 
     def _table(self, sl: Slice, island: IslandSpec) -> LayerTable:
         """The slice's layer table (``layer_table``), memoized: it reads the slice's layers and the
@@ -934,7 +936,7 @@ class BuiltinParallelizer:
         self._trim()
         answers = self._cache("answers")
         query = (sl, island, microbatch_size, microbatches, memory_fraction)
-        known = answers.get(query)
+        known = answers.get(query) if pricecache.SHARING else None
         if known is not None:  # asked before (the alternatives ask the enumeration's queries again)
             return known
         # a query allocates hundreds of thousands of short-lived objects and makes no reference
@@ -1045,10 +1047,10 @@ class BuiltinParallelizer:
         memo = self._cache("prepared")
         shared = (sl.model, sl.seq, tab.kinds, sl.head, whole, island_key(island), keep_zero0)
         key = shared + (m, M if whole else None, sl.embedding)  # the floors read the embedding (its TP all-reduces)
-        prepared = memo.get(key)
+        prepared = memo.get(key) if pricecache.SHARING else None
         if prepared is None:
             flash = self.flash_on(island)
-            if whole or self._broad(sl)[1]:
+            if whole or self._broad(sl)[1] or not pricecache.SHARING:
                 layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
                                              flash=flash, whole=whole, keep_zero0=keep_zero0)
                 if whole:

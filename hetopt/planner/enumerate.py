@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from hetopt.family import Deadline
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
+from hetopt.planner import pricecache
 from hetopt.planner.pricecache import collector_paused
 from hetopt.planner.workers import ProcessPool, gather
 
@@ -120,7 +121,7 @@ def _remember(par: Parallelizer, calls: list[_Query], answers: list[tuple[Partia
     queries again without pricing them (the planner's alternatives ask many of them)."""
     from hetopt.planner.builtin import BuiltinParallelizer
 
-    if type(par) is not BuiltinParallelizer:
+    if type(par) is not BuiltinParallelizer or not pricecache.SHARING:
         return
     for call, found in zip(calls, answers):
         if found is not None and call.parallelizer == par:
