@@ -781,32 +781,41 @@ class BuiltinParallelizer:
             nodes = placed[where] = stage_nodes(island, lay.tp, lay.dp * lay.cp, lay.pp)
         return nodes
 
-    def _stage_keys(self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout) -> tuple[tuple, ...]:
+    def _stage_keys(self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout,
+                    frames: dict[tuple, tuple] | None = None) -> tuple[tuple, ...]:
         """The memo keys of the layout's stages: everything ``price_stage`` reads of a stage besides
         the pricing context (``_prices``): the stage's layers (by content, not position: a run of
         equal layers is (kind, count, None), which no tuple of kinds can equal), its role, the
-        layout, and which hand-overs cross a node boundary."""
-        nodes = self._nodes(island, lay)
-        gpus = lay.tp * lay.dp * lay.cp
-        starts = tuple(accumulate(lay.split, initial=0))
-        embedding, head, last = sl.embedding, sl.head, lay.pp - 1
+        layout, and which hand-overs cross a node boundary. ``frames`` memoizes each key but
+        the layout's shape by everything that part reads (the split, the stage's GPUs,
+        interleaving and EP; the slice and island are the memo's)."""
         shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage, lay.vpp, lay.ep, lay.fsep, lay.cp, lay.offload)
-        wrap_one = nodes[0][0] == nodes[0][1] == nodes[-1][0] == nodes[-1][1]  # interleaving's last → first hand-over
-        kinds, run_end = tab.kinds, tab.run_end
-        keys = []
-        for q in range(lay.pp):
-            a, b = starts[q], starts[q + 1]
-            one = nodes[q][0] == nodes[q][1]
-            keys.append((
-                (kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b],
-                embedding and q == 0, head and q == last, shape, one,
-                None if q == last else one and nodes[q] == nodes[q + 1],
-                None if q == 0 else one and nodes[q - 1] == nodes[q],
-                lay.vpp > 1 and q in (0, last) and wrap_one,
-                # where a multi-node stage starts within a node decides which links its EP groups cross
-                None if lay.ep == 1 or one else stage_offset(island, gpus, lay.pp, q) % island.gpus_per_node,
-            ))
-        return tuple(keys)
+        gpus = lay.tp * lay.dp * lay.cp
+        where = (lay.split, gpus, lay.vpp > 1, lay.ep == 1)
+        frame = None if frames is None else frames.get(where)
+        if frame is None:
+            nodes = self._nodes(island, lay)
+            starts = tuple(accumulate(lay.split, initial=0))
+            embedding, head, last = sl.embedding, sl.head, lay.pp - 1
+            wrap_one = nodes[0][0] == nodes[0][1] == nodes[-1][0] == nodes[-1][1]  # interleaving's last → first hand-over
+            kinds, run_end = tab.kinds, tab.run_end
+            parts = []
+            for q in range(lay.pp):
+                a, b = starts[q], starts[q + 1]
+                one = nodes[q][0] == nodes[q][1]
+                parts.append((
+                    ((kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b], embedding and q == 0, head and q == last),
+                    (one,
+                     None if q == last else one and nodes[q] == nodes[q + 1],
+                     None if q == 0 else one and nodes[q - 1] == nodes[q],
+                     lay.vpp > 1 and q in (0, last) and wrap_one,
+                     # where a multi-node stage starts within a node decides which links its EP groups cross
+                     None if lay.ep == 1 or one else stage_offset(island, gpus, lay.pp, q) % island.gpus_per_node),
+                ))
+            frame = tuple(parts)
+            if frames is not None:
+                frames[where] = frame
+        return tuple(before + (shape,) + after for before, after in frame)
 
     def _price_layout(
         self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout, m: int, M: int,
@@ -965,6 +974,7 @@ class BuiltinParallelizer:
         prepared = self._prepared(sl, island, tab, m, M, whole, group_of is not None and RUNTIMES[self.target].keeps_zero0)
         layouts, floors, visit = prepared.layouts, prepared.floors, prepared.visit
         stage_keys, index = prepared.keys[sl.embedding], prepared.index
+        frames = prepared.frames[sl.embedding]
         pricing = self._pricing(island)
         # layouts of equal floors and depth found beaten once stay beaten (``_beaten``: a row that
         # leaves ``fit_everywhere`` leaves it for one no larger in any component), by group
@@ -1005,7 +1015,7 @@ class BuiltinParallelizer:
             at = n if index is None else index[n]
             own = stage_keys.get(at)
             if own is None:
-                own = stage_keys[at] = self._stage_keys(sl, island, tab, lay)
+                own = stage_keys[at] = self._stage_keys(sl, island, tab, lay, frames)
             stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity, keys=own,
                                                       pricing=pricing)
             skip_offload = not lay.offload and (limit is None or (limit == -1 and (
@@ -1075,7 +1085,7 @@ class BuiltinParallelizer:
                     layouts = [every.layouts[n] for n in index]
                     floors, visit = self._visit_order(sl, island, tab, layouts, m, whole)
                 # the stages' keys do not depend on m: kept once, by place in the whole list
-                prepared = memo[key] = Prepared(layouts, floors, visit, keys=every.keys, index=index)
+                prepared = memo[key] = Prepared(layouts, floors, visit, keys=every.keys, index=index, frames=every.frames)
                 return prepared
             prepared = memo[key] = Prepared(layouts, *self._visit_order(sl, island, tab, layouts, m, whole))
         return prepared

@@ -104,6 +104,8 @@ class Prepared:
     visit: Any  # Sequence[int]: a list, or a range without floors
     keys: dict[bool, dict[int, tuple]] = field(default_factory=lambda: {False: {}, True: {}})
     index: list[int] | None = None
+    #: the parts of the stage keys that do not read the layout's shape (``_stage_keys``)
+    frames: dict[bool, dict[tuple, tuple]] = field(default_factory=lambda: {False: {}, True: {}})
     #: a list shared by every micro-batch size: its floor tables, with and without the embedding
     tables: dict[bool, FloorTable] = field(default_factory=dict)
 
