@@ -344,6 +344,33 @@ def compute_time_s(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, q:
     return forward + backward
 
 
+def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,
+                 sequence_parallel: bool, flash: bool = False, tp_overlap: bool = False,
+                 precision: str = cm.DEFAULT_PRECISION) -> float:
+    """Forward + backward seconds of inner stage q's kernels and TP/CP collectives, each pass held
+    to the host's floor: a lower bound of its ``time_s`` tighter than :func:`compute_time_s`.
+
+    The first sums of :func:`price_stage`, in its order: everything it adds after them (hand-overs,
+    expert parallelism, data-parallel traffic and the optimizer step, offloading's copies) is a
+    non-negative time, and floating-point addition is monotone, so no price of the stage, whatever
+    its ZeRO stage, offloading or the nodes it sits on, is below this (formulations/costmodel.md,
+    "Layouts dropped before pricing"). It reads the layout's TP, CP, DP, recomputation and
+    experts, the stage's layers and roles (embedding and head: their TP all-reduces), and the
+    island's GPU and links inside a node.
+    """
+    one_node = ((0, 0),) * lay.pp  # where the stages sit: none of these parts reads it
+    sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, sequence_parallel)
+    sh.peak = cm.matmul_flops(island.gpu, precision)
+    forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
+    tp_fwd, tp_bwd = _tensor_parallel(sl, island, lay, sh, tp_overlap, gemm_fwd, gemm_bwd)
+    forward, backward = forward + tp_fwd, backward + tp_bwd
+    if lay.cp > 1:
+        cp_fwd, cp_bwd = _context_parallel(sl, island, lay, sh, flash)
+        forward, backward = forward + cp_fwd, backward + cp_bwd
+    host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute)
+    return max(forward, host_fwd) + max(backward, host_bwd)
+
+
 def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_bytes: float, flash: bool,
             precision: str) -> tuple[float, float, float]:
     """(static bytes, activation bytes of one micro-batch, activations offloaded) per GPU."""
@@ -658,4 +685,4 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
 
 
 __all__ = ["IslandLike", "LayerTable", "Layout", "SliceLike", "StageCost", "ZERO3_GATHERED_BYTES", "ZERO3_GATHERED_LAYERS",
-           "compute_time_s", "expert_locality", "layer_table", "price_stage", "stage_nodes", "stage_offset"]
+           "compute_time_s", "expert_locality", "layer_table", "path_floor_s", "price_stage", "stage_nodes", "stage_offset"]

@@ -34,7 +34,6 @@ Examples
 from __future__ import annotations
 
 import bisect
-import gc
 import math
 import operator
 import threading
@@ -45,11 +44,13 @@ from itertools import accumulate
 import numpy as np
 
 from hetopt import costmodel as cm
-from hetopt.costmodel.stage import LayerTable, Layout, layer_table, price_stage, stage_nodes, stage_offset, compute_time_s
+from hetopt.costmodel.stage import LayerTable, Layout, layer_table, path_floor_s, price_stage, stage_nodes, stage_offset
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.hardware import GpuType
 from hetopt.units import GIB
+from hetopt.planner import pricecache
+from hetopt.planner.pricecache import FloorTable, PricingIsland, Prepared, collector_paused, island_key
 from hetopt.planner.parallelizer import (
     Atom,
     IslandSpec,
@@ -85,8 +86,8 @@ LONG_SEQUENCE = 8192
 #: position (its stages-behind limit is -1 whatever the others cost), so it is dropped unpriced.
 #: Exact; False prices every stage in full (the tests compare both).
 STATIC_FIRST = True
-#: ``parallelize`` bounds a layout's stage times by their compute alone (``compute_time_s``) before pricing
-#: it, and leaves it unpriced when a layout already priced in the query fits in every pipeline
+#: ``parallelize`` bounds a layout's stage times by their kernels and TP/CP collectives, held to the
+#: host's floor (``path_floor_s``; every other part of a stage adds to them) before pricing it, and leaves it unpriced when a layout already priced in the query fits in every pipeline
 #: position, has no more stages, and beats both bounds (its Σ t strictly): the layout cannot be on
 #: the Pareto front. Exact; False prices every layout (the tests compare both).
 FLOOR_FIRST = True
@@ -505,11 +506,20 @@ class BuiltinParallelizer:
         object.__setattr__(self, "_local", threading.local())
 
     def _cache(self, name: str) -> dict:
-        """One table of the memo (``prices``, ``kinds``, ``splits``), all emptied when too big."""
+        """One table of the memo (``prices``, ``kinds``, ``splits``, ...); :meth:`_trim` empties them."""
+        return self._memo.setdefault(name, {})
+
+    def _trim(self) -> None:
+        """Empty the memo when it holds more than ``STAGE_CACHE_LIMIT`` prices and splits; checked
+        once a query (the count walks every table of prices), before it starts."""
         memo = self._memo
         if sum(len(t) for t in memo.get("prices", {}).values()) + len(memo.get("splits", ())) > STAGE_CACHE_LIMIT:
+            # the layer kinds' numbering stays: the answers kept (``remember``) and any table
+            # built before keep meaning the same layers after it
+            kinds = memo.get("kinds")
             memo.clear()
-        return memo.setdefault(name, {})
+            if kinds is not None:
+                memo["kinds"] = kinds
 
     def __post_init__(self) -> None:
         bad = [r for r in self.recompute if r not in cm.RECOMPUTE_MODES]
@@ -614,7 +624,7 @@ class BuiltinParallelizer:
         """The slice's FLOPs, parameters and memory floor on ``island``."""
         sl = as_slice(slice)
         cfg, s = sl.model, sl.seq
-        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island))
+        tab = self._table(sl, island)
         forward = tab.forward[-1] + (cm.head_forward_flops(cfg, s) if sl.head else 0.0)
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
@@ -651,11 +661,12 @@ class BuiltinParallelizer:
             for i in range(sl.first_layer, sl.first_layer + k)
         ]
         splits_memo = self._cache("splits")  # the min-max split of the same weights recurs per TP degree and query
+        # every layout recurs in many queries: made once (a frozen dataclass's __init__ sets its
+        # fields one by one), found again by its fields
+        made = self._cache("layouts")
         whole = sl.embedding and sl.head
         key = tuple(weights)
-        moe = any(cfg.is_moe_layer(i) for i in range(sl.first_layer, sl.first_layer + k))
-        # dense slices of ordinary length keep the TP/PP/DP/recompute/ZeRO search space (and its plans)
-        broad = moe or sl.seq >= self.long_sequence
+        moe, broad = self._broad(sl)
         offload = island.gpu.host_bandwidth is not None and self.offload and broad
         out = []
         for tp in divisors(island.gpus_per_node):
@@ -691,77 +702,142 @@ class BuiltinParallelizer:
                             pays = ep > 1 and self.fsep and _fsep_may_pay(sl, island, microbatch_size, tp, cp, dp, ep,
                                                                                       self.precision_on(island))
                             for fsep in (False, True) if pays else (False,):
-                                extra = dict(ep=ep, fsep=fsep, cp=cp)
                                 for rc in self.recompute:
                                     for z in self.zero_stages if dp * cp > 1 else self.zero_stages[:1]:
                                         # offloading right after the same layout without it (parallelize skips it
                                         # when that one shows it cannot help)
                                         offs = (False, True) if offload else (False,)
                                         for split in splits:
-                                            out += [Layout(tp, pp, dp, split, rc, z, offload=o, **extra) for o in offs]
+                                            for o in offs:
+                                                fields_ = (tp, pp, dp, split, rc, z, 1, ep, fsep, cp, o)
+                                                lay = made.get(fields_)
+                                                if lay is None:
+                                                    lay = made[fields_] = Layout(tp, pp, dp, split, rc, z, ep=ep, fsep=fsep,
+                                                                                 cp=cp, offload=o)
+                                                out.append(lay)
                                         for v in interleave:
-                                            out += [Layout(tp, pp, dp, even, rc, z, v, offload=o, **extra) for o in offs]
+                                            for o in offs:
+                                                fields_ = (tp, pp, dp, even, rc, z, v, ep, fsep, cp, o)
+                                                lay = made.get(fields_)
+                                                if lay is None:
+                                                    lay = made[fields_] = Layout(tp, pp, dp, even, rc, z, v, ep=ep, fsep=fsep,
+                                                                                 cp=cp, offload=o)
+                                                out.append(lay)
         return out
+
+    def _broad(self, sl: Slice) -> tuple[bool, bool]:
+        """Whether the slice has MoE layers, and whether it is searched with CP and offloading too
+        (MoE slices and long sequences); dense slices of ordinary length keep the TP/PP/DP/
+        recompute/ZeRO search space (and its plans)."""
+        moe = any(sl.model.is_moe_layer(i) for i in range(sl.first_layer, sl.first_layer + sl.layers))
+        return moe, moe or sl.seq >= self.long_sequence
 
     def plan(
         self, slice: Atom | Slice, island: IslandSpec, layout: Layout, *, microbatch_size: int, microbatches: int, memory_fraction: float = 1.0
     ) -> PartialPlan:
         """Price one layout (no pruning): its stages' times and memory."""
         sl = as_slice(slice)
-        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island))
+        tab = self._table(sl, island)
         return self._plan(sl, island, tab, layout, microbatch_size, microbatches, memory_fraction)
 
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
-        # one table per pricing context (the parallelizer's own settings are fixed)
-        return self._cache("prices").setdefault((sl.model, sl.seq, island, m, M, phi), {})
+        # one table per pricing context (the parallelizer's own settings are fixed); islands
+        # that differ only in their names share one (``pricecache.island_key``)
+        return self._cache("prices").setdefault((sl.model, sl.seq, island_key(island) if pricecache.SHARING else island, m, M,
+                                                  phi), {})
+
+    def _table(self, sl: Slice, island: IslandSpec) -> LayerTable:
+        """The slice's layer table (``layer_table``), memoized: it reads the slice's layers and the
+        island's attention kernels and element size, and recurs for every micro-batch size."""
+        flash, element = self.flash_on(island), self.element_bytes_on(island)
+        kinds = self._cache("kinds")
+        tables = self._cache("tables")
+        key = (sl.model, sl.seq, sl.first_layer, sl.layers, flash, element)
+        tab = tables.get(key)
+        if tab is None:
+            tab = tables[key] = layer_table(sl, kinds, flash=flash, element_bytes=element)
+        return tab
+
+    def _pricing(self, island: IslandSpec) -> tuple[PricingIsland, dict]:
+        """The island as ``price_stage`` reads it and the keyword arguments every stage of a query
+        on it is priced with (both fixed by the parallelizer and the island)."""
+        views = self._memo.setdefault("pricing", {})
+        out = views.get(island)
+        if out is None:
+            out = views[island] = (PricingIsland(island), dict(
+                sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
+                overlap=self.overlap_communication, flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap,
+                zero3_per_tensor=self.zero3_per_tensor, precision=self.precision_on(island),
+                grad_fp32=self.grad_reduce_fp32))
+        return out
+
+    def _nodes(self, island: IslandSpec, lay: Layout) -> tuple[tuple[int, int], ...]:
+        """``stage_nodes`` of the layout's stages, memoized: it depends on the island's shape only
+        (a small table: shapes × stage sizes × depths)."""
+        placed = self._memo.setdefault("nodes", {})
+        where = (island.nodes, island.gpus_per_node, lay.tp * lay.dp * lay.cp, lay.pp)
+        nodes = placed.get(where)
+        if nodes is None:
+            nodes = placed[where] = stage_nodes(island, lay.tp, lay.dp * lay.cp, lay.pp)
+        return nodes
+
+    def _stage_keys(self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout,
+                    frames: dict[tuple, tuple] | None = None) -> tuple[tuple, ...]:
+        """The memo keys of the layout's stages: everything ``price_stage`` reads of a stage besides
+        the pricing context (``_prices``): the stage's layers (by content, not position: a run of
+        equal layers is (kind, count, None), which no tuple of kinds can equal), its role, the
+        layout, and which hand-overs cross a node boundary. ``frames`` memoizes each key but
+        the layout's shape by everything that part reads (the split, the stage's GPUs,
+        interleaving and EP; the slice and island are the memo's)."""
+        shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage, lay.vpp, lay.ep, lay.fsep, lay.cp, lay.offload)
+        gpus = lay.tp * lay.dp * lay.cp
+        where = (lay.split, gpus, lay.vpp > 1, lay.ep == 1)
+        frame = None if frames is None else frames.get(where)
+        if frame is None:
+            nodes = self._nodes(island, lay)
+            starts = tuple(accumulate(lay.split, initial=0))
+            embedding, head, last = sl.embedding, sl.head, lay.pp - 1
+            wrap_one = nodes[0][0] == nodes[0][1] == nodes[-1][0] == nodes[-1][1]  # interleaving's last → first hand-over
+            kinds, run_end = tab.kinds, tab.run_end
+            parts = []
+            for q in range(lay.pp):
+                a, b = starts[q], starts[q + 1]
+                one = nodes[q][0] == nodes[q][1]
+                parts.append((
+                    ((kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b], embedding and q == 0, head and q == last),
+                    (one,
+                     None if q == last else one and nodes[q] == nodes[q + 1],
+                     None if q == 0 else one and nodes[q - 1] == nodes[q],
+                     lay.vpp > 1 and q in (0, last) and wrap_one,
+                     # where a multi-node stage starts within a node decides which links its EP groups cross
+                     None if lay.ep == 1 or one else stage_offset(island, gpus, lay.pp, q) % island.gpus_per_node),
+                ))
+            frame = tuple(parts)
+            if frames is not None:
+                frames[where] = frame
+        return tuple(before + (shape,) + after for before, after in frame)
 
     def _price_layout(
         self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout, m: int, M: int,
         prices: dict[tuple, tuple[StageCost | None, int | None, float | None]], capacity: float, *, complete: bool = False,
+        keys: tuple[tuple, ...] | None = None, pricing: tuple[PricingIsland, dict] | None = None,
     ) -> tuple[tuple[StageCost, ...] | None, list[float] | None, int | None]:
-        """The layout's stages (memoized prices), their times and its stages-behind limit.
+        """The layout's stages (memoized prices, under ``keys``: ``_stage_keys``, built when not
+        given), their times and its stages-behind limit.
 
         Unless ``complete``, (None, None, -1) as soon as a stage's static bytes alone do not fit
         (``STATIC_FIRST``): the layout fits in no pipeline position, whatever its other stages.
         """
         static_first = STATIC_FIRST and not complete
-        # the placement recurs for every split, recomputation, ZeRO stage, EP, ...; it depends on
-        # the island's shape only (a small table: shapes × stage sizes × depths)
-        placed = self._memo.setdefault("nodes", {})
-        gpus = lay.tp * lay.dp * lay.cp
-        where = (island.nodes, island.gpus_per_node, gpus, lay.pp)
-        nodes = placed.get(where)
-        if nodes is None:
-            nodes = placed[where] = stage_nodes(island, lay.tp, lay.dp * lay.cp, lay.pp)
-        starts = tuple(accumulate(lay.split, initial=0))
+        if keys is None:
+            keys = self._stage_keys(sl, island, tab, lay)
+        view, kwargs = pricing or self._pricing(island)
         stages, times, fits = [], [], []
-        embedding, head, last = sl.embedding, sl.head, lay.pp - 1
-        shape = (lay.tp, lay.dp, lay.recompute, lay.zero_stage, lay.vpp, lay.ep, lay.fsep, lay.cp, lay.offload)
-        wrap_one = nodes[0][0] == nodes[0][1] == nodes[-1][0] == nodes[-1][1]  # interleaving's last → first hand-over
-        kinds, run_end = tab.kinds, tab.run_end
-        for q in range(lay.pp):
-            # everything _stage reads: the stage's layers (by content, not position: a run
-            # of equal layers is (kind, count, None), which no tuple of kinds can equal), its
-            # role, the layout, and which hand-overs cross a node boundary
-            a, b = starts[q], starts[q + 1]
-            one = nodes[q][0] == nodes[q][1]
-            key = (
-                (kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b],
-                embedding and q == 0, head and q == last, shape, one,
-                None if q == last else one and nodes[q] == nodes[q + 1],
-                None if q == 0 else one and nodes[q - 1] == nodes[q],
-                lay.vpp > 1 and q in (0, last) and wrap_one,
-                # where a multi-node stage starts within a node decides which links its EP groups cross
-                None if lay.ep == 1 or one else stage_offset(island, gpus, lay.pp, q) % island.gpus_per_node,
-            )
+        for q, key in enumerate(keys):
             priced = prices.get(key)
             if priced is None or (priced[0] is None and not static_first):
-                cost = price_stage(sl, island, tab, lay, q, nodes, microbatch_size=m, microbatches=M,
-                              sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
-                              overlap=self.overlap_communication, flash=self.flash_on(island),
-                              capacity=capacity if static_first else None, tp_overlap=self.tp_comm_overlap,
-                              zero3_per_tensor=self.zero3_per_tensor, precision=self.precision_on(island),
-                              grad_fp32=self.grad_reduce_fp32)
+                cost = price_stage(sl, view, tab, lay, q, self._nodes(island, lay), microbatch_size=m, microbatches=M,
+                                   capacity=capacity if static_first else None, **kwargs)
                 # None: the stage's static bytes exceed the capacity (its time not computed)
                 priced = prices[key] = (None, -1, None) if cost is None else (cost, in_flight_fit(cost, capacity, M), cost.time_s)
             if priced[0] is None:
@@ -776,23 +852,38 @@ class BuiltinParallelizer:
         return tuple(stages), times, limit_from_fits(fits)
 
     def _floors(self, sl: Slice, island: IslandSpec, tab: LayerTable, lay: Layout, m: int,
-                computed: dict[tuple, float]) -> tuple[float, float]:
-        """Lower bounds of the layout's Σ t and max t: its stages' compute alone (``compute_time_s``,
-        memoized in ``computed`` by everything the compute reads: the stage's layers by content,
-        whether it holds the head, and the layout but for its ZeRO stage and offloading)."""
-        starts = tuple(accumulate(lay.split, initial=0))
-        kinds, run_end, last = tab.kinds, tab.run_end, lay.pp - 1
+                computed: dict[tuple, float], parts: dict[tuple[int, ...], tuple] | None = None) -> tuple[float, float]:
+        """Lower bounds of the layout's Σ t and max t: its stages' kernels and TP/CP collectives,
+        each pass held to the host's floor (``path_floor_s``), memoized in ``computed`` by
+        everything they read: the stage's layers by content, whether it holds the embedding and
+        the head, and the layout but for its ZeRO stage and offloading (the island and m: the
+        table ``computed`` is). ``parts`` memoizes the first three per split (they read nothing else)."""
         shape = (lay.tp, lay.dp, lay.cp, lay.recompute, lay.ep, lay.fsep)
         times = []
-        for q in range(lay.pp):
-            a, b = starts[q], starts[q + 1]
-            key = ((kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b], sl.head and q == last, shape)
+        for q, part in enumerate(self._stage_parts(sl, tab, lay, parts)):
+            key = part + (shape,)
             t = computed.get(key)
             if t is None:
-                t = computed[key] = compute_time_s(sl, island.gpu, tab, lay, q, microbatch_size=m,
-                                                   sequence_parallel=self.sequence_parallel, flash=self.flash_on(island))
+                t = computed[key] = path_floor_s(
+                    sl, self._pricing(island)[0], tab, lay, q, microbatch_size=m, sequence_parallel=self.sequence_parallel,
+                    flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap, precision=self.precision_on(island))
             times.append(t)
         return sum(times), max(times)
+
+    @staticmethod
+    def _stage_parts(sl: Slice, tab: LayerTable, lay: Layout, parts: dict[tuple[int, ...], tuple] | None) -> tuple:
+        """The layout's stages as (layers by content, holds the embedding, holds the head), memoized
+        per split in ``parts``."""
+        stage_parts = None if parts is None else parts.get(lay.split)
+        if stage_parts is None:
+            starts = tuple(accumulate(lay.split, initial=0))
+            kinds, run_end, last = tab.kinds, tab.run_end, lay.pp - 1
+            stage_parts = tuple(
+                ((kinds[a], b - a, None) if run_end[a] >= b else kinds[a:b], sl.embedding and q == 0, sl.head and q == last)
+                for q, (a, b) in enumerate(zip(starts, starts[1:])))
+            if parts is not None:
+                parts[lay.split] = stage_parts
+        return stage_parts
 
     def _partial_plan(
         self, sl: Slice, island: IslandSpec, lay: Layout, m: int, M: int, capacity: float,
@@ -850,36 +941,49 @@ class BuiltinParallelizer:
             raise ValueError(f"global batch {global_batch} != micro-batch size {microbatch_size} × {microbatches} micro-batches")
         if not 0.0 < memory_fraction <= 1.0:
             raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
+        sl = as_slice(slice)
+        self._trim()
+        answers = self._cache("answers")
+        query = (sl, island, microbatch_size, microbatches, memory_fraction)
+        known = answers.get(query) if pricecache.SHARING else None
+        if known is not None:  # asked before (the alternatives ask the enumeration's queries again)
+            return known
         # a query allocates hundreds of thousands of short-lived objects and makes no reference
-        # cycles, while the memo it fills only grows: the cyclic collector, run every few hundred
-        # allocations, would traverse the memo again and again (a fifth of a planning run on
-        # Mixtral-8x7B / C2). It is paused for the query (left as it was found: off stays off).
-        collecting = gc.isenabled()
-        if collecting:
-            gc.disable()
-        try:
-            return self._search(as_slice(slice), island, microbatch_size, microbatches, global_batch, memory_fraction)
-        finally:
-            if collecting:
-                gc.enable()
+        # cycles, while the memo it fills only grows: the collector is paused for the query
+        # (``collector_paused``; the planner pauses it for the whole search)
+        with collector_paused():
+            answers[query] = found = self._search(sl, island, microbatch_size, microbatches, global_batch, memory_fraction)
+        return found
+
+    def remember(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int, microbatches: int,
+                 memory_fraction: float, plans: tuple[PartialPlan, ...]) -> None:
+        """Keep ``plans`` as the answer to that query, which another process (a worker of
+        ``enumerate_plans``) gave with an equal parallelizer: :meth:`parallelize` returns it when
+        asked again. Exact: an answer depends on the query and the parallelizer's fields only."""
+        self._cache("answers")[(as_slice(slice), island, microbatch_size, microbatches, memory_fraction)] = tuple(plans)
 
     def _search(self, sl: Slice, island: IslandSpec, m: int, M: int, global_batch: int,
                 memory_fraction: float) -> tuple[PartialPlan, ...]:
         """:meth:`parallelize` after checking its arguments."""
-        tab = layer_table(sl, self._cache("kinds"), flash=self.flash_on(island), element_bytes=self.element_bytes_on(island))
+        tab = self._table(sl, island)
         prices = self._prices(sl, island, m, M, memory_fraction)
         capacity = memory_fraction * island.memory_bytes
         rows, keys = [], []
         whole = sl.embedding and sl.head
         group_of = self._target_groups(sl, island, whole)
-        layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
-                                     flash=self.flash_on(island), whole=whole,
-                                     keep_zero0=group_of is not None and RUNTIMES[self.target].keeps_zero0)
+        prepared = self._prepared(sl, island, tab, m, M, whole, group_of is not None and RUNTIMES[self.target].keeps_zero0)
+        layouts, floors, visit = prepared.layouts, prepared.floors, prepared.visit
+        stage_keys, index = prepared.keys[sl.embedding], prepared.index
+        frames = prepared.frames[sl.embedding]
+        pricing = self._pricing(island)
+        # layouts of equal floors and depth found beaten once stay beaten (``_beaten``: a row that
+        # leaves ``fit_everywhere`` leaves it for one no larger in any component), by group
+        beaten: set[tuple] = set()
         if whole:
             # a whole-model plan is a pipeline of one block: only its own 1F1B time matters,
             # so the fastest that fits is the answer, and a layout whose GPUs cannot beat it
             # even at full speed (the iteration's FLOPs over its t·p·d GPUs) is never priced
-            layouts.sort(key=lambda x: -x.stage_gpus * x.pp)
+            # (``_prepared`` sorts its layouts by their GPUs, the most first)
             work = cm.TRAINING_PER_FORWARD * (tab.forward[-1] + (cm.head_forward_flops(sl.model, sl.seq) if sl.head else 0.0))
             work *= global_batch / island.gpu.sustained_flops
             best = math.inf
@@ -890,7 +994,6 @@ class BuiltinParallelizer:
         groups = []  # with a target: each row's job-wide group (None: the runtime cannot run it)
         # rows priced so far that fit in every pipeline position, by group: (Σ t, max t, stages)
         fit_everywhere: dict[tuple | None, list[tuple[float, float, int]]] = {}
-        floors, visit = self._visit_order(sl, island, tab, layouts, m, whole)
         positions = []  # each row's place in ``layouts``
         for n in visit:
             lay = layouts[n]
@@ -903,10 +1006,18 @@ class BuiltinParallelizer:
                 # offloading only adds time and static bytes: useless when the layout without it
                 # already fits everywhere, or when a stage's static bytes alone do not fit (exact)
                 continue
-            if floors is not None and _beaten(floors[n], lay.pp, fit_everywhere, group, group_of is not None):
-                skip_offload = False  # its offloading twin is bounded on its own
-                continue
-            stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity)
+            if floors is not None:
+                bounded = (floors[n], lay.pp, group)
+                if bounded in beaten or _beaten(floors[n], lay.pp, fit_everywhere, group, group_of is not None):
+                    beaten.add(bounded)
+                    skip_offload = False  # its offloading twin is bounded on its own
+                    continue
+            at = n if index is None else index[n]
+            own = stage_keys.get(at)
+            if own is None:
+                own = stage_keys[at] = self._stage_keys(sl, island, tab, lay, frames)
+            stages, times, limit = self._price_layout(sl, island, tab, lay, m, M, prices, capacity, keys=own,
+                                                      pricing=pricing)
             skip_offload = not lay.offload and (limit is None or (limit == -1 and (
                 stages is None or any(in_flight_fit(st, capacity, M) == -1 for st in stages))))
             if limit is None or limit >= 0:  # -1: does not fit even with nothing behind it
@@ -935,6 +1046,74 @@ class BuiltinParallelizer:
             rows, keys, groups = [rows[n] for n in chosen], [keys[n] for n in chosen], [groups[n] for n in chosen]
         return self._fronts(sl, island, m, M, capacity, rows, keys, groups, group_of is not None)
 
+    def _prepared(self, sl: Slice, island: IslandSpec, tab: LayerTable, m: int, M: int, whole: bool,
+                  keep_zero0: bool) -> Prepared:
+        """The query's layouts without the redundant ones, their floors and visiting order
+        (``_visit_order``), memoized by everything they read: the slice's layers by content
+        (``tab.kinds``: the layouts' FLOP weights and MoE layers, the floors' compute), whether it
+        holds the head and the whole model, the island but its name, the micro-batch size, and
+        for a whole model the micro-batches (interleaving). A slice holding the embedding shares
+        them with the slices of the same layers behind it: neither reads the embedding."""
+        memo = self._cache("prepared")
+        shared = (sl.model, sl.seq, tab.kinds, sl.head, whole, island_key(island), keep_zero0)
+        key = shared + (m, M if whole else None, sl.embedding)  # the floors read the embedding (its TP all-reduces)
+        prepared = memo.get(key) if pricecache.SHARING else None
+        if prepared is None:
+            flash = self.flash_on(island)
+            if whole or self._broad(sl)[1] or not pricecache.SHARING:
+                layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
+                                             flash=flash, whole=whole, keep_zero0=keep_zero0)
+                if whole:
+                    layouts.sort(key=lambda x: -x.stage_gpus * x.pp)
+            else:
+                # a dense slice of ordinary length reads m only through the DP degrees, the divisors
+                # of m, taken in increasing order: its layouts are, in the same order, those of the
+                # global batch B (which m divides) whose d divides m; and the redundant ones too
+                # (twins share their d), so every micro-batch size filters one list
+                every_key = shared + ("every", M * m)
+                every = memo.get(every_key)
+                if every is None:
+                    every = memo[every_key] = Prepared(_without_redundant(
+                        self.layouts(sl, island, microbatch_size=M * m), flash=flash, whole=False, keep_zero0=keep_zero0),
+                        None, ())
+                if FLOOR_FIRST:
+                    index, floors, visit = self._floor_table(sl, island, tab, every).order(
+                        m, self._floor_of(sl, island, tab, m))
+                    layouts = [every.layouts[n] for n in index]
+                else:
+                    index = [n for n, x in enumerate(every.layouts) if m % x.dp == 0]
+                    layouts = [every.layouts[n] for n in index]
+                    floors, visit = self._visit_order(sl, island, tab, layouts, m, whole)
+                # the stages' keys do not depend on m: kept once, by place in the whole list
+                prepared = memo[key] = Prepared(layouts, floors, visit, keys=every.keys, index=index, frames=every.frames)
+                return prepared
+            prepared = memo[key] = Prepared(layouts, *self._visit_order(sl, island, tab, layouts, m, whole))
+        return prepared
+
+    def _floor_table(self, sl: Slice, island: IslandSpec, tab: LayerTable, every: Prepared) -> FloorTable:
+        """The floor table of a list of layouts shared by every micro-batch size (``FloorTable``), for
+        slices with or without the embedding (whose first stage's floor holds its TP all-reduces)."""
+        table = every.tables.get(sl.embedding)
+        if table is None:
+            parts: dict[tuple[int, ...], tuple] = {}
+            table = every.tables[sl.embedding] = FloorTable(every.layouts, lambda lay: self._stage_parts(sl, tab, lay, parts))
+        return table
+
+    def _floor_of(self, sl: Slice, island: IslandSpec, tab: LayerTable, m: int) -> Callable[[Layout, int, tuple], float]:
+        """A stage's floor (``path_floor_s``) at micro-batch size m, memoized by its cell (``_floors``)."""
+        computed = self._cache("prices").setdefault(("floor", sl.model, sl.seq, island_key(island), m), {})
+        view = self._pricing(island)[0]
+        flash, precision = self.flash_on(island), self.precision_on(island)
+
+        def floor(lay: Layout, q: int, cell: tuple) -> float:
+            t = computed.get(cell)
+            if t is None:
+                t = computed[cell] = path_floor_s(sl, view, tab, lay, q, microbatch_size=m,
+                                                  sequence_parallel=self.sequence_parallel, flash=flash,
+                                                  tp_overlap=self.tp_comm_overlap, precision=precision)
+            return t
+        return floor
+
     def _visit_order(self, sl: Slice, island: IslandSpec, tab: LayerTable, layouts: list[Layout], m: int,
                      whole: bool) -> tuple[list[tuple[float, float]] | None, Sequence[int]]:
         """Each layout's compute floors and the order the query prices them in: the least floors
@@ -943,14 +1122,16 @@ class BuiltinParallelizer:
         its twin. (None, enumeration order) without floors."""
         if not FLOOR_FIRST or whole:
             return None, range(len(layouts))
-        computed = self._cache("prices").setdefault(("compute", sl.model, sl.seq, island.gpu, m), {})
+        computed = self._cache("prices").setdefault(("floor", sl.model, sl.seq, island_key(island), m), {})
         by_shape: dict[tuple, tuple[float, float]] = {}  # ZeRO stages and offloading share their compute
+        parts: dict[tuple[int, ...], tuple] = {}  # each split's stages' layers and head (``_floors``)
         floors = []
         for lay in layouts:
             shape = (lay.split, lay.tp, lay.dp, lay.cp, lay.recompute, lay.ep, lay.fsep)
-            if shape not in by_shape:
-                by_shape[shape] = self._floors(sl, island, tab, lay, m, computed)
-            floors.append(by_shape[shape])
+            floor = by_shape.get(shape)
+            if floor is None:
+                floor = by_shape[shape] = self._floors(sl, island, tab, lay, m, computed, parts)
+            floors.append(floor)
         return floors, sorted(range(len(layouts)), key=lambda n: floors[n][0])
 
     def _fronts(self, sl: Slice, island: IslandSpec, m: int, M: int, capacity: float, rows: list, keys: list,

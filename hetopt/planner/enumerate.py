@@ -25,7 +25,9 @@ from dataclasses import dataclass, field, replace
 
 from hetopt.family import Deadline
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
-from hetopt.planner.workers import gather
+from hetopt.planner import pricecache
+from hetopt.planner.pricecache import collector_paused
+from hetopt.planner.workers import ProcessPool, gather
 
 #: Pruning policies, all on by default.
 POLICIES = ("redundancy", "infeasibility", "imbalance")
@@ -39,6 +41,11 @@ DEFAULT_IMBALANCE = 4.0
 #: parallelizer. With an external parallelizer that takes minutes per query and a large
 #: Dask cluster, pass ``tasks`` = the number of queries instead.
 DEFAULT_TASKS = 64
+#: Batches per worker of a local process pool (``workers.ProcessPool``), when fewer than
+#: ``tasks``: workers that answer runs of consecutive queries (one island's, of slices that
+#: share stages) price each stage once where short batches spread over both made each worker
+#: price most of them (Tangram's C1 with 2 workers: 3.9 → 3.5 s, 6.3 → 5.3 s of CPU).
+TASKS_PER_LOCAL_WORKER = 4
 
 
 @dataclass
@@ -109,13 +116,27 @@ def _warm_parallelizer(par: Parallelizer) -> Parallelizer:
     return par
 
 
+def _remember(par: Parallelizer, calls: list[_Query], answers: list[tuple[PartialPlan, ...] | None]) -> None:
+    """The workers' answers kept by this process's built-in parallelizer, which answers the same
+    queries again without pricing them (the planner's alternatives ask many of them)."""
+    from hetopt.planner.builtin import BuiltinParallelizer
+
+    if type(par) is not BuiltinParallelizer or not pricecache.SHARING:
+        return
+    for call, found in zip(calls, answers):
+        if found is not None and call.parallelizer == par:
+            par.remember(call.slice, call.island, microbatch_size=call.microbatch_size, microbatches=call.microbatches,
+                         memory_fraction=call.memory_fraction, plans=found)
+
+
 def _run_batch(batch: list[_Query]) -> list[tuple[PartialPlan, ...]]:
     # one parallelizer answers the whole batch, so whatever it memoizes (the built-in one:
     # stage prices) serves every query of the batch, and the batches after it in this worker
     out = []
-    for query in batch:
-        par = _warm_parallelizer(query.parallelizer)
-        out.append(_run(query if par is query.parallelizer else replace(query, parallelizer=par)))
+    with collector_paused():  # the whole batch: see ``collector_paused``
+        for query in batch:
+            par = _warm_parallelizer(query.parallelizer)
+            out.append(_run(query if par is query.parallelizer else replace(query, parallelizer=par)))
     return out
 
 
@@ -139,6 +160,10 @@ def _answer(
             if on_progress is not None:
                 on_progress(done, total)
         return out
+    if isinstance(executor, ProcessPool):
+        # a local pool: a few batches a worker balance the load, and each worker's memo of stage
+        # prices serves longer runs of consecutive queries (it prices less of what another did)
+        tasks = min(tasks, TASKS_PER_LOCAL_WORKER * executor.max_workers)
     size = max(1, -(-total // max(1, tasks)))
     batches = [calls[i : i + size] for i in range(0, total, size)]
     done = 0
@@ -264,6 +289,8 @@ def enumerate_plans(
     stats.queried = len(queries)
     calls = [q for _, q in queries]
     answers = _answer(calls, executor, on_progress, tasks, deadline or Deadline(None))
+    if executor is not None:
+        _remember(parallelizer, calls, answers)
     plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(islands))}
     for (i, _), found in zip(queries, answers):
         if found is None:

@@ -44,6 +44,7 @@ from hetopt.planner.launchable import launch_summary
 from hetopt.planner.layout import PricedLayout, PricedPipeline
 from hetopt.planner.outcome import Attempt, PlanOutcome, conclude_plan
 from hetopt.planner.parallelizer import Parallelizer, held_gpus
+from hetopt.planner.pricecache import collector_paused
 from hetopt.planner.replicas import REPLICAS_SHARE, ReplicasPlan, plan_replicas
 from hetopt.planner.request import PlanRequest, as_cluster, as_model
 from hetopt.planner.search import SearchContext, enumeration_summary, limited, search_sizes
@@ -127,7 +128,8 @@ def plan(
     _check_collaborators(parallelizer, executor, on_progress, request)
     if request.layers_per_atom is not None:
         parallelizer = BuiltinParallelizer(layers_per_atom=request.layers_per_atom)
-    answer = _plan(request, parallelizer, executor, on_progress)
+    with collector_paused():  # the parallelizer's memo, which only grows, traversed by no pass (``collector_paused``)
+        answer = _plan(request, parallelizer, executor, on_progress)
     if request.target is not None and answer.launchability is None:
         # stopped before the search (no time, no islands, a model too large for the cluster):
         # the target is still named, with nothing planned beside it

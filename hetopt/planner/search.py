@@ -29,6 +29,7 @@ from hetopt.planner.enumerate import EnumerationStats, enumerate_plans
 from hetopt.planner.launchable import compose_launchable
 from hetopt.planner.outcome import Attempt, ChosenIslands
 from hetopt.planner.parallelizer import Parallelizer, Slice
+from hetopt.planner.pricecache import collector_paused
 from hetopt.planner.schedule import rescore, simulated_lower_bound
 from hetopt.result import Status
 from hetopt.runtimes import Job, Runtime
@@ -144,6 +145,13 @@ def search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size:
 
     ``timing`` gains the enumeration and composition seconds of every size tried.
     """
+    with collector_paused():  # the enumeration's memo is traversed by no collector pass (``collector_paused``)
+        return _search_sizes(ctx, candidates, microbatch_size, deadline, timing)
+
+
+def _search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size: int | None, deadline: Deadline,
+                  timing: dict[str, float]) -> list[Attempt]:
+    """:func:`search_sizes` with the garbage collector paused."""
     attempts: list[Attempt] = []
     for m in candidates:
         if deadline.expired():
