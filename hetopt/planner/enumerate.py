@@ -165,7 +165,12 @@ def _answer(
         # prices serves longer runs of consecutive queries (it prices less of what another did)
         tasks = min(tasks, TASKS_PER_LOCAL_WORKER * executor.max_workers)
     size = max(1, -(-total // max(1, tasks)))
-    batches = [calls[i : i + size] for i in range(0, total, size)]
+    runs = [calls[i : i + size] for i in range(0, total, size)]
+    # the heaviest batches first (layouts grow with the island's GPUs and the slice's layers): the
+    # enumeration ends when its last batch does, and a heavy batch started last would leave the
+    # other workers idle while it runs
+    order = sorted(range(len(runs)), key=lambda i: -sum(q.island.gpus * q.slice.layers for q in runs[i]))
+    batches = [runs[i] for i in order]
     done = 0
 
     def progress(i: int) -> None:
@@ -175,7 +180,8 @@ def _answer(
             on_progress(done, total)
 
     answers = gather(executor, _run_batch, batches, deadline=deadline, on_done=progress)
-    return [plans for batch, answer in zip(batches, answers) for plans in (answer or [None] * len(batch))]
+    by_run = dict(zip(order, answers))
+    return [plans for i, batch in enumerate(runs) for plans in (by_run[i] or [None] * len(batch))]
 
 
 def blocks_needed(sl: Slice, first_layer: int, total_layers: int) -> int:
