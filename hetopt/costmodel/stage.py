@@ -299,18 +299,7 @@ def price_stage(
     static, activation, offloaded = _memory(sl, tab, lay, sh, reserved_bytes, flash, precision)
     if capacity is not None and not stage_fits(static, activation, 0, capacity):
         return None
-    forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
-    compute = (forward, backward)  # what data-parallel traffic can hide behind (TP's cannot: it is on the path)
-    tp_fwd, tp_bwd = _tensor_parallel(sl, island, lay, sh, tp_overlap, gemm_fwd, gemm_bwd)
-    forward, backward = forward + tp_fwd, backward + tp_bwd
-    if lay.cp > 1:
-        cp_fwd, cp_bwd = _context_parallel(sl, island, lay, sh, flash)
-        forward, backward = forward + cp_fwd, backward + cp_bwd
-    # the host issues the layers' ops: kernels (and their TP/CP collectives) that finish sooner
-    # wait for it (the hand-overs below synchronise the host with the GPU at every micro-batch)
-    host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute)
-    host_bound = host_fwd > forward or host_bwd > backward
-    forward, backward = max(forward, host_fwd), max(backward, host_bwd)
+    forward, backward, compute, host_bound = _on_path(sl, island, tab, lay, sh, flash, tp_overlap)
     hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size)
     forward, backward = forward + hand_fwd, backward + hand_bwd
     # the parts below add to the running times term by term, in the order of the formulas
@@ -361,14 +350,27 @@ def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout
     one_node = ((0, 0),) * lay.pp  # where the stages sit: none of these parts reads it
     sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, sequence_parallel)
     sh.peak = cm.matmul_flops(island.gpu, precision)
+    forward, backward, _, _ = _on_path(sl, island, tab, lay, sh, flash, tp_overlap)
+    return forward + backward
+
+
+def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh: _Shares, flash: bool,
+             tp_overlap: bool) -> tuple[float, float, tuple[float, float], bool]:
+    """The first sums of a stage's price, forward and backward: its kernels, then its TP and CP
+    collectives, each pass held to the host's floor; with the kernels alone (what data-parallel
+    traffic can hide behind: TP's cannot, it is on the path) and whether the floor set a pass."""
     forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
+    compute = (forward, backward)
     tp_fwd, tp_bwd = _tensor_parallel(sl, island, lay, sh, tp_overlap, gemm_fwd, gemm_bwd)
     forward, backward = forward + tp_fwd, backward + tp_bwd
     if lay.cp > 1:
         cp_fwd, cp_bwd = _context_parallel(sl, island, lay, sh, flash)
         forward, backward = forward + cp_fwd, backward + cp_bwd
+    # the host issues the layers' ops: kernels (and their TP/CP collectives) that finish sooner
+    # wait for it (the hand-overs after this synchronise the host with the GPU every micro-batch)
     host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute)
-    return max(forward, host_fwd) + max(backward, host_bwd)
+    host_bound = host_fwd > forward or host_bwd > backward
+    return max(forward, host_fwd), max(backward, host_bwd), compute, host_bound
 
 
 def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_bytes: float, flash: bool,
