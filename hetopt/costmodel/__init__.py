@@ -1088,6 +1088,33 @@ def p2p_transfer_s(cfg: ModelConfig, seq: int, samples: float, bandwidth: float,
     return boundary_bytes(cfg, seq, samples, element_bytes) / bandwidth
 
 
+#: How a pipeline hands a micro-batch's boundary tensor to the next stage (``handover=``):
+#: ``split``, each TP rank sends its 1/t share (Megatron-LM's scatter-gather, and every sequence-
+#: parallel hand-over), the default; ``deepspeed``, DeepSpeed's pipeline engine with Megatron's
+#: GPT pipe module as it ran in 2021 (v0.3.13, ``deepspeed/runtime/pipe/engine.py``): the
+#: activations partitioned over the TP group and gathered again on both sides, the gradients
+#: sent whole by every TP rank, the attention mask sent with every forward hand-over
+#: (formulations/costmodel.md, "Hand-over between inner stages").
+HANDOVERS = ("split", "deepspeed")
+#: Bytes per element of the (1, 1, s, s) causal attention mask DeepSpeed's pipeline engine sends
+#: with every forward hand-over of Megatron's GPT pipe module: a bool tensor cast to fp16 because
+#: NCCL cannot send bool (``_exec_send_activations``, v0.3.13; the mask is batch-independent:
+#: Megatron's ``get_ltor_masks_and_position_ids`` builds one for the whole micro-batch).
+PIPE_MASK_BYTES = 2
+
+
+def pipe_mask_bytes(seq: int) -> float:
+    """Bytes of the causal attention mask DeepSpeed's pipeline engine sends with every forward
+    hand-over: ``PIPE_MASK_BYTES`` · s².
+
+    Examples
+    --------
+    >>> pipe_mask_bytes(1024) == 2 * 1024 * 1024
+    True
+    """
+    return PIPE_MASK_BYTES * seq * seq
+
+
 def pipeline_link_s(cfg: ModelConfig, seq: int, microbatch_size: float, bandwidth: float,
                     element_bytes: int = ACTIVATION_BYTES) -> float:
     """Link time c between two pipeline blocks on different islands: activations forward plus gradients back.
@@ -1290,6 +1317,9 @@ __all__ = [
     "logit_bytes",
     "loss_traffic_bytes",
     "p2p_transfer_s",
+    "pipe_mask_bytes",
+    "HANDOVERS",
+    "PIPE_MASK_BYTES",
     "pipeline_link_s",
     "recompute_working_bytes",
     "ring_allgather_s",

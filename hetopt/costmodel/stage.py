@@ -271,7 +271,7 @@ def price_stage(
     sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
     flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
-    precision: str = cm.DEFAULT_PRECISION, grad_fp32: bool = False,
+    precision: str = cm.DEFAULT_PRECISION, grad_fp32: bool = False, handover: str = "split",
 ) -> StageCost | None:
     """Time and memory of inner stage q of ``lay`` (formulas: formulations/costmodel.md, "A stage").
 
@@ -285,11 +285,12 @@ def price_stage(
         Bytes per GPU. When given, None instead of a price when the stage's static bytes alone
         exceed it (``stage_fits`` with nothing in flight): such a layout fits in no pipeline
         position whatever its time, which is then left uncomputed.
-    reserved_bytes, overlap, flash, tp_overlap, zero3_per_tensor, precision, grad_fp32
+    reserved_bytes, overlap, flash, tp_overlap, zero3_per_tensor, precision, grad_fp32, handover
         How the runtime runs: bytes per GPU no layout may use; data-parallel traffic overlapped
         with compute; FlashAttention; Megatron-Core's TP communication overlap; ZeRO-3
         collectives per tensor (DeepSpeed) rather than per layer (FSDP); the mixed precision;
-        gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``) rather than in 16 bits.
+        gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``) rather than in 16 bits; how a
+        micro-batch crosses between inner stages (``cm.HANDOVERS``).
     """
     sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, sequence_parallel)
     if tab.element_bytes != cm.element_bytes(precision):
@@ -300,7 +301,7 @@ def price_stage(
     if capacity is not None and not stage_fits(static, activation, 0, capacity):
         return None
     forward, backward, compute, host_bound = _on_path(sl, island, tab, lay, sh, flash, tp_overlap)
-    hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size)
+    hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size, handover)
     forward, backward = forward + hand_fwd, backward + hand_bwd
     # the parts below add to the running times term by term, in the order of the formulas
     # (the same floating-point sums wherever a stage is priced)
@@ -526,16 +527,32 @@ def _context_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Share
 
 
 def _handovers(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: int, nodes: tuple[tuple[int, int], ...],
-               microbatch_size: int) -> tuple[float, float]:
+               microbatch_size: int, handover: str = "split") -> tuple[float, float]:
     """The hand-over to the next inner stage (activations, forward) and back (gradients, backward).
 
     Interleaved (v virtual stages per GPU): a micro-batch passes every GPU v times, so each
     hand-over happens v times, and the last stage's v − 1 chunk ends go round to the first.
+
+    ``handover="deepspeed"`` (``cm.HANDOVERS``): DeepSpeed's 2021 pipeline engine. Each TP rank
+    sends its 1/t share of the activations and the fp16 attention mask (``cm.pipe_mask_bytes``)
+    forward and the whole gradient back; the receiver all-gathers the activations over its TP
+    group before its forward, and the sender all-gathers its own output again before its
+    backward (``PartitionedTensor.full``). The sender pays each send, as in the split hand-over.
     """
     cfg, s = sl.model, sl.seq
+    deepspeed = handover == "deepspeed"
+    replica = cm.boundary_bytes(cfg, s, sh.samples, sh.element)  # one replica's micro-batch, every TP rank holds it
 
-    def handover(x: int, y: int) -> float:
-        if nodes[x][0] == nodes[x][1] == nodes[y][0] == nodes[y][1]:  # one node: every GPU sends its 1/t share
+    def handover_s(x: int, y: int, forward: bool) -> float:
+        one_node = nodes[x][0] == nodes[x][1] == nodes[y][0] == nodes[y][1]
+        if deepspeed:
+            # every GPU of the stage sends: its share and the mask forward, the whole gradient back;
+            # across nodes a node's network carries what all its GPUs of the stage send
+            per_gpu = replica / lay.tp + cm.pipe_mask_bytes(s) if forward else replica
+            if one_node:
+                return per_gpu / island.intra_achieved
+            return min(lay.stage_gpus, island.gpus_per_node) * per_gpu / island.inter_achieved
+        if one_node:  # one node: every GPU sends its 1/t share
             return cm.p2p_transfer_s(cfg, s, sh.samples / lay.tp, island.intra_achieved, sh.element)
         # across nodes each node's network carries the samples of the replicas it holds (its
         # share of the stage's t·c·d GPUs; the whole micro-batch when the stage is one node),
@@ -543,15 +560,23 @@ def _handovers(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: i
         node_share = min(lay.stage_gpus, island.gpus_per_node) / lay.stage_gpus
         return cm.p2p_transfer_s(cfg, s, microbatch_size * node_share, island.inter_achieved, sh.element)
 
+    # DeepSpeed's partitioned activations are gathered over the TP group (inside a node) where
+    # they are used: by the receiver before its forward, by the sender before its backward
+    gather = (cm.ring_allgather_s(replica, lay.tp, island.intra_achieved, cm.intra_hop_latency_s(island.gpu))
+              if deepspeed else 0.0)
     v, forward, backward = lay.vpp, 0.0, 0.0
     if q + 1 < lay.pp:
-        forward = v * handover(q, q + 1)
+        forward = v * handover_s(q, q + 1, True)
+        backward = v * gather
     elif v > 1 and lay.pp > 1:
-        forward = (v - 1) * handover(q, 0)
+        forward = (v - 1) * handover_s(q, 0, True)
+        backward = (v - 1) * gather
     if q > 0:
-        backward = v * handover(q - 1, q)
+        backward += v * handover_s(q - 1, q, False)
+        forward += v * gather
     elif v > 1 and lay.pp > 1:
-        backward = (v - 1) * handover(lay.pp - 1, q)
+        backward += (v - 1) * handover_s(lay.pp - 1, q, False)
+        forward += (v - 1) * gather
     return forward, backward
 
 

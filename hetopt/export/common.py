@@ -76,6 +76,22 @@ def precision_gaps(precision: str) -> list[str]:
             "FP32 rate"]
 
 
+def handover_gaps(handover: str, target: str) -> list[str]:
+    """What the export of a plan priced with DeepSpeed's 2021 hand-over (``handover=deepspeed``)
+    says to a runtime that hands over the split way (Megatron-LM, torchtitan).
+
+    Examples
+    --------
+    >>> handover_gaps("split", "Megatron-LM"), len(handover_gaps("deepspeed", "torchtitan"))
+    ([], 1)
+    """
+    if handover != "deepspeed":
+        return []
+    return [f"hand-over: the plan is priced with DeepSpeed's 2021 pipeline hand-over (handover=deepspeed: gradients "
+            f"sent whole by every TP rank, activations gathered again); {target} sends each rank's share, so its "
+            "hand-overs take less time than priced"]
+
+
 def safe_name(text: str) -> str:
     """``text`` as a file-name part: letters, digits and ``.+-_`` kept, the rest ``_``.
 

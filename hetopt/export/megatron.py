@@ -35,7 +35,8 @@ and a one-stage ZeRO-3 plan as PyTorch FSDP2 (``--use-torch-fsdp2`` with what Me
 
 from __future__ import annotations
 
-from hetopt.export.common import gpu_types, job_value, plan_line, precision_gaps, safe_name, split_text, without_bf16
+from hetopt.export.common import (gpu_types, handover_gaps, job_value, plan_line, precision_gaps, safe_name, split_text,
+                                  without_bf16)
 from hetopt.export.source import Block, Layout, PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -363,6 +364,7 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
     # Megatron-LM trains in fp32 when neither --fp16 nor --bf16 is given (tf32: precision_gaps)
     common += [f"--{precision}"] if precision in ("bf16", "fp16") else []
     gaps.extend(precision_gaps(precision))
+    gaps.extend(handover_gaps(plan.handover, "Megatron-LM"))
     split = split_arguments(plan.stage_layers)
     if isinstance(vpp, int) and vpp > 1:
         if split:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hetopt.errors import InputError
-from hetopt.costmodel import PRECISIONS, hardware_precision
+from hetopt.costmodel import HANDOVERS, PRECISIONS, hardware_precision
 from hetopt.hardware import load_gpus
 from hetopt.runtimes import Job, Shape
 
@@ -105,6 +105,8 @@ class PlanView:
     #: what the plan priced, for the export's README: its iteration time and each stage's peak memory
     iteration_time_s: float | None = None
     stage_memory_gib: tuple[float, ...] = ()
+    #: how a micro-batch crosses between stages, as priced (``cm.HANDOVERS``; a document without it: split)
+    handover: str = "split"
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -353,7 +355,8 @@ def plan_view(doc: dict[str, Any], source: str) -> PlanView:
                     _flag(doc, "overlap", True, source), _flag(doc, "grad_reduce_fp32", False, source),
                     doc.get("target") if isinstance(doc.get("target"), str) else None,
                     _number(doc.get("iteration_time_s")),
-                    tuple(m for m in (_number(st.get("memory_gib")) for st in stages) if m is not None))
+                    tuple(m for m in (_number(st.get("memory_gib")) for st in stages) if m is not None),
+                    _handover(doc, source))
 
 
 def _number(value: Any) -> float | None:
@@ -395,6 +398,14 @@ def _flag(doc: dict[str, Any], key: str, default: bool, source: str) -> bool:
     value = doc.get(key, default)
     if not isinstance(value, bool):
         raise InputError(f"{source}: {key}: {value!r} must be true or false (re-run `hetopt plan --json`)")
+    return value
+
+
+def _handover(doc: dict[str, Any], source: str) -> str:
+    """The plan's ``handover`` (``split`` for documents written before plans carried it)."""
+    value = doc.get("handover", "split")
+    if value not in HANDOVERS:
+        raise InputError(f"{source}: handover: {value!r} must be {' or '.join(HANDOVERS)} (re-run `hetopt plan --json`)")
     return value
 
 

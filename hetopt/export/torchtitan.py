@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from hetopt.export.common import FILL_IN, gpu_types, job_value, plan_line, precision_gaps, without_bf16
+from hetopt.export.common import FILL_IN, gpu_types, handover_gaps, job_value, plan_line, precision_gaps, without_bf16
 from hetopt.export.source import PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -121,6 +121,7 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
                     "(module_fqns_per_model_part uses torchtitan's decoder names tok_embeddings, layers.N, norm, output)")
     no_bf16 = without_bf16(gpu_types(plan))
     gaps.extend(precision_gaps(plan.precision))
+    gaps.extend(handover_gaps(plan.handover, "torchtitan"))
     if no_bf16:
         verb = "have" if len(no_bf16) > 1 else "has"
         gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "

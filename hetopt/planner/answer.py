@@ -107,9 +107,11 @@ class HeteroPlan:
     #: regimes of the plan no calibration covers, a sentence each (``planner/coverage.py``)
     outside_calibration: list[str] = field(default_factory=list)
     #: how the plan's data-parallel traffic was priced, for ``hetopt export``: overlapped with
-    #: compute (``overlap=``), and its gradients reduced in fp32 (``gradreduce=fp32``)
+    #: compute (``overlap=``), its gradients reduced in fp32 (``gradreduce=fp32``), and how a
+    #: micro-batch crosses between stages (``handover=``, ``cm.HANDOVERS``)
     overlap: bool = True
     grad_reduce_fp32: bool = False
+    handover: str = "split"
     #: the runtime the plan was searched for (``target``), and the launchable plan beside the
     #: unrestricted one (``planner/launchable.launch_summary``)
     target: str | None = None

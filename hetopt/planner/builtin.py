@@ -444,6 +444,11 @@ class BuiltinParallelizer:
         Data-parallel gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``: DeepSpeed's
         ``fp32_allreduce``, Megatron's ``--accumulate-allreduce-grads-in-fp32``); False, the
         default: in the 16-bit format of the parameters.
+    handover
+        How a micro-batch crosses between inner stages (``cm.HANDOVERS``): ``"split"``, the
+        default, each TP rank sends its share (Megatron); ``"deepspeed"``, DeepSpeed's 2021
+        pipeline engine (activations gathered again on both sides, gradients sent whole by every
+        TP rank, the attention mask with every forward hand-over).
     expert_parallel, fsep
         Enumerate EP degrees (divisors of the experts that fit the stage, MoE slices only), and
         each with FSEP too.
@@ -490,6 +495,7 @@ class BuiltinParallelizer:
     long_sequence: int = LONG_SEQUENCE
     precision: str | None = None
     grad_reduce_fp32: bool = False
+    handover: str = "split"
     target: str | None = None
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
 
@@ -535,12 +541,14 @@ class BuiltinParallelizer:
             raise ValueError(f"reserved bytes must be >= 0 (got {self.reserved_bytes})")
         if self.precision is not None and self.precision not in cm.PRECISIONS:
             raise ValueError(f"precision must be one of {', '.join(cm.PRECISIONS)} (got {self.precision!r})")
+        if self.handover not in cm.HANDOVERS:
+            raise ValueError(f"handover must be one of {', '.join(cm.HANDOVERS)} (got {self.handover!r})")
 
     def running(self, *, overlap: bool, flash: bool, sequence_parallel: bool, tp_overlap: bool, zero3_per_tensor: bool,
-                precision: str | None, grad_fp32: bool = False) -> BuiltinParallelizer:
+                precision: str | None, grad_fp32: bool = False, handover: str = "split") -> BuiltinParallelizer:
         """This parallelizer pricing a framework that runs as the arguments say (a given layout's
         or a ``--runtime``'s ``overlap``, ``flash``, ``sp``, ``tpoverlap``, ``zero3gather``,
-        ``precision`` and ``gradreduce``); itself when it already does, so its memo of stage
+        ``precision``, ``gradreduce`` and ``handover``); itself when it already does, so its memo of stage
         prices is kept.
 
         Examples
@@ -554,12 +562,12 @@ class BuiltinParallelizer:
         True
         """
         now = (self.overlap_communication, self.flash_attention, self.sequence_parallel, self.tp_comm_overlap,
-               self.zero3_per_tensor, self.precision, self.grad_reduce_fp32)
-        if now == (overlap, flash, sequence_parallel, tp_overlap, zero3_per_tensor, precision, grad_fp32):
+               self.zero3_per_tensor, self.precision, self.grad_reduce_fp32, self.handover)
+        if now == (overlap, flash, sequence_parallel, tp_overlap, zero3_per_tensor, precision, grad_fp32, handover):
             return self
         return replace(self, overlap_communication=overlap, flash_attention=flash, sequence_parallel=sequence_parallel,
                        tp_comm_overlap=tp_overlap, zero3_per_tensor=zero3_per_tensor, precision=precision,
-                       grad_reduce_fp32=grad_fp32)
+                       grad_reduce_fp32=grad_fp32, handover=handover)
 
     def flash_on(self, island: IslandSpec) -> bool:
         """Whether attention runs as FlashAttention on ``island``: the runtime asks for it, the
@@ -768,7 +776,7 @@ class BuiltinParallelizer:
                 sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
                 overlap=self.overlap_communication, flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap,
                 zero3_per_tensor=self.zero3_per_tensor, precision=self.precision_on(island),
-                grad_fp32=self.grad_reduce_fp32))
+                grad_fp32=self.grad_reduce_fp32, handover=self.handover))
         return out
 
     def _nodes(self, island: IslandSpec, lay: Layout) -> tuple[tuple[int, int], ...]:

@@ -10,8 +10,9 @@ run plans without them, so ``--runtime`` holds the search to what it has:
 
 Keys: ``recompute`` and ``zero`` take the modes and stages the framework has (comma lists);
 ``flash``, ``overlap``, ``sp``, ``tpoverlap``, ``zero3gather``, ``precision`` (bf16,
-fp16, fp32 or tf32: the training state it keeps, its element size and matmul peak) and ``gradreduce`` (fp32 or half: the bytes of its
-data-parallel gradient reduction) say how it runs, with the
+fp16, fp32 or tf32: the training state it keeps, its element size and matmul peak), ``gradreduce`` (fp32 or half: the bytes of its
+data-parallel gradient reduction) and ``handover`` (split or deepspeed: how a micro-batch
+crosses between pipeline stages, ``cm.HANDOVERS``) say how it runs, with the
 meanings and spellings of ``--layout`` (:mod:`hetopt.planner.layout`); ``ep``, ``cp`` and
 ``offload`` (yes/no) whether it has expert parallelism, context parallelism and activation
 offloading. A key left out keeps the built-in parallelizer's default (everything searched,
@@ -29,13 +30,13 @@ from hetopt.planner.layout import (GRAD_REDUCES, OVERLAP_VALUES, ZERO3_GATHERS, 
                                    layout_error, precision_value)
 
 #: The keys of a ``--runtime`` string.
-RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce", "ep", "cp",
-                "offload")
+RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce", "handover",
+                "ep", "cp", "offload")
 #: The yes/no keys of a ``--runtime`` string and the :class:`Runtime` field each sets.
 SWITCH_FIELDS = (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
                  ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload"))
 #: The ``--layout`` keys that say how a framework runs; with ``--runtime`` they belong there.
-LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce")
+LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce", "handover")
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,7 @@ class Runtime:
     zero3_per_tensor: bool = False
     precision: str | None = None  # None: the hardware's (cm.hardware_precision)
     grad_fp32: bool = False  # gradients reduced in fp32 (``gradreduce=fp32``)
+    handover: str = "split"  # how a micro-batch crosses between stages (``handover=``, cm.HANDOVERS)
     expert_parallel: bool = True
     context_parallel: bool = True
     offload: bool = True
@@ -86,13 +88,15 @@ class Runtime:
             parts.append(f"precision={self.precision}")
         if self.grad_fp32:
             parts.append("gradreduce=fp32")
+        if self.handover != "split":
+            parts.append(f"handover={self.handover}")
         return " ".join(parts)
 
     def parallelizer(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` searching only what this runtime has, priced as it runs."""
         runs = par.running(overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
                            tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
-                           grad_fp32=self.grad_fp32)
+                           grad_fp32=self.grad_fp32, handover=self.handover)
         return replace(runs, recompute=self.recompute, zero_stages=self.zero,
                        expert_parallel=self.expert_parallel, fsep=par.fsep and self.expert_parallel,
                        cp=par.cp if self.context_parallel else (1,), offload=par.offload and self.offload)
@@ -117,7 +121,7 @@ class Runtime:
                 raise layout_error(f"layout {used}: the runtime's {allowed} does not have it (give a layout the runtime can run)")
         return replace(layout, overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
                        tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
-                       grad_fp32=self.grad_fp32)
+                       grad_fp32=self.grad_fp32, handover=self.handover)
 
     def layouts(self, given: GivenLayout | tuple[IslandBlock, ...]) -> GivenLayout | tuple[IslandBlock, ...]:
         """:meth:`layout` of one layout or of every island's."""
@@ -187,6 +191,11 @@ def parse_runtime(text: str) -> Runtime:
         if reduce not in GRAD_REDUCES:
             raise runtime_error(f"runtime gradreduce={values['gradreduce']}: must be fp32 or half")
         flags["grad_fp32"] = GRAD_REDUCES[reduce]
+    if "handover" in values:
+        handover = values["handover"].lower()
+        if handover not in cm.HANDOVERS:
+            raise runtime_error(f"runtime handover={values['handover']}: must be {' or '.join(cm.HANDOVERS)}")
+        flags["handover"] = handover
     return replace(rt, **flags)
 
 
