@@ -42,6 +42,5 @@ def no_host_floor(monkeypatch) -> None:
     small stage's kernel or link terms by hand would otherwise see the floor instead."""
     from hetopt import costmodel as cm
 
-    monkeypatch.setattr(cm, "HOST_LAYER_FORWARD_S", 0.0)
-    monkeypatch.setattr(cm, "HOST_LAYER_BACKWARD_S", 0.0)
+    monkeypatch.setitem(cm.HOST_STACKS, cm.DEFAULT_HOST, (0.0, 0.0))
 

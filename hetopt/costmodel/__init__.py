@@ -744,15 +744,25 @@ def memory_time_s(nbytes: float, gpu: GpuType) -> float:
 #: time: CUDA's launch of each kernel is not in it, nor an older framework's slower dispatch.
 HOST_LAYER_FORWARD_S = 1.37e-4
 HOST_LAYER_BACKWARD_S = 2.05e-4
+#: The host's (forward, backward) seconds per layer by software stack (``host=`` in a layout or
+#: a runtime, ``host`` in a published row). ``torch2``, the default: today's eager PyTorch, the
+#: measurement above. ``deepspeed-0.3``: Megatron-LM v1.1.5 layers in DeepSpeed v0.3.13's
+#: pipeline module on PyTorch 1.x (AMP's runs, 2021), read off that stack's own per-layer profile
+#: on a T4 and a V100 by ``python -m hetopt.generate.stack_host``: the profiled forward less this
+#: model's kernels, 3.43 ms on the T4 and 3.20 ms on the V100, whose kernels differ 3.3-fold
+#: (the mean, 3.31 ms); the backward in today's proportion (×1.50), 4.95 ms. Seconds.
+HOST_STACKS = {"torch2": (HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S), "deepspeed-0.3": (3.31e-3, 4.95e-3)}
+#: The stack a layout or runtime that does not say runs on.
+DEFAULT_HOST = "torch2"
 
 
-def host_floor_s(layers: float, *, recompute: str = "none") -> tuple[float, float]:
+def host_floor_s(layers: float, *, recompute: str = "none", stack: str = DEFAULT_HOST) -> tuple[float, float]:
     """The least (forward, backward) seconds ``layers`` transformer layers take per micro-batch,
     whatever their kernels: the host issues every op, and a GPU whose kernels finish sooner
     waits for the next (formulations/costmodel.md, "The host's floor").
 
     Full recomputation issues the forward again during backward; selective recomputation's
-    few attention ops are not counted.
+    few attention ops are not counted. ``stack`` names the software stack (``HOST_STACKS``).
 
     Examples
     --------
@@ -761,10 +771,15 @@ def host_floor_s(layers: float, *, recompute: str = "none") -> tuple[float, floa
     (3.29, 4.92)
     >>> host_floor_s(1, recompute="full")[1] == HOST_LAYER_BACKWARD_S + HOST_LAYER_FORWARD_S
     True
+    >>> host_floor_s(2, stack="deepspeed-0.3")
+    (0.00662, 0.0099)
     """
     _check_recompute(recompute)
-    forward = layers * HOST_LAYER_FORWARD_S
-    return forward, layers * HOST_LAYER_BACKWARD_S + (forward if recompute == "full" else 0.0)
+    if stack not in HOST_STACKS:
+        raise ValueError(f"unknown host stack {stack!r} (valid: {', '.join(HOST_STACKS)})")
+    per_forward, per_backward = HOST_STACKS[stack]
+    forward = layers * per_forward
+    return forward, layers * per_backward + (forward if recompute == "full" else 0.0)
 
 
 #: Bytes the mixed-precision Adam step moves per parameter of a GPU's optimizer shard, by its
@@ -1291,6 +1306,8 @@ __all__ = [
     "host_floor_s",
     "HOST_LAYER_FORWARD_S",
     "HOST_LAYER_BACKWARD_S",
+    "HOST_STACKS",
+    "DEFAULT_HOST",
     "intra_hop_latency_s",
     "memory_time_s",
     "parameter_tensors",

@@ -272,6 +272,7 @@ def price_stage(
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
     flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
     precision: str = cm.DEFAULT_PRECISION, grad_fp32: bool = False, handover: str = "split",
+    host: str = cm.DEFAULT_HOST,
 ) -> StageCost | None:
     """Time and memory of inner stage q of ``lay`` (formulas: formulations/costmodel.md, "A stage").
 
@@ -285,12 +286,13 @@ def price_stage(
         Bytes per GPU. When given, None instead of a price when the stage's static bytes alone
         exceed it (``stage_fits`` with nothing in flight): such a layout fits in no pipeline
         position whatever its time, which is then left uncomputed.
-    reserved_bytes, overlap, flash, tp_overlap, zero3_per_tensor, precision, grad_fp32, handover
+    reserved_bytes, overlap, flash, tp_overlap, zero3_per_tensor, precision, grad_fp32, handover, host
         How the runtime runs: bytes per GPU no layout may use; data-parallel traffic overlapped
         with compute; FlashAttention; Megatron-Core's TP communication overlap; ZeRO-3
         collectives per tensor (DeepSpeed) rather than per layer (FSDP); the mixed precision;
         gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``) rather than in 16 bits; how a
-        micro-batch crosses between inner stages (``cm.HANDOVERS``).
+        micro-batch crosses between inner stages (``cm.HANDOVERS``); the software stack whose
+        host issues the layers' ops (``cm.HOST_STACKS``).
     """
     sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, sequence_parallel)
     if tab.element_bytes != cm.element_bytes(precision):
@@ -300,7 +302,7 @@ def price_stage(
     static, activation, offloaded = _memory(sl, tab, lay, sh, reserved_bytes, flash, precision)
     if capacity is not None and not stage_fits(static, activation, 0, capacity):
         return None
-    forward, backward, compute, host_bound = _on_path(sl, island, tab, lay, sh, flash, tp_overlap)
+    forward, backward, compute, host_bound = _on_path(sl, island, tab, lay, sh, flash, tp_overlap, host)
     hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size, handover)
     forward, backward = forward + hand_fwd, backward + hand_bwd
     # the parts below add to the running times term by term, in the order of the formulas
@@ -336,7 +338,7 @@ def compute_time_s(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, q:
 
 def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,
                  sequence_parallel: bool, flash: bool = False, tp_overlap: bool = False,
-                 precision: str = cm.DEFAULT_PRECISION) -> float:
+                 precision: str = cm.DEFAULT_PRECISION, host: str = cm.DEFAULT_HOST) -> float:
     """Forward + backward seconds of inner stage q's kernels and TP/CP collectives, each pass held
     to the host's floor: a lower bound of its ``time_s`` tighter than :func:`compute_time_s`.
 
@@ -351,12 +353,12 @@ def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout
     one_node = ((0, 0),) * lay.pp  # where the stages sit: none of these parts reads it
     sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, sequence_parallel)
     sh.peak = cm.matmul_flops(island.gpu, precision)
-    forward, backward, _, _ = _on_path(sl, island, tab, lay, sh, flash, tp_overlap)
+    forward, backward, _, _ = _on_path(sl, island, tab, lay, sh, flash, tp_overlap, host)
     return forward + backward
 
 
 def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh: _Shares, flash: bool,
-             tp_overlap: bool) -> tuple[float, float, tuple[float, float], bool]:
+             tp_overlap: bool, host: str = cm.DEFAULT_HOST) -> tuple[float, float, tuple[float, float], bool]:
     """The first sums of a stage's price, forward and backward: its kernels, then its TP and CP
     collectives, each pass held to the host's floor; with the kernels alone (what data-parallel
     traffic can hide behind: TP's cannot, it is on the path) and whether the floor set a pass."""
@@ -369,7 +371,7 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
         forward, backward = forward + cp_fwd, backward + cp_bwd
     # the host issues the layers' ops: kernels (and their TP/CP collectives) that finish sooner
     # wait for it (the hand-overs after this synchronise the host with the GPU every micro-batch)
-    host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute)
+    host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute, stack=host)
     host_bound = host_fwd > forward or host_bwd > backward
     return max(forward, host_fwd), max(backward, host_bwd), compute, host_bound
 

@@ -112,6 +112,8 @@ class HeteroPlan:
     overlap: bool = True
     grad_reduce_fp32: bool = False
     handover: str = "split"
+    #: the software stack whose host time per layer floored every stage (``host=``, ``cm.HOST_STACKS``)
+    host: str = "torch2"
     #: the runtime the plan was searched for (``target``), and the launchable plan beside the
     #: unrestricted one (``planner/launchable.launch_summary``)
     target: str | None = None

@@ -449,6 +449,10 @@ class BuiltinParallelizer:
         default, each TP rank sends its share (Megatron); ``"deepspeed"``, DeepSpeed's 2021
         pipeline engine (activations gathered again on both sides, gradients sent whole by every
         TP rank, the attention mask with every forward hand-over).
+    host
+        The software stack whose host issues the layers' ops (``cm.HOST_STACKS``): today's eager
+        PyTorch (``"torch2"``, the default) or DeepSpeed 0.3 with Megatron-LM v1.1.5
+        (``"deepspeed-0.3"``); its time per layer is every stage's floor.
     expert_parallel, fsep
         Enumerate EP degrees (divisors of the experts that fit the stage, MoE slices only), and
         each with FSEP too.
@@ -496,6 +500,7 @@ class BuiltinParallelizer:
     precision: str | None = None
     grad_reduce_fp32: bool = False
     handover: str = "split"
+    host: str = cm.DEFAULT_HOST
     target: str | None = None
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
 
@@ -543,12 +548,15 @@ class BuiltinParallelizer:
             raise ValueError(f"precision must be one of {', '.join(cm.PRECISIONS)} (got {self.precision!r})")
         if self.handover not in cm.HANDOVERS:
             raise ValueError(f"handover must be one of {', '.join(cm.HANDOVERS)} (got {self.handover!r})")
+        if self.host not in cm.HOST_STACKS:
+            raise ValueError(f"host must be one of {', '.join(cm.HOST_STACKS)} (got {self.host!r})")
 
     def running(self, *, overlap: bool, flash: bool, sequence_parallel: bool, tp_overlap: bool, zero3_per_tensor: bool,
-                precision: str | None, grad_fp32: bool = False, handover: str = "split") -> BuiltinParallelizer:
+                precision: str | None, grad_fp32: bool = False, handover: str = "split",
+                host: str = cm.DEFAULT_HOST) -> BuiltinParallelizer:
         """This parallelizer pricing a framework that runs as the arguments say (a given layout's
         or a ``--runtime``'s ``overlap``, ``flash``, ``sp``, ``tpoverlap``, ``zero3gather``,
-        ``precision``, ``gradreduce`` and ``handover``); itself when it already does, so its memo of stage
+        ``precision``, ``gradreduce``, ``handover`` and ``host``); itself when it already does, so its memo of stage
         prices is kept.
 
         Examples
@@ -562,12 +570,12 @@ class BuiltinParallelizer:
         True
         """
         now = (self.overlap_communication, self.flash_attention, self.sequence_parallel, self.tp_comm_overlap,
-               self.zero3_per_tensor, self.precision, self.grad_reduce_fp32, self.handover)
-        if now == (overlap, flash, sequence_parallel, tp_overlap, zero3_per_tensor, precision, grad_fp32, handover):
+               self.zero3_per_tensor, self.precision, self.grad_reduce_fp32, self.handover, self.host)
+        if now == (overlap, flash, sequence_parallel, tp_overlap, zero3_per_tensor, precision, grad_fp32, handover, host):
             return self
         return replace(self, overlap_communication=overlap, flash_attention=flash, sequence_parallel=sequence_parallel,
                        tp_comm_overlap=tp_overlap, zero3_per_tensor=zero3_per_tensor, precision=precision,
-                       grad_reduce_fp32=grad_fp32, handover=handover)
+                       grad_reduce_fp32=grad_fp32, handover=handover, host=host)
 
     def flash_on(self, island: IslandSpec) -> bool:
         """Whether attention runs as FlashAttention on ``island``: the runtime asks for it, the
@@ -776,7 +784,7 @@ class BuiltinParallelizer:
                 sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
                 overlap=self.overlap_communication, flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap,
                 zero3_per_tensor=self.zero3_per_tensor, precision=self.precision_on(island),
-                grad_fp32=self.grad_reduce_fp32, handover=self.handover))
+                grad_fp32=self.grad_reduce_fp32, handover=self.handover, host=self.host))
         return out
 
     def _nodes(self, island: IslandSpec, lay: Layout) -> tuple[tuple[int, int], ...]:
@@ -874,7 +882,8 @@ class BuiltinParallelizer:
             if t is None:
                 t = computed[key] = path_floor_s(
                     sl, self._pricing(island)[0], tab, lay, q, microbatch_size=m, sequence_parallel=self.sequence_parallel,
-                    flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap, precision=self.precision_on(island))
+                    flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap, precision=self.precision_on(island),
+                    host=self.host)
             times.append(t)
         return sum(times), max(times)
 
@@ -1118,7 +1127,7 @@ class BuiltinParallelizer:
             if t is None:
                 t = computed[cell] = path_floor_s(sl, view, tab, lay, q, microbatch_size=m,
                                                   sequence_parallel=self.sequence_parallel, flash=flash,
-                                                  tp_overlap=self.tp_comm_overlap, precision=precision)
+                                                  tp_overlap=self.tp_comm_overlap, precision=precision, host=self.host)
             return t
         return floor
 

@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None, grad_fp32=False, split=None, handover='split')
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None, grad_fp32=False, split=None, handover='split', host='torch2')
 >>> parse_layout("tp=1 pp=3 dp=1 split=4+4+3").split
 (4, 4, 3)
 >>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()
@@ -47,7 +47,8 @@ from hetopt.workload import ModelConfig
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
 #: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
 LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "sp", "tpoverlap", "ep", "fsep", "cp",
-               "offload", "zero3gather", "precision", "gradreduce", "handover", "split")
+               "offload", "zero3gather", "precision", "gradreduce", "handover", "host",
+               "split")
 #: ``zero3gather=``: ZeRO-3's collectives one per layer (FSDP's unit) or one per parameter tensor.
 ZERO3_GATHERS = {"layer": False, "tensor": True}
 #: ``gradreduce=``: data-parallel gradients reduced in fp32 (DeepSpeed's ``fp32_allreduce``,
@@ -92,6 +93,8 @@ class GivenLayout:
     split: tuple[int, ...] | None = None
     #: how a micro-batch crosses between inner stages (``cm.HANDOVERS``: split, or DeepSpeed's 2021 engine)
     handover: str = "split"
+    #: the software stack whose host issues the layers' ops (``cm.HOST_STACKS``)
+    host: str = cm.DEFAULT_HOST
 
     def text(self) -> str:
         """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
@@ -102,6 +105,7 @@ class GivenLayout:
         tail += f" precision={self.precision}" if self.precision not in (None, cm.DEFAULT_PRECISION) else ""
         tail += " gradreduce=fp32" if self.grad_fp32 else ""
         tail += f" handover={self.handover}" if self.handover != "split" else ""
+        tail += f" host={self.host}" if self.host != cm.DEFAULT_HOST else ""
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
@@ -124,17 +128,17 @@ class GivenLayout:
                       ep=self.ep, fsep=self.fsep, cp=self.cp, offload=self.offload)
 
     @property
-    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool, str | None, bool, str]:
+    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool, str | None, bool, str, str]:
         """How the runtime runs: (overlap, flash, sequence parallelism, TP overlap, ZeRO-3 per tensor, precision,
-        fp32 gradient reduction, hand-over)."""
+        fp32 gradient reduction, hand-over, host stack)."""
         return (self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor, self.precision,
-                self.grad_fp32, self.handover)
+                self.grad_fp32, self.handover, self.host)
 
     def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` pricing the runtime this layout ran on (its overlap, attention and sequence parallelism)."""
         return par.running(overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
                            tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
-                           grad_fp32=self.grad_fp32, handover=self.handover)
+                           grad_fp32=self.grad_fp32, handover=self.handover, host=self.host)
 
 
 @dataclass(frozen=True)
@@ -270,6 +274,9 @@ def parse_layout(text: str) -> GivenLayout:
     handover = values.get("handover", "split").lower()
     if handover not in cm.HANDOVERS:
         raise layout_error(f"layout handover={values['handover']}: must be {' or '.join(cm.HANDOVERS)}")
+    host = values.get("host", cm.DEFAULT_HOST).lower()
+    if host not in cm.HOST_STACKS:
+        raise layout_error(f"layout host={values['host']}: must be {' or '.join(cm.HOST_STACKS)}")
     split = None
     if "split" in values:
         parts = values["split"].split("+")
@@ -281,7 +288,7 @@ def parse_layout(text: str) -> GivenLayout:
     layout = GivenLayout(sizes["tp"], sizes["pp"], sizes.get("dp", 0), sizes.get("mbs", 0), recompute, zero, flags["overlap"],
                          sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
                          sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
-                         ZERO3_GATHERS[gather], precision, GRAD_REDUCES[reduce], split, handover)
+                         ZERO3_GATHERS[gather], precision, GRAD_REDUCES[reduce], split, handover, host)
     clash = contradiction(layout, gather_given="zero3gather" in values)
     if clash:
         key, reason = clash

@@ -21,7 +21,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetopt.catalog import CALIBRATION_SETS, instances_dir
-from hetopt.costmodel import HANDOVERS, PRECISIONS, TRANSPORTS, hardware_precision, precision_problem
+from hetopt.costmodel import (DEFAULT_HOST, HANDOVERS, HOST_STACKS, PRECISIONS, TRANSPORTS, hardware_precision,
+                             precision_problem)
 from hetopt.units import BITS_PER_BYTE
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
@@ -227,7 +228,7 @@ def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
     """A row's ``layout`` table; what it leaves unsaid, as the runtimes of its ``era`` ran."""
     lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
                         "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision", "grad_reduce",
-                        "handover"))
+                        "handover", "host"))
     # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
     zero = lay.integer("zero", 0, minimum=0, maximum=3)
     precision = lay.string("precision", None, choices=PRECISIONS) or hardware_precision((gpu,))
@@ -248,6 +249,7 @@ def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
         precision=precision,
         grad_fp32=GRAD_REDUCES[lay.string("grad_reduce", "half", choices=tuple(GRAD_REDUCES))],
         handover=lay.string("handover", "split", choices=HANDOVERS),
+        host=lay.string("host", DEFAULT_HOST, choices=tuple(HOST_STACKS)),
     )
     clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
     if clash:  # the same rule as --layout, named by the file's key
@@ -310,7 +312,8 @@ def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
     running as the layout says; without the key, every choice a current runtime has."""
     ran = {"overlap": layout.overlap, "flash": layout.flash, "sequence_parallel": layout.sequence_parallel,
            "tp_overlap": layout.tp_overlap, "zero3_per_tensor": layout.zero3_per_tensor, "precision": layout.precision,
-           "grad_fp32": layout.grad_fp32, "handover": layout.handover}
+           "grad_fp32": layout.grad_fp32, "handover": layout.handover,
+           "host": layout.host}
     text = m.data.get("runtime")
     if text is None:
         return Runtime(**ran)

@@ -12,7 +12,8 @@ Keys: ``recompute`` and ``zero`` take the modes and stages the framework has (co
 ``flash``, ``overlap``, ``sp``, ``tpoverlap``, ``zero3gather``, ``precision`` (bf16,
 fp16, fp32 or tf32: the training state it keeps, its element size and matmul peak), ``gradreduce`` (fp32 or half: the bytes of its
 data-parallel gradient reduction) and ``handover`` (split or deepspeed: how a micro-batch
-crosses between pipeline stages, ``cm.HANDOVERS``) say how it runs, with the
+crosses between pipeline stages, ``cm.HANDOVERS``) and ``host`` (torch2 or deepspeed-0.3: the
+software stack whose host issues the ops, ``cm.HOST_STACKS``) say how it runs, with the
 meanings and spellings of ``--layout`` (:mod:`hetopt.planner.layout`); ``ep``, ``cp`` and
 ``offload`` (yes/no) whether it has expert parallelism, context parallelism and activation
 offloading. A key left out keeps the built-in parallelizer's default (everything searched,
@@ -31,12 +32,12 @@ from hetopt.planner.layout import (GRAD_REDUCES, OVERLAP_VALUES, ZERO3_GATHERS, 
 
 #: The keys of a ``--runtime`` string.
 RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce", "handover",
-                "ep", "cp", "offload")
+                "host", "ep", "cp", "offload")
 #: The yes/no keys of a ``--runtime`` string and the :class:`Runtime` field each sets.
 SWITCH_FIELDS = (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
                  ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload"))
 #: The ``--layout`` keys that say how a framework runs; with ``--runtime`` they belong there.
-LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce", "handover")
+LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce", "handover", "host")
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,7 @@ class Runtime:
     precision: str | None = None  # None: the hardware's (cm.hardware_precision)
     grad_fp32: bool = False  # gradients reduced in fp32 (``gradreduce=fp32``)
     handover: str = "split"  # how a micro-batch crosses between stages (``handover=``, cm.HANDOVERS)
+    host: str = cm.DEFAULT_HOST  # the stack whose host issues the ops (``host=``, cm.HOST_STACKS)
     expert_parallel: bool = True
     context_parallel: bool = True
     offload: bool = True
@@ -90,13 +92,15 @@ class Runtime:
             parts.append("gradreduce=fp32")
         if self.handover != "split":
             parts.append(f"handover={self.handover}")
+        if self.host != cm.DEFAULT_HOST:
+            parts.append(f"host={self.host}")
         return " ".join(parts)
 
     def parallelizer(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
         """``par`` searching only what this runtime has, priced as it runs."""
         runs = par.running(overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
                            tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
-                           grad_fp32=self.grad_fp32, handover=self.handover)
+                           grad_fp32=self.grad_fp32, handover=self.handover, host=self.host)
         return replace(runs, recompute=self.recompute, zero_stages=self.zero,
                        expert_parallel=self.expert_parallel, fsep=par.fsep and self.expert_parallel,
                        cp=par.cp if self.context_parallel else (1,), offload=par.offload and self.offload)
@@ -121,7 +125,7 @@ class Runtime:
                 raise layout_error(f"layout {used}: the runtime's {allowed} does not have it (give a layout the runtime can run)")
         return replace(layout, overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
                        tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
-                       grad_fp32=self.grad_fp32, handover=self.handover)
+                       grad_fp32=self.grad_fp32, handover=self.handover, host=self.host)
 
     def layouts(self, given: GivenLayout | tuple[IslandBlock, ...]) -> GivenLayout | tuple[IslandBlock, ...]:
         """:meth:`layout` of one layout or of every island's."""
@@ -196,6 +200,11 @@ def parse_runtime(text: str) -> Runtime:
         if handover not in cm.HANDOVERS:
             raise runtime_error(f"runtime handover={values['handover']}: must be {' or '.join(cm.HANDOVERS)}")
         flags["handover"] = handover
+    if "host" in values:
+        host = values["host"].lower()
+        if host not in cm.HOST_STACKS:
+            raise runtime_error(f"runtime host={values['host']}: must be {' or '.join(cm.HOST_STACKS)}")
+        flags["host"] = host
     return replace(rt, **flags)
 
 

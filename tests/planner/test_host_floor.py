@@ -45,8 +45,7 @@ def _stage(model: str, layers: int, seq: int, gpu: str, m: int, recompute: str =
 
 def _without_floor(monkeypatch, *args, **kwargs):
     with monkeypatch.context() as mp:
-        mp.setattr(cm, "HOST_LAYER_FORWARD_S", 0.0)
-        mp.setattr(cm, "HOST_LAYER_BACKWARD_S", 0.0)
+        mp.setitem(cm.HOST_STACKS, cm.DEFAULT_HOST, (0.0, 0.0))
         return _stage(*args, **kwargs)
 
 
@@ -91,3 +90,56 @@ def test_a_plan_says_when_the_host_sets_its_pace(capsys):
            "--no-alternatives", "--workers", "1"]
     assert cli.main(big) == 0  # layers big enough for their GPUs: no note
     assert "host's floor" not in capsys.readouterr().out
+
+
+def test_the_2021_stacks_floor_by_hand():
+    # Megatron-LM v1.1.5 in DeepSpeed v0.3.13 (AMP's runs): 3.31 ms forward, 4.95 ms backward a layer
+    fwd, bwd = cm.host_floor_s(6, stack="deepspeed-0.3")
+    assert fwd == pytest.approx(6 * 3.31e-3) and bwd == pytest.approx(6 * 4.95e-3)
+    assert cm.host_floor_s(6) == (6 * 1.37e-4, 6 * 2.05e-4)  # today's stack, the default
+    with pytest.raises(ValueError, match="unknown host stack"):
+        cm.host_floor_s(1, stack="torch1")
+
+
+def test_the_2021_stack_is_read_off_amps_profiles():
+    """The constant is what ``python -m hetopt.generate.stack_host`` derives from the shipped
+    profile: each GPU's median profiled layer less this model's kernels (T4 ≈ 5.70 − 2.27 ms,
+    V100 ≈ 3.90 − 0.70 ms: nearly the same though the kernels differ 3.3-fold), averaged; the
+    backward in today's stack's proportion."""
+    from hetopt.generate import stack_host
+
+    d = stack_host.derive()
+    t4, v100 = d["per_gpu"]
+    assert t4["profiled_s"] == pytest.approx(5.698e-3, abs=1e-6) and v100["profiled_s"] == pytest.approx(3.896e-3, abs=1e-6)
+    assert t4["kernels_s"] / v100["kernels_s"] > 3.0
+    assert abs(t4["host_s"] - v100["host_s"]) < 0.1 * v100["host_s"]
+    assert cm.HOST_STACKS["deepspeed-0.3"] == (round(d["forward_s"], 5), round(d["backward_s"], 5))
+
+
+def test_a_stage_of_the_2021_stack_waits_for_its_host():
+    """A GPT-2 345M stage of 6 layers at micro-batch 1 on a T4 with TP 1: kernels 2.3 ms a layer
+    forward, under the 2021 stack's 3.31 ms; the stage's forward is the floor exactly."""
+    from hetopt.generate.stack_host import GPT2_345M
+
+    sl = Slice(slice_model(GPT2_345M, seq=1024)[1:7])
+    isl = IslandSpec("t4", GPUS["T4"], nodes=1, gpus_per_node=1)
+    lay = Layout(tp=1, pp=1, dp=1, split=(6,), recompute="none", zero_stage=0)
+
+    def stage(host):
+        par = BuiltinParallelizer(flash_attention=False, sequence_parallel=False, precision="fp16", host=host)
+        return par.plan(sl, isl, lay, microbatch_size=1, microbatches=1).stages[0]
+
+    old, new = stage("deepspeed-0.3"), stage("torch2")
+    assert old.host_bound and not new.host_bound
+    assert old.forward_s == 6 * 3.31e-3 and new.forward_s < old.forward_s
+
+
+def test_the_host_key_reads_and_writes_back():
+    from hetopt.planner.layout import parse_layout
+    from hetopt.planner.runtime import parse_runtime
+
+    lay = parse_layout("tp=1 pp=2 host=deepspeed-0.3")
+    assert lay.host == "deepspeed-0.3" and lay.text().endswith("host=deepspeed-0.3")
+    assert parse_runtime("host=deepspeed-0.3").layout(parse_layout("tp=1 pp=2")).host == "deepspeed-0.3"
+    with pytest.raises(Exception, match="host=torch1: must be torch2 or deepspeed-0.3"):
+        parse_layout("tp=1 pp=2 host=torch1")
