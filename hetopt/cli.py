@@ -531,7 +531,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help='price your layout beside the plan, e.g. "tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1" '
                    "(mbs: the micro-batch per replica, as Megatron's --micro-batch-size; left out: its best under the "
                    "model; dp left out: the GPUs over tp·pp·cp, as Megatron derives it; also vpp, overlap=no, flash=no, "
-                   "sp=no, tpoverlap=yes, precision=fp16, gradreduce=fp32, handover=deepspeed, host=deepspeed-0.3); on a cluster of "
+                   "sp=no, tpoverlap=yes, precision=fp16, gradreduce=fp32, handover=deepspeed, host=torch1); on a cluster of "
                    'several islands one per island, front first: "ISLAND: layers=K tp=.. pp=.. dp=..; ..."')
     p.add_argument("--runtime", default=None, metavar="RUNTIME",
                    help='what your framework can run: "recompute=none,full zero=0 flash=no sp=no overlap=no" '

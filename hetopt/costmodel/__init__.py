@@ -746,12 +746,12 @@ HOST_LAYER_FORWARD_S = 1.37e-4
 HOST_LAYER_BACKWARD_S = 2.05e-4
 #: The host's (forward, backward) seconds per layer by software stack (``host=`` in a layout or
 #: a runtime, ``host`` in a published row). ``torch2``, the default: today's eager PyTorch, the
-#: measurement above. ``deepspeed-0.3``: Megatron-LM v1.1.5 layers in DeepSpeed v0.3.13's
-#: pipeline module on PyTorch 1.x (AMP's runs, 2021), read off that stack's own per-layer profile
+#: measurement above. ``torch1``: a PyTorch 1.x stack, measured on Megatron-LM v1.1.5 layers in
+#: DeepSpeed v0.3.13's pipeline module (AMP's runs, 2021), read off that stack's own per-layer profile
 #: on a T4 and a V100 by ``python -m hetopt.generate.stack_host``: the profiled forward less this
 #: model's kernels, 3.43 ms on the T4 and 3.20 ms on the V100, whose kernels differ 3.3-fold
 #: (the mean, 3.31 ms); the backward in today's proportion (×1.50), 4.95 ms. Seconds.
-HOST_STACKS = {"torch2": (HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S), "deepspeed-0.3": (3.31e-3, 4.95e-3)}
+HOST_STACKS = {"torch2": (HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S), "torch1": (3.31e-3, 4.95e-3)}
 #: The stack a layout or runtime that does not say runs on.
 DEFAULT_HOST = "torch2"
 
@@ -771,7 +771,7 @@ def host_floor_s(layers: float, *, recompute: str = "none", stack: str = DEFAULT
     (3.29, 4.92)
     >>> host_floor_s(1, recompute="full")[1] == HOST_LAYER_BACKWARD_S + HOST_LAYER_FORWARD_S
     True
-    >>> host_floor_s(2, stack="deepspeed-0.3")
+    >>> host_floor_s(2, stack="torch1")
     (0.00662, 0.0099)
     """
     _check_recompute(recompute)

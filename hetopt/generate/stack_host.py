@@ -13,7 +13,7 @@ follow the GPU: it is the host's. This module prints, per GPU, the median profil
 model's kernel time and their difference, and the mean difference as the stack's forward host
 time per layer. The backward's is not profiled; it is taken in the proportion today's stack
 measures (``HOST_LAYER_BACKWARD_S / HOST_LAYER_FORWARD_S``: 52 autograd nodes against 29
-forward ops). The two go into ``cm.HOST_STACKS["deepspeed-0.3"]`` (formulations/costmodel.md,
+forward ops). The two go into ``cm.HOST_STACKS["torch1"]`` (formulations/costmodel.md,
 "The host's floor").
 
 Only the TP 1 profiles are read: at TP 2 and 4 the difference also holds the TP all-reduces'
@@ -90,7 +90,7 @@ def main() -> int:
     for r in d["per_gpu"]:
         print(f"{r['gpu']}: profiled {r['profiled_s'] * 1e3:.3f} ms a layer, kernels {r['kernels_s'] * 1e3:.3f} ms, "
               f"host {r['host_s'] * 1e3:.3f} ms")
-    print(f"deepspeed-0.3: forward {d['forward_s']:.3g} s, backward {d['backward_s']:.3g} s a layer")
+    print(f"torch1: forward {d['forward_s']:.3g} s, backward {d['backward_s']:.3g} s a layer")
     return 0
 
 

@@ -452,7 +452,7 @@ class BuiltinParallelizer:
     host
         The software stack whose host issues the layers' ops (``cm.HOST_STACKS``): today's eager
         PyTorch (``"torch2"``, the default) or DeepSpeed 0.3 with Megatron-LM v1.1.5
-        (``"deepspeed-0.3"``); its time per layer is every stage's floor.
+        (``"torch1"``); its time per layer is every stage's floor.
     expert_parallel, fsep
         Enumerate EP degrees (divisors of the experts that fit the stage, MoE slices only), and
         each with FSEP too.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetopt.catalog import CALIBRATION_SETS, instances_dir
-from hetopt.costmodel import (DEFAULT_HOST, HANDOVERS, HOST_STACKS, PRECISIONS, TRANSPORTS, hardware_precision,
+from hetopt.costmodel import (HANDOVERS, HOST_STACKS, PRECISIONS, TRANSPORTS, hardware_precision,
                              precision_problem)
 from hetopt.units import BITS_PER_BYTE
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
@@ -63,20 +63,24 @@ UNSTATED_MICROBATCHES = (1, 2, 4, 8)
 ROW_RUNTIME_KEYS = ("recompute", "zero", "ep", "cp", "offload")
 #: How-it-ran keys a row may leave out (``zero3_gather`` only matters for ZeRO-3 rows);
 #: ``validate`` lists the rows that leave any of them out (docs/formats.md).
-ASSUMED_RUNTIME = ("overlap", "flash_attention", "sequence_parallel", "zero3_gather")
+ASSUMED_RUNTIME = ("overlap", "flash_attention", "sequence_parallel", "zero3_gather", "host")
 #: The publication year from which a row that leaves those keys out is priced as a current
 #: runtime runs (:data:`CURRENT_RUNTIME`). The features are dated: FlashAttention (Dao et al.,
 #: May 2022) entered the training frameworks in 2023 (Megatron-LM, llm-foundry, GPT-NeoX);
 #: sequence parallelism is Korthikanti et al. (May 2022), whose own runs state it; overlapped
 #: gradient reduction in Megatron-LM is its 2023 distributed optimizer, and DeepSpeed's
 #: pipeline engine reduces after the flush; FSDP's per-layer gathers came with PyTorch 1.11
-#: (2022), DeepSpeed's 2021 ZeRO-3 gathered tensor by tensor. Runs published before 2023
-#: (Megatron SC'21, MT-NLG, BLOOM, OPT, GPT-NeoX) ran without them.
+#: (2022), DeepSpeed's 2021 ZeRO-3 gathered tensor by tensor; PyTorch 2.0 came in March 2023,
+#: and the host's time per layer of the one PyTorch 1.x stack measured (``cm.HOST_STACKS``,
+#: ``torch1``) is the earlier runs' floor. Runs published before 2023 (Megatron SC'21, MT-NLG,
+#: BLOOM, OPT, GPT-NeoX) ran without them.
 CURRENT_RUNTIME_FROM = 2023
 #: A row's value of each left-out key: by a current runtime, and by the runtimes before
 #: CURRENT_RUNTIME_FROM.
-CURRENT_RUNTIME = {"overlap": True, "flash_attention": True, "sequence_parallel": True, "zero3_gather": "layer"}
-EARLIER_RUNTIME = {"overlap": False, "flash_attention": False, "sequence_parallel": False, "zero3_gather": "tensor"}
+CURRENT_RUNTIME = {"overlap": True, "flash_attention": True, "sequence_parallel": True, "zero3_gather": "layer",
+                   "host": "torch2"}
+EARLIER_RUNTIME = {"overlap": False, "flash_attention": False, "sequence_parallel": False, "zero3_gather": "tensor",
+                   "host": "torch1"}
 #: How a source dates a run: an author-year citation ("Smith et al. 2022"), a year in
 #: parentheses or an ISO date ("(2022)", "(2023-10-17)"), a month and year ("October 2023"), a
 #: year written 'YY (SC'21) or an arXiv identifier (2104.04473: April 2021). A bare four-digit
@@ -249,7 +253,7 @@ def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
         precision=precision,
         grad_fp32=GRAD_REDUCES[lay.string("grad_reduce", "half", choices=tuple(GRAD_REDUCES))],
         handover=lay.string("handover", "split", choices=HANDOVERS),
-        host=lay.string("host", DEFAULT_HOST, choices=tuple(HOST_STACKS)),
+        host=lay.string("host", era["host"], choices=tuple(HOST_STACKS)),
     )
     clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
     if clash:  # the same rule as --layout, named by the file's key
@@ -302,7 +306,9 @@ def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands
         value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]),
         flops=m.string("flops", FLOP_CONVENTIONS[0], choices=FLOP_CONVENTIONS), best=m.boolean("best", True),
         layout=layout, runtime=_row_runtime(m, layout), unsupported=unsupported,
-        assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data and (k != "zero3_gather" or layout.zero == 3)),
+        # ZeRO-3's gathers matter to ZeRO-3 rows only; today's host is no assumption for a current row
+        assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data and (k != "zero3_gather" or layout.zero == 3)
+                      and (k != "host" or dated_earlier(year))),
         year=year, setting=m.string("setting", f"{model} on {cluster}, batch {global_batch}, sequence {seq}"),
     )
 

@@ -12,7 +12,7 @@ Keys: ``recompute`` and ``zero`` take the modes and stages the framework has (co
 ``flash``, ``overlap``, ``sp``, ``tpoverlap``, ``zero3gather``, ``precision`` (bf16,
 fp16, fp32 or tf32: the training state it keeps, its element size and matmul peak), ``gradreduce`` (fp32 or half: the bytes of its
 data-parallel gradient reduction) and ``handover`` (split or deepspeed: how a micro-batch
-crosses between pipeline stages, ``cm.HANDOVERS``) and ``host`` (torch2 or deepspeed-0.3: the
+crosses between pipeline stages, ``cm.HANDOVERS``) and ``host`` (torch2 or torch1: the
 software stack whose host issues the ops, ``cm.HOST_STACKS``) say how it runs, with the
 meanings and spellings of ``--layout`` (:mod:`hetopt.planner.layout`); ``ep``, ``cp`` and
 ``offload`` (yes/no) whether it has expert parallelism, context parallelism and activation

@@ -48,7 +48,8 @@ def print_rows(rows: list[Row], *, with_plan: bool, out: Console | None = None, 
         earlier = sum(r.measurement.earlier_runtime for r in assumed)
         say(f"{len(assumed)} rows do not say how they ran ({', '.join(keys)}): {earlier} dated before {CURRENT_RUNTIME_FROM} by "
               "their source are priced as the runtimes of their time ran (attention unfused, no sequence parallelism, "
-              "data-parallel traffic after the backward pass, ZeRO-3 tensor by tensor), the other "
+              "data-parallel traffic after the backward pass, ZeRO-3 tensor by tensor, PyTorch 1.x's host time a "
+              "layer), the other "
               f"{len(assumed) - earlier} as a current runtime runs (FlashAttention where the GPU has it, sequence "
               "parallelism, overlapped data-parallel traffic, ZeRO-3 layer by layer) (docs/formats.md; --json: "
               "assumed_runtime, year)")

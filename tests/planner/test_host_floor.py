@@ -94,11 +94,11 @@ def test_a_plan_says_when_the_host_sets_its_pace(capsys):
 
 def test_the_2021_stacks_floor_by_hand():
     # Megatron-LM v1.1.5 in DeepSpeed v0.3.13 (AMP's runs): 3.31 ms forward, 4.95 ms backward a layer
-    fwd, bwd = cm.host_floor_s(6, stack="deepspeed-0.3")
+    fwd, bwd = cm.host_floor_s(6, stack="torch1")
     assert fwd == pytest.approx(6 * 3.31e-3) and bwd == pytest.approx(6 * 4.95e-3)
     assert cm.host_floor_s(6) == (6 * 1.37e-4, 6 * 2.05e-4)  # today's stack, the default
     with pytest.raises(ValueError, match="unknown host stack"):
-        cm.host_floor_s(1, stack="torch1")
+        cm.host_floor_s(1, stack="torch0")
 
 
 def test_the_2021_stack_is_read_off_amps_profiles():
@@ -113,7 +113,7 @@ def test_the_2021_stack_is_read_off_amps_profiles():
     assert t4["profiled_s"] == pytest.approx(5.698e-3, abs=1e-6) and v100["profiled_s"] == pytest.approx(3.896e-3, abs=1e-6)
     assert t4["kernels_s"] / v100["kernels_s"] > 3.0
     assert abs(t4["host_s"] - v100["host_s"]) < 0.1 * v100["host_s"]
-    assert cm.HOST_STACKS["deepspeed-0.3"] == (round(d["forward_s"], 5), round(d["backward_s"], 5))
+    assert cm.HOST_STACKS["torch1"] == (round(d["forward_s"], 5), round(d["backward_s"], 5))
 
 
 def test_a_stage_of_the_2021_stack_waits_for_its_host():
@@ -129,7 +129,7 @@ def test_a_stage_of_the_2021_stack_waits_for_its_host():
         par = BuiltinParallelizer(flash_attention=False, sequence_parallel=False, precision="fp16", host=host)
         return par.plan(sl, isl, lay, microbatch_size=1, microbatches=1).stages[0]
 
-    old, new = stage("deepspeed-0.3"), stage("torch2")
+    old, new = stage("torch1"), stage("torch2")
     assert old.host_bound and not new.host_bound
     assert old.forward_s == 6 * 3.31e-3 and new.forward_s < old.forward_s
 
@@ -138,8 +138,8 @@ def test_the_host_key_reads_and_writes_back():
     from hetopt.planner.layout import parse_layout
     from hetopt.planner.runtime import parse_runtime
 
-    lay = parse_layout("tp=1 pp=2 host=deepspeed-0.3")
-    assert lay.host == "deepspeed-0.3" and lay.text().endswith("host=deepspeed-0.3")
-    assert parse_runtime("host=deepspeed-0.3").layout(parse_layout("tp=1 pp=2")).host == "deepspeed-0.3"
-    with pytest.raises(Exception, match="host=torch1: must be torch2 or deepspeed-0.3"):
-        parse_layout("tp=1 pp=2 host=torch1")
+    lay = parse_layout("tp=1 pp=2 host=torch1")
+    assert lay.host == "torch1" and lay.text().endswith("host=torch1")
+    assert parse_runtime("host=torch1").layout(parse_layout("tp=1 pp=2")).host == "torch1"
+    with pytest.raises(Exception, match="host=torch0: must be torch2 or torch1"):
+        parse_layout("tp=1 pp=2 host=torch0")

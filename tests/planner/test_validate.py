@@ -584,8 +584,10 @@ def test_rows_that_do_not_say_how_they_ran_are_named(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == ["overlap", "sequence_parallel"]
     assert cli.main(["validate", "--file", str(path)]) == 0
     assert "1 rows do not say how they ran (overlap, sequence_parallel): 0 dated before 2023" in capsys.readouterr().out
-    assert cli.main(["validate", "--only", "mlm-t1-1.7b", "--json"]) == 0  # the shipped calibration set states it
-    assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == []
+    # the shipped calibration set states how it ran, but for the host's time per layer, which no
+    # measurement of Megatron-LM's 2021 stack gives: its rows are priced with PyTorch 1.x's (torch1)
+    assert cli.main(["validate", "--only", "mlm-t1-1.7b", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["rows"][0]["assumed_runtime"] == ["host"]
 
 
 def _without_runtime_keys(text: str) -> str:
