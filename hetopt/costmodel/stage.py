@@ -321,26 +321,11 @@ def price_stage(
     return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus, host_bound)
 
 
-def compute_time_s(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,
-                   sequence_parallel: bool, flash: bool = False) -> float:
-    """Forward + backward seconds of inner stage q's kernels alone, a lower bound of its ``time_s``.
-
-    The compute part of :func:`price_stage` (the same sums): every other part (collectives,
-    hand-overs, offloading's copies) only adds a non-negative time to it, so no price of the
-    stage, whatever its ZeRO stage, offloading or links, is below this (formulations/costmodel.md,
-    "Layouts dropped before pricing").
-    """
-    one_node = ((0, 0),) * lay.pp  # where the stages sit: no part of the compute reads it
-    sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, sequence_parallel)
-    forward, backward, _, _ = _compute(sl, gpu, tab, lay, sh, flash)
-    return forward + backward
-
-
 def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,
                  sequence_parallel: bool, flash: bool = False, tp_overlap: bool = False,
                  precision: str = cm.DEFAULT_PRECISION, host: str = cm.DEFAULT_HOST) -> float:
     """Forward + backward seconds of inner stage q's kernels and TP/CP collectives, each pass held
-    to the host's floor: a lower bound of its ``time_s`` tighter than :func:`compute_time_s`.
+    to the host's floor: a lower bound of its ``time_s``.
 
     The first sums of :func:`price_stage`, in its order: everything it adds after them (hand-overs,
     expert parallelism, data-parallel traffic and the optimizer step, offloading's copies) is a
@@ -714,4 +699,4 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
 
 
 __all__ = ["IslandLike", "LayerTable", "Layout", "SliceLike", "StageCost", "ZERO3_GATHERED_BYTES", "ZERO3_GATHERED_LAYERS",
-           "compute_time_s", "expert_locality", "layer_table", "path_floor_s", "price_stage", "stage_nodes", "stage_offset"]
+           "expert_locality", "layer_table", "path_floor_s", "price_stage", "stage_nodes", "stage_offset"]

@@ -1,7 +1,8 @@
 """Layouts left unpriced by their compute floor (``builtin.FLOOR_FIRST``) never change an answer.
 
-Two checks: the floor (``costmodel.stage.compute_time_s``) is below the priced time of every
-stage of every layout of seeded cases, and ``parallelize`` returns the same plans, bit for bit, with the floor
+Two checks: the floor (``costmodel.stage.path_floor_s``: kernels and TP/CP collectives, each
+pass held to the host's floor) is below the priced time of every stage of every layout of
+seeded cases, for either host stack and hand-over, and ``parallelize`` returns the same plans, bit for bit, with the floor
 pruning on and off, with and without a target runtime (whose job-wide groups keep Pareto
 fronts of their own).
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from hetopt.costmodel.stage import compute_time_s, layer_table
+from hetopt.costmodel.stage import layer_table, path_floor_s
 from hetopt.planner import builtin
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
@@ -19,17 +20,19 @@ from tests.planner.test_exact_pruning import GPUS, MODELS, _case
 
 
 @pytest.mark.parametrize("seed", range(16))
-def test_the_compute_floor_is_below_every_priced_stage(seed):
+@pytest.mark.parametrize("host,handover", [("torch2", "split"), ("torch1", "deepspeed")])
+def test_the_floor_is_below_every_priced_stage(seed, host, handover):
     sl, isl, m, M, _, flash = _case(seed)
-    par = BuiltinParallelizer(flash_attention=flash)
-    tab = layer_table(sl, flash=par.flash_on(isl))
+    par = BuiltinParallelizer(flash_attention=flash, host=host, handover=handover)
+    tab = layer_table(sl, flash=par.flash_on(isl), element_bytes=par.element_bytes_on(isl))
     checked = 0
     for lay in par.layouts(sl, isl, microbatch_size=m, microbatches=M):
         if lay.vpp > 1:
             continue  # interleaved stages are rescaled after pricing; never bounded (whole models)
         for q, st in enumerate(par.plan(sl, isl, lay, microbatch_size=m, microbatches=M).stages):
-            floor = compute_time_s(sl, isl.gpu, tab, lay, q, microbatch_size=m, sequence_parallel=par.sequence_parallel,
-                                   flash=par.flash_on(isl))
+            floor = path_floor_s(sl, isl, tab, lay, q, microbatch_size=m, sequence_parallel=par.sequence_parallel,
+                                 flash=par.flash_on(isl), tp_overlap=par.tp_comm_overlap,
+                                 precision=par.precision_on(isl), host=host)
             assert 0.0 < floor <= st.time_s, (lay, q)
             checked += 1
     assert checked
