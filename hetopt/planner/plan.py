@@ -252,12 +252,19 @@ def _outside_calibration(setup: Setup, best: Attempt, seq: int) -> list[str]:
     specs = setup.chosen.specs
     used = {block.island for block in best.result.solution.blocks}
     plans = [best.plans[block.option] for block in best.result.solution.blocks]
-    return outside_calibration(
+    lines = outside_calibration(
         [specs[i].gpu for i in sorted(used)],
         [specs[i].inter_bandwidth / GBPS for i in sorted(used) if specs[i].nodes > 1],
         [max(1, pp.microbatch_size * seq // (pp.dp * pp.cp)) for pp in plans],
         host_bound=sum(st.host_bound for pp in plans for st in pp.stages),
     )
+    host = getattr(setup.parallelizer, "host", cm.DEFAULT_HOST)
+    if host != cm.DEFAULT_HOST:
+        # the allocation model is affine in the batch, with no floor (formulations/costmodel.md,
+        # "The host's floor"): beside pipelines held to an older stack's host time it is optimistic
+        lines.append(f"the cephalo-fsdp alternative is priced without the host's time of host={host} "
+                     "(the allocation model has no floor)")
+    return lines
 
 
 def _budget(r: PlanRequest) -> tuple[Deadline, Deadline]:

@@ -143,3 +143,16 @@ def test_the_host_key_reads_and_writes_back():
     assert parse_runtime("host=torch1").layout(parse_layout("tp=1 pp=2")).host == "torch1"
     with pytest.raises(Exception, match="host=torch0: must be torch2 or torch1"):
         parse_layout("tp=1 pp=2 host=torch0")
+
+
+def test_a_plan_on_an_older_stack_says_the_fsdp_alternative_has_no_floor(capsys):
+    import json
+
+    from hetopt import cli
+
+    assert cli.main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "128",
+                     "--runtime", "host=torch1", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["host"] == "torch1"
+    assert any("cephalo-fsdp alternative is priced without the host's time of host=torch1" in line
+               for line in doc["outside_calibration"])
