@@ -20,7 +20,7 @@ external parallelizer that takes minutes per query is the case this serves.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field, replace
 
 from hetopt.family import Deadline
@@ -182,6 +182,74 @@ def _answer(
     answers = gather(executor, _run_batch, batches, deadline=deadline, on_done=progress)
     by_run = dict(zip(order, answers))
     return [plans for i, batch in enumerate(runs) for plans in (by_run[i] or [None] * len(batch))]
+
+
+class Ahead:
+    """Queries a local pool's workers answer in the background while this process composes,
+    kept by this process's built-in parallelizer once collected (the planner sends the
+    alternatives' queries of each micro-batch size as soon as its enumeration is in).
+
+    Exact: an answer depends on the query and the parallelizer only (``remember``), and a
+    batch that fails or is lost with its worker is dropped: its queries are then asked here,
+    as without this. Only for the built-in parallelizer on a :class:`ProcessPool` (a Dask
+    cluster's workers are not idle while the planner composes).
+
+    Examples
+    --------
+    >>> from hetopt.planner.builtin import BuiltinParallelizer
+    >>> Ahead.usable(BuiltinParallelizer(), None)
+    False
+    """
+
+    def __init__(self, parallelizer: Parallelizer, executor: ProcessPool) -> None:
+        self.parallelizer, self.executor = parallelizer, executor
+        self._pending: list[tuple[Future, list[_Query]]] = []
+        self._sent: set[tuple] = set()
+
+    @staticmethod
+    def usable(parallelizer: Parallelizer, executor: Executor | None) -> bool:
+        """Whether answers sent ahead would be kept: the built-in parallelizer, a local pool, sharing on."""
+        from hetopt.planner.builtin import BuiltinParallelizer
+
+        return type(parallelizer) is BuiltinParallelizer and isinstance(executor, ProcessPool) and pricecache.SHARING
+
+    def send(self, pairs: Sequence[tuple[Slice, IslandSpec]], *, microbatch_size: int, microbatches: int,
+             global_batch: int, memory_fraction: float = 1.0) -> int:
+        """Submit the pairs' queries not yet answered or sent, one run of consecutive queries a
+        worker (one island's together: they share a worker's memo); how many were sent."""
+        par = self.parallelizer
+        calls = []
+        for sl, isl in pairs:
+            key = (sl, isl, microbatch_size, microbatches, memory_fraction)
+            if key in self._sent or par.answered(sl, isl, microbatch_size=microbatch_size, microbatches=microbatches,
+                                                 memory_fraction=memory_fraction):
+                continue
+            self._sent.add(key)
+            calls.append(_Query(par, sl, isl, microbatch_size, microbatches, global_batch, memory_fraction))
+        if not calls:
+            return 0
+        calls.sort(key=lambda q: q.island.name)  # stable: each island's queries in the order given
+        size = -(-len(calls) // self.executor.max_workers)
+        for i in range(0, len(calls), size):
+            run = calls[i : i + size]
+            self._pending.append((self.executor.submit(_run_batch, run), run))
+        return len(calls)
+
+    def collect(self) -> None:
+        """Wait for the batches sent and keep their answers."""
+        pending, self._pending = self._pending, []
+        for future, run in pending:
+            try:
+                answers = future.result()
+            except Exception:  # noqa: BLE001 - a lost or failed batch: asked here later, as without it
+                continue
+            _remember(self.parallelizer, run, answers)
+
+    def cancel(self) -> None:
+        """Drop the batches not started (the plan stopped early)."""
+        for future, _ in self._pending:
+            future.cancel()
+        self._pending = []
 
 
 def blocks_needed(sl: Slice, first_layer: int, total_layers: int) -> int:

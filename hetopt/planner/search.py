@@ -68,6 +68,10 @@ class SearchContext:
     #: the runtime a launchable plan is searched for (``planner/launchable.py``) and the job it runs
     target: Runtime | None = None
     job: Job | None = None
+    #: called with a micro-batch size once its enumeration is in (or the size is skipped), before
+    #: it is composed: the planner sends the alternatives' queries of that size to the workers,
+    #: which would otherwise wait while this process composes
+    ahead: Callable[[int], None] | None = None
 
 
 def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
@@ -81,6 +85,8 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
         on_progress=progress, tasks=ctx.tasks, deadline=Deadline(limited(deadline, ENUMERATION_SHARE)),
     )
     t1 = time.perf_counter()
+    if ctx.ahead is not None:
+        ctx.ahead(m)
     links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m, job_element_bytes(ctx.parallelizer))
     if ctx.target is not None:
         # the plans on a query's overall Pareto set first, so that an option two plans share is
@@ -159,6 +165,8 @@ def _search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size
         skipped = _skipped_by_bound(ctx, m, attempts)
         if skipped is not None:  # exact: no plan with this micro-batch size beats the best one found
             attempts.append(skipped)
+            if ctx.ahead is not None:
+                ctx.ahead(m)
             continue
         # in turn, each with what is left: one micro-batch size composed completely is worth
         # more than five enumerated in part

@@ -1,0 +1,143 @@
+"""The alternatives' queries answered by the workers while the planner composes (``enumerate.Ahead``).
+
+Exact: the plan and every alternative are the same with the queries sent ahead and without;
+what moves is where they are priced. The work is counted, not timed: with a local pool the
+main process prices no query at all (the enumeration's answers and the alternatives' come
+back from the workers), without ``Ahead`` it prices the alternatives' own.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+
+import pytest
+
+import hetopt
+from hetopt.planner.alternatives import Setting, alternative_queries, plan_alternatives
+from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.compose import island_specs, microbatch_candidates
+from hetopt.planner.enumerate import Ahead
+from hetopt.planner.request import as_cluster, as_model
+from hetopt.planner.workers import ProcessPool
+from hetopt.family import Deadline
+
+ARGS = dict(global_batch=32)
+
+
+def _counting_searches(monkeypatch) -> list:
+    """Count the built-in parallelizer's priced queries in this process (a forked worker counts
+    in its own copy of the list, which this process never sees)."""
+    calls: list = []
+    search = BuiltinParallelizer._search
+
+    def counted(self, *a, **k):
+        calls.append(a[:2])
+        return search(self, *a, **k)
+    monkeypatch.setattr(BuiltinParallelizer, "_search", counted)
+    return calls
+
+
+def _plan(executor):
+    return hetopt.plan("tangram-c2", "gpt3-1.3b", executor=executor, **ARGS)
+
+
+def _same(got, want):
+    assert got.status == want.status and got.iteration_time_s == want.iteration_time_s
+    assert got.stages == want.stages and got.enumeration == want.enumeration
+    assert got.alternatives == want.alternatives
+
+
+def test_with_a_pool_this_process_prices_no_query_and_plans_alike(monkeypatch):
+    want = _plan(None)  # every query priced here
+    calls = _counting_searches(monkeypatch)
+    with ProcessPool(2) as pool:
+        got = _plan(pool)
+    assert calls == []  # the alternatives' queries were answered by the workers
+    _same(got, want)
+
+
+def test_without_ahead_this_process_prices_the_alternatives_queries(monkeypatch):
+    # the test above fails when ``Ahead`` is taken out: these are the queries it moves
+    monkeypatch.setattr(Ahead, "usable", staticmethod(lambda parallelizer, executor: False))
+    want = _plan(None)
+    calls = _counting_searches(monkeypatch)
+    with ProcessPool(2) as pool:
+        got = _plan(pool)
+    assert len(calls) > 0
+    _same(got, want)
+
+
+def test_under_a_time_limit_nothing_is_sent_ahead(monkeypatch):
+    sent: list = []
+    monkeypatch.setattr(Ahead, "send", lambda self, pairs, **k: sent.append(k))
+    with ProcessPool(2) as pool:
+        hetopt.plan("tangram-c2", "gpt3-1.3b", executor=pool, time_limit=600, **ARGS)
+    assert sent == []
+
+
+def _setting(cluster="tangram-c2", model="gpt3-1.3b", members=((0, 1), (2, 3, 4, 5)), batch=32):
+    cl, cfg, par = as_cluster(cluster), as_model(model), BuiltinParallelizer()
+    return Setting(cl, cfg, island_specs(cl, members), members, par, par.slice_model(cfg, seq=cfg.sequence), batch,
+                   cfg.sequence, None, microbatch_sizes=tuple(microbatch_candidates(batch, None)))
+
+
+@pytest.mark.parametrize("cluster,model,members", [("tangram-c2", "gpt3-1.3b", ((0, 1), (2, 3, 4, 5))),
+                                                   ("tangram-c3", "gpt3-13b", ((0,), (1,), (2,), (3,)))])
+def test_the_listed_queries_are_the_ones_the_alternatives_ask(cluster, model, members, monkeypatch):
+    s = _setting(cluster, model, members)
+    asked: set = set()
+    parallelize = BuiltinParallelizer.parallelize
+
+    def spy(self, sl, island, **k):
+        asked.add((sl, island, k["microbatch_size"]))
+        return parallelize(self, sl, island, **k)
+    monkeypatch.setattr(BuiltinParallelizer, "parallelize", spy)
+    plan_alternatives(s, Deadline(None))
+    listed = {(sl, x, m) for m in s.microbatch_sizes for sl, x in alternative_queries(s)}
+    assert asked == listed
+
+
+class _Failing:
+    """An executor whose every batch is lost with its worker."""
+
+    max_workers = 2
+
+    def submit(self, fn, *args):
+        future: Future = Future()
+        future.set_exception(RuntimeError("worker died"))
+        return future
+
+
+def test_a_lost_batch_is_dropped_and_its_query_priced_here_when_asked():
+    s = _setting()
+    par = s.parallelizer
+    ahead = Ahead(par, _Failing())
+    m, M = 4, 8
+    pairs = alternative_queries(s)[:1]
+    assert ahead.send(pairs, microbatch_size=m, microbatches=M, global_batch=m * M) == 1
+    assert ahead.send(pairs, microbatch_size=m, microbatches=M, global_batch=m * M) == 0  # sent once
+    ahead.collect()  # no exception: the batch is dropped
+    sl, x = pairs[0]
+    assert not par.answered(sl, x, microbatch_size=m, microbatches=M)
+    assert par.parallelize(sl, x, microbatch_size=m, microbatches=M, global_batch=m * M)
+    assert par.answered(sl, x, microbatch_size=m, microbatches=M)
+
+
+def test_answered_queries_are_not_sent():
+    s = _setting()
+    par = s.parallelizer
+    sl, x = alternative_queries(s)[0]
+    par.parallelize(sl, x, microbatch_size=4, microbatches=8, global_batch=32)
+    assert Ahead(par, _Failing()).send([(sl, x)], microbatch_size=4, microbatches=8, global_batch=32) == 0
+
+
+def test_only_the_built_in_parallelizer_on_a_local_pool_sends_ahead():
+    with ProcessPool(2) as pool:
+        assert Ahead.usable(BuiltinParallelizer(), pool)
+        assert not Ahead.usable(BuiltinParallelizer(), None)
+        assert not Ahead.usable(_Subclass(), pool)
+
+
+class _Subclass(BuiltinParallelizer):
+    pass
+
