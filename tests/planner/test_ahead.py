@@ -1,4 +1,6 @@
-"""The alternatives' queries answered by the workers while the planner composes (``enumerate.Ahead``).
+"""Work moved or removed around the workers: the alternatives' queries answered by the workers
+while the planner composes (``enumerate.Ahead``), the next micro-batch size enumerated while this
+one is composed, one batch per island, and answers at hand not sent again.
 
 Exact: the plan and every alternative are the same with the queries sent ahead and without;
 what moves is where they are priced. The work is counted, not timed: with a local pool the
@@ -16,7 +18,8 @@ import hetopt
 from hetopt.planner.alternatives import Setting, alternative_queries, plan_alternatives
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.compose import island_specs, microbatch_candidates
-from hetopt.planner.enumerate import Ahead
+from hetopt.planner import search
+from hetopt.planner.enumerate import Ahead, Enumeration, _island_runs, all_slices
 from hetopt.planner.request import as_cluster, as_model
 from hetopt.planner.workers import ProcessPool
 from hetopt.family import Deadline
@@ -141,3 +144,93 @@ def test_only_the_built_in_parallelizer_on_a_local_pool_sends_ahead():
 class _Subclass(BuiltinParallelizer):
     pass
 
+
+
+# --- the next micro-batch size enumerated while this one is composed (``search._search_sizes``) ---
+
+
+
+class _Inline(ProcessPool):
+    """A local pool of ``max_workers`` that runs each batch here, when submitted, and records it."""
+
+    def __init__(self, max_workers: int = 2) -> None:
+        self.max_workers, self.restarts, self.batches = max_workers, 0, []
+
+    def submit(self, fn, /, *args, **kwargs):
+        self.batches.append(args[0])
+        future: Future = Future()
+        future.set_result(fn(*args, **kwargs))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
+
+
+def test_sizes_proven_useless_are_reported_alike_with_the_next_size_started_early(monkeypatch):
+    # tangram-c3's largest sizes are skipped by their bound after the smaller ones are composed:
+    # the size started early is then dropped, and the enumeration reads as without a pool
+    args = dict(global_batch=128, alternatives=False)
+    want = hetopt.plan("tangram-c3", "gpt3-13b", **args)
+    skipped = [m for m, e in want.enumeration.items() if "skipped_bound_s" in e]
+    assert skipped  # the case this test is about
+    events: list = []
+    start = search.start_enumeration
+    monkeypatch.setattr(search, "start_enumeration", lambda ctx, m: events.append(("start", m)) or start(ctx, m))
+    compose = search.pipeline_instance
+    monkeypatch.setattr(search, "pipeline_instance", lambda name, *a: events.append(("compose", name)) or compose(name, *a))
+    got = hetopt.plan("tangram-c3", "gpt3-13b", executor=_Inline(), **args)
+    assert got.enumeration == want.enumeration and got.stages == want.stages
+    assert got.iteration_time_s == want.iteration_time_s
+    # size 2 was started before size 1 was composed (without the overlap: after)
+    composed = [e for e in events if e[0] == "compose"]
+    assert composed[0][1].endswith("-m1")
+    assert events.index(("start", 2)) < events.index(composed[0])
+
+
+def test_no_size_is_started_early_under_a_time_limit(monkeypatch):
+    events: list = []
+    start = search.start_enumeration
+    monkeypatch.setattr(search, "start_enumeration", lambda ctx, m: events.append(("start", m)) or start(ctx, m))
+    compose = search.pipeline_instance
+    monkeypatch.setattr(search, "pipeline_instance", lambda name, *a: events.append(("compose", name)) or compose(name, *a))
+    hetopt.plan("tangram-c2", "gpt3-1.3b", executor=_Inline(), global_batch=8, alternatives=False, time_limit=600)
+    composed = [e for e in events if e[0] == "compose"]
+    assert events[:3] == [("start", 1), composed[0], ("start", 2)]
+
+
+def _c2_enumeration(executor, par=None, m=4, M=8):
+    cluster, cfg = as_cluster("tangram-c2"), as_model("gpt3-1.3b")
+    par = par or BuiltinParallelizer()
+    return Enumeration(par, all_slices(par, par.slice_model(cfg)), island_specs(cluster, [[0, 1], [2, 3, 4, 5]]),
+                       microbatch_size=m, microbatches=M, global_batch=m * M, executor=executor)
+
+
+def test_a_pool_gets_one_batch_per_island_when_that_keeps_both_workers_busy():
+    pool = _Inline(2)
+    plans, stats = _c2_enumeration(pool).finish(Deadline(None))
+    # tangram-c2: 2 A100 nodes of 4 and 4 H100 NVL nodes of 2, 8 GPUs each
+    islands = [{q.island.name for q in b} for b in pool.batches]
+    assert len(islands) == 2 and all(len(i) == 1 for i in islands) and islands[0] != islands[1]
+    want, _ = _c2_enumeration(None).finish(Deadline(None))
+    assert plans == want and stats.complete
+
+
+def test_queries_answered_here_already_are_not_sent_again():
+    par = BuiltinParallelizer()
+    first = _c2_enumeration(None, par)
+    want, _ = first.finish(Deadline(None))
+    pool = _Inline(2)
+    plans, stats = _c2_enumeration(pool, par).finish(Deadline(None))
+    assert pool.batches == [] and plans == want and stats.answered == stats.queried
+
+
+def test_island_batches_need_islands_that_split_evenly():
+    from types import SimpleNamespace as S
+
+    def q(island, gpus, layers=1):
+        return S(island=S(name=island, gpus=gpus), slice=S(layers=layers))
+    # shares 0.4, 0.2, 0.2, 0.2 over two workers: 0.4 + 0.2 against 0.2 + 0.2 is over the slack
+    assert _island_runs([q("a", 8), q("b", 4), q("c", 4), q("d", 4)], 2) is None
+    # 4 + 4 against 4 + 4
+    assert len(_island_runs([q("a", 4), q("b", 4), q("c", 4), q("d", 4)], 2)) == 4
+    assert _island_runs([q("a", 4), q("b", 4)], 4) is None  # more workers than islands
