@@ -21,13 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
+from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field, replace
 
 from hetopt.family import Deadline
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
 from hetopt.planner import pricecache
 from hetopt.planner.pricecache import collector_paused
-from hetopt.planner.workers import Gathering, ProcessPool
+from hetopt.planner.workers import POLL_S, Gathering, ProcessPool
 
 #: Pruning policies, all on by default.
 POLICIES = ("redundancy", "infeasibility", "imbalance")
@@ -311,10 +312,20 @@ class Ahead:
             self._pending.append((self.executor.submit(_run_batch, run), run))
         return len(calls)
 
-    def collect(self) -> None:
-        """Wait for the batches sent and keep their answers."""
+    def collect(self, deadline: Deadline) -> None:
+        """Wait for the batches sent, until ``deadline`` (a Ctrl-C ends it too), and keep their
+        answers; the batches not done by then are dropped (their queries are asked here, if the
+        deadline leaves time for them)."""
         pending, self._pending = self._pending, []
+        futures = [future for future, _ in pending]
+        while futures and not deadline.expired():
+            _, left = wait_for(futures, timeout=min(POLL_S, deadline.remaining()))
+            if not left:
+                break
         for future, run in pending:
+            if not future.done():
+                future.cancel()
+                continue
             try:
                 answers = future.result()
             except Exception:  # noqa: BLE001 - a lost or failed batch: asked here later, as without it

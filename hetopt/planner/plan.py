@@ -213,7 +213,7 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     if wants_alternatives:
         t1 = time.perf_counter()
         if ahead is not None:
-            ahead.collect()
+            ahead.collect(inner)
         alternatives = plan_alternatives(setting, inner)
         timing["alternatives_s"] = time.perf_counter() - t1
     answer = _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing, setup=setup, attempts=attempts, given=given,

@@ -119,11 +119,23 @@ def test_a_lost_batch_is_dropped_and_its_query_priced_here_when_asked():
     pairs = alternative_queries(s)[:1]
     assert ahead.send(pairs, microbatch_size=m, microbatches=M, global_batch=m * M) == 1
     assert ahead.send(pairs, microbatch_size=m, microbatches=M, global_batch=m * M) == 0  # sent once
-    ahead.collect()  # no exception: the batch is dropped
+    ahead.collect(Deadline(None))  # no exception: the batch is dropped
     sl, x = pairs[0]
     assert not par.answered(sl, x, microbatch_size=m, microbatches=M)
     assert par.parallelize(sl, x, microbatch_size=m, microbatches=M, global_batch=m * M)
     assert par.answered(sl, x, microbatch_size=m, microbatches=M)
+
+
+def test_batches_not_done_by_the_deadline_are_dropped_without_waiting():
+    class _Never(_Failing):
+        def submit(self, fn, *args):
+            return Future()  # never runs: a worker busy past the deadline (or a Ctrl-C)
+    s = _setting()
+    ahead = Ahead(s.parallelizer, _Never())
+    ahead.send(alternative_queries(s)[:2], microbatch_size=4, microbatches=8, global_batch=32)
+    ahead.collect(Deadline(0.0))  # returns at once, the batches cancelled
+    assert all(not s.parallelizer.answered(sl, x, microbatch_size=4, microbatches=8)
+               for sl, x in alternative_queries(s)[:2])
 
 
 def test_answered_queries_are_not_sent():
