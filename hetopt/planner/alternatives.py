@@ -24,7 +24,7 @@ from hetopt import solvers
 from hetopt.errors import InputError
 from hetopt.family import Deadline, no_solution
 from hetopt.planner.answer import PRICED_BY_ALLOCATION, Alternative
-from hetopt.planner.builtin import best_single_island_plan
+from hetopt.planner.builtin import best_single_island_plan, whole_model_slice
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import job_element_bytes, link_matrix, microbatch_candidates, pipeline_instance, split_layers
 from hetopt.planner.fsdp import plan_fsdp
@@ -167,22 +167,62 @@ def fsdp_alternative(s: Setting, deadline: Deadline) -> Alternative:
     return Alternative("cephalo-fsdp", None, result.reason or result.status.value, result.status, PRICED_BY_ALLOCATION)
 
 
-def _restricted(s: Setting, counts: list[int], m: int, deadline: Deadline) -> Result | None:
-    """The best pipeline in which island i takes exactly counts[i] layers (0: unused)."""
+def _restricted_slices(s: Setting, counts: Sequence[int]) -> list[tuple[int, Slice]]:
+    """The (island, slice) pairs :func:`_restricted` asks the parallelizer about, in its order:
+    island i's first, last and a middle run of counts[i] atoms."""
     L = len(s.atoms)
-    microbatches = s.global_batch // m
-    plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(s.specs))}
+    out = []
     for i, k in enumerate(counts):
         if k == 0:
             continue
         positions = {0, L - k} | ({1} if L - k > 1 else set())  # first, last, and a middle slice
-        for start in sorted(positions):
-            if deadline.expired():
-                return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
-                                   reason="time limit reached before a plan was found")
-            sl = Slice(tuple(s.atoms[start : start + k]))
-            plans[i].extend(s.parallelizer.parallelize(
-                sl, s.specs[i], microbatch_size=m, microbatches=microbatches, global_batch=s.global_batch))
+        out.extend((i, Slice(tuple(s.atoms[start : start + k]))) for start in sorted(positions))
+    return out
+
+
+def _layer_splits(s: Setting) -> tuple[list[int], list[int]]:
+    """The layer counts of ``uniform-layers`` (by GPUs) and ``compute-proportional`` (by sustained FLOP/s)."""
+    return (split_layers([x.gpus for x in s.specs], len(s.atoms)),
+            split_layers([x.sustained_flops for x in s.specs], len(s.atoms)))
+
+
+def alternative_queries(s: Setting) -> list[tuple[Slice, IslandSpec]]:
+    """Every (slice, island) pair the alternatives ask the parallelizer about at each micro-batch
+    size: the whole model on each island, then the two restricted compositions' slices.
+
+    The planner sends those its enumeration did not ask to its workers while it composes
+    (``planner/plan.py``), so the alternatives find them answered. A pair missing here is
+    only priced later, in this process: the list changes no answer.
+
+    Examples
+    --------
+    >>> from hetopt.planner.builtin import BuiltinParallelizer
+    >>> from hetopt.planner.compose import island_specs
+    >>> from hetopt.planner.request import as_cluster, as_model
+    >>> cluster, cfg, par = as_cluster("tangram-c2"), as_model("gpt3-1.3b"), BuiltinParallelizer()
+    >>> members = [[0, 1], [2, 3, 4, 5]]  # the two A100 nodes, the four H100 NVL nodes
+    >>> s = Setting(cluster, cfg, island_specs(cluster, members), members, par, par.slice_model(cfg, seq=2048),
+    ...             128, 2048, None)
+    >>> [(sl.layers, x.gpu.name) for sl, x in alternative_queries(s)[:2]]
+    [(24, 'A100-PCIe-80GB'), (24, 'H100-NVL')]
+    """
+    whole = whole_model_slice(s.parallelizer, s.cfg, s.seq)
+    out = [(whole, x) for x in s.specs]
+    for counts in _layer_splits(s):
+        out.extend((sl, s.specs[i]) for i, sl in _restricted_slices(s, counts))
+    return out
+
+
+def _restricted(s: Setting, counts: list[int], m: int, deadline: Deadline) -> Result | None:
+    """The best pipeline in which island i takes exactly counts[i] layers (0: unused)."""
+    microbatches = s.global_batch // m
+    plans: dict[int, list[PartialPlan]] = {i: [] for i in range(len(s.specs))}
+    for i, sl in _restricted_slices(s, counts):
+        if deadline.expired():
+            return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
+                               reason="time limit reached before a plan was found")
+        plans[i].extend(s.parallelizer.parallelize(
+            sl, s.specs[i], microbatch_size=m, microbatches=microbatches, global_batch=s.global_batch))
     links = link_matrix(s.cluster, s.members, s.cfg, s.seq, m, job_element_bytes(s.parallelizer))
     instance, _ = pipeline_instance("restricted", s.cfg, s.specs, plans, links, microbatches, 1.0)
     if not instance.options:
@@ -231,8 +271,7 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
     single = _Best("single-island", "no island holds the whole model")
     uniform = _Best("uniform-layers", "no fit with layers split by GPU count")
     proportional = _Best("compute-proportional", "no fit with layers split by compute")
-    gpus = [x.gpus for x in s.specs]
-    speed = [x.sustained_flops for x in s.specs]
+    splits = _layer_splits(s)
     for m in s.microbatch_sizes or microbatch_candidates(s.global_batch, s.microbatch_size):
         M = s.global_batch // m
         for x in s.specs:
@@ -242,11 +281,10 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
             p = best_single_island_plan(s.cfg, x, microbatch_size=m, microbatches=M, seq=s.seq, parallelizer=s.parallelizer)
             if p is not None:
                 single.offer(p.iteration_time_s, f"{x.name} ({x.gpus}x {x.gpu.name}), {p.layout}, m={m}", {x.gpu.name: x.gpus})
-        for best, weights in ((uniform, gpus), (proportional, speed)):
+        for best, counts in zip((uniform, proportional), splits):
             if deadline.expired():
                 best.stop(Status.TIME_LIMIT, "time limit reached before every micro-batch size was tried")
                 continue
-            counts = split_layers(weights, len(s.atoms))
             r = _restricted(s, counts, m, deadline)
             if r is None or r.status is Status.INFEASIBLE:
                 continue

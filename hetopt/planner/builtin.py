@@ -972,6 +972,13 @@ class BuiltinParallelizer:
             answers[query] = found = self._search(sl, island, microbatch_size, microbatches, global_batch, memory_fraction)
         return found
 
+    def answered(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int, microbatches: int,
+                 memory_fraction: float = 1.0) -> bool:
+        """Whether :meth:`parallelize` has that query's answer at hand (asked before, or kept
+        by :meth:`remember`), so it would not be priced again."""
+        key = (as_slice(slice), island, microbatch_size, microbatches, memory_fraction)
+        return pricecache.SHARING and key in self._cache("answers")
+
     def remember(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int, microbatches: int,
                  memory_fraction: float, plans: tuple[PartialPlan, ...]) -> None:
         """Keep ``plans`` as the answer to that query, which another process (a worker of
@@ -1206,6 +1213,19 @@ class BuiltinParallelizer:
         return group_of
 
 
+def whole_model_slice(parallelizer: BuiltinParallelizer, model: ModelConfig, seq: int | None = None) -> Slice:
+    """The slice of every atom of ``model``, which :func:`best_single_island_plan` lays out.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("gpt-small", "gpt", 4, 1024, 16, 4096, 50257, 1024)
+    >>> whole = whole_model_slice(BuiltinParallelizer(), gpt)
+    >>> whole.layers, whole.role
+    (4, 'whole')
+    """
+    return Slice(parallelizer.slice_model(model, seq=seq))
+
+
 def best_single_island_plan(
     model: ModelConfig,
     island: IslandSpec,
@@ -1230,10 +1250,8 @@ def best_single_island_plan(
     (4, 'whole', True)
     """
     par = parallelizer or BuiltinParallelizer()
-    atoms = par.slice_model(model, seq=seq)
-    whole = Slice(atoms)
     plans = par.parallelize(
-        whole, island, microbatch_size=microbatch_size, microbatches=microbatches,
+        whole_model_slice(par, model, seq), island, microbatch_size=microbatch_size, microbatches=microbatches,
         global_batch=microbatch_size * microbatches, memory_fraction=memory_fraction,
     )
     return min(plans, key=lambda p: p.iteration_time_s, default=None)
@@ -1243,6 +1261,7 @@ __all__ = [
     "RESERVED_BYTES",
     "BuiltinParallelizer",
     "best_single_island_plan",
+    "whole_model_slice",
     "even_split",
     "minmax_split",
     "stage_nodes",

@@ -20,6 +20,7 @@ does for a solver.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import replace
@@ -29,7 +30,7 @@ from concurrent.futures import Executor
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
-from hetopt.planner.alternatives import Setting, plan_alternatives
+from hetopt.planner.alternatives import Setting, alternative_queries, plan_alternatives
 from hetopt.planner.answer import (Alternative, HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops,
                                    plan_cost, plan_figures, rank)
 from hetopt.planner.builtin import BuiltinParallelizer
@@ -39,7 +40,7 @@ from hetopt.planner.compose import microbatch_candidates, uncomposable_microbatc
 from hetopt.planner.coverage import outside_calibration
 from hetopt.planner.configure import (LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_ISLANDS, MAX_COMPOSE_ISLANDS, Setup,
                                       choose_islands, configure, price_given)
-from hetopt.planner.enumerate import all_slices
+from hetopt.planner.enumerate import Ahead, all_slices
 from hetopt.planner.launchable import launch_summary
 from hetopt.planner.layout import PricedLayout, PricedPipeline
 from hetopt.planner.outcome import Attempt, PlanOutcome, conclude_plan
@@ -180,11 +181,25 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq)
     runtime = None if r.target is None else RUNTIMES[r.target]
     job = Job(setup.precision, seq, cfg.experts, cfg.tied_embeddings)
+    wants_alternatives = r.alternatives or (runtime is not None and not runtime.pipeline)  # Cephalo's plan is the FSDP alternative
+    setting = Setting(cluster, cfg, setup.chosen.specs, setup.chosen.members, setup.parallelizer, setup.atoms,
+                      r.global_batch, seq, r.microbatch_size, r.time_model, tuple(setup.candidates), r.mixed_stages)
+    ahead = None
+    if wants_alternatives and math.isinf(composing.limit) and Ahead.usable(setup.parallelizer, executor):
+        # the alternatives' queries go to the workers while this process composes; not under a
+        # time limit, where they would take worker time from an enumeration the deadline cuts
+        ahead = Ahead(setup.parallelizer, executor)
     ctx = SearchContext(cluster, cfg, seq, r.global_batch, setup.chosen, setup.parallelizer,
                         all_slices(setup.parallelizer, setup.atoms), r.policies, r.imbalance, executor, r.tasks,
                         on_progress, r.time_model, r.global_batch * model_training_flops(cfg, seq),
-                        runtime if runtime is not None and runtime.pipeline else None, job)
-    attempts = search_sizes(ctx, setup.candidates, r.microbatch_size, composing, timing)
+                        runtime if runtime is not None and runtime.pipeline else None, job,
+                        None if ahead is None else _sender(ahead, setting))
+    try:
+        attempts = search_sizes(ctx, setup.candidates, r.microbatch_size, composing, timing)
+    except BaseException:
+        if ahead is not None:
+            ahead.cancel()
+        raise
     planned = len(setup.candidates) + len(uncomposable_microbatch_sizes(r.global_batch, r.microbatch_size))
     outcome = conclude_plan(islands, setup.chosen, attempts, planned, setup.narrowed, cluster=cluster.name,
                             model=cfg.name, ideal_s=ideal)
@@ -195,11 +210,11 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
                                  microbatch_size=r.microbatch_size or 1, seq=seq, deadline=inner)
         timing["replicas_s"] = time.perf_counter() - t1
     alternatives = None
-    if r.alternatives or (runtime is not None and not runtime.pipeline):  # Cephalo's plan is the FSDP alternative
+    if wants_alternatives:
         t1 = time.perf_counter()
-        alternatives = plan_alternatives(Setting(cluster, cfg, setup.chosen.specs, setup.chosen.members,
-                                                 setup.parallelizer, setup.atoms, r.global_batch, seq, r.microbatch_size,
-                                                 r.time_model, tuple(setup.candidates), r.mixed_stages), inner)
+        if ahead is not None:
+            ahead.collect(inner)
+        alternatives = plan_alternatives(setting, inner)
         timing["alternatives_s"] = time.perf_counter() - t1
     answer = _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing, setup=setup, attempts=attempts, given=given,
                      replicas=replicas, alternatives=alternatives)
@@ -220,6 +235,17 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
                          f"({', '.join(sorted({spec.gpu.name for spec in setup.chosen.specs}))})")
     return replace(answer, target=runtime.name,
                    launchability=launch_summary(runtime, job, *launch, free, setup.chosen.excluded))
+
+
+def _sender(ahead: Ahead, setting: Setting) -> Callable[[int], None]:
+    """What the search calls after each micro-batch size's enumeration: that size's alternative
+    queries sent to the workers (``Ahead``)."""
+    pairs = alternative_queries(setting)
+
+    def send(m: int) -> None:
+        ahead.send(pairs, microbatch_size=m, microbatches=setting.global_batch // m, global_batch=setting.global_batch)
+
+    return send
 
 
 #: The alternative that is Cephalo's launchable plan (per-GPU batches under FSDP).

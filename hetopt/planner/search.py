@@ -25,12 +25,13 @@ from hetopt.pipeline.problem import MAX_MICROBATCHES
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import job_element_bytes, link_matrix, pipeline_instance, pipeline_lower_bound, uncomposable_microbatch_sizes
-from hetopt.planner.enumerate import EnumerationStats, enumerate_plans
+from hetopt.planner.enumerate import Enumeration, EnumerationStats
 from hetopt.planner.launchable import compose_launchable
 from hetopt.planner.outcome import Attempt, ChosenIslands
 from hetopt.planner.parallelizer import Parallelizer, Slice
 from hetopt.planner.pricecache import collector_paused
 from hetopt.planner.schedule import rescore, simulated_lower_bound
+from hetopt.planner.workers import ProcessPool
 from hetopt.result import Status
 from hetopt.runtimes import Job, Runtime
 from hetopt.workload import ModelConfig
@@ -68,19 +69,38 @@ class SearchContext:
     #: the runtime a launchable plan is searched for (``planner/launchable.py``) and the job it runs
     target: Runtime | None = None
     job: Job | None = None
+    #: called with a micro-batch size once its enumeration is in (or the size is skipped), before
+    #: it is composed: the planner sends the alternatives' queries of that size to the workers,
+    #: which would otherwise wait while this process composes
+    ahead: Callable[[int], None] | None = None
 
 
-def attempt_size(ctx: SearchContext, m: int, deadline: Deadline) -> Attempt:
-    """Enumerate and compose one micro-batch size within ``deadline``."""
+def start_enumeration(ctx: SearchContext, m: int) -> Enumeration:
+    """Micro-batch size ``m``'s queries, pruned and (with an executor) sent to the workers."""
+    progress = None if ctx.on_progress is None else (lambda done, total: ctx.on_progress(f"micro-batch {m}", done, total))
+    return Enumeration(ctx.parallelizer, ctx.slices, ctx.islands.specs, microbatch_size=m,
+                       microbatches=ctx.global_batch // m, global_batch=ctx.global_batch, policies=ctx.policies,
+                       imbalance=ctx.imbalance, executor=ctx.executor, on_progress=progress, tasks=ctx.tasks)
+
+
+def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumeration | None = None,
+                 then: Callable[[], None] | None = None) -> Attempt:
+    """Enumerate and compose one micro-batch size within ``deadline``.
+
+    ``started``: its enumeration, already sent to the workers (:func:`start_enumeration`);
+    ``then``: called once the enumeration is in, before composing (the search starts the next
+    size's enumeration there). The attempt's ``enumerate_s`` is the time this process waited
+    for the enumeration.
+    """
     t0 = time.perf_counter()
     microbatches = ctx.global_batch // m
-    progress = None if ctx.on_progress is None else (lambda done, total: ctx.on_progress(f"micro-batch {m}", done, total))
-    plans, stats = enumerate_plans(
-        ctx.parallelizer, ctx.slices, ctx.islands.specs, microbatch_size=m, microbatches=microbatches,
-        global_batch=ctx.global_batch, policies=ctx.policies, imbalance=ctx.imbalance, executor=ctx.executor,
-        on_progress=progress, tasks=ctx.tasks, deadline=Deadline(limited(deadline, ENUMERATION_SHARE)),
-    )
+    enumeration_deadline = Deadline(limited(deadline, ENUMERATION_SHARE))
+    plans, stats = (started or start_enumeration(ctx, m)).finish(enumeration_deadline)
     t1 = time.perf_counter()
+    if then is not None:
+        then()
+    if ctx.ahead is not None:
+        ctx.ahead(m)
     links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m, job_element_bytes(ctx.parallelizer))
     if ctx.target is not None:
         # the plans on a query's overall Pareto set first, so that an option two plans share is
@@ -153,25 +173,45 @@ def _search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size
                   timing: dict[str, float]) -> list[Attempt]:
     """:func:`search_sizes` with the garbage collector paused."""
     attempts: list[Attempt] = []
-    for m in candidates:
-        if deadline.expired():
-            break
-        skipped = _skipped_by_bound(ctx, m, attempts)
-        if skipped is not None:  # exact: no plan with this micro-batch size beats the best one found
-            attempts.append(skipped)
-            continue
-        # in turn, each with what is left: one micro-batch size composed completely is worth
-        # more than five enumerated in part
-        attempt = attempt_size(ctx, m, deadline)
-        if _imbalance_hid_plans(attempt) and not deadline.expired():
-            # imbalance pruning is Tangram's heuristic: an infeasibility it may have caused is
-            # no proof, so this size is enumerated again without it
+    # with a local pool and no time limit, the next size's queries go to the workers while this
+    # process composes the current one (they would wait otherwise); should the composition
+    # then prove the next size useless by its bound, the queries not started are dropped. Not
+    # under a time limit: the next size's enumeration would start before its share of the time
+    overlap = isinstance(ctx.executor, ProcessPool) and math.isinf(deadline.limit)
+    started: dict[int, Enumeration] = {}
+    try:
+        for n, m in enumerate(candidates):
+            if deadline.expired():
+                break
+            skipped = _skipped_by_bound(ctx, m, attempts)
+            if skipped is not None:  # exact: no plan with this micro-batch size beats the best one found
+                if m in started:
+                    started.pop(m).cancel()
+                attempts.append(skipped)
+                if ctx.ahead is not None:
+                    ctx.ahead(m)
+                continue
+            then = None
+            if overlap and n + 1 < len(candidates) and _skipped_by_bound(ctx, candidates[n + 1], attempts) is None:
+                nxt = candidates[n + 1]
+
+                def then(nxt: int = nxt) -> None:
+                    started[nxt] = start_enumeration(ctx, nxt)
+            # in turn, each with what is left: one micro-batch size composed completely is worth
+            # more than five enumerated in part
+            attempt = attempt_size(ctx, m, deadline, started.pop(m, None), then)
+            if _imbalance_hid_plans(attempt) and not deadline.expired():
+                # imbalance pruning is Tangram's heuristic: an infeasibility it may have caused is
+                # no proof, so this size is enumerated again without it
+                timing["enumeration_s"] += attempt.enumerate_s
+                timing["composition_s"] += attempt.compose_s
+                attempt = attempt_size(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, deadline)
+            attempts.append(attempt)
             timing["enumeration_s"] += attempt.enumerate_s
             timing["composition_s"] += attempt.compose_s
-            attempt = attempt_size(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, deadline)
-        attempts.append(attempt)
-        timing["enumeration_s"] += attempt.enumerate_s
-        timing["composition_s"] += attempt.compose_s
+    finally:
+        for left in started.values():  # stopped early: the queries sent for a size not reached
+            left.cancel()
     for m in uncomposable_microbatch_sizes(ctx.global_batch, microbatch_size):
         # a size the pipeline family cannot compose is not planned; only its bound can still
         # prove that no plan of it beats the one found
@@ -188,4 +228,5 @@ def enumeration_summary(attempts: list[Attempt]) -> dict:
             else {"not_planned": a.not_planned} if a.not_planned else a.stats.to_dict() for a in attempts}
 
 
-__all__ = ["ENUMERATION_SHARE", "SearchContext", "attempt_size", "enumeration_summary", "limited", "search_sizes"]
+__all__ = ["ENUMERATION_SHARE", "SearchContext", "attempt_size", "enumeration_summary", "limited", "search_sizes",
+           "start_enumeration"]

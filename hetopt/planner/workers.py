@@ -6,7 +6,8 @@
   Dask scheduler answers there (a wrong port must fail fast, not hang or allocate exabytes);
 * :func:`gather`: submits query batches, waits within a deadline, sends a lost batch again
   at most ``MAX_BATCH_RETRIES`` times, and raises :class:`WorkersLost` (one line) when the
-  pool keeps dying or a Dask cluster has no worker left.
+  pool keeps dying or a Dask cluster has no worker left; :class:`Gathering` is the same in
+  two steps (submit now, wait later).
 """
 
 from __future__ import annotations
@@ -282,89 +283,132 @@ def gather(
     """``fn(batch)`` for every batch on ``executor``, in order; None where the deadline came first.
 
     A batch whose worker died is sent again (after replacing a broken :class:`ProcessPool`),
-    at most ``MAX_BATCH_RETRIES`` times.
+    at most ``MAX_BATCH_RETRIES`` times. The same as ``Gathering(...).wait(deadline)``.
 
     Raises
     ------
     WorkersLost
         A batch lost more often than that, a broken pool that cannot be replaced, or a Dask
         cluster without workers for ``NO_WORKER_GRACE_S``.
+
+    Examples
+    --------
+    >>> with ProcessPool(2) as pool:
+    ...     gather(pool, sum, [[1, 2], [3]], deadline=Deadline(None))
+    [3, 3]
     """
-    results: list[Any | None] = [None] * len(batches)
-    tries = [0] * len(batches)
-    pending: dict[cf.Future, int] = {}
+    return Gathering(executor, fn, batches, on_done=on_done).wait(deadline)
 
-    def answered(i: int, future: cf.Future) -> None:
-        results[i] = future.result()
-        if on_done is not None:
-            on_done(i)
 
-    def send(indices: Sequence[int]) -> list[int]:
+class Gathering:
+    """:func:`gather` in two steps: the batches are submitted when it is made, and
+    :meth:`wait` collects them (sending lost ones again), so this process can do other work
+    in between (the planner composes one micro-batch size while the workers enumerate the next).
+
+    Examples
+    --------
+    >>> with ProcessPool(2) as pool:
+    ...     started = Gathering(pool, sum, [[1, 2], [3]])
+    ...     started.wait(Deadline(None))
+    [3, 3]
+    """
+
+    def __init__(self, executor: Executor, fn: Callable[[Any], Any], batches: Sequence[Any], *,
+                 on_done: Callable[[int], None] | None = None) -> None:
+        self.executor, self.fn, self.batches, self.on_done = executor, fn, batches, on_done
+        self.results: list[Any | None] = [None] * len(batches)
+        self.tries = [0] * len(batches)
+        self.pending: dict[cf.Future, int] = {}
+        self.lost = self._send(range(len(batches)))
+
+    def _send(self, indices: Sequence[int]) -> list[int]:
         """Submit the batches; those a broken pool refused come back."""
         refused = []
         for i in indices:
             try:
-                pending[executor.submit(fn, batches[i])] = i
+                self.pending[self.executor.submit(self.fn, self.batches[i])] = i
             except cf.BrokenExecutor:
                 refused.append(i)
         return refused
 
-    lost = send(range(len(batches)))
-    broken = bool(lost)
-    no_worker_since: float | None = None
-    while pending or lost:
-        done: set[cf.Future] = set()
-        if not lost:
-            if deadline.expired():
-                for f in pending:
-                    f.cancel()
-                if any(not f.done() for f in pending) and hasattr(executor, "abandon"):
-                    executor.abandon()  # a running batch is not waited for
-                return results
-            done, _ = cf.wait(pending, timeout=min(POLL_S, deadline.remaining()), return_when=cf.FIRST_COMPLETED)
-        for f in done:
-            i = pending.pop(f)
-            exc = f.exception()
-            if exc is None:
-                answered(i, f)
-            elif _lost(exc):
-                lost.append(i)
-                broken = broken or isinstance(exc, cf.BrokenExecutor)
-            else:
-                raise exc
-        if broken:
-            # every future of a broken pool fails; keep the answers that made it
-            cf.wait(pending, timeout=POLL_S)
-            for f, i in pending.items():
-                if f.done() and f.exception() is None:
-                    answered(i, f)
-                else:
-                    f.cancel()
-                    lost.append(i)
-            pending.clear()
-        for i in lost:
-            tries[i] += 1
-            if tries[i] > MAX_BATCH_RETRIES:
-                raise WorkersLost(
-                    f"a batch of {len(batches[i])} parallelizer queries lost its worker {tries[i]} times; "
-                    f"giving up (does the parallelizer crash its worker process, or run out of memory?)"
-                )
-        if broken:
-            if not hasattr(executor, "restart"):
-                raise WorkersLost("the process pool broke (a worker process died) and cannot be replaced; "
-                                  "pass hetopt.planner.workers.ProcessPool to have dead workers replaced")
-            executor.restart()
-        lost = send(lost)
+    def _answered(self, i: int, future: cf.Future) -> None:
+        self.results[i] = future.result()
+        if self.on_done is not None:
+            self.on_done(i)
+
+    def cancel(self) -> None:
+        """Drop the batches not started (their answers are no longer wanted); running ones finish unread."""
+        for f in self.pending:
+            f.cancel()
+        self.pending.clear()
+        self.lost = []
+
+    def wait(self, deadline: Deadline) -> list[Any | None]:
+        """Every batch's answer, in order; None where ``deadline`` came first (see :func:`gather`).
+
+        Raises
+        ------
+        WorkersLost
+            As :func:`gather`.
+        """
+        executor, pending, results, tries = self.executor, self.pending, self.results, self.tries
+        lost = self.lost
         broken = bool(lost)
-        if not done and hasattr(executor, "workers"):
-            if executor.workers() > 0:
-                no_worker_since = None
-            elif no_worker_since is None:
-                no_worker_since = time.monotonic()
-            elif time.monotonic() - no_worker_since > NO_WORKER_GRACE_S:
-                raise WorkersLost(f"the Dask cluster at {executor.address} has had no worker for "
-                                  f"{NO_WORKER_GRACE_S:g} s; start workers, or plan without --scheduler")
-    return results
+        no_worker_since: float | None = None
+        while pending or lost:
+            done: set[cf.Future] = set()
+            if not lost:
+                if deadline.expired():
+                    for f in pending:
+                        f.cancel()
+                    if any(not f.done() for f in pending) and hasattr(executor, "abandon"):
+                        executor.abandon()  # a running batch is not waited for
+                    return results
+                done, _ = cf.wait(pending, timeout=min(POLL_S, deadline.remaining()), return_when=cf.FIRST_COMPLETED)
+            for f in done:
+                i = pending.pop(f)
+                exc = f.exception()
+                if exc is None:
+                    self._answered(i, f)
+                elif _lost(exc):
+                    lost.append(i)
+                    broken = broken or isinstance(exc, cf.BrokenExecutor)
+                else:
+                    raise exc
+            if broken:
+                # every future of a broken pool fails; keep the answers that made it
+                cf.wait(pending, timeout=POLL_S)
+                for f, i in pending.items():
+                    if f.done() and f.exception() is None:
+                        self._answered(i, f)
+                    else:
+                        f.cancel()
+                        lost.append(i)
+                pending.clear()
+            for i in lost:
+                tries[i] += 1
+                if tries[i] > MAX_BATCH_RETRIES:
+                    raise WorkersLost(
+                        f"a batch of {len(self.batches[i])} parallelizer queries lost its worker {tries[i]} times; "
+                        f"giving up (does the parallelizer crash its worker process, or run out of memory?)"
+                    )
+            if broken:
+                if not hasattr(executor, "restart"):
+                    raise WorkersLost("the process pool broke (a worker process died) and cannot be replaced; "
+                                      "pass hetopt.planner.workers.ProcessPool to have dead workers replaced")
+                executor.restart()
+            lost = self._send(lost)
+            broken = bool(lost)
+            if not done and hasattr(executor, "workers"):
+                if executor.workers() > 0:
+                    no_worker_since = None
+                elif no_worker_since is None:
+                    no_worker_since = time.monotonic()
+                elif time.monotonic() - no_worker_since > NO_WORKER_GRACE_S:
+                    raise WorkersLost(f"the Dask cluster at {executor.address} has had no worker for "
+                                      f"{NO_WORKER_GRACE_S:g} s; start workers, or plan without --scheduler")
+        self.lost = []
+        return results
 
 
 @contextlib.contextmanager
