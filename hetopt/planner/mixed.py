@@ -248,4 +248,39 @@ def mixed_alternative(s, deadline: Deadline):
         for m in stage.members:
             used[r.solution.names[m.gpu]] += m.replicas * m.degree
     note = "" if not reasons else f" (not every size proven: {_grouped(reasons)})"
+    note += stock_runtime_note(r.solution, getattr(s.parallelizer, "target", None))
     return Alternative(NAME, r.objective, f"{r.solution.describe()}, b={b}{note}", Status.FEASIBLE, gpus_by_type=dict(used))
+
+
+def stock_runtime_note(solution, target: str | None) -> str:
+    """What a plan's ``--target`` runtime cannot run of a mixed-stages solution, as one clause
+    ("" without a target, or when it runs it all).
+
+    A stock runtime starts one SPMD job: one TP size (Megatron-LM's
+    ``--tensor-model-parallel-size``, DeepSpeed's topology, torchtitan's device mesh) and one
+    micro-batch size per rank for the whole job (``hetopt.runtimes``); Cephalo runs FSDP with
+    per-GPU batches and no TP.
+
+    Examples
+    --------
+    >>> from hetopt.mixed.problem import Member, MixedSolution, Stage
+    >>> sol = MixedSolution((Stage(0, 2, (Member(0, 1, 6, 6), Member(1, 4, 1, 2))),), ("A100", "V100"))
+    >>> stock_runtime_note(sol, "megatron")
+    '; Megatron-LM cannot run it as one job: TP 1 and 4 in one stage, 1 and 2 samples a replica'
+    >>> stock_runtime_note(sol, None)
+    ''
+    """
+    if target is None:
+        return ""
+    from hetopt.runtimes import RUNTIMES
+
+    runtime = RUNTIMES[target]
+    members = [m for st in solution.stages for m in st.members]
+    tps = sorted({m.degree for m in members})
+    shares = sorted({share for m in members for share in m.shares})
+    what = []
+    if len(tps) > 1 or (not runtime.pipeline and tps != [1]):
+        what.append(f"TP {' and '.join(map(str, tps))} in one stage" if len(tps) > 1 else "TP")
+    if len(shares) > 1 and runtime.pipeline:
+        what.append(f"{' and '.join(map(str, shares))} samples a replica")
+    return f"; {runtime.title} cannot run it as one job: {', '.join(what)}" if what else ""
