@@ -356,7 +356,11 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
         forward, backward = forward + cp_fwd, backward + cp_bwd
     # the host issues the layers' ops: kernels (and their TP/CP collectives) that finish sooner
     # wait for it (the hand-overs after this synchronise the host with the GPU every micro-batch)
-    host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute, stack=host)
+    # an MoE layer issues its router, permutation and one FFN per local expert (FSEP: a shard of
+    # every expert)
+    local = (sl.model.experts if lay.fsep else sl.model.experts // lay.ep) if sh.n_moe else 0
+    host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute, stack=host, moe_layers=sh.n_moe,
+                                         local_experts=local)
     host_bound = host_fwd > forward or host_bwd > backward
     return max(forward, host_fwd), max(backward, host_bwd), compute, host_bound
 

@@ -156,3 +156,46 @@ def test_a_plan_on_an_older_stack_says_the_fsdp_alternative_has_no_floor(capsys)
     assert doc["host"] == "torch1"
     assert any("cephalo-fsdp alternative is priced without the host's time of host=torch1" in line
                for line in doc["outside_calibration"])
+
+
+def test_an_moe_layers_floor_by_hand():
+    # one dense layer and one MoE layer of 8 local experts: 1 + 1.66 + 8 · 0.167 dense layers forward,
+    # 1 + 1.21 + 8 · 0.167 backward
+    fwd, bwd = cm.host_floor_s(2, moe_layers=1, local_experts=8)
+    assert fwd == pytest.approx(1.37e-4 * (1 + 1.66 + 8 * 0.167)) and bwd == pytest.approx(2.05e-4 * (1 + 1.21 + 8 * 0.167))
+    assert cm.host_floor_s(2, moe_layers=0, local_experts=8) == cm.host_floor_s(2)  # a dense stage: as before, bit for bit
+    t1 = cm.host_floor_s(1, moe_layers=1, local_experts=2, stack="torch1")
+    assert t1[0] == pytest.approx(3.31e-3 * (1.66 + 2 * 0.167))  # the same ops at the older stack's pace
+
+
+def test_expert_parallelism_leaves_each_gpu_fewer_experts_to_issue():
+    """A small MoE layer (h 64, 8 experts) is host-bound: its floor is the MoE layer's with all 8
+    experts on the GPU without EP, with 2 at EP 4."""
+    from hetopt.workload import ModelConfig
+
+    tiny = ModelConfig("tiny-moe", "gpt", 3, 64, 4, 256, 0, 32, experts=8, top_k=2, expert_ffn=128)
+    sl = Slice(slice_model(tiny, seq=32)[1:2])
+    isl = IslandSpec("a", GPUS["A100-SXM4-80GB"], nodes=1, gpus_per_node=8)
+    par = BuiltinParallelizer(reserved_bytes=0.0, flash_attention=False)
+
+    from hetopt.costmodel.stage import layer_table, path_floor_s
+
+    def on_path(ep):  # kernels and collectives held to the floor, before the EP all-to-alls are added
+        lay = Layout(tp=1, pp=1, dp=4, split=(1,), recompute="none", zero_stage=0, ep=ep)
+        assert par.plan(sl, isl, lay, microbatch_size=4, microbatches=8).stages[0].host_bound
+        return path_floor_s(sl, isl, layer_table(sl), lay, 0, microbatch_size=4, sequence_parallel=True)
+
+    def moe_floor(experts):
+        return 1.37e-4 * (1.66 + experts * 0.167) + 2.05e-4 * (1.21 + experts * 0.167)
+
+    assert on_path(1) == pytest.approx(moe_floor(8))
+    assert on_path(4) == pytest.approx(moe_floor(2))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch (the runtimes extra)")
+def test_the_moe_measurement_counts_megatrons_ops():
+    from hetopt.generate import host_overhead
+
+    # router, top-k, permutation, split, unpermutation in place of the FFN; 3 ops a local expert
+    assert host_overhead.measure(samples=1, experts=2)["forward_ops"] == 53
+    assert host_overhead.measure(samples=1, experts=4)["forward_ops"] == 59
