@@ -1132,6 +1132,8 @@ def p2p_transfer_s(cfg: ModelConfig, seq: int, samples: float, bandwidth: float,
 #: sent whole by every TP rank, the attention mask sent with every forward hand-over
 #: (formulations/costmodel.md, "Hand-over between inner stages").
 HANDOVERS = ("split", "deepspeed")
+#: The hand-over of a layout or runtime that does not say.
+DEFAULT_HANDOVER = "split"
 #: Bytes per element of the (1, 1, s, s) causal attention mask DeepSpeed's pipeline engine sends
 #: with every forward hand-over of Megatron's GPT pipe module: a bool tensor cast to fp16 because
 #: NCCL cannot send bool (``_exec_send_activations``, v0.3.13; the mask is batch-independent:
@@ -1359,6 +1361,7 @@ __all__ = [
     "p2p_transfer_s",
     "pipe_mask_bytes",
     "HANDOVERS",
+    "DEFAULT_HANDOVER",
     "PIPE_MASK_BYTES",
     "pipeline_link_s",
     "recompute_working_bytes",

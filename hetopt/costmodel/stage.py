@@ -271,7 +271,7 @@ def price_stage(
     sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
     flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
-    precision: str = cm.DEFAULT_PRECISION, grad_fp32: bool = False, handover: str = "split",
+    precision: str = cm.DEFAULT_PRECISION, grad_fp32: bool = False, handover: str = cm.DEFAULT_HANDOVER,
     host: str = cm.DEFAULT_HOST,
 ) -> StageCost | None:
     """Time and memory of inner stage q of ``lay`` (formulas: formulations/costmodel.md, "A stage").
@@ -518,7 +518,7 @@ def _context_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Share
 
 
 def _handovers(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: int, nodes: tuple[tuple[int, int], ...],
-               microbatch_size: int, handover: str = "split") -> tuple[float, float]:
+               microbatch_size: int, handover: str = cm.DEFAULT_HANDOVER) -> tuple[float, float]:
     """The hand-over to the next inner stage (activations, forward) and back (gradients, backward).
 
     Interleaved (v virtual stages per GPU): a micro-batch passes every GPU v times, so each

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from hetopt.errors import InputError
-from hetopt.costmodel import HANDOVERS, PRECISIONS, hardware_precision
+from hetopt.costmodel import DEFAULT_HANDOVER, HANDOVERS, PRECISIONS, hardware_precision
 from hetopt.hardware import load_gpus
 from hetopt.runtimes import Job, Shape
 
@@ -106,7 +106,7 @@ class PlanView:
     iteration_time_s: float | None = None
     stage_memory_gib: tuple[float, ...] = ()
     #: how a micro-batch crosses between stages, as priced (``cm.HANDOVERS``; a document without it: split)
-    handover: str = "split"
+    handover: str = DEFAULT_HANDOVER
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -403,7 +403,7 @@ def _flag(doc: dict[str, Any], key: str, default: bool, source: str) -> bool:
 
 def _handover(doc: dict[str, Any], source: str) -> str:
     """The plan's ``handover`` (``split`` for documents written before plans carried it)."""
-    value = doc.get("handover", "split")
+    value = doc.get("handover", DEFAULT_HANDOVER)
     if value not in HANDOVERS:
         raise InputError(f"{source}: handover: {value!r} must be {' or '.join(HANDOVERS)} (re-run `hetopt plan --json`)")
     return value

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from hetopt.costmodel import TRAINING_PER_FORWARD
+from hetopt.costmodel import DEFAULT_HANDOVER, DEFAULT_HOST, TRAINING_PER_FORWARD
 from hetopt.result import Status
 from hetopt.units import GIB
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
@@ -111,9 +111,9 @@ class HeteroPlan:
     #: micro-batch crosses between stages (``handover=``, ``cm.HANDOVERS``)
     overlap: bool = True
     grad_reduce_fp32: bool = False
-    handover: str = "split"
+    handover: str = DEFAULT_HANDOVER
     #: the software stack whose host time per layer floored every stage (``host=``, ``cm.HOST_STACKS``)
-    host: str = "torch2"
+    host: str = DEFAULT_HOST
     #: the runtime the plan was searched for (``target``), and the launchable plan beside the
     #: unrestricted one (``planner/launchable.launch_summary``)
     target: str | None = None

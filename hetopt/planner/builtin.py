@@ -499,7 +499,7 @@ class BuiltinParallelizer:
     long_sequence: int = LONG_SEQUENCE
     precision: str | None = None
     grad_reduce_fp32: bool = False
-    handover: str = "split"
+    handover: str = cm.DEFAULT_HANDOVER
     host: str = cm.DEFAULT_HOST
     target: str | None = None
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
@@ -552,7 +552,7 @@ class BuiltinParallelizer:
             raise ValueError(f"host must be one of {', '.join(cm.HOST_STACKS)} (got {self.host!r})")
 
     def running(self, *, overlap: bool, flash: bool, sequence_parallel: bool, tp_overlap: bool, zero3_per_tensor: bool,
-                precision: str | None, grad_fp32: bool = False, handover: str = "split",
+                precision: str | None, grad_fp32: bool = False, handover: str = cm.DEFAULT_HANDOVER,
                 host: str = cm.DEFAULT_HOST) -> BuiltinParallelizer:
         """This parallelizer pricing a framework that runs as the arguments say (a given layout's
         or a ``--runtime``'s ``overlap``, ``flash``, ``sp``, ``tpoverlap``, ``zero3gather``,

@@ -92,7 +92,7 @@ class GivenLayout:
     #: None: even, the extra layers at the back (``builtin.even_split``)
     split: tuple[int, ...] | None = None
     #: how a micro-batch crosses between inner stages (``cm.HANDOVERS``: split, or DeepSpeed's 2021 engine)
-    handover: str = "split"
+    handover: str = cm.DEFAULT_HANDOVER
     #: the software stack whose host issues the layers' ops (``cm.HOST_STACKS``)
     host: str = cm.DEFAULT_HOST
 
@@ -104,7 +104,7 @@ class GivenLayout:
         tail += " zero3gather=tensor" if self.zero3_per_tensor else ""
         tail += f" precision={self.precision}" if self.precision not in (None, cm.DEFAULT_PRECISION) else ""
         tail += " gradreduce=fp32" if self.grad_fp32 else ""
-        tail += f" handover={self.handover}" if self.handover != "split" else ""
+        tail += f" handover={self.handover}" if self.handover != cm.DEFAULT_HANDOVER else ""
         tail += f" host={self.host}" if self.host != cm.DEFAULT_HOST else ""
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
@@ -271,7 +271,7 @@ def parse_layout(text: str) -> GivenLayout:
     reduce = values.get("gradreduce", "half").lower()
     if reduce not in GRAD_REDUCES:
         raise layout_error(f"layout gradreduce={values['gradreduce']}: must be fp32 or half")
-    handover = values.get("handover", "split").lower()
+    handover = values.get("handover", cm.DEFAULT_HANDOVER).lower()
     if handover not in cm.HANDOVERS:
         raise layout_error(f"layout handover={values['handover']}: must be {' or '.join(cm.HANDOVERS)}")
     host = values.get("host", cm.DEFAULT_HOST).lower()

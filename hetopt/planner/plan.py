@@ -359,8 +359,8 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
         # what the built-in parallelizer priced (a parallelizer of your own: the defaults)
         "overlap": getattr(setup.parallelizer, "overlap_communication", True),
         "grad_reduce_fp32": getattr(setup.parallelizer, "grad_reduce_fp32", False),
-        "handover": getattr(setup.parallelizer, "handover", "split"),
-        "host": getattr(setup.parallelizer, "host", "torch2"),
+        "handover": getattr(setup.parallelizer, "handover", cm.DEFAULT_HANDOVER),
+        "host": getattr(setup.parallelizer, "host", cm.DEFAULT_HOST),
     }
     if setup is not None and outcome.best is not None:
         extra["outside_calibration"] = _outside_calibration(setup, outcome.best, seq)

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetopt.catalog import CALIBRATION_SETS, instances_dir
-from hetopt.costmodel import (HANDOVERS, HOST_STACKS, PRECISIONS, TRANSPORTS, hardware_precision,
+from hetopt.costmodel import (DEFAULT_HANDOVER, HANDOVERS, HOST_STACKS, PRECISIONS, TRANSPORTS, hardware_precision,
                              precision_problem)
 from hetopt.units import BITS_PER_BYTE
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
@@ -252,7 +252,7 @@ def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
                                                   choices=tuple(ZERO3_GATHERS))],
         precision=precision,
         grad_fp32=GRAD_REDUCES[lay.string("grad_reduce", "half", choices=tuple(GRAD_REDUCES))],
-        handover=lay.string("handover", "split", choices=HANDOVERS),
+        handover=lay.string("handover", DEFAULT_HANDOVER, choices=HANDOVERS),
         host=lay.string("host", era["host"], choices=tuple(HOST_STACKS)),
     )
     clash = contradiction(layout, gather_given="zero3_gather" in lay.data)

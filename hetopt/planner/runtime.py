@@ -61,7 +61,7 @@ class Runtime:
     zero3_per_tensor: bool = False
     precision: str | None = None  # None: the hardware's (cm.hardware_precision)
     grad_fp32: bool = False  # gradients reduced in fp32 (``gradreduce=fp32``)
-    handover: str = "split"  # how a micro-batch crosses between stages (``handover=``, cm.HANDOVERS)
+    handover: str = cm.DEFAULT_HANDOVER  # how a micro-batch crosses between stages (``handover=``, cm.HANDOVERS)
     host: str = cm.DEFAULT_HOST  # the stack whose host issues the ops (``host=``, cm.HOST_STACKS)
     expert_parallel: bool = True
     context_parallel: bool = True
@@ -90,7 +90,7 @@ class Runtime:
             parts.append(f"precision={self.precision}")
         if self.grad_fp32:
             parts.append("gradreduce=fp32")
-        if self.handover != "split":
+        if self.handover != cm.DEFAULT_HANDOVER:
             parts.append(f"handover={self.handover}")
         if self.host != cm.DEFAULT_HOST:
             parts.append(f"host={self.host}")

@@ -22,6 +22,9 @@ from tests.planner.test_exact_pruning import GPUS, MODELS, _case
 @pytest.mark.parametrize("seed", range(16))
 @pytest.mark.parametrize("host,handover", [("torch2", "split"), ("torch1", "deepspeed")])
 def test_the_floor_is_below_every_priced_stage(seed, host, handover):
+    """``path_floor_s`` (kernels, TP and CP collectives, the host's floor) bounds the priced time
+    of every stage of every layout of seeded cases, dense and MoE, under either host stack and
+    hand-over."""
     sl, isl, m, M, _, flash = _case(seed)
     par = BuiltinParallelizer(flash_attention=flash, host=host, handover=handover)
     tab = layer_table(sl, flash=par.flash_on(isl), element_bytes=par.element_bytes_on(isl))

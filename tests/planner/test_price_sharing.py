@@ -15,7 +15,6 @@ import dataclasses
 import pytest
 
 import hetopt
-from hetopt.costmodel.stage import path_floor_s
 from hetopt.planner import builtin, pricecache
 from hetopt.planner.builtin import BuiltinParallelizer, _without_redundant
 from hetopt.planner.parallelizer import IslandSpec, Slice, divisors, slice_model
@@ -106,25 +105,6 @@ def test_the_floor_table_gives_the_floors_and_order_of_the_layout_by_layout_path
         assert layouts == [x for x in every if m % x.dp == 0]
         want_floors, want_visit = par._visit_order(sl, isl, tab, layouts, m, False)
         assert floors == want_floors and visit == list(want_visit)
-
-
-@pytest.mark.parametrize("seed", range(16))
-def test_the_path_floor_is_below_every_priced_stage(seed):
-    """``path_floor_s`` (kernels, TP and CP collectives, the host's floor) bounds the priced time
-    of every stage of every layout of seeded cases, dense and MoE."""
-    sl, isl, m, M, _, flash = _case(seed)
-    par = BuiltinParallelizer(flash_attention=flash)
-    tab = par._table(sl, isl)
-    checked = 0
-    for lay in par.layouts(sl, isl, microbatch_size=m, microbatches=M):
-        if lay.vpp > 1:
-            continue  # interleaved stages are rescaled after pricing; never bounded (whole models)
-        for q, st in enumerate(par.plan(sl, isl, lay, microbatch_size=m, microbatches=M).stages):
-            floor = path_floor_s(sl, isl, tab, lay, q, microbatch_size=m, sequence_parallel=par.sequence_parallel,
-                                 flash=par.flash_on(isl), tp_overlap=par.tp_comm_overlap, precision=par.precision_on(isl))
-            assert 0.0 < floor <= st.time_s, (lay, q)
-            checked += 1
-    assert checked
 
 
 def _island(**change) -> IslandSpec:
