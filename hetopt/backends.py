@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from hetopt.errors import InputError, SolverBug
 from hetopt.family import TIME_LIMIT_SLACK_S, Deadline
-from hetopt.interrupt import armed, ignore_interrupt, on_stop, stop_requested
+from hetopt.interrupt import armed, ignore_interrupt, stop_requested
 from hetopt.result import Status
 
 if TYPE_CHECKING:
@@ -337,9 +337,9 @@ def solve_pulp_by(
     proc = ctx.Process(target=child, daemon=True)
     for stream in (sys.stdout, sys.stderr):  # or the child could write the parent's buffered text again
         stream.flush()
-    proc.start()
-    send.close()
     try:
+        proc.start()  # inside: a Ctrl-C that lands in start() still stops the child (finally)
+        send.close()
         if _answered(receive, deadline):
             try:
                 kind, answer = receive.recv()
@@ -350,10 +350,12 @@ def solve_pulp_by(
             return answer
         return None
     finally:
-        if proc.is_alive():
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        proc.join()
+        if proc.pid is not None:  # None: the Ctrl-C came before the fork
+            if proc.is_alive():
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # the child and a CBC it started
+                proc.kill()  # the child itself, should it not have made its group yet
+            proc.join()
         receive.close()
 
 
@@ -411,37 +413,72 @@ def _finite(x: float) -> bool:
 
 
 def _solve_watched(solver: cp_model.CpSolver, model: cp_model.CpModel) -> int:
-    """``solver.solve(model)``, stopped by Ctrl-C.
+    """``solver.solve(model)``, stopped by Ctrl-C at any moment of the call.
 
     Python runs a signal handler only between bytecodes of the main thread, so a search running
-    in C++ on the main thread would hear Ctrl-C only when it ends (20 s later, under a 20 s
-    limit). The search therefore runs in a thread (CP-SAT releases the GIL) while the main
-    thread waits: a ``KeyboardInterrupt`` stops the search and is raised again; a requested
-    stop (:mod:`hetopt.interrupt`) stops it and returns what it found.
+    in C++ on the calling thread would hear Ctrl-C only when it ends (20 s later, under a 20 s
+    limit). The search therefore runs in a thread of its own (CP-SAT releases the GIL) while the
+    calling thread watches it: a ``KeyboardInterrupt`` stops the search and is raised again once
+    the search has ended; a requested stop (:mod:`hetopt.interrupt`) stops it and returns what
+    it found.
+
+    Three windows are closed here (issue 46), each with a test in ``tests/cli/test_interrupt.py``:
+
+    - ``CpSolver.stop_search`` does nothing until ``solve`` has made its ``SolveWrapper``, so a
+      stop that lands between the thread's start and that moment was lost and the search ran to
+      its limit. The watcher therefore repeats ``stop_search`` every ``WATCH_S`` until the search
+      has ended, and a search that has not begun when the stop comes never begins.
+    - ``Thread.join`` interrupted by ``KeyboardInterrupt`` marks a still-running thread as
+      stopped in CPython 3.11 (bpo-45274's fix releases the thread's own lock), so a second
+      ``join`` returned at once and the interpreter exited under a running search (``terminate
+      called without an active exception``, or a hang). The watcher waits on an event the
+      search sets when it ends, never on ``join``.
+    - A ``KeyboardInterrupt`` that lands inside ``Thread.start`` left the search running: the
+      start is inside the watched block.
     """
-    with on_stop(solver.stop_search):
-        if threading.current_thread() is not threading.main_thread():
-            return solver.solve(model)
-        answer: dict[str, Any] = {}
+    answer: dict[str, Any] = {}
+    ended = threading.Event()
+    gate = threading.Lock()  # orders "the search begins" against "a stop came first"
+    phase = {"now": "waiting"}  # waiting -> searching, or waiting -> cancelled
 
-        def search() -> None:
-            try:
-                answer["code"] = solver.solve(model)
-            except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
-                answer["error"] = exc
-
-        thread = threading.Thread(target=search, name="cp-sat", daemon=True)
-        thread.start()
+    def search() -> None:
         try:
-            while thread.is_alive():
-                thread.join(WATCH_S)  # returns as soon as the search ends
-        except KeyboardInterrupt:
-            solver.stop_search()
-            thread.join()
-            raise
-        if "error" in answer:
-            raise answer["error"]
-        return answer["code"]
+            with gate:
+                if phase["now"] == "cancelled":
+                    return
+                phase["now"] = "searching"
+            answer["code"] = solver.solve(model)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            answer["error"] = exc
+        finally:
+            ended.set()
+
+    def stop_and_wait() -> None:
+        """Stop the search, whatever its phase, and return once it can no longer run."""
+        with gate:
+            if phase["now"] == "waiting":
+                phase["now"] = "cancelled"  # it never begins
+                return
+        while True:
+            try:
+                solver.stop_search()  # again and again: a no-op before solve() has its wrapper
+                if ended.wait(WATCH_S):
+                    return
+            except KeyboardInterrupt:  # another Ctrl-C: the first is already being raised
+                continue
+
+    thread = threading.Thread(target=search, name="cp-sat", daemon=True)
+    try:
+        thread.start()
+        while not ended.wait(WATCH_S):  # returns as soon as the search ends
+            if stop_requested():
+                solver.stop_search()  # repeated each look, for the same reason as above
+    except KeyboardInterrupt:
+        stop_and_wait()
+        raise
+    if "error" in answer:
+        raise answer["error"]
+    return answer["code"]
 
 
 def solve_cpsat(

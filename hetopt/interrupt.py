@@ -6,8 +6,9 @@ solver turns it into an answer (CP-SAT's own SIGINT handler, which would, is swi
 finished, the best plan found so far. Inside :func:`stop_on_interrupt` the first Ctrl-C only
 *requests* a stop. Every :class:`hetopt.budget.Deadline` then reads as expired, so each method
 stops where it would at its time limit and returns its best answer (FEASIBLE with a bound, or
-TIME_LIMIT), a running CP-SAT search is stopped through the callbacks registered with
-:func:`on_stop`, and the caller prints what it has and exits 130. A second Ctrl-C raises
+TIME_LIMIT), a running CP-SAT search is stopped by the thread that watches it
+(:func:`hetopt.backends.solve_cpsat` looks every 50 ms), and the caller prints what it has and
+exits 130. A second Ctrl-C raises
 ``KeyboardInterrupt`` at once.
 
 Examples
@@ -27,10 +28,9 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 _state = {"requested": False, "armed": False}
-_callbacks: list[Callable[[], None]] = []
 
 
 #: How an answer cut short by Ctrl-C begins its reason (its own reason, which speaks of the
@@ -49,22 +49,13 @@ def armed() -> bool:
 
 
 def request_stop() -> None:
-    """Request a stop, as the first Ctrl-C does, and call the registered stop callbacks."""
+    """Request a stop, as the first Ctrl-C does.
+
+    Only a flag is set (a signal handler must not wait on a lock a solver's thread may hold);
+    whoever waits on work reads it: every :class:`hetopt.budget.Deadline`, the CP-SAT watcher,
+    the MILP child's parent, the planner's pool.
+    """
     _state["requested"] = True
-    for callback in list(_callbacks):
-        callback()
-
-
-@contextlib.contextmanager
-def on_stop(callback: Callable[[], None]) -> Iterator[None]:
-    """Call ``callback`` (e.g. a solver's ``stop_search``) if a stop is requested within the block."""
-    _callbacks.append(callback)
-    try:
-        if stop_requested():
-            callback()
-        yield
-    finally:
-        _callbacks.remove(callback)
 
 
 @contextlib.contextmanager

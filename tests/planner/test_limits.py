@@ -456,3 +456,23 @@ def test_a_process_exits_after_abandoning_a_pool_with_batches_still_queued():
         except subprocess.TimeoutExpired:  # a hang, not a slow run
             pytest.fail("hetopt plan did not exit after its time limit")
         assert done.returncode == 3 and json.loads(done.stdout)["status"] == "TIME_LIMIT", done.stderr
+
+
+def test_the_plan_pool_ends_without_waiting_for_the_batches_its_workers_run():
+    """``executor_for`` ends its pool by terminating the workers (issue 46): a Ctrl-C on the
+    datacenter plan answered at once but then waited 5-6 s in ``ProcessPoolExecutor.shutdown``
+    for the next micro-batch size, enumerated ahead. Checked by state, not by time: after the
+    block, no worker is alive although each was sleeping for a minute."""
+    import time
+
+    from hetopt.planner.workers import executor_for
+
+    with executor_for(2, None) as pool:
+        futures = [pool.submit(time.sleep, 60) for _ in range(2)]
+        while not all(f.running() for f in futures):
+            time.sleep(0.01)
+        workers = list(pool._pool._processes.values())
+        assert len(workers) == 2 and all(w.is_alive() for w in workers)
+    assert not any(w.is_alive() for w in workers)
+    # no sleep ran to its end (waiting for them, as before, returned each with its result)
+    assert not any(f.done() and not f.cancelled() and f.exception(timeout=0) is None for f in futures)
