@@ -26,6 +26,7 @@ import costmodel as cm; cm.ring_allreduce_s(...)`` reads as before:
 - :mod:`~hetopt.costmodel.host`: the host's floor per layer by software stack;
 - :mod:`~hetopt.costmodel.optimizer`: the optimizer step and ZeRO-3's per-tensor copies;
 - :mod:`~hetopt.costmodel.network`: links, rings, TP, hand-overs and data-parallel traffic;
+- :mod:`~hetopt.costmodel.running`: how a framework runs a layout (:class:`Running`, one table of its keys);
 - :mod:`~hetopt.costmodel.stage`: the price of one pipeline stage, where the terms meet.
 
 A test that needs another value of a constant passes it where the function takes one:
@@ -77,8 +78,10 @@ from hetopt.costmodel.network import (  # noqa: F401
     p2p_transfer_s, HANDOVERS, DEFAULT_HANDOVER, PIPE_MASK_BYTES, pipe_mask_bytes, pipeline_link_s,
     DataParallelComm, exposed_s, data_parallel_comm,
 )
+from hetopt.costmodel.running import Running  # noqa: F401  (how a framework runs a layout)
 
 __all__ = [
+    "Running",
     "ATTENTION_SCORE_BYTES", "BACKWARD_PER_FORWARD", "TRAINING_PER_FORWARD", "CHECKPOINT_WIDTHS",
     "DISTRIBUTED_OPTIMIZER_BYTES", "ELEMENT_BYTES", "FLASH_PRECISIONS", "FP32_OPTIMIZER_STEP_BYTES",
     "element_bytes", "gradient_bytes", "matmul_flops", "DataParallelComm", "exposed_s",
