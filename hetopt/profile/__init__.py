@@ -1,0 +1,18 @@
+"""Plans from the user's own measurements: profile files, ``hetopt profile``, importers (issue 42).
+
+* :mod:`~hetopt.profile.format`: the profile file (docs/formats.md, "Profiles"), read and written;
+* :mod:`~hetopt.profile.measured`: a profile as the cost model asks it (``price_stage``'s
+  ``measured`` argument): a term where the profile covers the setting, None elsewhere, with the
+  interpolation rules of docs/formats.md;
+* :mod:`~hetopt.profile.measure` and :mod:`~hetopt.profile.collectives`: ``hetopt profile``,
+  measuring with torch (an optional import: ``pip install 'hetopt[runtimes]'``);
+* :mod:`~hetopt.profile.importers`: nccl-tests output, Sailor's and Metis's profiles.
+
+Nothing here imports torch at import time.
+"""
+
+from hetopt.profile.format import (COLLECTIVES, PARTS, CollectiveRow, HostRow, LayerRow, OptimizerRow, Profile,
+                                   Provenance, merge, parse_profile, read_profile, write_profile)
+
+__all__ = ["COLLECTIVES", "PARTS", "CollectiveRow", "HostRow", "LayerRow", "OptimizerRow", "Profile", "Provenance",
+           "merge", "parse_profile", "read_profile", "write_profile"]
