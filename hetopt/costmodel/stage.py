@@ -26,7 +26,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from hetopt import costmodel as cm
 from hetopt.hardware import GpuType
@@ -35,6 +35,9 @@ from hetopt.parallelism import expert as ex
 from hetopt.parallelism import offload as off
 from hetopt.pipeline.problem import stage_fits
 from hetopt.workload import ModelConfig
+
+if TYPE_CHECKING:  # the cost model reads a profile through its methods only
+    from hetopt.profile.measured import Measured
 
 #: Layers whose 16-bit weights and gradients ZeRO-3 holds unsharded at once: the one
 #: computed and the one prefetched (as the allocation family's FSDP units).
@@ -77,6 +80,9 @@ class StageCost:
     #: the host's time to issue the layers' ops, not their kernels, set its forward or backward
     #: (``cm.host_floor_s``)
     host_bound: bool = False
+    #: the terms of this price taken from a measured profile (``price_stage``'s ``measured``;
+    #: ``hetopt.profile.measured.TERMS``); () when the analytic model priced it all
+    measured: tuple[str, ...] = ()
 
     @property
     def time_s(self) -> float:
@@ -231,7 +237,8 @@ class _Shares:
     """What every part of one stage's price reads: its layers, roles and per-GPU shares."""
 
     __slots__ = ("a", "b", "ell", "embed", "head", "samples", "tokens", "replicas", "sp", "n_moe", "etp", "imbalance",
-                 "exp_params", "dense_params", "expert_replicas", "uniform", "one_node", "element", "peak")
+                 "exp_params", "dense_params", "expert_replicas", "uniform", "one_node", "element", "peak",
+                 "precision", "measured", "taken")
 
     def __init__(self, sl: SliceLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
                  microbatch_size: int, sequence_parallel: bool) -> None:
@@ -265,6 +272,14 @@ class _Shares:
         # the precision's bytes per element (the table's) and its matmul peak (None: 16-bit's; price_stage)
         self.element: int = tab.element_bytes
         self.peak: float | None = None
+        # a measured profile (``price_stage``'s ``measured``) and the terms taken from it so far
+        self.precision: str = cm.DEFAULT_PRECISION
+        self.measured: Measured | None = None
+        self.taken: list[str] = []
+
+    def ask(self, measured: Measured | None, precision: str) -> None:
+        """Price with ``measured`` (None: the analytic model alone) in ``precision``."""
+        self.measured, self.precision = measured, precision
 
 
 def price_stage(
@@ -272,7 +287,7 @@ def price_stage(
     *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
     flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
     precision: str = cm.DEFAULT_PRECISION, grad_fp32: bool = False, handover: str = cm.DEFAULT_HANDOVER,
-    host: str = cm.DEFAULT_HOST,
+    host: str = cm.DEFAULT_HOST, measured: Measured | None = None,
 ) -> StageCost | None:
     """Time and memory of inner stage q of ``lay`` (formulas: formulations/costmodel.md, "A stage").
 
@@ -293,8 +308,15 @@ def price_stage(
         gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``) rather than in 16 bits; how a
         micro-batch crosses between inner stages (``cm.HANDOVERS``); the software stack whose
         host issues the layers' ops (``cm.HOST_STACKS``).
+    measured
+        A measured profile (:class:`hetopt.profile.measured.Measured`): the layers' compute, TP
+        collectives, host time, hand-overs and optimizer step are taken from it where it covers
+        the stage's setting (:func:`_measured_compute` and the terms' own lookups), and from the
+        analytic model elsewhere; None (the default): the analytic model alone. The terms taken
+        are listed in the price's ``measured``.
     """
     sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, sequence_parallel)
+    sh.ask(measured, precision)
     if tab.element_bytes != cm.element_bytes(precision):
         raise ValueError(f"the layer table counts {tab.element_bytes}-byte elements, precision {precision} has "
                          f"{cm.element_bytes(precision)} (layer_table(..., element_bytes=cm.element_bytes(precision)))")
@@ -318,12 +340,13 @@ def price_stage(
         host = island.gpu.host_bandwidth
         forward += off.exposed_s(offloaded, host, compute[0])
         backward += off.exposed_s(offloaded, host, compute[1])
-    return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus, host_bound)
+    return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus, host_bound, tuple(sh.taken))
 
 
 def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,
                  sequence_parallel: bool, flash: bool = False, tp_overlap: bool = False,
-                 precision: str = cm.DEFAULT_PRECISION, host: str = cm.DEFAULT_HOST) -> float:
+                 precision: str = cm.DEFAULT_PRECISION, host: str = cm.DEFAULT_HOST,
+                 measured: Measured | None = None) -> float:
     """Forward + backward seconds of inner stage q's kernels and TP/CP collectives, each pass held
     to the host's floor: a lower bound of its ``time_s``.
 
@@ -338,6 +361,7 @@ def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout
     one_node = ((0, 0),) * lay.pp  # where the stages sit: none of these parts reads it
     sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, sequence_parallel)
     sh.peak = cm.matmul_flops(island.gpu, precision)
+    sh.ask(measured, precision)  # the same terms as price_stage takes: the floor stays below its price
     forward, backward, _, _ = _on_path(sl, island, tab, lay, sh, flash, tp_overlap, host)
     return forward + backward
 
@@ -347,10 +371,19 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
     """The first sums of a stage's price, forward and backward: its kernels, then its TP and CP
     collectives, each pass held to the host's floor; with the kernels alone (what data-parallel
     traffic can hide behind: TP's cannot, it is on the path) and whether the floor set a pass."""
-    forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
+    measured = _measured_compute(sl, island, lay, sh)
+    if measured is None:
+        forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
+    else:  # the profile's layers: what TP overlap can hide behind is their whole time
+        forward, backward, with_tp = measured
+        gemm_fwd, gemm_bwd = forward, backward
+        sh.taken.append("compute")
     compute = (forward, backward)
-    tp_fwd, tp_bwd = _tensor_parallel(sl, island, lay, sh, tp_overlap, gemm_fwd, gemm_bwd)
-    forward, backward = forward + tp_fwd, backward + tp_bwd
+    if measured is not None and with_tp:  # the rows were measured with their TP collectives
+        sh.taken.append("tp_collectives")
+    else:
+        tp_fwd, tp_bwd = _tensor_parallel(sl, island, lay, sh, tp_overlap, gemm_fwd, gemm_bwd)
+        forward, backward = forward + tp_fwd, backward + tp_bwd
     if lay.cp > 1:
         cp_fwd, cp_bwd = _context_parallel(sl, island, lay, sh, flash)
         forward, backward = forward + cp_fwd, backward + cp_bwd
@@ -359,10 +392,52 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
     # an MoE layer issues its router, permutation and one FFN per local expert (FSEP: a shard of
     # every expert)
     local = (sl.model.experts if lay.fsep else sl.model.experts // lay.ep) if sh.n_moe else 0
-    host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute, stack=host, moe_layers=sh.n_moe,
-                                         local_experts=local)
+    host_layer = sh.measured.host_s(island.gpu.name, host) if sh.measured is not None and not sh.n_moe else None
+    if host_layer is None:
+        host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute, stack=host, moe_layers=sh.n_moe,
+                                             local_experts=local)
+    else:  # the profile's host time per layer, counted as cm.host_floor_s counts it (full: the forward again)
+        host_fwd = sh.ell * host_layer[0]
+        host_bwd = sh.ell * (host_layer[1] + (host_layer[0] if lay.recompute == "full" else 0.0))
+        sh.taken.append("host")
     host_bound = host_fwd > forward or host_bwd > backward
     return max(forward, host_fwd), max(backward, host_bwd), compute, host_bound
+
+
+def _measured_compute(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares) -> tuple[float, float, bool] | None:
+    """The stage's kernels from the profile: the sum of its measured parts (ℓ layers, the embedding
+    on the first stage, the head on the last), forward and backward, and whether they hold the TP
+    collectives; None unless the profile covers every part at the stage's setting (its GPU, model,
+    TP, samples per micro-batch, sequence, recomputation, precision: ``Measured.layer``).
+
+    A dense model without CP only: a measured layer is one layer of the model on one GPU of its TP
+    group, which an MoE layer's routing or a CP ring's share of the sequence is not.
+    """
+    if sh.measured is None or sh.n_moe or lay.cp > 1 or lay.ep > 1:
+        return None
+    ask = functools.partial(sh.measured.layer, island.gpu.name, sl.model.name, tp=lay.tp, samples=sh.samples, seq=sl.seq,
+                            recompute=lay.recompute, precision=sh.precision, hidden=sl.model.hidden)
+    parts = [(ask("layer"), sh.ell)] + [(ask(part), 1) for part, here in (("embedding", sh.embed), ("head", sh.head)) if here]
+    if any(times is None for times, _ in parts) or len({times.includes_tp for times, _ in parts}) > 1:
+        return None
+    forward = sum(n * times.forward_s for times, n in parts)
+    backward = sum(n * times.backward_s for times, n in parts)
+    return forward, backward, parts[0][0].includes_tp
+
+
+def _measured_allreduce(island: IslandLike, sh: _Shares, nbytes: float, tp: int) -> float | None:
+    """One TP all-reduce of ``nbytes`` inside a node from the profile (None: not covered). With
+    sequence parallelism Megatron runs it as an all-gather and a reduce-scatter, measured as such
+    when the profile has both."""
+    if sh.measured is None or tp <= 1:
+        return None
+    gpu = island.gpu.name
+    if sh.sp:
+        gather = sh.measured.collective_s(gpu, "all_gather", "intra", tp, nbytes)
+        scatter = sh.measured.collective_s(gpu, "reduce_scatter", "intra", tp, nbytes)
+        if gather is not None and scatter is not None:
+            return gather + scatter
+    return sh.measured.collective_s(gpu, "all_reduce", "intra", tp, nbytes)
 
 
 def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_bytes: float, flash: bool,
@@ -482,6 +557,10 @@ def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
     intra, intra_hop = island.intra_achieved, cm.intra_hop_latency_s(island.gpu)
     allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, sh.samples, sh.element), tp, intra, intra_hop)
     tp_pass = sh.ell * cm.tp_layer_comm_s(cfg, s, sh.samples, tp, intra, intra_hop, sh.element)
+    measured = None if sh.n_moe else _measured_allreduce(island, sh, cm.boundary_bytes(cfg, s, sh.samples, sh.element), tp)
+    if measured is not None:  # a dense layer's TP_ALLREDUCES_PER_PASS all-reduces, as measured
+        allreduce, tp_pass = measured, sh.ell * cm.TP_ALLREDUCES_PER_PASS * measured
+        sh.taken.append("tp_collectives")
     if sh.etp != tp:
         tp_pass -= sh.n_moe * allreduce
     elif tp > 1 and lay.ep > 1 and sh.n_moe:
@@ -543,6 +622,15 @@ def _handovers(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: i
             if one_node:
                 return per_gpu / island.intra_achieved
             return min(lay.stage_gpus, island.gpus_per_node) * per_gpu / island.inter_achieved
+        if sh.measured is not None:  # the profile's send/recv of the same bytes over the same kind of link
+            nbytes = cm.boundary_bytes(cfg, s, sh.samples / lay.tp if one_node else
+                                       microbatch_size * min(lay.stage_gpus, island.gpus_per_node) / lay.stage_gpus,
+                                       sh.element)
+            sent = sh.measured.collective_s(island.gpu.name, "send_recv", "intra" if one_node else "inter", 2, nbytes)
+            if sent is not None:
+                if "handover" not in sh.taken:
+                    sh.taken.append("handover")
+                return sent
         if one_node:  # one node: every GPU sends its 1/t share
             return cm.p2p_transfer_s(cfg, s, sh.samples / lay.tp, island.intra_achieved, sh.element)
         # across nodes each node's network carries the samples of the replicas it holds (its
@@ -676,7 +764,12 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
     step_params = sh.dense_params / tp / (sh.replicas if z >= 1 else 1)
     if n_moe:
         step_params += sh.exp_params / (ep * etp) / (sh.expert_replicas if z >= 1 else 1)
-    backward += cm.optimizer_step_s(step_params, gpu, element_bytes=sh.element) / microbatches
+    step = None if sh.measured is None else sh.measured.optimizer_s(gpu.name, sh.precision, step_params)
+    if step is None:
+        step = cm.optimizer_step_s(step_params, gpu, element_bytes=sh.element)
+    else:
+        sh.taken.append("optimizer")
+    backward += step / microbatches
     if n_moe:
         # the experts' reduction runs over the same links as the dense one and behind the same
         # compute: it hides only behind what the dense traffic leaves of that compute

@@ -67,6 +67,7 @@ from hetopt.planner.parallelizer import (
 )
 from hetopt.runtimes import RUNTIMES, Job, Shape
 from hetopt.workload import ModelConfig
+from hetopt.profile.measured import Measured
 
 #: Per-GPU memory no layout may use: CUDA context, allocator fragmentation, NCCL buffers
 #: (about 1 GiB in practice; the pipeline generator uses the same figure).
@@ -502,6 +503,9 @@ class BuiltinParallelizer:
     handover: str = cm.DEFAULT_HANDOVER
     host: str = cm.DEFAULT_HOST
     target: str | None = None
+    #: a measured profile (``hetopt.profile.measured.Measured``): the terms it covers are priced
+    #: from it (``price_stage``'s ``measured``); None, the default: the analytic model alone
+    measured: Measured | None = None
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
 
     @property
@@ -784,7 +788,8 @@ class BuiltinParallelizer:
                 sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
                 overlap=self.overlap_communication, flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap,
                 zero3_per_tensor=self.zero3_per_tensor, precision=self.precision_on(island),
-                grad_fp32=self.grad_reduce_fp32, handover=self.handover, host=self.host))
+                grad_fp32=self.grad_reduce_fp32, handover=self.handover, host=self.host)
+                | ({} if self.measured is None else {"measured": self.measured}))
         return out
 
     def _nodes(self, island: IslandSpec, lay: Layout) -> tuple[tuple[int, int], ...]:
@@ -883,7 +888,7 @@ class BuiltinParallelizer:
                 t = computed[key] = path_floor_s(
                     sl, self._pricing(island)[0], tab, lay, q, microbatch_size=m, sequence_parallel=self.sequence_parallel,
                     flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap, precision=self.precision_on(island),
-                    host=self.host)
+                    host=self.host, measured=self.measured)
             times.append(t)
         return sum(times), max(times)
 
