@@ -127,10 +127,12 @@ def plan_published(m: Measurement, *, time_limit: float | None = None) -> Hetero
 
 
 def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = None, with_plan: bool = False,
-             on_row: Callable[[int, int, str], None] | None = None) -> list[Row]:
+             on_row: Callable[[int, int, str], None] | None = None,
+             parallelizer: BuiltinParallelizer | None = None) -> list[Row]:
     """Price every measurement's published layout (``only``: these ids); ``with_plan``: also
     run the planner on each row's cluster. ``on_row(done, total, id)`` before each row (for a
-    progress line). A stop requested meanwhile (Ctrl-C) ends the rows before the one it cut."""
+    progress line). A stop requested meanwhile (Ctrl-C) ends the rows before the one it cut.
+    ``parallelizer`` prices the layouts (``validate --profile``: one with a measured profile)."""
     rows = []
     chosen = [m for m in measurements if not only or m.id in only]
     for i, m in enumerate(chosen):
@@ -142,7 +144,7 @@ def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = 
         if m.unsupported:
             rows.append(Row(m, None, None, f"not priced: {m.unsupported}", planned))
             continue
-        priced, why, over = price_published(m)
+        priced, why, over = price_published(m, parallelizer)
         rows.append(Row(m, priced, None if priced is None else throughput(m, priced.iteration_time_s), why, planned, over))
     return rows
 
