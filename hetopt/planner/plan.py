@@ -272,7 +272,7 @@ def _unrestricted(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, 
                      parallelizer, executor, None)
     free = [replace(a, result=a.free, plans=a.free_plans) if a.free is not None else a for a in attempts]
     outcome = conclude_plan(islands, setup.chosen, free, planned, setup.narrowed, cluster=cluster.name, model=cfg.name,
-                            ideal_s=ideal_bound)
+                            ideal_s=0.0 if getattr(parallelizer, "measured", None) is not None else ideal)
     return _answer(replace(r, target=None), cluster, cfg, seq, ideal, outcome, timing={}, setup=setup, attempts=free)
 
 

@@ -18,7 +18,7 @@ LOOPBACK = "127.0.0.1"
 #: Seconds the local group waits for its processes to meet (a hang guard, not a timing).
 MEET_TIMEOUT_S = 120
 #: Seconds between looks at the local processes while waiting for their next row.
-POLL_S = 0.5
+LOOK_EVERY_S = 0.5
 
 
 def _free_port() -> int:
@@ -134,9 +134,9 @@ def run_local(tasks: list[tuple[str, int]], on_row, *, ranks: int, device: str, 
         waited = 0.0
         while True:
             try:
-                item = queue.get(timeout=POLL_S)
+                item = queue.get(timeout=LOOK_EVERY_S)
             except Exception:  # noqa: BLE001 - queue.Empty: still working, or a process died without a word
-                waited += POLL_S
+                waited += LOOK_EVERY_S
                 dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
                 if dead or waited > MEET_TIMEOUT_S:
                     raise RuntimeError(f"the collective processes stopped answering (exit codes {dead})") from None

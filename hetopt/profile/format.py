@@ -32,6 +32,8 @@ import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from hetopt.checks import MAX_SEQ
+from hetopt.costmodel import PRECISIONS, RECOMPUTE_MODES
 from hetopt.errors import InputError
 from hetopt.files import read_toml
 from hetopt.readers.fields import Fields
@@ -50,10 +52,8 @@ SCOPES = ("intra", "inter")
 #: What a layer row's times may already contain besides the layer's kernels: the TP collectives
 #: (a TP layer measured with its all-reduces, as Sailor and Metis measure it).
 INCLUDES = ("tp_collectives",)
-#: Recomputation modes and precisions: the cost model's (``hetopt.costmodel``), repeated here as
-#: names only so that reading a profile needs nothing else of the project.
-RECOMPUTE = ("none", "selective", "full")
-PRECISIONS = ("bf16", "fp16", "fp32", "tf32")
+#: Recomputation modes and precisions: the cost model's.
+RECOMPUTE = RECOMPUTE_MODES
 #: Upper limits of a row's figures, so that a typo is an error and not a plan (CONVENTIONS §5):
 #: an hour per layer, a TiB per GPU, 1024-way TP, 2^40 bytes per message.
 MAX_MS = 3.6e6
@@ -62,7 +62,6 @@ MAX_TP = 1024
 MAX_RANKS = 1 << 20
 MAX_BYTES = float(1 << 40)
 MAX_MICROBATCH = 1 << 20
-MAX_SEQ = 1 << 24
 MS, US, MIB = 1e-3, 1e-6, float(1 << 20)
 
 
