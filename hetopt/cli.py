@@ -640,6 +640,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--scope", choices=("intra", "inter"), default="intra",
                    help="nccl-tests: one node's GPUs (intra, default) or one rank per node (inter)")
     q.add_argument("--source", default="", help="where the files come from (repository, commit, path), kept in the provenance")
+    q.add_argument("--sailor-gpu", default=None, help="sailor: Sailor's name of the GPU in its network file (default --gpu)")
     q.set_defaults(run=cmd_profile_import)
 
     p = sub.add_parser("validate", help="the cost model against published, measured training runs",
@@ -999,7 +1000,7 @@ def cmd_profile_import(args: argparse.Namespace, out: Console) -> int:
     from hetopt.profile import importers
 
     profile = importers.IMPORT[args.kind](args.files, gpu=args.gpu, model=args.model, precision=args.precision,
-                                          scope=args.scope, source=args.source)
+                                          scope=args.scope, source=args.source, sailor_gpu=args.sailor_gpu)
     from hetopt.profile.format import write_profile
 
     write_profile(profile, args.out)

@@ -16,7 +16,10 @@ What maps to what, and what is left out (docs/formats.md, "Importers"):
   recomputation, at the model's sequence; each distinct per-GPU parameter count's update time
   becomes an ``[[optimizer]]`` row. Left out: per-layer differences among the transformer
   layers (the median is kept), memory (Sailor's profile has none; its ``llm_info.json`` is a
-  model of memory, not a measurement).
+  model of memory, not a measurement). Its network file (``providers/multizone_bandwidths_het.json``)
+  gives ``send_recv`` rows across nodes: its fitted curve of one GPU to one GPU of the same type
+  (``--sailor-gpu``: Sailor's name of the GPU), sampled at 1 MiB to 1 GiB; left out: the curves of
+  2-8 GPUs per node and between GPU types or zones.
 * **Metis** (``DeviceType.GPU_tpT_bsB.json`` in Metis's repository, ``mbsB_tmpT.json`` in
   Sailor's Metis baseline): ``execution_time.layer_compute_total_ms`` (forward + backward per
   layer, embedding first, head last) is split 1 : 2 into forward and backward (the cost
@@ -41,6 +44,7 @@ Examples
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 from pathlib import Path
@@ -159,13 +163,43 @@ def _files(files: list[str], pattern: str) -> list[Path]:
     return out
 
 
+#: Message sizes at which Sailor's fitted network curves are sampled: 1 MiB to 1 GiB, every 2x
+#: (its fit is a polynomial in log2 of the megabytes, made from measurements in that range).
+SAILOR_NETWORK_SIZES = tuple(2 ** k for k in range(20, 31))
+#: Sailor's zone of its validation runs (every GPU type of its network file is profiled there).
+SAILOR_ZONE = "us-central1-a"
+
+
+def sailor_network_rows(data: dict, path: Path, *, gpu: str, sailor_gpu: str) -> list[CollectiveRow]:
+    """``send_recv`` rows across nodes sampled from Sailor's fitted curve of one GPU type
+    (``providers/multizone_bandwidths_het.json``: zone → GPU → GPUs → zone → GPU → GPUs →
+    [coefficients of GB/s in log2(MB)]), one GPU sending to one GPU of another node of its type."""
+    try:
+        coeffs = data[SAILOR_ZONE][sailor_gpu]["1"][SAILOR_ZONE][sailor_gpu]["1"][0]
+        coeffs = [float(c) for c in coeffs]
+    except (KeyError, TypeError, ValueError, IndexError):
+        raise InputError(f"{path}: no network curve of {sailor_gpu!r} to itself in {SAILOR_ZONE} (give --sailor-gpu "
+                         f"as Sailor names the GPU: {', '.join(sorted(data.get(SAILOR_ZONE, {})))})") from None
+    rows = []
+    for size in SAILOR_NETWORK_SIZES:
+        x = math.log2(size / 1e6)
+        gbs = sum(c * x ** (len(coeffs) - i - 1) for i, c in enumerate(coeffs))
+        if gbs > 0:
+            rows.append(CollectiveRow(gpu, "send_recv", "inter", 2, float(size), size / 1e9 / gbs))
+    return rows
+
+
 def import_sailor(files: list[str], *, gpu: str, model: str | None = None, precision: str | None = None, source: str = "",
-                  **_: object) -> Profile:
-    """A profile of Sailor's per-GPU profiles (see the module's docstring)."""
-    cfg = _model(model, "Sailor")
+                  sailor_gpu: str | None = None, **_: object) -> Profile:
+    """A profile of Sailor's per-GPU profiles, and of its network file (see the module's docstring)."""
     precision = precision or SAILOR_PRECISION
-    layers, optimizer, seen = [], [], set()
-    for path in _files(files, "profile.json"):
+    layers, optimizer, network, seen = [], [], [], set()
+    paths = _files(files, "profile.json")
+    for path in [p for p in paths if p.name == "multizone_bandwidths_het.json"]:
+        network += sailor_network_rows(_json(path), path, gpu=gpu, sailor_gpu=sailor_gpu or gpu)
+    paths = [p for p in paths if p.name != "multizone_bandwidths_het.json"]
+    cfg = _model(model, "Sailor") if paths else None
+    for path in paths:
         data = _json(path)
         if not isinstance(data, dict):
             raise InputError(f"{path}: a Sailor profile is a table {{mbs: {{tp: {{layer: [fwd, bwd, update]}}}}}}")
@@ -196,7 +230,8 @@ def import_sailor(files: list[str], *, gpu: str, model: str | None = None, preci
                     if (n, precision) not in seen:
                         seen.add((n, precision))
                         optimizer.append(OptimizerRow(gpu, precision, n, update))
-    return _checked(Profile(_provenance("Sailor", files, source), layers=tuple(layers), optimizer=tuple(optimizer)))
+    return _checked(Profile(_provenance("Sailor", files, source), layers=tuple(layers), optimizer=tuple(optimizer),
+                            collectives=tuple(network)))
 
 
 _METIS_NAME = (re.compile(r"mbs(\d+)_tmp(\d+)\.json$"), re.compile(r"_tp(\d+)_bs(\d+)\.json$"))
