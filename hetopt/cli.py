@@ -640,7 +640,10 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--scope", choices=("intra", "inter"), default="intra",
                    help="nccl-tests: one node's GPUs (intra, default) or one rank per node (inter)")
     q.add_argument("--source", default="", help="where the files come from (repository, commit, path), kept in the provenance")
-    q.add_argument("--sailor-gpu", default=None, help="sailor: Sailor's name of the GPU in its network file (default --gpu)")
+    q.add_argument("--sailor-gpu", default=None, help="sailor: Sailor's name of the GPU in its network file and "
+                   "profiles_tmp.json (default --gpu)")
+    q.add_argument("--sailor-model", default=None, help="sailor: Sailor's name of the model in its simulator's "
+                   "profiles_tmp.json (which holds every model and GPU)")
     q.set_defaults(run=cmd_profile_import)
 
     p = sub.add_parser("validate", help="the cost model against published, measured training runs",
@@ -927,22 +930,33 @@ def cmd_validate(args: argparse.Namespace, out: Console) -> int:
     try:
         path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
         measurements = published.load_published(path)
-        only = published.select_only(measurements, args.only, path or published.default_published())
+        # rows stating a heterogeneous layout stage by stage (docs/formats.md), priced beside the others
+        hetero_all = published.load_heterogeneous(path or published.default_published())
+        only = published.select_only([*measurements, *hetero_all], args.only, path or published.default_published())
     except InputError as exc:
         raise plan_flag_error(exc) from None  # "only ..." -> "--only ..."
-    parallelizer = None
+    parallelizer = measured = None
     if args.profile:
         from hetopt.planner.builtin import BuiltinParallelizer
         from hetopt.profile.command import load_measured
 
-        parallelizer = BuiltinParallelizer(measured=load_measured(args.profile))
+        measured = load_measured(args.profile)
+        parallelizer = BuiltinParallelizer(measured=measured)
+    hetero = [m for m in hetero_all if only is None or m.id in only]
     with progress(out, "validate", show=not args.json) as bar:
         rows = validate.validate(measurements, only=only, with_plan=args.plan, parallelizer=parallelizer,
                                  on_row=lambda done, total, name: bar.update(done, total, f"validate {name}"))
+    mixed = validate.hetero_rows(hetero, measured)
     if args.json:
-        print(json.dumps(validate.rows_to_dict(rows), indent=2, allow_nan=False))
+        doc = validate.rows_to_dict(rows)
+        doc["rows"] += mixed
+        print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        validate_report.print_rows(rows, with_plan=args.plan, out=out, markdown=args.markdown)
+        if rows:
+            validate_report.print_rows(rows, with_plan=args.plan, out=out, markdown=args.markdown)
+        if mixed:
+            keys = ("id", "layout", "published", "predicted", "ratio", "published_peak_gib", "predicted_peak_gib")
+            show(out, [{k: r[k] for k in keys} for r in mixed], markdown=args.markdown)
     return EXIT_OK
 
 
@@ -1000,7 +1014,8 @@ def cmd_profile_import(args: argparse.Namespace, out: Console) -> int:
     from hetopt.profile import importers
 
     profile = importers.IMPORT[args.kind](args.files, gpu=args.gpu, model=args.model, precision=args.precision,
-                                          scope=args.scope, source=args.source, sailor_gpu=args.sailor_gpu)
+                                          scope=args.scope, source=args.source, sailor_gpu=args.sailor_gpu,
+                                          sailor_model=args.sailor_model)
     from hetopt.profile.format import write_profile
 
     write_profile(profile, args.out)

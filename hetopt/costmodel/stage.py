@@ -440,6 +440,18 @@ def _measured_allreduce(island: IslandLike, sh: _Shares, nbytes: float, tp: int)
     return sh.measured.collective_s(gpu, "all_reduce", "intra", tp, nbytes)
 
 
+def _measured_ring_bandwidth(sh: _Shares, gpu: str, one_node: bool, gradient_bytes: float) -> float | None:
+    """The bytes/s of one step of the data-parallel ring, from the profile's ``send_recv`` of the
+    step's message (the stage's gradient over the replicas: inside a node each TP rank's ring, across
+    nodes the node's whole share) over the same kind of link; None when the profile does not cover it."""
+    if sh.measured is None or sh.replicas <= 1:
+        return None
+    params = sh.dense_params / sh.etp if one_node else sh.dense_params
+    step_bytes = params * gradient_bytes / sh.replicas
+    t = sh.measured.collective_s(gpu, "send_recv", "intra" if one_node else "inter", 2, step_bytes)
+    return None if not t else step_bytes / t
+
+
 def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_bytes: float, flash: bool,
             precision: str) -> tuple[float, float, float]:
     """(static bytes, activation bytes of one micro-batch, activations offloaded) per GPU."""
@@ -742,9 +754,15 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
     else:
         collectives = sh.ell + int(sh.embed) + int(sh.head and not (sh.embed and cfg.tied_embeddings))
     span = nodes[q][1] - nodes[q][0] + 1
+    ring_bandwidth = intra if one_node else inter
+    ring_hop = cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor)
+    measured_step = _measured_ring_bandwidth(sh, gpu.name, one_node, gradient_bytes)
+    if measured_step is not None:  # the ring's steps as the profile measured them (their latency included)
+        ring_bandwidth, ring_hop = measured_step, 0.0
+        sh.taken.append("dp_collectives")
     comm = cm.data_parallel_comm(
-        sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, intra if one_node else inter, zero_stage=z,
-        microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
+        sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, ring_bandwidth, zero_stage=z,
+        microbatches=microbatches, hop_latency_s=ring_hop,
         collectives=collectives, recompute_gather=rc == "full", overlap=overlap, buckets=sh.ell,
         gradient_bytes=gradient_bytes, weight_bytes=sh.element,
     )

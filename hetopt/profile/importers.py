@@ -8,8 +8,10 @@ What maps to what, and what is left out (docs/formats.md, "Importers"):
   "Rank" lines list, inside a node or across nodes as ``--scope`` says. Left out: the in-place
   columns, algbw/busbw (derived from the time), rows of 0 bytes, broadcast/reduce/gather/
   scatter tests (no term of the cost model uses them).
-* **Sailor** (``sailor_planner/profiles/MODEL/GPU/profile.json``, the same figures as its
-  simulator's ``profiles_tmp.json``): ``{mbs: {tp: {layer: [forward s, backward s, update s]}}}``
+* **Sailor** (``sailor_planner/profiles/MODEL/GPU/profile.json``, or its simulator's
+  ``simulations/profiles_tmp.json`` with ``--sailor-model`` and ``--sailor-gpu``, which holds
+  every model and GPU; the two agree but for GPT-Neo-2.7 on GH-96, whose planner file holds an
+  OPT-350 profile): ``{mbs: {tp: {layer: [forward s, backward s, update s]}}}``
   with layer 0 the embedding, 1..L the transformer layers and L+1 the head. Each (mbs, tp)
   becomes three ``[[layer]]`` rows (the embedding, the median of the transformer layers, the
   head), measured with their TP collectives (``includes = ["tp_collectives"]``), without
@@ -37,8 +39,8 @@ Examples
 ... #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
 ...         1024           256     float     sum      -1    12.50    0.08    0.08      0    12.00    0.09    0.09      0
 ... '''
->>> [(r.op, r.ranks, r.nbytes, r.time_s) for r in parse_nccl_tests(text, "x.txt", gpu="A100-SXM4-80GB")]
-[('all_reduce', 2, 1024.0, 1.25e-05)]
+>>> [(r.op, r.ranks, r.nbytes, round(r.time_s * 1e6, 3)) for r in parse_nccl_tests(text, "x.txt", gpu="A100-SXM4-80GB")]
+[('all_reduce', 2, 1024.0, 12.5)]
 """
 
 from __future__ import annotations
@@ -190,7 +192,7 @@ def sailor_network_rows(data: dict, path: Path, *, gpu: str, sailor_gpu: str) ->
 
 
 def import_sailor(files: list[str], *, gpu: str, model: str | None = None, precision: str | None = None, source: str = "",
-                  sailor_gpu: str | None = None, **_: object) -> Profile:
+                  sailor_gpu: str | None = None, sailor_model: str | None = None, **_: object) -> Profile:
     """A profile of Sailor's per-GPU profiles, and of its network file (see the module's docstring)."""
     precision = precision or SAILOR_PRECISION
     layers, optimizer, network, seen = [], [], [], set()
@@ -201,6 +203,13 @@ def import_sailor(files: list[str], *, gpu: str, model: str | None = None, preci
     cfg = _model(model, "Sailor") if paths else None
     for path in paths:
         data = _json(path)
+        if isinstance(data, dict) and sailor_model is not None:
+            # the simulator's profiles_tmp.json: {model: {GPU: {mbs: {tp: ...}}}}
+            try:
+                data = data[sailor_model][sailor_gpu or gpu]
+            except (KeyError, TypeError):
+                raise InputError(f"{path}: no profile of model {sailor_model!r} on {sailor_gpu or gpu!r} (Sailor's names: "
+                                 f"{', '.join(sorted(data))}; give --sailor-model and --sailor-gpu as Sailor names them)") from None
         if not isinstance(data, dict):
             raise InputError(f"{path}: a Sailor profile is a table {{mbs: {{tp: {{layer: [fwd, bwd, update]}}}}}}")
         for mbs, by_tp in data.items():

@@ -13,7 +13,9 @@ None, and then the analytic term is used (docs/formats.md, "Profiles: how a plan
   bandwidth and for a constant latency), outside them None;
 * the optimizer step: rows of the same GPU and precision, linear in the parameter count
   between measured counts, None outside;
-* the host's time per layer: the row of the GPU and software stack.
+* the host's time per layer: the row of the GPU and software stack;
+* the data-parallel ring: each of its steps a ``send_recv`` of its message (the stage's
+  gradient over the replicas) over the same kind of link, as measured.
 
 Never extrapolated: a setting beyond the measured range is priced by the analytic model, and
 the plan says so (``priced_from``).
@@ -38,7 +40,7 @@ from dataclasses import dataclass
 from hetopt.profile.format import Profile
 
 #: The terms a plan may take from a profile, as ``priced_from`` names them.
-TERMS = ("compute", "tp_collectives", "optimizer", "host", "handover")
+TERMS = ("compute", "tp_collectives", "optimizer", "host", "handover", "dp_collectives")
 
 
 @dataclass(frozen=True)
@@ -191,8 +193,8 @@ class Measured:
 
 
 #: The terms of a stage's price the profile never prices (yet): memory (the cost model's estimate
-#: decides what fits), the data-parallel and ZeRO collectives, CP, EP and offloading's copies.
-ANALYTIC_ONLY = ("memory", "dp_collectives")
+#: decides what fits); CP, EP, MoE layers and offloading's copies are analytic too.
+ANALYTIC_ONLY = ("memory",)
 
 
 def priced_from(blocks: list[tuple[str, object]], measured: Measured) -> dict:
@@ -205,7 +207,7 @@ def priced_from(blocks: list[tuple[str, object]], measured: Measured) -> dict:
     >>> plan = ns(stages=[ns(measured=("compute", "optimizer")), ns(measured=())], layout="tp1 pp2")
     >>> d = priced_from([("a100", plan)], Measured((), (), (), ()))
     >>> d["stages"][0]["profile"], d["stages"][1]["profile"], d["stages"][1]["analytic"][:2]
-    (['compute', 'optimizer'], [], ['compute', 'tp_collectives'])
+    (["compute", "optimizer"], [], ["compute", "tp_collectives"])
     """
     stages = []
     for island, partial in blocks:
