@@ -625,7 +625,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
     p.add_argument("--dry-run", action="store_true", help="list what would be measured, and what is refused, and stop")
     p.set_defaults(run=cmd_profile)
-    imports = p.add_subparsers(dest="action", metavar="import")
+    imports = p.add_subparsers(dest="action", metavar="import | sailor")
     q = imports.add_parser("import", help="import nccl-tests output, Sailor's or Metis's profiles into a profile file",
                            description="nccl-tests: the tables all_reduce_perf and friends print; sailor: Sailor's "
                            "planner profiles (profile.json of sailor/Planner/sailor_planner/profiles/MODEL/GPU); metis: "
@@ -645,6 +645,14 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--sailor-model", default=None, help="sailor: Sailor's name of the model in its simulator's "
                    "profiles_tmp.json (which holds every model and GPU)")
     q.set_defaults(run=cmd_profile_import)
+    q = imports.add_parser("sailor", help="Sailor's measured runs priced from Sailor's own profiles, beside Sailor's "
+                           "simulator (docs/validation.md)")
+    q.add_argument("checkout", help="a checkout of github:eth-easl/sailor (commit cf2c8e3)")
+    q.add_argument("--sailor-sim", default=None, metavar="FILE",
+                   help="Sailor's simulator's seconds per validation file (JSON), shown beside")
+    q.add_argument("--profiles-out", default=None, metavar="DIR", help="keep the imported profiles in DIR")
+    q.add_argument("--json", action="store_true", help="one JSON document")
+    q.set_defaults(run=cmd_profile_sailor)
 
     p = sub.add_parser("validate", help="the cost model against published, measured training runs",
                        description="Predicted against published training throughput, row by row.")
@@ -1008,6 +1016,13 @@ def cmd_profile(args: argparse.Namespace, out: Console) -> int:
         print(f"hetopt profile: refused before running: {line}", file=sys.stderr)
     out.print(pc.summary_line(report, target), highlight=False)
     return EXIT_INTERRUPTED if report.stopped else EXIT_OK
+
+
+def cmd_profile_sailor(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.profile.sidebyside import report
+
+    print(report(args.checkout, sailor_sim=args.sailor_sim, profiles_out=args.profiles_out, as_json=args.json))
+    return EXIT_OK
 
 
 def cmd_profile_import(args: argparse.Namespace, out: Console) -> int:

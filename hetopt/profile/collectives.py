@@ -117,10 +117,12 @@ def _local_rank(rank: int, ranks: int, port: int, tasks: list, device: str, warm
             queue.put(None)
 
 
-def run_local(tasks: list[tuple[str, int]], on_row, *, ranks: int, device: str, warmup: int, repeats: int) -> None:
+def run_local(tasks: list[tuple[str, int]], on_row, *, ranks: int, device: str, warmup: int, repeats: int,
+              should_stop=lambda: False) -> None:
     """Start ``ranks`` local processes, time every task, call ``on_row(op, nbytes, seconds)`` as each finishes.
 
-    The processes are ended (by their id) if the parent stops early (Ctrl-C, an error)."""
+    ``should_stop()`` is asked between rows (a requested stop: Ctrl-C); the processes are ended
+    (by their id) when the parent stops early, and the rows already given stay."""
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
@@ -138,6 +140,8 @@ def run_local(tasks: list[tuple[str, int]], on_row, *, ranks: int, device: str, 
             except Exception:  # noqa: BLE001 - queue.Empty: still working, or a process died without a word
                 waited += LOOK_EVERY_S
                 dead = [p.exitcode for p in procs if p.exitcode not in (None, 0)]
+                if should_stop():
+                    break
                 if dead or waited > MEET_TIMEOUT_S:
                     raise RuntimeError(f"the collective processes stopped answering (exit codes {dead})") from None
                 continue
@@ -145,8 +149,11 @@ def run_local(tasks: list[tuple[str, int]], on_row, *, ranks: int, device: str, 
             if item is None:
                 break
             on_row(*item)
-        for p in procs:
-            p.join(MEET_TIMEOUT_S)
+            if should_stop():
+                break
+        if not should_stop():
+            for p in procs:
+                p.join(MEET_TIMEOUT_S)
     finally:
         for p in procs:
             if p.is_alive():

@@ -292,7 +292,7 @@ def run(o: Options, out: Path, *, on_step=None) -> Report:
         if distributed:
             coll.run_torchrun(tasks, row, **kw)
         else:
-            coll.run_local(tasks, row, ranks=ranks, **kw)
+            coll.run_local(tasks, row, ranks=ranks, should_stop=stop_requested, **kw)
     report.stopped = report.stopped or stop_requested()
     report.seconds = time.perf_counter() - start
     return report

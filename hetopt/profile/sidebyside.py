@@ -1,6 +1,6 @@
 """Sailor's measured runs priced by hetopt from Sailor's own profiles, beside Sailor's simulator.
 
-    python -m hetopt.profile.sidebyside SAILOR [--sailor-sim SIM.json] [--markdown] [--json]
+    hetopt profile sailor SAILOR [--sailor-sim SIM.json] [--profiles-out DIR] [--json]
 
 ``SAILOR`` is a checkout of github:eth-easl/sailor (commit cf2c8e3): its profiles are imported
 (``hetopt profile import sailor``: the simulator's ``simulations/profiles_tmp.json`` and its
@@ -19,10 +19,8 @@ Sailor's simulator (docs/validation.md, "Side by side with Sailor").
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,25 +157,15 @@ def markdown(runs: list[Run], summ: dict[str, dict]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m hetopt.profile.sidebyside", description=__doc__.split("\n\n")[0])
-    ap.add_argument("sailor", help="a checkout of github:eth-easl/sailor (commit cf2c8e3)")
-    ap.add_argument("--sailor-sim", default=None, help="Sailor's simulator's time per validation file (JSON)")
-    ap.add_argument("--profiles-out", default=None, help="keep the imported profiles in this folder")
-    ap.add_argument("--json", action="store_true")
-    args = ap.parse_args(argv)
-    folder = Path(args.profiles_out or tempfile.mkdtemp(prefix="sailor-profiles-"))
+def report(sailor: str | Path, *, sailor_sim: str | Path | None = None, profiles_out: str | Path | None = None,
+           as_json: bool = False) -> str:
+    """The side by side as text (Markdown tables, or one JSON document): ``hetopt profile sailor``."""
+    folder = Path(profiles_out or tempfile.mkdtemp(prefix="sailor-profiles-"))
     folder.mkdir(parents=True, exist_ok=True)
-    runs = price_runs(import_profiles(Path(args.sailor), folder))
-    if args.sailor_sim:
-        runs = with_sailor(runs, json.loads(Path(args.sailor_sim).read_text()))
+    runs = price_runs(import_profiles(Path(sailor), folder))
+    if sailor_sim:
+        runs = with_sailor(runs, json.loads(Path(sailor_sim).read_text()))
     summ = summary(runs)
-    if args.json:
-        print(json.dumps({"runs": [r.__dict__ for r in runs], "summary": summ}, indent=1))
-    else:
-        print(markdown(runs, summ))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    if as_json:
+        return json.dumps({"runs": [r.__dict__ for r in runs], "summary": summ}, indent=1)
+    return markdown(runs, summ)

@@ -117,3 +117,42 @@ def test_without_torch_the_message_names_the_extra(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "pip install 'hetopt[runtimes]'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU here: the GPU path (CUDA kernels, NCCL between "
+                    "the local GPUs) is the same code as the CPU path above, run with --device cuda")
+def test_profile_on_a_gpu(tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY)
+    out = tmp_path / "gpu.toml"
+    ranks = min(2, torch.cuda.device_count())
+    args = ["--gpu", "gpu", "--microbatch", "1,2", "--sizes", "4KiB", "--parameters", "100000", "--repeats", "2",
+            "--warmup", "1", "--device", "cuda", "--ranks", str(max(2, ranks))]
+    if ranks < 2:
+        args += ["--collectives", "all_reduce"]
+        pytest.skip("one GPU: NCCL collectives need two")
+    assert main(["profile", "--model", str(tmp_path / "tiny.toml"), "--out", str(out), *args]) == 0
+    p = read_profile(out)
+    assert p.provenance.backend == "nccl" and p.provenance.cuda and all(r.peak_bytes for r in p.layers)
+
+
+def test_a_stop_keeps_the_rows_measured_and_a_rerun_resumes(tmp_path):
+    """Ctrl-C (a requested stop) ends the run after the setting being measured; its rows stay, and
+    the same run again measures only the rest."""
+    from hetopt.interrupt import request_stop, stop_on_interrupt
+    from hetopt.profile.measure import Options, run, settings
+    from hetopt.workload import ModelConfig
+
+    tiny = ModelConfig("tiny-gpt", "gpt", 2, 64, 4, 256, 512, 32)
+    o = Options(model=tiny, gpu="T4", microbatches=(1, 2), recompute=("none",), collectives=("all_reduce",),
+                sizes=(4096,), parameters=(100000,), repeats=1, warmup=0, host=False)
+    out = tmp_path / "p.toml"
+
+    def stop_after_two(done, total, label):
+        if done == 1:  # Ctrl-C while the second setting is measured: it is finished and kept
+            request_stop()
+
+    with stop_on_interrupt():
+        first = run(o, out, on_step=stop_after_two)
+    assert first.stopped and first.written == 2 and read_profile(out).rows == 2
+    second = run(o, out)
+    assert not second.stopped and second.skipped == 2 and read_profile(out).rows == len(settings(o))
