@@ -6,7 +6,10 @@
   interpolation rules of docs/formats.md;
 * :mod:`~hetopt.profile.measure` and :mod:`~hetopt.profile.collectives`: ``hetopt profile``,
   measuring with torch (an optional import: ``pip install 'hetopt[runtimes]'``);
-* :mod:`~hetopt.profile.importers`: nccl-tests output, Sailor's and Metis's profiles.
+* :mod:`~hetopt.profile.importers`: nccl-tests output, Sailor's and Metis's profiles;
+* :mod:`~hetopt.profile.hetero`: a heterogeneous published row (a layout stated stage by stage)
+  priced by the cost model, and :mod:`~hetopt.profile.sidebyside`: Sailor's measured runs priced
+  from Sailor's profiles beside its simulator (``hetopt profile sailor``).
 
 Nothing here imports torch at import time.
 """
