@@ -207,7 +207,7 @@ def priced_from(blocks: list[tuple[str, object]], measured: Measured) -> dict:
     >>> plan = ns(stages=[ns(measured=("compute", "optimizer")), ns(measured=())], layout="tp1 pp2")
     >>> d = priced_from([("a100", plan)], Measured((), (), (), ()))
     >>> d["stages"][0]["profile"], d["stages"][1]["profile"], d["stages"][1]["analytic"][:2]
-    (["compute", "optimizer"], [], ["compute", "tp_collectives"])
+    (['compute', 'optimizer'], [], ['compute', 'tp_collectives'])
     """
     stages = []
     for island, partial in blocks:
