@@ -117,6 +117,9 @@ class HeteroPlan:
     #: ``objective="cost"`` or a budget: the island sets planned and how each was settled
     #: (``planner/cheapest.py``)
     cost_search: dict | None = None
+    #: with a measured profile (``plan --profile``): which terms of each stage came from it and
+    #: which from the analytic model (``hetopt.profile.measured.priced_from``); None without one
+    priced_from: dict | None = None
 
     @property
     def precision(self) -> str:

@@ -68,6 +68,7 @@ from hetopt.planner.parallelizer import (
 )
 from hetopt.runtimes import RUNTIMES, Job, Shape
 from hetopt.workload import ModelConfig
+from hetopt.profile.measured import Measured
 
 #: Per-GPU memory no layout may use: CUDA context, allocator fragmentation, NCCL buffers
 #: (about 1 GiB in practice; the pipeline generator uses the same figure).
@@ -460,6 +461,9 @@ class BuiltinParallelizer:
     offload: bool = True
     long_sequence: int = LONG_SEQUENCE
     target: str | None = None
+    #: a measured profile (``hetopt.profile.measured.Measured``): the terms it covers are priced
+    #: from it (``price_stage``'s ``measured``); None, the default: the analytic model alone
+    measured: Measured | None = None
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
 
     @property
@@ -713,7 +717,8 @@ class BuiltinParallelizer:
         out = views.get(island)
         if out is None:
             out = views[island] = (PricingIsland(island), dict(running=self.running_on(island),
-                                                               reserved_bytes=self.reserved_bytes))
+                                                               reserved_bytes=self.reserved_bytes)
+                                   | ({} if self.measured is None else {"measured": self.measured}))
         return out
 
     def _nodes(self, island: IslandSpec, lay: Layout) -> tuple[tuple[int, int], ...]:
@@ -810,7 +815,7 @@ class BuiltinParallelizer:
             t = computed.get(key)
             if t is None:
                 t = computed[key] = path_floor_s(sl, self._pricing(island)[0], tab, lay, q, microbatch_size=m,
-                                                 running=self.running_on(island))
+                                                 running=self.running_on(island), measured=self.measured)
             times.append(t)
         return sum(times), max(times)
 
@@ -1059,7 +1064,8 @@ class BuiltinParallelizer:
         def floor(lay: Layout, q: int, cell: tuple) -> float:
             t = computed.get(cell)
             if t is None:
-                t = computed[cell] = path_floor_s(sl, view, tab, lay, q, microbatch_size=m, running=running)
+                t = computed[cell] = path_floor_s(sl, view, tab, lay, q, microbatch_size=m, running=running,
+                                                  measured=self.measured)
             return t
         return floor
 

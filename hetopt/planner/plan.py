@@ -164,6 +164,9 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     layout = r.runtime.layouts(r.layout) if r.runtime is not None and r.layout is not None else r.layout
     seq = r.seq or cfg.sequence
     ideal = ideal_time(cluster, cfg, r.global_batch, seq)
+    # the ideal rests on the GPUs' peak FLOP/s, which a measured profile's times may beat: then
+    # it bounds nothing, and a plan's bound is its composition's alone
+    ideal_bound = 0.0 if getattr(parallelizer, "measured", None) is not None else ideal
     timing = {"islands_s": 0.0, "enumeration_s": 0.0, "composition_s": 0.0, "alternatives_s": 0.0}
     too_large = _state_exceeds_cluster(cluster, cfg, parallelizer)
     if too_large is not None:  # proven before any search: no layout of any plan holds the training state
@@ -173,7 +176,7 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     timing["islands_s"] = time.perf_counter() - t0
     if not islands.status.has_solution:
         outcome = conclude_plan(islands, None, [], len(microbatch_candidates(r.global_batch, r.microbatch_size)),
-                                cluster=cluster.name, model=cfg.name, ideal_s=ideal)
+                                cluster=cluster.name, model=cfg.name, ideal_s=ideal_bound)
         return _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing)
     if r.priced:  # the cheapest plan, or the fastest within a budget: over the sets of islands it pays for
         return plan_priced(r, cluster, cfg, seq, islands, inner, lambda q: _plan(q, parallelizer, executor, on_progress))
@@ -202,7 +205,7 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
         raise
     planned = len(setup.candidates) + len(uncomposable_microbatch_sizes(r.global_batch, r.microbatch_size))
     outcome = conclude_plan(islands, setup.chosen, attempts, planned, setup.narrowed, cluster=cluster.name,
-                            model=cfg.name, ideal_s=ideal)
+                            model=cfg.name, ideal_s=ideal_bound)
     replicas = None
     if r.replicas:
         t1 = time.perf_counter()
@@ -269,7 +272,7 @@ def _unrestricted(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, 
                      parallelizer, executor, None)
     free = [replace(a, result=a.free, plans=a.free_plans) if a.free is not None else a for a in attempts]
     outcome = conclude_plan(islands, setup.chosen, free, planned, setup.narrowed, cluster=cluster.name, model=cfg.name,
-                            ideal_s=ideal)
+                            ideal_s=0.0 if getattr(parallelizer, "measured", None) is not None else ideal)
     return _answer(replace(r, target=None), cluster, cfg, seq, ideal, outcome, timing={}, setup=setup, attempts=free)
 
 
@@ -361,6 +364,11 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
     }
     if setup is not None and outcome.best is not None:
         extra["outside_calibration"] = _outside_calibration(setup, outcome.best, seq)
+        if getattr(setup.parallelizer, "measured", None) is not None:  # plan --profile: which term came from where
+            from hetopt.profile.measured import priced_from
+            extra["priced_from"] = priced_from(
+                [(setup.chosen.specs[b.island].name, outcome.best.plans[b.option]) for b in outcome.best.result.solution.blocks],
+                setup.parallelizer.measured)
     if time_s:
         extra["cost"] = plan_cost(held_gpus(setup.chosen.specs, {b.island for b in outcome.best.result.solution.blocks}),
                                   cluster.prices, time_s, tokens)
