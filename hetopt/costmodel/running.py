@@ -22,13 +22,13 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from hetopt.costmodel.host import DEFAULT_HOST, HOST_STACKS
 from hetopt.costmodel.network import DEFAULT_HANDOVER, HANDOVERS
-from hetopt.costmodel.precision import FLASH_PRECISIONS, PRECISIONS, hardware_precision
+from hetopt.costmodel.precision import FLASH_PRECISIONS, PRECISIONS, hardware_precision, precision_problem
 from hetopt.errors import InputError
 from hetopt.hardware import GpuType
 
@@ -93,6 +93,11 @@ KEYS: tuple[Key, ...] = (
     Key("precision", "precision", "precision", {p: p for p in PRECISIONS},
         "the mixed precision: training-state bytes, element size, matmul peak (unset: bf16 where every GPU has BF16, else fp16)",
         "Megatron-LM --bf16 / --fp16; torchtitan mixed_precision_param; DeepSpeed bf16/fp16 sections"),
+    Key("tf32", "tf32", "tf32", {"off": "off", "auto": "auto", "on": "on"},
+        "an fp32 run's matmuls in TF32 on the GPUs that have TF32 tensor cores (auto: where the GPU has them, FP32 "
+        "elsewhere; on: every GPU must; off: FP32 everywhere, PyTorch's default); no effect in 16 bits",
+        "torch.backends.cuda.matmul.allow_tf32 (default False since PyTorch 1.12); NVIDIA's containers set "
+        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1"),
     Key("gradreduce", "grad_fp32", "grad_reduce", {"half": False, "fp32": True},
         "data-parallel gradients reduced in fp32 (4 bytes) or in the parameters' 16 bits",
         "Megatron-LM --accumulate-allreduce-grads-in-fp32; DeepSpeed fp32_allreduce; FSDP2 reduce_dtype"),
@@ -121,7 +126,7 @@ class Running:
     >>> from hetopt.hardware import load_gpus
     >>> gpus = load_gpus()
     >>> Running().on(gpus["V100-SXM2-32GB"])  # Volta: no BF16, no FlashAttention
-    Running(overlap=True, flash=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision='fp16', grad_fp32=False, handover='split', host='torch2')
+    Running(overlap=True, flash=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision='fp16', tf32='off', grad_fp32=False, handover='split', host='torch2')
     >>> Running(precision="fp32").on(gpus["A100-SXM4-80GB"]).flash  # FlashAttention takes 16-bit inputs
     False
     """
@@ -132,6 +137,7 @@ class Running:
     tp_overlap: bool = False
     zero3_per_tensor: bool = False
     precision: str | None = None
+    tf32: str = "off"
     grad_fp32: bool = False
     handover: str = DEFAULT_HANDOVER
     host: str = DEFAULT_HOST
@@ -146,14 +152,46 @@ class Running:
 
     def on(self, gpu: GpuType) -> Running:
         """How this framework runs on ``gpu``: the precision, when unset, the GPU's
-        (:func:`~hetopt.costmodel.precision.hardware_precision`), and FlashAttention only where
-        the GPU runs it (the catalog's ``flash_attention``) in a precision its kernels take
-        (``FLASH_PRECISIONS``: a fp32 or tf32 run computes attention unfused)."""
+        (:func:`~hetopt.costmodel.precision.hardware_precision`); an fp32 run's matmuls in TF32
+        where ``tf32`` allows it and the GPU has TF32 tensor cores (precision ``tf32`` on that
+        GPU: 4-byte elements as fp32, the TF32 peak); and FlashAttention only where the GPU runs
+        it (the catalog's ``flash_attention``) in a precision its kernels take
+        (``FLASH_PRECISIONS``: a fp32 or tf32 run computes attention unfused).
+
+        Examples
+        --------
+        >>> from hetopt.hardware import load_gpus
+        >>> gpus = load_gpus()
+        >>> [Running(precision="fp32", tf32="auto").on(gpus[g]).precision for g in ("A100-SXM4-80GB", "V100-SXM2-32GB")]
+        ['tf32', 'fp32']
+        """
         precision = self.precision or hardware_precision((gpu,))
+        if precision == "fp32" and self.tf32 != "off" and gpu.tf32_flops is not None:
+            precision = "tf32"  # tf32="on" on a GPU without it is refused where the job is set up
         flash = self.flash and gpu.flash_attention and precision in FLASH_PRECISIONS
         if precision == self.precision and flash == self.flash:
             return self
         return replace(self, precision=precision, flash=flash)
+
+    def problem(self, gpus: Iterable[GpuType]) -> str | None:
+        """Why this framework cannot run on ``gpus`` (a precision a GPU lacks, ``tf32=on`` on a
+        GPU without TF32 tensor cores), or None.
+
+        Examples
+        --------
+        >>> from hetopt.hardware import load_gpus
+        >>> Running(precision="fp32", tf32="on").problem([load_gpus()["V100-SXM2-32GB"]])
+        'tf32=on: the V100-SXM2-32GB has no TF32 tensor cores (use tf32=auto: TF32 where a GPU has it)'
+        """
+        gpus = tuple(gpus)
+        if self.precision is not None and (problem := precision_problem(self.precision, gpus)) is not None:
+            return problem
+        if self.precision == "fp32" and self.tf32 == "on":
+            lacking = sorted({g.name for g in gpus if g.tf32_flops is None})
+            if lacking:
+                verb = "has" if len(lacking) == 1 else "have"
+                return f"tf32=on: the {', '.join(lacking)} {verb} no TF32 tensor cores (use tf32=auto: TF32 where a GPU has it)"
+        return None
 
     def text(self) -> str:
         """The ``key=value`` words of what differs from the defaults (``""`` when nothing does)."""

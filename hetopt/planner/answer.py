@@ -43,6 +43,11 @@ class Alternative:
     #: GPUs the plan holds, by type (for its cost), and its cost (:func:`plan_cost`, set by the planner)
     gpus_by_type: dict[str, int] | None = None
     cost: dict | None = None
+    #: the running settings it was priced under (the plan's), and the ``--runtime`` keys of them
+    #: its pricing model cannot express (priced as that model assumes: then it is not compared
+    #: for "best", :func:`rank`)
+    running: Running | None = None
+    ignores: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -267,9 +272,15 @@ def comparable(a: Status, b: Status) -> bool:
 
 
 def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
-    """The fastest of the composed plan and the alternatives, and the plan's speed-up over each."""
-    timed = [(n, t) for n, t in [("tangram-composed", plan_s)] + [(a.name, a.iteration_time_s) for a in alternatives]
-             if t is not None]
+    """The fastest of the composed plan and the alternatives priced alike (none that ignores a
+    running setting of the plan), and the plan's speed-up over each.
+
+    >>> a = Alternative("x", 1.0, "", Status.OPTIMAL, ignores=("overlap",))
+    >>> rank(2.0, [a])["best"]
+    'tangram-composed'
+    """
+    timed = [(n, t) for n, t in [("tangram-composed", plan_s)] + [(a.name, a.iteration_time_s) for a in alternatives
+                                                                   if not a.ignores] if t is not None]
     if not timed:
         return {}
     speedups = {} if plan_s is None else {a.name: a.iteration_time_s / plan_s for a in alternatives if a.iteration_time_s}

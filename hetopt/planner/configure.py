@@ -116,13 +116,12 @@ def hold_precision(r: PlanRequest, par: Parallelizer, layout: GivenLayout | tupl
     if layout is not None:
         layout = with_precision(layout, precision)
         for given_layout in (layout,) if isinstance(layout, GivenLayout) else tuple(b.layout for b in layout):
-            if (problem := cm.precision_problem(given_layout.running.precision, gpu_types)) is not None:
+            if (problem := given_layout.running.problem(gpu_types)) is not None:
                 raise InputError(f"layout {problem}", field="layout")
     if not isinstance(par, BuiltinParallelizer):
         return par, layout, precision, []
-    named = par.running.precision
     par = par.for_gpus(gpu_types)
-    if named is not None and (problem := cm.precision_problem(named, gpu_types)) is not None:
+    if (problem := par.running.problem(gpu_types)) is not None:
         field = "runtime" if r.runtime is not None else "parallelizer"
         raise InputError(f"{field} {problem}", field=field)
     unfused = sorted({spec.gpu.name for spec in chosen.specs if par.running.flash and not par.running_on(spec).flash})

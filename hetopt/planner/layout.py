@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, vpp=1, ep=1, fsep=False, cp=1, offload=False, split=None, running=Running(overlap=True, flash=True, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None, grad_fp32=False, handover='split', host='torch2'))
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, vpp=1, ep=1, fsep=False, cp=1, offload=False, split=None, running=Running(overlap=True, flash=True, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None, tf32='off', grad_fp32=False, handover='split', host='torch2'))
 >>> parse_layout("tp=1 pp=3 dp=1 split=4+4+3").split
 (4, 4, 3)
 >>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()

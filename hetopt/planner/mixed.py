@@ -40,6 +40,7 @@ import math
 from collections import Counter
 
 from hetopt import costmodel as cm
+from hetopt.costmodel.running import Running
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.costmodel.stage import Layout
@@ -166,6 +167,13 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
                          tuple(groups), overlap, buckets)
 
 
+def ignored(running: Running) -> tuple[str, ...]:
+    """The ``--runtime`` keys of ``running`` the mixed family's plan is priced without: its
+    hand-overs are the split one's (``cm.pipeline_link_s``), whatever ``handover`` says; every
+    other setting reaches it through the block tables (``par.plan``) and the ring."""
+    return ("handover",) if running.handover != Running().handover else ()
+
+
 def _grouped(reasons: list[tuple[int, str]]) -> str:
     """``b=1, 2: why; b=4: other`` from (size, why) pairs, each reason once.
 
@@ -249,7 +257,8 @@ def mixed_alternative(s, deadline: Deadline):
             used[r.solution.names[m.gpu]] += m.replicas * m.degree
     note = "" if not reasons else f" (not every size proven: {_grouped(reasons)})"
     note += stock_runtime_note(r.solution, getattr(s.parallelizer, "target", None))
-    return Alternative(NAME, r.objective, f"{r.solution.describe()}, b={b}{note}", Status.FEASIBLE, gpus_by_type=dict(used))
+    return Alternative(NAME, r.objective, f"{r.solution.describe()}, b={b}{note}", Status.FEASIBLE, gpus_by_type=dict(used),
+                       running=s.parallelizer.running, ignores=ignored(s.parallelizer.running))
 
 
 def stock_runtime_note(solution, target: str | None) -> str:
