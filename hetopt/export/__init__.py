@@ -37,6 +37,8 @@ __all__ = ["ExportOutput", "TARGETS", "export", "export_file", "find_model", "wr
 #: Every target by name: its module has ``ACCEPTS`` (result kinds), ``HINT`` (what to do with
 #: another kind) and ``build(view, model) -> (files, gaps)``.
 TARGETS: dict[str, ModuleType] = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "cephalo": cephalo}
+#: The mode of a written script (``launch.sh``): executable, as its README runs it.
+LAUNCH_MODE = 0o755
 #: The file listing the gaps, written beside the exported files.
 GAPS_FILE = "GAPS.txt"
 
@@ -164,7 +166,8 @@ def _one_job(target: str, module: ModuleType, view: PlanView, files: dict[str, s
              fill_in: tuple[str, ...]) -> ExportOutput:
     """A plan that keeps the runtime's rules, with what launches it (``hetopt.export.launch``)."""
     title = RUNTIMES[target].title
-    files = {**files, "launch.sh": launch.launch_script(view, module.LAUNCH_COMMAND, title),
+    files = {**files, "launch.sh": launch.launch_script(view, module.LAUNCH_COMMAND, title,
+                                                       getattr(module, "ARGS_FILE", None)),
              "hostfile": launch.hostfile(view)}
     priced = {"iteration_time_s": view.iteration_time_s, "memory_gib": list(view.stage_memory_gib)}
     files["README.md"] = launch.readme(view, title, list(files), list(fill_in), priced)
@@ -220,6 +223,8 @@ def write_output(out: ExportOutput, folder: str | Path) -> list[Path]:
         for name, text in {**out.files, **extra}.items():
             path = target / name
             path.write_text(text, encoding="utf-8")
+            if name.endswith(".sh"):  # the README says ./launch.sh: owner rwx, others r-x
+                path.chmod(LAUNCH_MODE)
             written.append(path)
     except OSError as exc:
         raise InputError(f"-o {folder}: cannot write ({exc.strerror or exc})") from None

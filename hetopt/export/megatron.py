@@ -292,7 +292,9 @@ def _breadth_gaps(plan: PlanView, model: ModelConfig | None, gaps: list[str]) ->
 
 #: The file of a one-job export, and what torchrun starts (``hetopt.export.launch``).
 MAIN_FILE = "megatron.args"
-LAUNCH_COMMAND = '"${TRAIN_SCRIPT:-pretrain_gpt.py}" $(grep -v \'^#\' "$HERE/megatron.args") "$@"'
+#: launch.sh reads the arguments file into the bash array ARGS (one word per argument and value)
+ARGS_FILE = MAIN_FILE
+LAUNCH_COMMAND = '"${TRAIN_SCRIPT:-pretrain_gpt.py}" "${ARGS[@]}" "$@"'
 
 
 def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
