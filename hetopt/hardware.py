@@ -196,20 +196,28 @@ def gpu(catalog: dict[str, GpuType], name: str, *, where: str = "") -> GpuType:
 
     Publications and cloud documents spell one part many ways ("H100 SXM5 80GB",
     "NVIDIA H100-SXM", "A100-80GB-SXM4"); a name that is not a catalog key is matched by
-    family, form factor and memory, and accepted only when exactly one entry matches.
+    family, form factor and memory, and accepted only when exactly one entry matches. A name
+    that matches several is refused with the candidates (issue 40): ``V100-32GB`` is the SXM2
+    part or the PCIe one, whose links differ (NVLink or PCIe), and so do the plans; no form
+    factor is guessed.
 
     Raises
     ------
     InputError
-        For an unknown or ambiguous name, listing the known names.
+        For an unknown name (listing the known names) or an ambiguous one (listing the
+        entries it matches).
 
     Examples
     --------
     >>> cat = load_gpus()
     >>> gpu(cat, "NVIDIA A100 SXM4 80GB").name, gpu(cat, "h100-sxm").name
     ('A100-SXM4-80GB', 'H100-SXM5')
-    >>> gpu(cat, "NVIDIA H100 80GB HBM3").name, gpu(cat, "RTX A6000").name
-    ('H100-SXM5', 'A6000')
+    >>> gpu(cat, "Tesla V100-SXM2-32GB").name, gpu(cat, "RTX A6000").name
+    ('V100-SXM2-32GB', 'A6000')
+    >>> gpu(cat, "V100-32GB", where="c.toml: node[0].gpu")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: c.toml: node[0].gpu: ambiguous GPU type 'V100-32GB': it matches V100-PCIe-32GB, V100-SXM2-32GB (give one of them)
     """
     if name in catalog:
         return catalog[name]
@@ -222,11 +230,10 @@ def gpu(catalog: dict[str, GpuType], name: str, *, where: str = "") -> GpuType:
         if gb is not None and round(entry.memory_bytes / GIB) != gb:
             continue
         matches.append(entry)
-    if len(matches) > 1 and form is None:  # "A100 80GB": the SXM part is the one meant in training papers
-        matches = [e for e in matches if _name_parts(e.name)[1] == "SXM"] or matches
     if len(matches) == 1:
         return matches[0]
     prefix = f"{where}: " if where else ""
-    known = ", ".join(sorted(e.name for e in matches) if matches else sorted(catalog))
-    problem = "ambiguous" if matches else "unknown"
-    raise InputError(f"{prefix}{problem} GPU type {name!r} (give one of: {known})")
+    if matches:
+        listed = ", ".join(sorted(e.name for e in matches))
+        raise InputError(f"{prefix}ambiguous GPU type {name!r}: it matches {listed} (give one of them)")
+    raise InputError(f"{prefix}unknown GPU type {name!r} (give one of: {', '.join(sorted(catalog))})")
