@@ -167,6 +167,45 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
     return catalog
 
 
+@dataclass(frozen=True)
+class HeadroomPart:
+    """One part of what a training process holds on a GPU beyond its tensors: its GiB and source."""
+
+    what: str
+    gib: float
+    source: str
+
+
+#: What training holds on every GPU beyond the tensors the cost model counts (issue 40): the
+#: default memory headroom, reserved on every GPU of every plan (``--memory-headroom`` and
+#: ``plan(memory_headroom=...)`` replace the sum). Each figure is per GPU (one process each).
+HEADROOM_PARTS = (
+    # the first CUDA call of a PyTorch process creates its context (the driver's state and the
+    # kernels of PyTorch, cuBLAS and cuDNN loaded on the device): 723 MiB measured on one GPU,
+    # "~700+MB" depending on the CUDA version and device, in PyTorch's forums
+    HeadroomPart("CUDA context", 0.75, "PyTorch forums: discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/"
+                 "73021 (723 MiB) and /t/high-gpu-memory-overhead/81330 (~700+ MB by CUDA version and device)"),
+    # NCCL keeps a send and a receive buffer of NCCL_BUFFSIZE (4 MiB by default) per channel for
+    # each peer of a ring: 16 channels x 2 neighbours x 2 directions x 4 MiB = 256 MiB for one
+    # communicator, and a training rank holds at least two busy ones (data-parallel and
+    # tensor- or pipeline-parallel)
+    HeadroomPart("NCCL communicators' buffers", 0.5, "NCCL user guide, environment variables: NCCL_BUFFSIZE "
+                 "(default 4 MiB per buffer), NCCL_MIN/MAX_NCHANNELS; 2 communicators x 16 channels x 2 peers x 2 "
+                 "directions x 4 MiB"),
+    # the caching allocator keeps freed blocks in its segments (large ones carved from segments
+    # of 20 MiB or more) and cannot always serve a large request from the free space it holds;
+    # how much is lost depends on the allocation pattern (ZeRO reports OOM with over 30% of
+    # memory free in extreme cases): an assumption of 0.75 GiB, changed with --memory-headroom
+    HeadroomPart("caching allocator fragmentation", 0.75, "PyTorch docs, CUDA semantics: memory management "
+                 "(max_split_size_mb, expandable_segments); Rajbhandari et al. 2020 (ZeRO) section 3.2, memory "
+                 "fragmentation; 0.75 GiB is an assumption"),
+)
+#: The default headroom, GiB per GPU: the parts' sum.
+DEFAULT_HEADROOM_GIB = sum(p.gib for p in HEADROOM_PARTS)
+#: The largest headroom accepted, GiB (above every GPU's memory: a typo, not a setting).
+MAX_HEADROOM_GIB = 1024.0
+
+
 #: Words a GPU name may carry that do not tell two catalog entries apart.
 #: (the memory type, "80GB HBM3", names no other part; the longer spellings first)
 _NOISE_WORDS = ("NVIDIA", "AMD", "TESLA", "INSTINCT", "TENSOR", "CORE", "GPU", "RTX", "QUADRO",

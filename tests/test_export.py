@@ -140,6 +140,26 @@ def _doc(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _model(name: str):
+    """A shipped model by its file name (``gpt3-1.3b``) or its ``name`` (``GPT-3 1.3B``)."""
+    from hetopt.catalog import instances_dir
+    from hetopt.planner.cluster import resolve
+    from hetopt.workload import load_model
+
+    folder = instances_dir() / "models"
+    found = [cfg for cfg in map(load_model, sorted(folder.glob("*.toml"))) if cfg.name == name]
+    return found[0] if found else load_model(resolve(name, folder, "model"))
+
+
+def _with_model(doc: dict, cfg) -> dict:
+    """``doc`` as a plan of ``cfg``: its name and shape, the last stage taking the layers that differ."""
+    from hetopt.planfile import model_shape
+
+    doc = json.loads(json.dumps(doc)) | {"model": cfg.name, "model_shape": model_shape(cfg)}
+    doc["stages"][-1]["layers"] += cfg.layers - sum(s["layers"] for s in doc["stages"])
+    return doc
+
+
 def _arguments(text: str) -> list[list[str]]:
     """An args file's arguments, each as [name, value...], comments dropped."""
     words = shlex.split("\n".join(line for line in text.splitlines() if not line.startswith("#")))
@@ -324,12 +344,9 @@ def test_one_island_megatron_export_has_no_gaps() -> None:
 
 
 def test_torchtitan_names_a_model_it_ships() -> None:
-    doc = _doc(C2) | {"model": "Llama-3 8B"}
-    doc["stages"][-1]["layers"] += 32 - sum(s["layers"] for s in doc["stages"])  # Llama-3 8B's 32 layers
-    out = export(doc, "torchtitan")
+    out = export(_with_model(_doc(C2), _model("llama-3-8b")), "torchtitan")
     assert tomllib.loads(out.files["torchtitan.toml"])["model"] == {"name": "llama3", "flavor": "8B"}
-    assert not any(g.startswith("model:") for g in out.gaps)
-    assert any(g.startswith("model: torchtitan ships no GPT-3 1.3B") for g in export_file(C2, "torchtitan").fill_in)
+    assert not any(g.startswith("model:") for g in out.gaps + out.fill_in)
 
 
 def test_torchtitan_gaps_precision_on_gpus_without_bf16() -> None:
@@ -349,7 +366,7 @@ def test_an_edited_plan_whose_stages_contradict_it_is_refused() -> None:
     and a stage on an island the plan does not have exported "0 x A100, 0 nodes"."""
     doc = _doc(C2)
     doc["stages"][-1]["layers"] += 1_000_000_000
-    with pytest.raises(InputError, match=r"stages hold 1000000024 layers but GPT-3 1.3B has 24"):
+    with pytest.raises(InputError, match=r"model_shape.layers: 24 but the stages hold 1000000024 layers"):
         export(doc, "megatron")
     doc = _doc(C2)
     doc["stages"][0]["island"] = "zzz"
@@ -373,37 +390,31 @@ def test_deepspeed_caps_zero_beside_pipelines_with_a_gap() -> None:
     assert any(g.startswith("ZeRO stage 3 with 8 pipeline stages") for g in out.gaps)
 
 
-def test_a_model_outside_the_catalog_is_a_gap_not_a_silent_omission() -> None:
-    doc = _doc(C2) | {"model": "My Own 1B"}
-    out = export(doc, "megatron")
-    assert any(g.startswith("model: 'My Own 1B' is not a shipped model") for g in out.gaps)
-    assert all("--hidden-size" not in text for text in out.files.values())
+def test_a_model_of_ones_own_exports_from_the_plan_alone(tmp_path: Path) -> None:
+    """A model given as a file: the plan carries its shape, so the export needs no --model."""
+    from hetopt.workload import load_model
 
-
-def test_a_given_model_file_fills_the_dimensions(tmp_path: Path) -> None:
-    doc = _doc(C2) | {"model": "My Own 1B"}
     model = tmp_path / "own.toml"
     model.write_text('name = "My Own 1B"\narchitecture = "llama"\nlayers = 24\nhidden = 1024\nheads = 16\nkv_heads = 4\n'
                      'ffn = 4096\nvocab = 32000\nsequence = 4096\n')
     source = tmp_path / "plan.json"
-    source.write_text(json.dumps(doc))
-    assert cli.main(["export", str(source), "--to", "megatron", "--model", str(model), "-o", str(tmp_path / "out")]) == 0
+    source.write_text(json.dumps(_with_model(_doc(C2), load_model(model))))
+    assert cli.main(["export", str(source), "--to", "megatron", "-o", str(tmp_path / "out")]) == 0
     text = (tmp_path / "out" / "megatron.args").read_text()  # C2's plan keeps Megatron-LM's rules: one job
     assert "--hidden-size 1024" in text and "--num-query-groups 4" in text and "--swiglu" in text
-    assert not (tmp_path / "out" / GAPS_FILE).exists()  # the model's dimensions came from the file: no gap
+    assert not (tmp_path / "out" / GAPS_FILE).exists()  # the model's dimensions came from the plan: no gap
 
 
-def test_a_model_file_of_another_depth_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    model = tmp_path / "deep.toml"
-    model.write_text('name = "Deep"\narchitecture = "gpt"\nlayers = 48\nhidden = 1024\nheads = 16\n'
-                     'ffn = 4096\nvocab = 32000\nsequence = 2048\n')
-    code, out, err = _run(["export", str(C2), "--to", "megatron", "--model", str(model)], capsys)
-    assert code == 2 and "Deep has 48 layers but the plan's stages hold 24" in err and len(err.splitlines()) == 1
+def test_export_takes_no_model_file(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:  # argparse's own usage error
+        cli.main(["export", str(C2), "--to", "megatron", "--model", "gpt3-1.3b"])
+    assert stop.value.code == 2 and "unrecognized arguments: --model" in capsys.readouterr().err
 
 
 def test_megatron_model_arguments_of_moe_llama_and_vit_models() -> None:
-    from hetopt.export import find_model
     from hetopt.export.megatron import model_arguments
+
+    find_model = _model
 
     gaps: list[str] = []
     mixtral = model_arguments(find_model("Mixtral-8x7B"), 4096, gaps)
@@ -666,8 +677,9 @@ def test_ep_cp_offload_layouts_export(text: str, target: str) -> None:
 
 def test_megatron_world_size_is_tp_pp_cp_dp_and_fits_the_experts() -> None:
     """Megatron-LM's rules (arguments.py, parallel_state.initialize_model_parallel) on one-island exports."""
-    from hetopt.export import find_model
     from hetopt.parallelism.expert import expert_tp
+
+    find_model = _model
 
     for path in (MOE_EP, DENSE_CP, FSEP_OFFLOAD):
         doc = _doc(path)

@@ -184,8 +184,9 @@ def test_the_exported_megatron_job_read_back_prices_as_planned(stem: str) -> Non
     layout, micro = _megatron_layouts(files, doc)
     cluster = doc["cluster"]
     model = {"GPT-3 1.3B": "gpt3-1.3b", "GPT-3 13B": "gpt3-13b"}[doc["model"]]
+    # priced with the memory headroom the plan was made with (its document says it)
     priced = hetopt.plan(cluster, model, global_batch=doc["global_batch"], microbatch_size=micro, layout=layout,
-                         alternatives=False, target="megatron")
+                         alternatives=False, target="megatron", memory_headroom=doc["memory"]["headroom_gib"])
     assert priced.given_layout["fits"]
     assert priced.given_layout["iteration_time_s"] == pytest.approx(doc["iteration_time_s"], rel=1e-9)
     # and the plan found again is the one exported

@@ -37,7 +37,6 @@ from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan", "allocation")
 HINT = "it takes a plan (`hetopt plan ... --json`) or an allocation result (`hetopt solve ALLOCATION.toml --json`)"
-NEEDS_MODEL = False
 
 #: The largest ZeRO stage DeepSpeed's pipeline engine accepts (engine.py refuses gradients
 #: and weights sharding with pipeline parallelism).

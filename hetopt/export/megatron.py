@@ -43,7 +43,6 @@ from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan",)
 HINT = "it takes a plan: `hetopt plan ... --json`"
-NEEDS_MODEL = True
 
 #: ZeRO stage → Megatron-LM: stage 1 is its distributed optimizer; it has no ZeRO-2/3 beside
 #: pipeline parallelism (``--use-torch-fsdp2`` refuses PP), so those keep the optimizer sharding only.

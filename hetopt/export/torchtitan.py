@@ -30,7 +30,6 @@ from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan",)
 HINT = "it takes a plan: `hetopt plan ... --json`; an allocation result goes to --to cephalo or --to deepspeed"
-NEEDS_MODEL = False
 
 #: hetopt model name → torchtitan (model.name, model.flavor), where torchtitan v0.2.2 ships the
 #: same shape (torchtitan/models/llama3/__init__.py, torchtitan/models/qwen3/__init__.py).
