@@ -44,7 +44,8 @@ from hetopt.runtimes import RUNTIMES, plan_breaks
 __all__ = ["ExportOutput", "TARGETS", "export", "export_file", "write_output"]
 
 #: Every target by name: its module has ``ACCEPTS`` (result kinds), ``HINT`` (what to do with
-#: another kind) and ``build(view, model) -> (files, gaps)``.
+#: another kind) and ``build(view, model) -> (files, gaps)``; a runtime that trains only models it
+#: ships has ``check_model(model)``, which refuses the others.
 TARGETS: dict[str, ModuleType] = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "cephalo": cephalo}
 #: The mode of a written script (``launch.sh``): executable, as its README runs it.
 LAUNCH_MODE = 0o755
@@ -148,6 +149,8 @@ def _export_plan(doc: dict[str, Any], to: str, module: ModuleType, source: str, 
     check_version(doc, source)
     check_solved(doc, source)  # a plan without a solution says why before anything else
     model = check_plan(doc, source)
+    if hasattr(module, "check_model"):  # a runtime that names its own models (torchtitan): before its rules
+        module.check_model(model)
     view: Any = plan_view(doc, source)
     if getattr(module, "PLAN_AS_ALLOCATION", False):
         files, gaps = module.build(fsdp_from_plan(view, source), model)

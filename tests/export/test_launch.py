@@ -10,17 +10,18 @@ rank outside the hostfile stops the script with one line before torchrun starts.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import stat
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from hetopt.export import TARGETS, export_file, write_output
 from hetopt.errors import InputError
+from hetopt.export import TARGETS, export_file, write_output
+
+#: The master address given (torchrun is a stub: no network)
+MASTER = "127.0.0.1"
 
 INPUTS = Path(__file__).parent.parent / "golden" / "export" / "inputs"
 #: Every committed plan exported to every pipeline runtime that writes it as one job.
@@ -32,15 +33,6 @@ for _path in sorted(INPUTS.glob("plan-*.json")):
                 ONE_JOBS.append((_path, _target))
         except InputError:  # not one job for that runtime: no launch script
             pass
-#: Where the stub torchrun writes what it was started with.
-STUB = f"""#!{sys.executable}
-import json, os, sys
-with open(os.environ["STUB_OUT"], "w") as out:
-    json.dump({{"argv": sys.argv[1:], "tf32": os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")}}, out)
-"""
-MASTER = "127.0.0.1"
-
-
 def _id(case: tuple[Path, str]) -> str:
     return f"{case[0].stem}--{case[1]}"
 
@@ -77,56 +69,27 @@ def test_launch_script_passes_shellcheck(case: tuple[Path, str], exported: dict[
     assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
-def _stub_path(tmp_path: Path) -> dict[str, str]:
-    """An environment whose PATH starts with a folder holding the stub ``torchrun``."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(exist_ok=True)
-    stub = bin_dir / "torchrun"
-    stub.write_text(STUB)
-    stub.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("NODE_RANK", "MASTER_ADDR", "MASTER_PORT")}
-    return env | {"PATH": f"{bin_dir}{os.pathsep}{env.get('PATH', '')}", "TRAIN_SCRIPT": "train.py"}
-
-
-def _launch(folder: Path, env: dict[str, str], **extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(folder / "launch.sh")], capture_output=True, text=True, env=env | extra, timeout=60)
-
-
-def _option(argv: list[str], name: str) -> str:
-    return argv[argv.index(name) + 1]
-
-
-def _hostfile(folder: Path) -> list[tuple[str, int]]:
-    lines = [line.split() for line in (folder / "hostfile").read_text().splitlines() if line and not line.startswith("#")]
-    return [(name, int(slots.removeprefix("slots="))) for name, slots in lines]
-
-
 def _megatron_words(folder: Path) -> list[str]:
     """The arguments file's words as Megatron-LM's argparse gets them: every line but comments, split on blanks."""
     return [w for line in (folder / "megatron.args").read_text().splitlines() if not line.startswith("#") for w in line.split()]
 
 
 @pytest.mark.parametrize("case", ONE_JOBS, ids=_id)
-def test_every_node_launches_its_ranks_on_its_island(case: tuple[Path, str], exported: dict[str, Path],
-                                                     tmp_path: Path) -> None:
+def test_every_node_launches_its_ranks_on_its_island(case: tuple[Path, str], exported: dict[str, Path], launcher) -> None:
     path, target = case
     doc = json.loads(path.read_text())
     folder = exported[_id(case)]
-    env = _stub_path(tmp_path)
-    hosts = _hostfile(folder)
+    hosts = launcher.hostfile(folder)
     island_of = {member: island["name"] for island in doc["islands"] for member in island["members"]}
     # pipeline outermost: stage k holds the next stages[k].gpus global ranks
     stage_of_rank = [k for k, stage in enumerate(doc["stages"]) for _ in range(stage["gpus"])]
     first_rank = 0
     for node_rank, (name, slots) in enumerate(hosts):
-        out = tmp_path / f"node{node_rank}.json"
-        run = _launch(folder, env, NODE_RANK=str(node_rank), MASTER_ADDR=MASTER, STUB_OUT=str(out))
-        assert run.returncode == 0, run.stderr
-        argv = json.loads(out.read_text())["argv"]
-        assert int(_option(argv, "--nnodes")) == len(hosts)
-        assert int(_option(argv, "--node-rank")) == node_rank
-        assert int(_option(argv, "--nproc-per-node")) == slots
-        assert _option(argv, "--master-addr") == MASTER and _option(argv, "--master-port") == "29500"
+        argv = launcher.node(folder, node_rank)
+        assert int(launcher.option(argv, "--nnodes")) == len(hosts)
+        assert int(launcher.option(argv, "--node-rank")) == node_rank
+        assert int(launcher.option(argv, "--nproc-per-node")) == slots
+        assert launcher.option(argv, "--master-addr") == MASTER and launcher.option(argv, "--master-port") == "29500"
         ranks = range(first_rank, first_rank + slots)
         assert {doc["stages"][stage_of_rank[r]]["island"] for r in ranks} == {island_of[name]}
         first_rank += slots
@@ -143,17 +106,17 @@ def test_every_node_launches_its_ranks_on_its_island(case: tuple[Path, str], exp
 @pytest.mark.parametrize("rank, says", [("4", "NODE_RANK=4 is not a line of hostfile"),
                                          ("-1", "NODE_RANK=-1 is not a line"), ("01", "NODE_RANK=01 is not a line"),
                                          ("x", "NODE_RANK=x is not a line"), ("", "set NODE_RANK to the line")])
-def test_a_node_rank_outside_the_hostfile_is_one_line(rank: str, says: str, exported: dict[str, Path],
+def test_a_node_rank_outside_the_hostfile_is_one_line(rank: str, says: str, exported: dict[str, Path], launcher,
                                                       tmp_path: Path) -> None:
     folder = exported["plan-tangram-c3-gpt3-13b-target-megatron--megatron"]
-    assert len(_hostfile(folder)) == 4
+    assert len(launcher.hostfile(folder)) == 4
     out = tmp_path / "never.json"
-    run = _launch(folder, _stub_path(tmp_path), NODE_RANK=rank, MASTER_ADDR=MASTER, STUB_OUT=str(out))
+    run = launcher.run(folder, NODE_RANK=rank, MASTER_ADDR=MASTER, STUB_OUT=str(out))
     assert run.returncode != 0 and not out.exists()  # torchrun never started
     assert says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
 
 
-def test_a_missing_master_address_is_one_line(exported: dict[str, Path], tmp_path: Path) -> None:
-    folder = exported["plan-tangram-c3-gpt3-13b-target-torchtitan--torchtitan"]
-    run = _launch(folder, _stub_path(tmp_path), NODE_RANK="0", STUB_OUT=str(tmp_path / "never.json"))
+def test_a_missing_master_address_is_one_line(exported: dict[str, Path], launcher, tmp_path: Path) -> None:
+    folder = exported["plan-tangram-c3-llama-3-8b-target-torchtitan--torchtitan"]
+    run = launcher.run(folder, NODE_RANK="0", STUB_OUT=str(tmp_path / "never.json"))
     assert run.returncode != 0 and "set MASTER_ADDR" in run.stderr and len(run.stderr.strip().splitlines()) == 1

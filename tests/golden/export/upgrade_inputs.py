@@ -11,6 +11,10 @@ script fills from the shipped files, as those plans were priced:
 * each stage's ``capacity_gib``: its GPU type's catalog memory (the capacity before issue 40).
 
 Run ``python tests/golden/export/upgrade_inputs.py FILE...``; a file already at format 1 is left alone.
+
+``--as MODEL FILE OUT`` writes the plan in FILE as a plan of the shipped MODEL instead (its name
+and shape; the last stage takes the layers that differ; times and memory stay FILE's): the
+torchtitan inputs, since torchtitan's job file names one of the models it ships (issue 40).
 """
 
 from __future__ import annotations
@@ -52,6 +56,25 @@ def upgrade(path: Path) -> bool:
     return True
 
 
+def swap_model(path: Path, model_name: str, out: Path) -> None:
+    """Write the plan in ``path`` as a plan of the shipped model ``model_name`` into ``out``."""
+    from hetopt.catalog import instances_dir
+    from hetopt.planfile import model_shape
+    from hetopt.planner.cluster import resolve
+    from hetopt.workload import load_model
+
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    model = load_model(resolve(model_name, instances_dir() / "models", "model"))
+    doc["stages"][-1]["layers"] += model.layers - sum(s["layers"] for s in doc["stages"])
+    doc["reason"] = (f"by hand from {path.name}: the model swapped to {model.name} (the last stage takes the layers "
+                     "that differ; times and memory are the original plan's)")
+    doc |= {"model": model.name, "model_shape": model_shape(model)}
+    out.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--as"]:
+        swap_model(Path(sys.argv[3]), sys.argv[2], Path(sys.argv[4]))
+        sys.exit(0)
     for name in sys.argv[1:]:
         print(name, "upgraded" if upgrade(Path(name)) else "already at format 1")
