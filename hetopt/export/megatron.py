@@ -132,11 +132,12 @@ def model_arguments(cfg: ModelConfig, seq: int, gaps: list[str], *, expert_paral
                         "decoders, use Megatron-LM's vision scripts with these sizes")
     if not cfg.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
-    args += [f"--vocab-size {cfg.vocab}", f"--make-vocab-size-divisible-by {VOCAB_DIVISIBLE_BY}",
-             f"--max-position-embeddings {max(seq, cfg.sequence)}"]
-    # Megatron-LM reads the vocabulary off its tokenizer (--vocab-size is the NullTokenizer's)
-    gaps.append(f"{FILL_IN}tokenizer: one of the model's {cfg.vocab} tokens (--vocab-size; Megatron-LM takes the "
-                "vocabulary from the tokenizer, so another tokenizer trains another output layer)")
+    if cfg.vocab:  # a vision model has none
+        args += [f"--vocab-size {cfg.vocab}", f"--make-vocab-size-divisible-by {VOCAB_DIVISIBLE_BY}"]
+        # Megatron-LM reads the vocabulary off its tokenizer (--vocab-size is the NullTokenizer's)
+        gaps.append(f"{FILL_IN}tokenizer: one of the model's {cfg.vocab} tokens (--vocab-size; Megatron-LM takes the "
+                    "vocabulary from the tokenizer, so another tokenizer trains another output layer)")
+    args.append(f"--max-position-embeddings {max(seq, cfg.sequence)}")
     if cfg.experts > 1:
         args += [f"--num-experts {cfg.experts}", f"--moe-router-topk {cfg.top_k}"]
         if cfg.expert_ffn is not None:
