@@ -550,6 +550,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "table); the cheapest and the fastest plan are shown side by side")
     p.add_argument("--budget", type=float, default=None, metavar="USD_PER_HOUR",
                    help="a ceiling on what the plan's islands cost per hour: only the islands it pays for are used")
+    p.add_argument("--memory-headroom", type=float, default=None, metavar="GIB",
+                   help="GiB per GPU that training holds beyond its tensors (CUDA context, NCCL's buffers, the "
+                   "allocator's fragmentation); every stage fits its node's memory_gib with it (default: 2 = 0.75 "
+                   "+ 0.5 + 0.75, each part's source in the plan and docs/formats.md)")
     p.add_argument("--time-model", choices=("simulated", "closed-form"), default="closed-form",
                    help="the plan's iteration time: the pipeline family's closed form (default; Tangram's "
                    "objective) or the simulated 1F1B schedule (the candidates re-ranked by simulation)")
@@ -581,7 +585,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write a plan or allocation result as a training runtime's config files",
                        description="Export RESULT.json (`hetopt plan --json`, or `hetopt solve --json` of an allocation) "
-                       "to a runtime's files; whatever the runtime cannot express is printed as one gap line each "
+                       "to a runtime's files, from that file alone (a plan carries its model's shape and its "
+                       "cluster's nodes); whatever the runtime cannot express is printed as one gap line each "
                        "(stderr) and written to GAPS.txt.")
     p.add_argument("file", metavar="RESULT.json")
     p.add_argument("--to", required=True, choices=EXPORT_TARGETS, help="the runtime")
@@ -589,8 +594,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="export a plan that breaks the runtime's rules anyway (docs/runtimes.md): per-island files "
                    "and GAPS.txt, which are not one job as written; without it such a plan exits 2")
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="folder to write (default: print the files)")
-    p.add_argument("--model", default=None, metavar="FILE",
-                   help="the model file, when the plan's model is not a shipped one (for Megatron-LM's dimensions)")
     p.set_defaults(run=cmd_export)
 
     p = sub.add_parser("methods", help="list the methods of each problem family")
@@ -732,7 +735,7 @@ def request_from(args: argparse.Namespace) -> PlanRequest:
         time_model=getattr(args, "time_model", "closed-form"), replicas=getattr(args, "replicas", False),
         runtime=getattr(args, "runtime", None), target=getattr(args, "target", None),
         objective=getattr(args, "objective", "time"), budget=getattr(args, "budget", None),
-        mixed_stages=getattr(args, "mixed_stages", False),
+        mixed_stages=getattr(args, "mixed_stages", False), memory_headroom=getattr(args, "memory_headroom", None),
     )
 
 
@@ -1092,13 +1095,11 @@ EXPORT_TARGETS = ("megatron", "torchtitan", "deepspeed", "cephalo")
 
 def cmd_export(args: argparse.Namespace, out: Console) -> int:
     from hetopt.export import export_file, write_output
-    from hetopt.workload import load_model
 
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"-o {args.out}: exists and is not a folder (give a folder name)")
-    model = load_model(args.model) if args.model else None
-    try:
-        result = export_file(args.file, args.to, model=model, allow_gaps=args.allow_gaps)
+    try:  # the plan alone: it carries its model's shape and its cluster's nodes
+        result = export_file(args.file, args.to, allow_gaps=args.allow_gaps)
     except InputError as exc:
         raise plan_flag_error(exc) from None  # "to ..." -> "--to ..."
     if args.out is not None:

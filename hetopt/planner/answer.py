@@ -8,11 +8,13 @@ the ``hetopt plan --json`` document.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
 from hetopt.costmodel import TRAINING_PER_FORWARD
 from hetopt.costmodel.running import Running
+from hetopt.hardware import DEFAULT_HEADROOM_GIB, HEADROOM_PARTS
+from hetopt.planfile import PLAN_FORMAT, PLAN_VERSION, model_shape
 from hetopt.result import Status
 from hetopt.units import GIB
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
@@ -67,6 +69,9 @@ class StageRow:
     fsep: bool = False  # fully sharded EP
     cp: int = 1  # context-parallel degree
     offload: bool = False  # activations offloaded to host memory
+    #: the memory of one of the stage's GPUs that ``memory_gib`` (which holds the plan's memory
+    #: headroom) must fit: its nodes' ``memory_gib``
+    capacity_gib: float | None = None
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,23 @@ class HeteroPlan:
     #: with a measured profile (``plan --profile``): which terms of each stage came from it and
     #: which from the analytic model (``hetopt.profile.measured.priced_from``); None without one
     priced_from: dict | None = None
+    #: the model's whole shape (``hetopt.planfile.model_shape``) and the cluster's nodes
+    #: (name, GPU type, GPUs, memory_gib), so the plan document needs no other file to export
+    model_shape: dict | None = None
+    nodes: list[dict] = field(default_factory=list)
+    #: the memory headroom every stage holds beyond its tensors, GiB per GPU, and its parts with
+    #: their sources (``hetopt.hardware.HEADROOM_PARTS``; a given ``memory_headroom``: one part)
+    memory: dict | None = None
+
+    def to_dict(self) -> dict:
+        """The plan document (``hetopt plan --json``): ``format`` and ``version`` first
+        (``hetopt.planfile``), then every field.
+
+        >>> list(HeteroPlan("c", "m", 8, 0, 0, 2048, Status.TIME_LIMIT).to_dict())[:3]
+        ['format', 'version', 'cluster']
+        """
+        return {"format": PLAN_FORMAT, "version": PLAN_VERSION,
+                **{f.name: getattr(self, f.name) for f in fields(self)}}
 
     @property
     def precision(self) -> str:
@@ -167,6 +189,30 @@ class HeteroPlan:
         return self.status
 
 
+def self_contained(cluster: Cluster, cfg: ModelConfig, reserved_bytes: float | None) -> dict:
+    """What makes a plan readable without other files: the model's shape, the cluster's nodes, and
+    the memory headroom it was priced with (``reserved_bytes`` per GPU; None: a parallelizer that
+    says none).
+
+    >>> from hetopt.planner.cluster import load_cluster
+    >>> from hetopt.hardware import DEFAULT_HEADROOM_GIB
+    >>> from hetopt.workload import ModelConfig
+    >>> out = self_contained(load_cluster("tangram-c1"), ModelConfig("m", "gpt", 2, 64, 4, 256, 100, 128), DEFAULT_HEADROOM_GIB * GIB)
+    >>> out["nodes"][0], out["memory"]["headroom_gib"] == DEFAULT_HEADROOM_GIB, len(out["memory"]["parts"])
+    ({'name': 't4-0', 'gpu': 'T4', 'gpus': 4, 'memory_gib': 16.0}, True, 3)
+    """
+    nodes = [{"name": n.name, "gpu": gpu.name, "gpus": n.gpus, "memory_gib": n.memory_bytes / GIB}
+             for n, gpu in zip(cluster.islands.nodes, cluster.gpu_types)]
+    memory = None
+    if reserved_bytes is not None:
+        headroom = reserved_bytes / GIB
+        default = abs(headroom - DEFAULT_HEADROOM_GIB) <= 1e-12
+        parts = ([{"what": p.what, "gib": p.gib, "source": p.source} for p in HEADROOM_PARTS] if default else
+                 [{"what": "given", "gib": headroom, "source": "the plan's request (memory_headroom)"}])
+        memory = {"headroom_gib": headroom, "parts": parts}
+    return {"model_shape": model_shape(cfg), "nodes": nodes, "memory": memory}
+
+
 def model_training_flops(cfg: ModelConfig, seq: int) -> float:
     """Training FLOPs of one sample (forward + backward, no recomputation)."""
     forward = sum(layer_forward_flops(cfg, seq, i) for i in range(cfg.layers)) + head_forward_flops(cfg, seq)
@@ -195,6 +241,7 @@ def plan_figures(best: Attempt, specs: list[IslandSpec], cluster: Cluster, cfg: 
                 layers=s.layers, layout=pp.layout, gpus=s.gpus, time_s=report.time_s,
                 memory_gib=report.memory_bytes / GIB, in_flight=report.in_flight,
                 ep=pp.ep, fsep=pp.fsep, cp=pp.cp, offload=pp.offload,
+                capacity_gib=specs[block.island].memory_bytes / GIB,
             ))
             first += s.layers
     return {
@@ -287,4 +334,4 @@ def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
     return {"best": min(timed, key=lambda nt: nt[1])[0], "speedups": speedups}
 
 
-__all__ = ["PRICED_BY_ALLOCATION", "PRICED_BY_PIPELINE", "SECONDS_PER_HOUR", "Alternative", "HeteroPlan", "StageRow", "comparable", "dollars", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]
+__all__ = ["PRICED_BY_ALLOCATION", "PRICED_BY_PIPELINE", "SECONDS_PER_HOUR", "Alternative", "HeteroPlan", "StageRow", "comparable", "dollars", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank", "self_contained"]

@@ -48,7 +48,7 @@ from hetopt.costmodel.running import Running
 from hetopt.costmodel.stage import LayerTable, Layout, layer_table, path_floor_s, price_stage, stage_nodes, stage_offset
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
-from hetopt.hardware import GpuType
+from hetopt.hardware import DEFAULT_HEADROOM_GIB, GpuType
 from hetopt.units import GIB
 from hetopt.planner import pricecache
 from hetopt.planner.pricecache import FloorTable, PricingIsland, Prepared, collector_paused, island_key
@@ -70,9 +70,9 @@ from hetopt.runtimes import RUNTIMES, Job, Shape
 from hetopt.workload import ModelConfig
 from hetopt.profile.measured import Measured
 
-#: Per-GPU memory no layout may use: CUDA context, allocator fragmentation, NCCL buffers
-#: (about 1 GiB in practice; the pipeline generator uses the same figure).
-RESERVED_BYTES = 1.0 * GIB
+#: Per-GPU memory no layout may use: the default memory headroom (CUDA context, NCCL's buffers,
+#: the allocator's fragmentation; ``hetopt.hardware.HEADROOM_PARTS``, each with its source).
+RESERVED_BYTES = DEFAULT_HEADROOM_GIB * GIB
 #: Context-parallel degrees the built-in parallelizer tries (those whose t·c GPUs are part of
 #: a node or whole nodes and 2c of which divide the sequence): up to 16, as Llama 3 ran
 #: (CP 16 with TP 8 at 128K tokens, Dubey et al. 2024, Table 4).

@@ -130,9 +130,16 @@ def island_specs(cluster: Cluster, members: Sequence[Sequence[int]]) -> list[Isl
         specs.append(
             IslandSpec(name, gpu, nodes=len(nodes), gpus_per_node=nodes[0].gpus, inter_bandwidth=float(bw),
                        intra_bandwidth=nodes[0].intra_bytes_s, p2p=_island_p2p(cluster, group),
-                       transport=nodes_transport(cluster, group))
+                       transport=nodes_transport(cluster, group), memory=_island_memory(nodes, gpu))
         )
     return specs
+
+
+def _island_memory(nodes: Sequence, gpu) -> float | None:
+    """The island's memory per GPU: its nodes' least ``memory_gib`` (the cluster file's, whose default is
+    the catalog's); None when that is the catalog's figure, so the island's key stays as before."""
+    least = min(n.memory_bytes for n in nodes)
+    return None if least == gpu.memory_bytes else float(least)
 
 
 def _island_p2p(cluster: Cluster, group: list[int]) -> bool | None:

@@ -76,7 +76,8 @@ def _node_specs(s) -> dict[str, IslandSpec]:
         if gpu.name not in specs:
             bw = max(float(x) for x in s.cluster.islands.inter[nodes.index(node)])
             specs[gpu.name] = IslandSpec(node.name, gpu, nodes=1, gpus_per_node=node.gpus, inter_bandwidth=bw,
-                                         intra_bandwidth=node.intra_bytes_s)
+                                         intra_bandwidth=node.intra_bytes_s,
+                                         memory=None if node.memory_bytes == gpu.memory_bytes else node.memory_bytes)
     return specs
 
 

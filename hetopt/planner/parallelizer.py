@@ -188,6 +188,9 @@ class IslandSpec:
     #: how NCCL crosses the network between the island's nodes, "tcp" or "rdma" (None: by the
     #: node's bandwidth, ``cm.network_efficiency``)
     transport: str | None = None
+    #: memory per GPU, bytes: its nodes' ``memory_gib`` (ECC, MIG slices, a GPU shared with
+    #: others; the least of the island's nodes); None: the catalog's
+    memory: float | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -221,8 +224,8 @@ class IslandSpec:
 
     @property
     def memory_bytes(self) -> float:
-        """Memory per GPU, bytes."""
-        return self.gpu.memory_bytes
+        """Memory per GPU, bytes: the capacity every stage on the island must fit (``memory``, else the catalog's)."""
+        return self.gpu.memory_bytes if self.memory is None else self.memory
 
     def to_island(self) -> PipelineIsland:
         """The pipeline family's view of the island (name, GPUs, memory per GPU)."""

@@ -32,7 +32,7 @@ from hetopt.budget import Deadline
 from hetopt.errors import InputError
 from hetopt.planner.alternatives import Setting, alternative_queries, plan_alternatives
 from hetopt.planner.answer import (Alternative, HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops,
-                                   plan_cost, plan_figures, rank)
+                                   plan_cost, plan_figures, rank, self_contained)
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cheapest import plan_priced
 from hetopt.planner.cluster import Cluster
@@ -129,8 +129,13 @@ def plan(
     _check_collaborators(parallelizer, executor, on_progress, request)
     if request.layers_per_atom is not None:
         parallelizer = BuiltinParallelizer(layers_per_atom=request.layers_per_atom)
+    if request.memory_headroom is not None:  # the built-in parallelizer reserves it on every GPU
+        parallelizer = replace(parallelizer or BuiltinParallelizer(), reserved_bytes=request.memory_headroom * GIB)
     with collector_paused():  # the parallelizer's memo, which only grows, traversed by no pass (``collector_paused``)
         answer = _plan(request, parallelizer, executor, on_progress)
+    # every answer carries its model's shape, the cluster's nodes and its memory headroom (hetopt.planfile)
+    reserved = getattr(parallelizer or BuiltinParallelizer(), "reserved_bytes", None)
+    answer = replace(answer, **self_contained(as_cluster(request.cluster), as_model(request.model), reserved))
     if request.target is not None and answer.launchability is None:
         # stopped before the search (no time, no islands, a model too large for the cluster):
         # the target is still named, with nothing planned beside it
@@ -145,6 +150,9 @@ def _check_collaborators(parallelizer: object, executor: object, on_progress: ob
     if parallelizer is not None and not isinstance(parallelizer, Parallelizer):
         raise InputError(f"parallelizer: must implement hetopt.planner.Parallelizer (got {type(parallelizer).__name__})",
                          field="parallelizer")
+    if parallelizer is not None and request.memory_headroom is not None:
+        raise InputError("memory_headroom: sets the built-in parallelizer's reserved bytes; give them to your own "
+                         "parallelizer", field="memory_headroom")
     if parallelizer is not None and request.layers_per_atom is not None:
         raise InputError("layers_per_atom: sets the built-in parallelizer's atoms; give them to your own parallelizer",
                          field="layers_per_atom")
@@ -181,7 +189,8 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     if r.priced:  # the cheapest plan, or the fastest within a budget: over the sets of islands it pays for
         return plan_priced(r, cluster, cfg, seq, islands, inner, lambda q: _plan(q, parallelizer, executor, on_progress))
     setup = configure(r, parallelizer, layout, cluster, cfg, islands)
-    given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq)
+    given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq,
+                                                                    r.memory_headroom)
     runtime = None if r.target is None else RUNTIMES[r.target]
     job = Job(setup.precision, seq, cfg.experts, cfg.tied_embeddings)
     wants_alternatives = r.alternatives or (runtime is not None and not runtime.pipeline)  # Cephalo's plan is the FSDP alternative

@@ -64,6 +64,11 @@ def _print_replicas(p: HeteroPlan, out: Console) -> None:
               f"efficiency {_f(100 * r.efficiency, '.1f')}% of the ideal{speedup}", highlight=False)
 
 
+def _memory(memory_gib: float, capacity_gib: float | None) -> str:
+    """A stage's memory per GPU against its capacity: ``11.4 of 12``."""
+    return _f(memory_gib, ".3g") + ("" if capacity_gib is None else f" of {capacity_gib:.3g}")
+
+
 def print_plan(p: HeteroPlan, out: Console) -> None:
     """The islands, the composed pipeline, its speed and efficiency, the alternatives."""
     precision = f", {p.precision}" if p.precision else ""
@@ -82,11 +87,15 @@ def print_plan(p: HeteroPlan, out: Console) -> None:
             f"composed pipeline ({p.microbatches} pipeline micro-batches of {p.microbatch_size} "
             f"sample{'s' if p.microbatch_size != 1 else ''}; a stage's dp replicas split each)",
             ["stage", "island", "GPU", "layers", "layout (TP/PP/DP, recompute, ZeRO)", *(["EP", "CP", "offload"] * beyond),
-             "GPUs", "time_s", "memory_gib", "in flight"],
+             "GPUs", "time_s", "memory_gib of", "in flight"],
             [[str(k), s.island, s.gpu, f"{s.first_layer}-{s.first_layer + s.layers - 1}", s.layout,
               *([f"{s.ep}{' fsep' if s.fsep else ''}", str(s.cp), "yes" if s.offload else "no"] * beyond), str(s.gpus),
-              _f(s.time_s), _f(s.memory_gib, ".3g"), str(s.in_flight)] for k, s in enumerate(p.stages)],
+              _f(s.time_s), _memory(s.memory_gib, s.capacity_gib), str(s.in_flight)] for k, s in enumerate(p.stages)],
         ))
+        if p.memory:  # what each stage's memory holds beyond its tensors
+            parts = ", ".join(f"{part['what']} {part['gib']:.3g}" for part in p.memory["parts"])
+            out.print(f"memory_gib: per GPU, with a headroom of {p.memory['headroom_gib']:.3g} GiB ({parts}), of the "
+                      "nodes' memory_gib", highlight=False)
         if any(" vpp" in s.layout for s in p.stages):
             out.print("interleaved (vpp v): each stage shows what the 1F1B closed form sees, the slowest at its full time "
                       "and the others at 1/v of theirs, with activations scaled to Megatron's warm-up "

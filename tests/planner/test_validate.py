@@ -173,7 +173,8 @@ def test_a_catalog_model_and_a_publication_spelling_of_the_gpu_are_read(tmp_path
 
 @pytest.mark.parametrize("model, gpu, message", [
     ("gpt-9", "A100-SXM4-80GB", "models.m.catalog: gpt-9: unknown model"),
-    ("gpt3-175b", "A100", "clusters.c.gpu: ambiguous GPU type 'A100' (give one of: A100-SXM4-40GB, A100-SXM4-80GB)"),
+    ("gpt3-175b", "A100", "clusters.c.gpu: ambiguous GPU type 'A100': it matches A100-PCIe-40GB, A100-PCIe-80GB, A100-SXM4-40GB, "
+     "A100-SXM4-80GB (give one of them)"),
 ])
 def test_an_unknown_catalog_model_or_an_ambiguous_gpu_is_named(tmp_path, model, gpu, message):
     path = tmp_path / "pub.toml"
