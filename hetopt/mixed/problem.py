@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
 
+import numpy as np
+
 from hetopt.errors import InputError
 from hetopt.result import Evaluation
 from hetopt.units import GBPS, GIB, MEMORY_RTOL  # noqa: F401  (GBPS, GIB re-exported for the reader)
@@ -100,6 +102,42 @@ def _non_decreasing(key: str, rows) -> None:
                                  f"no less work and holds no fewer bytes): raise it to at least {lo!r}")
 
 
+def range_sum(values, first: int, end: int) -> float:
+    """Σ values[first:end], added left to right from 0.0: the one way a layer range is summed.
+
+    Not a difference of prefix sums: p[end] − p[first] cancels, and rounds differently for each
+    share's row (2.331 + 3.838 − 2.331 = 3.8380000000000005, while the next share's row gives
+    3.838), so a range's table could fall as the share grows although every layer's rises; the
+    threshold search of ``stages.py`` needs it not to fall (issue 44). Summed left to right,
+    rows that do not decrease entry by entry give sums that do not decrease either (a rounded
+    addition is monotone in both operands). :func:`range_sums` gives the same floats for many
+    rows at once.
+
+    Examples
+    --------
+    >>> range_sum((2.331, 3.838), 1, 2), range_sum((4.19, 3.838), 1, 2), range_sum((1.0, 2.0, 4.0), 0, 3)
+    (3.838, 3.838, 7.0)
+    """
+    total = 0.0
+    for v in values[first:end]:
+        total += v
+    return total
+
+
+def range_sums(rows, first: int, end: int) -> np.ndarray:
+    """:func:`range_sum` of every row of ``rows`` (a sequence of equal-length rows), bit for bit:
+    the same additions in the same order, one column at a time.
+
+    >>> range_sums(((1.965, 1.688), (2.331, 3.838), (4.19, 3.838)), 1, 2).tolist()
+    [1.688, 3.838, 3.838]
+    """
+    table = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+    total = np.zeros(len(table))
+    for column in range(first, end):
+        total += table[:, column]
+    return total
+
+
 @dataclass(frozen=True)
 class TpTables:
     """The per-layer tables of one GPU type at one tensor-parallel degree t.
@@ -130,17 +168,20 @@ class TpTables:
         return len(self.time_s)
 
     @cached_property
-    def time_prefix(self) -> tuple[tuple[float, ...], ...]:
-        """Prefix sums of ``time_s`` per share: time of layers i..j−1 = p[j] − p[i]."""
-        return tuple(tuple(accumulate(row, initial=0.0)) for row in self.time_s)
+    def _time_array(self) -> np.ndarray:
+        return np.asarray(self.time_s, dtype=np.float64)
 
     @cached_property
-    def static_prefix(self) -> tuple[float, ...]:
-        return tuple(accumulate(self.static_bytes, initial=0.0))
+    def _activation_array(self) -> np.ndarray:
+        return np.asarray(self.activation_bytes, dtype=np.float64)
 
-    @cached_property
-    def activation_prefix(self) -> tuple[tuple[float, ...], ...]:
-        return tuple(tuple(accumulate(row, initial=0.0)) for row in self.activation_bytes)
+    def range_times(self, first: int, end: int) -> np.ndarray:
+        """τ(y, first..end−1) for y = 1..Y: :func:`range_sums` of ``time_s`` (non-decreasing in y)."""
+        return range_sums(self._time_array, first, end)
+
+    def range_activations(self, first: int, end: int) -> np.ndarray:
+        """a(y, first..end−1) for y = 1..Y: :func:`range_sums` of ``activation_bytes`` (non-decreasing in y)."""
+        return range_sums(self._activation_array, first, end)
 
 
 @dataclass(frozen=True)
@@ -272,9 +313,9 @@ class MixedInstance:
         """G, the GPU types."""
         return len(self.gpus)
 
-    @cached_property
-    def gradient_prefix(self) -> tuple[float, ...]:
-        return tuple(accumulate(self.gradient_bytes, initial=0.0))
+    def gradient_range_bytes(self, first: int, end: int) -> float:
+        """B(first..end−1), the gradient bytes of a layer range (:func:`range_sum`)."""
+        return range_sum(self.gradient_bytes, first, end)
 
     @cached_property
     def bucket_prefix(self) -> tuple[int, ...]:
@@ -374,8 +415,7 @@ def in_flight(stages_after: int, microbatches: int) -> int:
 
 def member_time_s(instance: MixedInstance, first: int, end: int, gpu: int, tp_index: int, share: int) -> float:
     """time_g(t, y, first..end−1): a replica's seconds per micro-batch on those layers (y ≤ Y)."""
-    p = instance.gpus[gpu].tp[tp_index].time_prefix[share - 1]
-    return p[end] - p[first]
+    return range_sum(instance.gpus[gpu].tp[tp_index].time_s[share - 1], first, end)
 
 
 def member_fits(instance: MixedInstance, first: int, end: int, gpu: int, tp_index: int, share: int, flight: int) -> bool:
@@ -384,9 +424,15 @@ def member_fits(instance: MixedInstance, first: int, end: int, gpu: int, tp_inde
     tab = instance.gpus[gpu].tp[tp_index]
     if not 1 <= share <= tab.shares:
         return False
-    static = tab.static_prefix[end] - tab.static_prefix[first]
-    act = tab.activation_prefix[share - 1][end] - tab.activation_prefix[share - 1][first]
-    return static + flight * act <= instance.gpus[gpu].memory_bytes * (1.0 + MEMORY_RTOL)
+    static = range_sum(tab.static_bytes, first, end)
+    act = range_sum(tab.activation_bytes[share - 1], first, end)
+    return fits_memory(static, flight, act, instance.gpus[gpu].memory_bytes)
+
+
+def fits_memory(static, flight: int, activation, memory_bytes: float):
+    """m + f·a ≤ C·(1 + MEMORY_RTOL): the memory rule (``formulations/mixed.md``, constraint 3),
+    for one share or, with numpy arrays, for every share at once."""
+    return static + flight * activation <= memory_bytes * (1.0 + MEMORY_RTOL)
 
 
 def link_bytes(nbytes: float, degree: int, unit: int) -> float:
@@ -415,7 +461,7 @@ def sync_s(instance: MixedInstance, first: int, end: int, members) -> float:
     replicas = sum(m[2] for m in members)
     if replicas <= 1:
         return 0.0
-    nbytes = instance.gradient_prefix[end] - instance.gradient_prefix[first]
+    nbytes = instance.gradient_range_bytes(first, end)
     mixed = len({m[0] for m in members}) > 1
     slowest = max(link_bytes(nbytes, m[1], instance.gpus[m[0]].unit)
                   / (min(instance.gpus[m[0]].bandwidth, instance.cross_bandwidth) if mixed

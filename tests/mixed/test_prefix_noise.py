@@ -52,3 +52,31 @@ def test_crosscheck_reports_dp_beside_milp(tmp_path, capsys):
     path.write_text(AUDIT, encoding="utf-8")
     assert main(["crosscheck", str(path), "--methods", "dp,milp"]) == 0
     assert "internal error" not in capsys.readouterr().err
+
+
+def test_a_ranges_rows_are_the_scalar_sums_float_for_float_and_never_fall():
+    """``range_sums`` (numpy, every share) gives ``range_sum``'s floats (what ``evaluate``
+    prices), and rows that do not decrease give range sums that do not decrease, on tables of
+    decimal times with ties (where prefix-sum differences fell)."""
+    import numpy as np
+
+    from hetopt.mixed.problem import range_sum, range_sums
+
+    rng = np.random.default_rng(44)
+    for _ in range(200):
+        layers, shares = int(rng.integers(1, 9)), int(rng.integers(1, 6))
+        rows = [np.round(rng.uniform(0.001, 9.0, layers), 3)]
+        for _y in range(1, shares):
+            drawn = np.maximum(rows[-1], np.round(rng.uniform(0.001, 9.0, layers), 3))
+            rows.append(np.where(rng.random(layers) < 0.5, rows[-1], drawn))
+        rows = tuple(tuple(float(v) for v in r) for r in rows)
+        for first in range(layers):
+            for end in range(first + 1, layers + 1):
+                sums = range_sums(rows, first, end)
+                assert sums.tolist() == [range_sum(r, first, end) for r in rows]
+                assert all(b >= a for a, b in zip(sums, sums[1:]))
+
+
+def test_the_audit_ranges_no_longer_fall():
+    inst = loads(AUDIT, source="audit.toml")
+    assert inst.gpus[0].tp[0].range_times(1, 2).tolist() == [1.688, 3.838, 3.838]
