@@ -26,7 +26,7 @@ import numpy as np
 
 from hetopt.errors import InputError
 from hetopt.result import Evaluation
-from hetopt.units import GBPS, GIB, MEMORY_RTOL  # noqa: F401  (GBPS, GIB re-exported for the reader)
+from hetopt.units import GBPS, GIB, MEMORY_RTOL
 
 #: Most GPU types (the issue's G ≤ 4: the DP's state is a product over types).
 MAX_TYPES = 4
@@ -64,14 +64,21 @@ def _whole(key: str, value, low: int, high: int) -> None:
         raise InputError(f"{key}: must be a whole number from {low} to {high} (got {value!r})")
 
 
-def _real(key: str, value, low: float, high: float, unit: str, *, low_open: bool = False) -> None:
-    if not _is_real(value) or (value <= low if low_open else value < low) or value > high:
+def _real(key: str, value, low: float, high: float, unit: str, *, scale: float = 1.0, low_open: bool = False) -> None:
+    """``value`` (SI) is a finite number whose ``value / scale`` (the file's ``unit``: GiB for
+    ``scale = GIB``) lies in [low, high], or (low, high] with ``low_open``; the message shows the
+    value in that unit, as a file would have written it."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    shown = float(value) / scale if number else value
+    if not number or not math.isfinite(shown) or (shown <= low if low_open else shown < low) or shown > high:
         rel = ">" if low_open else ">="
-        raise InputError(f"{key}: must be a finite number of {unit}, {rel} {low:g} and <= {high:g} (got {value!r})")
+        got = f"{shown:.12g}" if number else repr(value)
+        raise InputError(f"{key}: must be a finite number of {unit}, {rel} {low:g} and <= {high:g} (got {got})")
 
 
-def _table(key: str, rows, shape: tuple[int, ...], high: float, unit: str) -> None:
-    """``rows`` is a nested tuple of the given shape with entries in [0, high] (in the file's ``unit``).
+def _table(key: str, rows, shape: tuple[int, ...], high: float, unit: str, scale: float = 1.0) -> None:
+    """``rows`` is a nested tuple of the given shape with entries in [0, high] (in the file's
+    ``unit``; entries are SI, ``scale`` SI per ``unit``).
 
     A two-level shape (Y, L) is the rows of the shares y = 1..Y: Y is exact when it is given as
     an int, and may be any of 1..Y when it is given as a range (the tables of the shares).
@@ -83,23 +90,25 @@ def _table(key: str, rows, shape: tuple[int, ...], high: float, unit: str) -> No
             raise InputError(f"{key}: must have {want} rows, one per share y = 1, 2, ... "
                              f"(got {len(rows) if isinstance(rows, tuple) else rows!r})")
         for y, row in enumerate(rows):
-            _table(f"{key}[{y}]", row, shape[1:], high, unit)
+            _table(f"{key}[{y}]", row, shape[1:], high, unit, scale)
         return
     if not isinstance(rows, tuple) or len(rows) != shape[0]:
         raise InputError(f"{key}: must list {shape[0]} numbers, one per layer "
                          f"(got {len(rows) if isinstance(rows, tuple) else rows!r})")
     for i, v in enumerate(rows):
-        _real(f"{key}[{i}]", v, 0.0, high, unit)
+        _real(f"{key}[{i}]", v, 0.0, high, unit, scale=scale)
 
 
-def _non_decreasing(key: str, rows) -> None:
-    """Row y + 1 is no smaller than row y in every layer (more samples: no less work, no fewer bytes)."""
+def _non_decreasing(key: str, rows, scale: float = 1.0) -> None:
+    """Row y + 1 is no smaller than row y in every layer (more samples: no less work, no fewer
+    bytes); values are shown in the file's unit (SI / ``scale``)."""
     for y in range(1, len(rows)):
         for l, (lo, hi) in enumerate(zip(rows[y - 1], rows[y])):
             if hi < lo:
-                raise InputError(f"{key}[{y}][{l}]: {hi!r} is below the row of one sample fewer ({lo!r}); the "
+                low, high = f"{lo / scale:.12g}", f"{hi / scale:.12g}"
+                raise InputError(f"{key}[{y}][{l}]: {high} is below the row of one sample fewer ({low}); the "
                                  f"tables must not decrease with the share (a replica holding more samples does "
-                                 f"no less work and holds no fewer bytes): raise it to at least {lo!r}")
+                                 f"no less work and holds no fewer bytes): raise it to at least {low}")
 
 
 def range_sum(values, first: int, end: int) -> float:
@@ -259,7 +268,7 @@ class MixedInstance:
         _whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES)
         _whole("microbatch_size", self.microbatch_size, 1, MAX_MICROBATCH_SIZE)
         _whole("layers", self.layers, 1, MAX_LAYERS)
-        _table("gradient_gib", self.gradient_bytes, (self.layers,), MAX_BYTES, "bytes")
+        _table("gradient_gib", self.gradient_bytes, (self.layers,), MAX_BYTES / GIB, "GiB", GIB)
         _real("link_s", self.link_s, 0.0, MAX_TIME_S, "seconds")
         if not _is_real(self.overlap) or not 0.0 <= self.overlap < 1.0:
             raise InputError(f"overlap: must be a share from 0 (inclusive) to 1 (exclusive) of a replica's time "
@@ -270,8 +279,7 @@ class MixedInstance:
                                  f"one bucket per layer)")
             for i, k in enumerate(self.buckets):
                 _whole(f"buckets[{i}]", k, 1, MAX_LAYERS)
-        _real("cross_bandwidth_gbps", self.cross_bandwidth / GBPS if _is_real(self.cross_bandwidth) else None,
-              MIN_GBPS, MAX_GBPS, "Gb/s")
+        _real("cross_bandwidth_gbps", self.cross_bandwidth, MIN_GBPS, MAX_GBPS, "Gb/s", scale=GBPS)
         if not isinstance(self.gpus, tuple) or not 1 <= len(self.gpus) <= MAX_TYPES:
             raise InputError(f"gpu: give 1 to {MAX_TYPES} [[gpu]] tables, one per GPU type (got {self.gpus!r:.60})")
         names = set()
@@ -288,10 +296,8 @@ class MixedInstance:
             if grp.count % grp.unit:
                 raise InputError(f"{key}.count: {grp.count} GPUs are not whole units of {grp.unit} "
                                  f"(give a multiple of {key}.unit, or unit = 1)")
-            _real(f"{key}.memory_gib", grp.memory_bytes / GIB if _is_real(grp.memory_bytes) else None,
-                  0.0, MAX_BYTES / GIB, "GiB", low_open=True)
-            _real(f"{key}.bandwidth_gbps", grp.bandwidth / GBPS if _is_real(grp.bandwidth) else None,
-                  MIN_GBPS, MAX_GBPS, "Gb/s")
+            _real(f"{key}.memory_gib", grp.memory_bytes, 0.0, MAX_BYTES / GIB, "GiB", scale=GIB, low_open=True)
+            _real(f"{key}.bandwidth_gbps", grp.bandwidth, MIN_GBPS, MAX_GBPS, "Gb/s", scale=GBPS)
             if not isinstance(grp.tp, tuple) or not grp.tp:
                 raise InputError(f"{key}.tp: give at least one [[{key}.tp]] table (a tensor-parallel degree)")
             degrees = set()
@@ -302,11 +308,11 @@ class MixedInstance:
                     raise InputError(f"{tkey}.degree: {tab.degree} is given twice (one table per degree)")
                 degrees.add(tab.degree)
                 _table(f"{tkey}.time_s", tab.time_s, shape, MAX_TIME_S, "seconds")
-                _table(f"{tkey}.static_gib", tab.static_bytes, (self.layers,), MAX_BYTES, "bytes")
-                _table(f"{tkey}.activation_gib", tab.activation_bytes, (len(tab.time_s), self.layers), MAX_BYTES,
-                       "bytes")
+                _table(f"{tkey}.static_gib", tab.static_bytes, (self.layers,), MAX_BYTES / GIB, "GiB", GIB)
+                _table(f"{tkey}.activation_gib", tab.activation_bytes, (len(tab.time_s), self.layers),
+                       MAX_BYTES / GIB, "GiB", GIB)
                 _non_decreasing(f"{tkey}.time_s", tab.time_s)
-                _non_decreasing(f"{tkey}.activation_gib", tab.activation_bytes)
+                _non_decreasing(f"{tkey}.activation_gib", tab.activation_bytes, GIB)
 
     @property
     def num_types(self) -> int:
