@@ -77,7 +77,7 @@ class GpuType:
     bf16: bool = True
     #: Whether FlashAttention's kernels run on the part (FlashAttention-2: Ampere, Ada, Hopper
     #: and AMD's MI200 / MI300). Where they do not, a runtime that asks for them runs attention
-    #: unfused, with its s×s scores in memory (``BuiltinParallelizer.flash_on``).
+    #: unfused, with its s×s scores in memory (``Running.on``).
     flash_attention: bool = True
     #: On-demand price of one GPU for an hour, US dollars (with its share of the VM it comes in),
     #: and where the figure is from; None where the catalog has no price (a cluster file's

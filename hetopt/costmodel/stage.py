@@ -29,6 +29,7 @@ from itertools import accumulate
 from typing import Protocol
 
 from hetopt import costmodel as cm
+from hetopt.costmodel.running import Running
 from hetopt.hardware import GpuType
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
@@ -269,49 +270,46 @@ class _Shares:
 
 def price_stage(
     sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
-    *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
-    flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
-    precision: str = cm.DEFAULT_PRECISION, grad_fp32: bool = False, handover: str = cm.DEFAULT_HANDOVER,
-    host: str = cm.DEFAULT_HOST,
+    *, microbatch_size: int, microbatches: int, running: Running, reserved_bytes: float, capacity: float | None = None,
 ) -> StageCost | None:
     """Time and memory of inner stage q of ``lay`` (formulas: formulations/costmodel.md, "A stage").
 
     Parameters
     ----------
     tab
-        The slice's :func:`layer_table`.
+        The slice's :func:`layer_table`, built for ``running``'s attention and element size.
     nodes
         Every stage's first and last node (:func:`stage_nodes`).
+    running
+        How the framework runs the stage, resolved for the island's GPU
+        (:meth:`~hetopt.costmodel.running.Running.on`: its precision set, FlashAttention only
+        where the GPU runs it): overlap of data-parallel traffic, attention, sequence
+        parallelism, TP overlap, ZeRO-3's gathers, precision, gradient reduction, hand-over,
+        host stack (:data:`~hetopt.costmodel.running.KEYS`).
+    reserved_bytes
+        Bytes per GPU no layout may use.
     capacity
         Bytes per GPU. When given, None instead of a price when the stage's static bytes alone
         exceed it (``stage_fits`` with nothing in flight): such a layout fits in no pipeline
         position whatever its time, which is then left uncomputed.
-    reserved_bytes, overlap, flash, tp_overlap, zero3_per_tensor, precision, grad_fp32, handover, host
-        How the runtime runs: bytes per GPU no layout may use; data-parallel traffic overlapped
-        with compute; FlashAttention; Megatron-Core's TP communication overlap; ZeRO-3
-        collectives per tensor (DeepSpeed) rather than per layer (FSDP); the mixed precision;
-        gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``) rather than in 16 bits; how a
-        micro-batch crosses between inner stages (``cm.HANDOVERS``); the software stack whose
-        host issues the layers' ops (``cm.HOST_STACKS``).
     """
-    sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, sequence_parallel)
-    if tab.element_bytes != cm.element_bytes(precision):
-        raise ValueError(f"the layer table counts {tab.element_bytes}-byte elements, precision {precision} has "
-                         f"{cm.element_bytes(precision)} (layer_table(..., element_bytes=cm.element_bytes(precision)))")
+    sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, running.sequence_parallel)
+    _check_resolved(running, tab)
+    precision, flash = running.precision, running.flash
     sh.peak = cm.matmul_flops(island.gpu, precision)
     static, activation, offloaded = _memory(sl, tab, lay, sh, reserved_bytes, flash, precision)
     if capacity is not None and not stage_fits(static, activation, 0, capacity):
         return None
-    forward, backward, compute, host_bound = _on_path(sl, island, tab, lay, sh, flash, tp_overlap, host)
-    hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size, handover)
+    forward, backward, compute, host_bound = _on_path(sl, island, tab, lay, sh, flash, running.tp_overlap, running.host)
+    hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size, running.handover)
     forward, backward = forward + hand_fwd, backward + hand_bwd
     # the parts below add to the running times term by term, in the order of the formulas
     # (the same floating-point sums wherever a stage is priced)
     if lay.ep > 1 and sh.n_moe:
         forward, backward = _expert_parallel(sl, island, lay, sh, q, forward, backward)
-    forward, backward = _data_parallel(sl, island, tab, lay, sh, q, nodes, microbatches, zero3_per_tensor,
-                                       compute if overlap else None, forward, backward,
-                                       cm.gradient_bytes(precision, grad_fp32))
+    forward, backward = _data_parallel(sl, island, tab, lay, sh, q, nodes, microbatches, running.zero3_per_tensor,
+                                       compute if running.overlap else None, forward, backward,
+                                       cm.gradient_bytes(precision, running.grad_fp32))
     if lay.offload:
         # the micro-batch's activations go to the host during forward and come back during
         # backward, hidden behind the stage's compute up to the host link (memory: above)
@@ -321,11 +319,20 @@ def price_stage(
     return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus, host_bound)
 
 
+def _check_resolved(running: Running, tab: LayerTable) -> None:
+    """A stage is priced under a record resolved for its GPU, on a table of its element size."""
+    if running.precision is None:
+        raise ValueError("price a stage under running.on(gpu): the precision is unset")
+    if tab.element_bytes != cm.element_bytes(running.precision):
+        raise ValueError(f"the layer table counts {tab.element_bytes}-byte elements, precision {running.precision} has "
+                         f"{cm.element_bytes(running.precision)} (layer_table(..., element_bytes=cm.element_bytes(precision)))")
+
+
 def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,
-                 sequence_parallel: bool, flash: bool = False, tp_overlap: bool = False,
-                 precision: str = cm.DEFAULT_PRECISION, host: str = cm.DEFAULT_HOST) -> float:
+                 running: Running) -> float:
     """Forward + backward seconds of inner stage q's kernels and TP/CP collectives, each pass held
-    to the host's floor: a lower bound of its ``time_s``.
+    to the host's floor: a lower bound of its ``time_s`` under the same ``running`` (resolved
+    for the island's GPU, as :func:`price_stage` takes it).
 
     The first sums of :func:`price_stage`, in its order: everything it adds after them (hand-overs,
     expert parallelism, data-parallel traffic and the optimizer step, offloading's copies) is a
@@ -336,9 +343,10 @@ def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout
     island's GPU and links inside a node.
     """
     one_node = ((0, 0),) * lay.pp  # where the stages sit: none of these parts reads it
-    sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, sequence_parallel)
-    sh.peak = cm.matmul_flops(island.gpu, precision)
-    forward, backward, _, _ = _on_path(sl, island, tab, lay, sh, flash, tp_overlap, host)
+    sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, running.sequence_parallel)
+    _check_resolved(running, tab)
+    sh.peak = cm.matmul_flops(island.gpu, running.precision)
+    forward, backward, _, _ = _on_path(sl, island, tab, lay, sh, running.flash, running.tp_overlap, running.host)
     return forward + backward
 
 

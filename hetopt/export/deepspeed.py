@@ -129,13 +129,13 @@ def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = Fals
     if plan.precision in ("bf16", "fp16"):  # DeepSpeed trains in fp32 without an fp16 or bf16 section
         config[plan.precision] = {"enabled": True}
     gaps.extend(precision_gaps(plan.precision))
-    if plan.grad_reduce_fp32:  # deepspeed/runtime/constants.py FP32_ALLREDUCE: gradients cast to fp32 to reduce
+    if plan.running.grad_fp32:  # deepspeed/runtime/constants.py FP32_ALLREDUCE: gradients cast to fp32 to reduce
         config["fp32_allreduce"] = True
-    if plan.handover == "deepspeed" and stages > 1:
+    if plan.running.handover == "deepspeed" and stages > 1:
         # priced as the 2021 engine ran: activations partitioned over TP, gradients sent whole
         # (the pipeline section's pipe_partitioned / grad_partitioned, deepspeed/runtime/config.py)
         config["pipeline"] = {"pipe_partitioned": True, "grad_partitioned": False}
-    if plan.overlap and stages > 1 and dp > 1:
+    if plan.running.overlap and stages > 1 and dp > 1:
         gaps.append("overlap: DeepSpeed's pipeline engine reduces the gradients after the pipeline's flush, where the "
                     "plan priced them overlapped with the last backward passes (the iteration runs longer)")
     if offload and interval:

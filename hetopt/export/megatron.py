@@ -246,11 +246,11 @@ def _data_parallel_arguments(plan: PlanView, lay: Layout) -> list[str]:
     compute (``--overlap-grad-reduce``, and ``--overlap-param-gather`` with the distributed
     optimizer, which it requires), and gradients reduced in fp32."""
     out = []
-    if plan.overlap and lay.dp * lay.cp > 1:
+    if plan.running.overlap and lay.dp * lay.cp > 1:
         out.append("--overlap-grad-reduce")
         if lay.zero >= DISTRIBUTED_OPTIMIZER_FROM_ZERO and not fsdp2(plan):
             out.append("--overlap-param-gather")
-    if plan.grad_reduce_fp32:
+    if plan.running.grad_fp32:
         out.append("--accumulate-allreduce-grads-in-fp32")
     return out
 
@@ -364,7 +364,7 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
     # Megatron-LM trains in fp32 when neither --fp16 nor --bf16 is given (tf32: precision_gaps)
     common += [f"--{precision}"] if precision in ("bf16", "fp16") else []
     gaps.extend(precision_gaps(precision))
-    gaps.extend(handover_gaps(plan.handover, "Megatron-LM"))
+    gaps.extend(handover_gaps(plan.running.handover, "Megatron-LM"))
     split = split_arguments(plan.stage_layers)
     if isinstance(vpp, int) and vpp > 1:
         if split:

@@ -121,7 +121,7 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
                     "(module_fqns_per_model_part uses torchtitan's decoder names tok_embeddings, layers.N, norm, output)")
     no_bf16 = without_bf16(gpu_types(plan))
     gaps.extend(precision_gaps(plan.precision))
-    gaps.extend(handover_gaps(plan.handover, "torchtitan"))
+    gaps.extend(handover_gaps(plan.running.handover, "torchtitan"))
     if no_bf16:
         verb = "have" if len(no_bf16) > 1 else "has"
         gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "

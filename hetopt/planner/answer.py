@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
-from hetopt.costmodel import DEFAULT_HANDOVER, DEFAULT_HOST, TRAINING_PER_FORWARD
+from hetopt.costmodel import TRAINING_PER_FORWARD
+from hetopt.costmodel.running import Running
 from hetopt.result import Status
 from hetopt.units import GIB
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
@@ -147,19 +148,12 @@ class HeteroPlan:
     #: GPUs of the composed islands that run attention unfused although the runtime asks for
     #: FlashAttention: it does not run on them (the catalog's ``flash_attention``)
     unfused_attention: list[str] = field(default_factory=list)
-    #: the mixed precision the plan is priced in (``cm.PRECISIONS``): its training state's bytes, and
-    #: what ``hetopt export`` asks the runtime for
-    precision: str = ""
     #: regimes of the plan no calibration covers, a sentence each (``planner/coverage.py``)
     outside_calibration: list[str] = field(default_factory=list)
-    #: how the plan's data-parallel traffic was priced, for ``hetopt export``: overlapped with
-    #: compute (``overlap=``), its gradients reduced in fp32 (``gradreduce=fp32``), and how a
-    #: micro-batch crosses between stages (``handover=``, ``cm.HANDOVERS``)
-    overlap: bool = True
-    grad_reduce_fp32: bool = False
-    handover: str = DEFAULT_HANDOVER
-    #: the software stack whose host time per layer floored every stage (``host=``, ``cm.HOST_STACKS``)
-    host: str = DEFAULT_HOST
+    #: how the framework runs the plan, every setting it was priced under (its precision set:
+    #: the training state's bytes and what ``hetopt export`` asks the runtime for); the plan's
+    #: JSON keeps it whole as ``running`` (:meth:`~hetopt.costmodel.running.Running.to_file`)
+    running: Running = Running()
     #: the runtime the plan was searched for (``target``), and the launchable plan beside the
     #: unrestricted one (``planner/launchable.launch_summary``)
     target: str | None = None
@@ -169,6 +163,11 @@ class HeteroPlan:
     #: ``objective="cost"`` or a budget: the island sets planned and how each was settled
     #: (``planner/cheapest.py``)
     cost_search: dict | None = None
+
+    @property
+    def precision(self) -> str:
+        """The mixed precision the plan is priced in (``running.precision``; "" before a plan has one)."""
+        return self.running.precision or ""
 
     @property
     def status_line(self) -> str:

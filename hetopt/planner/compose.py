@@ -20,7 +20,7 @@ from hetopt.errors import InputError
 from hetopt.pipeline.problem import MAX_MICROBATCHES, BelowResolution, MIN_TIME_S, PipelineInstance, PipelineOption
 from hetopt.planner.parallelizer import divisors as _all_divisors
 from hetopt.planner.cluster import Cluster
-from hetopt.planner.parallelizer import IslandSpec, PartialPlan
+from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Parallelizer
 from hetopt.workload import ModelConfig
 
 
@@ -172,10 +172,10 @@ def link_matrix(cluster: Cluster, members: Sequence[Sequence[int]], cfg: ModelCo
     return tuple(tuple(float(x) for x in row) for row in out)
 
 
-def job_element_bytes(parallelizer: object) -> int:
+def job_element_bytes(parallelizer: Parallelizer) -> int:
     """Bytes per activation element of the job a parallelizer prices: its precision's
-    (``cm.element_bytes``), 16 bits for a parallelizer that names none (one of the user's)."""
-    return cm.element_bytes(getattr(parallelizer, "precision", None) or cm.DEFAULT_PRECISION)
+    (``cm.element_bytes``), 16 bits when it names none yet."""
+    return cm.element_bytes(parallelizer.running.precision or cm.DEFAULT_PRECISION)
 
 
 def pipeline_instance(

@@ -92,7 +92,7 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
             # overall one (builtin._target_groups), so the launchable search loses nothing
             par = replace(par, target=runtime.name)
         if runtime.overlap is False and isinstance(par, BuiltinParallelizer):
-            par = replace(par, overlap_communication=False)  # priced as the runtime runs it (hetopt.runtimes)
+            par = par.run_as(replace(par.running, overlap=False))  # priced as the runtime runs it (hetopt.runtimes)
     par, layout, precision, unfused = hold_precision(r, par, layout, chosen)
     atoms = par.slice_model(cfg, seq=r.seq or cfg.sequence)
     # stage boundaries fall only between atoms: coarser atoms narrow the search as leaving
@@ -116,17 +116,17 @@ def hold_precision(r: PlanRequest, par: Parallelizer, layout: GivenLayout | tupl
     if layout is not None:
         layout = with_precision(layout, precision)
         for given_layout in (layout,) if isinstance(layout, GivenLayout) else tuple(b.layout for b in layout):
-            if (problem := cm.precision_problem(given_layout.precision, gpu_types)) is not None:
+            if (problem := cm.precision_problem(given_layout.running.precision, gpu_types)) is not None:
                 raise InputError(f"layout {problem}", field="layout")
     if not isinstance(par, BuiltinParallelizer):
         return par, layout, precision, []
-    named = par.precision
+    named = par.running.precision
     par = par.for_gpus(gpu_types)
     if named is not None and (problem := cm.precision_problem(named, gpu_types)) is not None:
         field = "runtime" if r.runtime is not None else "parallelizer"
         raise InputError(f"{field} {problem}", field=field)
-    unfused = sorted({spec.gpu.name for spec in chosen.specs if par.flash_attention and not par.flash_on(spec)})
-    return par, layout, par.precision, unfused  # the runtime's precision, or the hardware's (for_gpus)
+    unfused = sorted({spec.gpu.name for spec in chosen.specs if par.running.flash and not par.running_on(spec).flash})
+    return par, layout, par.running.precision, unfused  # the runtime's precision, or the hardware's (for_gpus)
 
 
 def target_islands(chosen: ChosenIslands, runtime: Runtime) -> ChosenIslands:
@@ -171,7 +171,7 @@ def price_given(layout: GivenLayout | tuple[IslandBlock, ...], chosen: ChosenIsl
             raise InputError(f"layout: the plan composes {len(chosen.specs)} of the cluster's islands "
                              f"({', '.join(chosen.left_out)} left out); give max_islands to compose them all",
                              field="layout")
-        element = cm.element_bytes(layout[0].layout.precision or cm.DEFAULT_PRECISION)  # one job, one precision
+        element = cm.element_bytes(layout[0].layout.running.precision or cm.DEFAULT_PRECISION)  # one job, one precision
         return price_island_layouts(layout, chosen.specs, lambda m: link_matrix(cluster, chosen.members, cfg, seq, m, element), cfg,
                                     global_batch=global_batch, seq=seq)
     if len(chosen.specs) + len(chosen.left_out) != 1:

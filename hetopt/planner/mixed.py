@@ -105,7 +105,7 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
         per_node[gpu.name] = math.gcd(per_node.get(gpu.name, 0), node.gpus)
     blocks = [Slice(tuple(s.atoms[i:i + BLOCK_ATOMS])) for i in range(0, len(s.atoms), BLOCK_ATOMS)]
     groups = []
-    reserved = getattr(s.parallelizer, "reserved_bytes", 0.0)  # a parallelizer of the user's may hold none
+    reserved = s.parallelizer.reserved_bytes
     for name, spec in _node_specs(s).items():
         capacity = spec.memory_bytes - reserved
         unit = per_node[name] if UNIT == "node" else 1
@@ -154,12 +154,12 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
     links = link_matrix(s.cluster, s.members, s.cfg, s.seq, b, element)
     link = max((x for row in links for x in row), default=0.0)
     # gradients reduced in fp32 (gradreduce=fp32), else in the run's element size (4 bytes in fp32/tf32)
-    grad = (cm.FP32_GRADIENT_BYTES if getattr(s.parallelizer, "grad_reduce_fp32", False)
+    grad = (cm.FP32_GRADIENT_BYTES if s.parallelizer.running.grad_fp32
             else cm.GRADIENT_BYTES * element / cm.ACTIVATION_BYTES)
     # the ring hides behind the last micro-batch's backward, in one bucket per model layer, when
     # the runtime overlaps data-parallel traffic (``cm.data_parallel_comm``, ``cm.exposed_s``)
     overlap = (cm.BACKWARD_PER_FORWARD / cm.TRAINING_PER_FORWARD
-               if getattr(s.parallelizer, "overlap_communication", False) else 0.0)
+               if s.parallelizer.running.overlap else 0.0)
     buckets = tuple(sum(a.layers for a in block.atoms) or 1 for block in blocks)
     return MixedInstance(f"{s.cluster.name}-{s.cfg.name}-mixed-b{b}", M, b, len(blocks),
                          tuple(p * grad for p in params), link, min(g.bandwidth for g in groups),

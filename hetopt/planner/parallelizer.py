@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 from hetopt import costmodel as cm
+from hetopt.costmodel.running import Running
 from hetopt.costmodel.stage import StageCost
 from hetopt.hardware import GpuType
 from hetopt.pipeline.problem import MEMORY_RTOL, PipelineOption, StagePlan, most_in_flight
@@ -409,6 +410,12 @@ class Parallelizer(Protocol):
     dominated by another). Implementations must be picklable (queries run in worker
     processes or on Dask workers) and deterministic.
     """
+
+    #: How the framework runs what it prices (:class:`~hetopt.costmodel.running.Running`): the
+    #: planner saves it with the plan, and the alternatives are priced under it.
+    running: Running
+    #: Bytes per GPU no layout may use (the CUDA context, NCCL's buffers, fragmentation).
+    reserved_bytes: float
 
     def slice_model(self, model: ModelConfig, *, seq: int | None = None) -> tuple[Atom, ...]: ...
 

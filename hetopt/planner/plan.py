@@ -284,7 +284,7 @@ def _outside_calibration(setup: Setup, best: Attempt, seq: int) -> list[str]:
         [max(1, pp.microbatch_size * seq // (pp.dp * pp.cp)) for pp in plans],
         host_bound=sum(st.host_bound for pp in plans for st in pp.stages),
     )
-    host = getattr(setup.parallelizer, "host", cm.DEFAULT_HOST)
+    host = setup.parallelizer.running.host
     if host != cm.DEFAULT_HOST:
         # the allocation model is affine in the batch, with no floor (formulations/costmodel.md,
         # "The host's floor"): beside pipelines held to an older stack's host time it is optimistic
@@ -354,13 +354,10 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
     extra = {} if setup is None else {
         "islands": [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
                     for s, names in zip(setup.chosen.specs, setup.chosen.names)],
-        "left_out": setup.chosen.left_out, "runtime": setup.runtime, "precision": setup.precision,
+        "left_out": setup.chosen.left_out, "runtime": setup.runtime,
         "unfused_attention": setup.unfused_attention, "enumeration": enumeration_summary(attempts),
-        # what the built-in parallelizer priced (a parallelizer of your own: the defaults)
-        "overlap": getattr(setup.parallelizer, "overlap_communication", True),
-        "grad_reduce_fp32": getattr(setup.parallelizer, "grad_reduce_fp32", False),
-        "handover": getattr(setup.parallelizer, "handover", cm.DEFAULT_HANDOVER),
-        "host": getattr(setup.parallelizer, "host", cm.DEFAULT_HOST),
+        # every setting the plan was priced under, its precision the job's
+        "running": replace(setup.parallelizer.running, precision=setup.precision),
     }
     if setup is not None and outcome.best is not None:
         extra["outside_calibration"] = _outside_calibration(setup, outcome.best, seq)

@@ -21,17 +21,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetopt.catalog import CALIBRATION_SETS, instances_dir
-from hetopt.costmodel import (DEFAULT_HANDOVER, HANDOVERS, HOST_STACKS, PRECISIONS, TRANSPORTS, hardware_precision,
-                             precision_problem)
+from hetopt.costmodel import TRANSPORTS, hardware_precision, precision_problem
+from hetopt.costmodel import running as run
+from hetopt.costmodel.running import Running
 from hetopt.units import BITS_PER_BYTE
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
 from hetopt.files import read_toml
-from hetopt.planner.layout import GRAD_REDUCES, ZERO3_GATHERS, GivenLayout, UnsupportedLayout, check_layout, contradiction
+from hetopt.planner.layout import GivenLayout, UnsupportedLayout, check_layout, contradiction
 from hetopt.planner.parallelizer import IslandSpec
-from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Runtime, parse_runtime
+from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Framework, parse_runtime
 from hetopt.readers.fields import Fields
 from hetopt.workload import ModelConfig, ffn_matrices, load_model, model_from_fields
 from hetopt.planner.cluster import resolve
@@ -75,12 +76,11 @@ ASSUMED_RUNTIME = ("overlap", "flash_attention", "sequence_parallel", "zero3_gat
 #: ``torch1``) is the earlier runs' floor. Runs published before 2023 (Megatron SC'21, MT-NLG,
 #: BLOOM, OPT, GPT-NeoX) ran without them.
 CURRENT_RUNTIME_FROM = 2023
-#: A row's value of each left-out key: by a current runtime, and by the runtimes before
-#: CURRENT_RUNTIME_FROM.
-CURRENT_RUNTIME = {"overlap": True, "flash_attention": True, "sequence_parallel": True, "zero3_gather": "layer",
-                   "host": "torch2"}
-EARLIER_RUNTIME = {"overlap": False, "flash_attention": False, "sequence_parallel": False, "zero3_gather": "tensor",
-                   "host": "torch1"}
+#: A row's value of each left-out key (the ``ASSUMED_RUNTIME`` ones; the others take the
+#: defaults of :class:`~hetopt.costmodel.running.Running`): by a current runtime, and by the
+#: runtimes before CURRENT_RUNTIME_FROM.
+CURRENT_RUNTIME = Running()
+EARLIER_RUNTIME = Running(overlap=False, flash=False, sequence_parallel=False, zero3_per_tensor=True, host="torch1")
 #: How a source dates a run: an author-year citation ("Smith et al. 2022"), a year in
 #: parentheses or an ISO date ("(2022)", "(2023-10-17)"), a month and year ("October 2023"), a
 #: year written 'YY (SC'21) or an arXiv identifier (2104.04473: April 2021). A bare four-digit
@@ -144,7 +144,7 @@ class Measurement:
     best: bool
     layout: GivenLayout
     #: what the row's framework could run: the plan of ``validate --plan`` is held to it
-    runtime: Runtime = Runtime()
+    runtime: Framework = Framework()
     #: why the cost model cannot price the published layout ('' when it can): a layout that ran
     #: but lies outside the model (:class:`~hetopt.planner.layout.UnsupportedLayout`)
     unsupported: str = ""
@@ -228,37 +228,35 @@ def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, Island
     return islands
 
 
-def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
-    """A row's ``layout`` table; what it leaves unsaid, as the runtimes of its ``era`` ran."""
-    lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
-                        "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision", "grad_reduce",
-                        "handover", "host"))
-    # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
+def _read_layout(lay: Fields, gpu: GpuType, era: Running) -> GivenLayout:
+    """A row's ``layout`` table; how it ran, where it does not say, as the runtimes of its ``era`` ran."""
+    lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "vpp", "ep", "fsep", "cp", "offload")
+                       + tuple(k.file for k in run.KEYS))
     zero = lay.integer("zero", 0, minimum=0, maximum=3)
-    precision = lay.string("precision", None, choices=PRECISIONS) or hardware_precision((gpu,))
-    if (problem := precision_problem(precision, (gpu,))) is not None:
+    if zero != 3:  # ZeRO-3's gathers: an era's way only where there is ZeRO-3
+        era = replace(era, zero3_per_tensor=False)
+    stated = {}
+    for key in run.KEYS:  # read with the file's own messages
+        if key.boolean:
+            stated[key.field] = lay.boolean(key.file, getattr(era, key.field))
+        else:
+            word = lay.string(key.file, None, choices=tuple(key.words))
+            stated[key.field] = getattr(era, key.field) if word is None else key.words[word]
+    # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
+    stated["precision"] = stated["precision"] or hardware_precision((gpu,))
+    if (problem := precision_problem(stated["precision"], (gpu,))) is not None:
         raise lay.error("precision", problem)
     layout = GivenLayout(
         tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
         microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
-        zero=zero,
-        overlap=lay.boolean("overlap", era["overlap"]), vpp=lay.integer("vpp", 1, minimum=0),
-        flash=lay.boolean("flash_attention", era["flash_attention"]),
-        sequence_parallel=lay.boolean("sequence_parallel", era["sequence_parallel"]),
-        tp_overlap=lay.boolean("tp_comm_overlap", False),
+        zero=zero, vpp=lay.integer("vpp", 1, minimum=0),
         ep=lay.integer("ep", 1, minimum=1), fsep=lay.boolean("fsep", False), cp=lay.integer("cp", 1, minimum=1),
-        offload=lay.boolean("offload", False),
-        zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", era["zero3_gather"] if zero == 3 else "layer",
-                                                  choices=tuple(ZERO3_GATHERS))],
-        precision=precision,
-        grad_fp32=GRAD_REDUCES[lay.string("grad_reduce", "half", choices=tuple(GRAD_REDUCES))],
-        handover=lay.string("handover", DEFAULT_HANDOVER, choices=HANDOVERS),
-        host=lay.string("host", era["host"], choices=tuple(HOST_STACKS)),
+        offload=lay.boolean("offload", False), running=Running(**stated),
     )
     clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
     if clash:  # the same rule as --layout, named by the file's key
         key, reason = clash
-        raise lay.error({"zero3gather": "zero3_gather"}.get(key, key), reason)
+        raise lay.error(run.BY_TEXT[key].file if key in run.BY_TEXT else key, reason)
     return layout
 
 
@@ -313,16 +311,12 @@ def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands
     )
 
 
-def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
+def _row_runtime(m: Fields, layout: GivenLayout) -> Framework:
     """The row's framework: its ``runtime`` key (``--runtime`` syntax, :data:`ROW_RUNTIME_KEYS`),
     running as the layout says; without the key, every choice a current runtime has."""
-    ran = {"overlap": layout.overlap, "flash": layout.flash, "sequence_parallel": layout.sequence_parallel,
-           "tp_overlap": layout.tp_overlap, "zero3_per_tensor": layout.zero3_per_tensor, "precision": layout.precision,
-           "grad_fp32": layout.grad_fp32, "handover": layout.handover,
-           "host": layout.host}
     text = m.data.get("runtime")
     if text is None:
-        return Runtime(**ran)
+        return Framework(running=layout.running)
     if not isinstance(text, str):
         raise m.error("runtime", f"must be a string such as \"recompute=none,full zero=0\" (got {text!r})")
     keys = [part.partition("=")[0] for part in text.split()]
@@ -330,7 +324,7 @@ def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
         if key in LAYOUT_RUNTIME_KEYS:
             raise m.error("runtime", f"{key}: how the run ran belongs in layout (runtime takes {', '.join(ROW_RUNTIME_KEYS)})")
     try:
-        rt = replace(parse_runtime(text), **ran)
+        rt = replace(parse_runtime(text), running=layout.running)
         rt.layout(layout)  # the published layout must be one the framework could run
     except InputError as exc:
         raise m.error("runtime", ("the published layout's " if exc.field == "layout" else "") + exc.detail) from None

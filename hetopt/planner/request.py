@@ -33,7 +33,7 @@ from hetopt.catalog import instances_dir
 from hetopt.planner.cluster import Cluster, load_cluster, resolve
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES
 from hetopt.planner.layout import GivenLayout, IslandBlock, parse_island_layouts, parse_layout
-from hetopt.planner.runtime import Runtime, layout_names_runtime, parse_runtime
+from hetopt.planner.runtime import Framework, layout_names_runtime, parse_runtime
 from hetopt.planner.schedule import TIME_MODELS
 from hetopt.runtimes import RUNTIMES
 from hetopt.workload import ModelConfig, load_model
@@ -135,7 +135,7 @@ class PlanRequest:
     tasks: int = DEFAULT_TASKS
     layers_per_atom: int | None = None
     layout: GivenLayout | tuple[IslandBlock, ...] | str | None = None
-    runtime: Runtime | str | None = None
+    runtime: Framework | str | None = None
     time_model: str = "closed-form"
     target: str | None = None
     objective: str = "time"
@@ -173,8 +173,8 @@ class PlanRequest:
         _check_source(self.cluster, "cluster", Cluster)
         _check_source(self.model, "model", ModelConfig)
         runtime = self.runtime
-        if runtime is not None and not isinstance(runtime, (str, Runtime)):
-            raise InputError(f"runtime: must be text such as 'recompute=none zero=0' or a Runtime (got {runtime!r})",
+        if runtime is not None and not isinstance(runtime, (str, Framework)):
+            raise InputError(f"runtime: must be text such as 'recompute=none zero=0' or a Framework (got {runtime!r})",
                              field="runtime")
         layout = self.layout
         if layout is not None and not isinstance(layout, (str, GivenLayout)) and not (
