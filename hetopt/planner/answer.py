@@ -54,24 +54,77 @@ class Alternative:
 
 @dataclass(frozen=True)
 class StageRow:
-    """One stage of the composed pipeline, for the report."""
+    """One stage of the composed pipeline, for the report.
+
+    Figures are SI with the unit in the name (``time_s``, ``memory_bytes``), as on every
+    public object (CONVENTIONS §9, "Units on public objects"); the layout is ``tp``, ``pp``,
+    ``dp``, ``ep``, ``cp`` as integers and ``layout_text`` as text (``tp2 pp3 dp2 selective
+    zero1 sp``). ``layout`` and ``memory_gib`` are the names of the previous release, kept
+    as read-only aliases for one more; the JSON document keeps its keys ``layout`` (the text)
+    and ``memory_gib`` (GiB, as files use), beside ``tp``, ``pp`` and ``dp``.
+
+    Examples
+    --------
+    >>> row = StageRow("a100-0", "A100", 0, 12, "tp2 pp2 dp2 none zero1", 8, 0.31, 12 * 2**30, 2, tp=2, pp=2, dp=2)
+    >>> (row.tp, row.pp, row.dp), row.layout_text, row.memory_gib
+    ((2, 2, 2), 'tp2 pp2 dp2 none zero1', 12.0)
+    >>> row.to_dict()["layout"], row.to_dict()["memory_gib"]
+    ('tp2 pp2 dp2 none zero1', 12.0)
+    """
 
     island: str
     gpu: str
     first_layer: int
     layers: int
-    layout: str
+    layout_text: str  # the layout as text, e.g. "tp2 pp3 dp2 selective zero1 sp"
     gpus: int
     time_s: float
-    memory_gib: float
+    memory_bytes: float  # the peak per GPU
     in_flight: int
     ep: int = 1  # experts' parallel degree (1: experts split by TP like a dense FFN)
     fsep: bool = False  # fully sharded EP
     cp: int = 1  # context-parallel degree
     offload: bool = False  # activations offloaded to host memory
-    #: the memory of one of the stage's GPUs that ``memory_gib`` (which holds the plan's memory
-    #: headroom) must fit: its nodes' ``memory_gib``
-    capacity_gib: float | None = None
+    #: the memory of one of the stage's GPUs that ``memory_bytes`` (which holds the plan's memory
+    #: headroom) must fit: its nodes' ``memory_gib``, in bytes (None: not known)
+    capacity_bytes: float | None = None
+    tp: int = 1  # tensor-parallel degree of the stage's island layout
+    pp: int = 1  # pipeline stages of that layout on its island (this row is one of them)
+    dp: int = 1  # data-parallel replicas of every stage of that layout
+
+    @property
+    def layout(self) -> str:
+        """The previous release's name of ``layout_text`` (an alias for one release)."""
+        return self.layout_text
+
+    @property
+    def capacity_gib(self) -> float | None:
+        """``capacity_bytes`` in GiB (the plan document's unit)."""
+        return None if self.capacity_bytes is None else self.capacity_bytes / GIB
+
+    @property
+    def memory_gib(self) -> float:
+        """The previous release's field: ``memory_bytes`` in GiB (an alias for one release)."""
+        return self.memory_bytes / GIB
+
+    def to_dict(self) -> dict:
+        """The row as the plan's JSON document writes it: field by field, the layout's text
+        under ``layout`` and the memory in GiB under ``memory_gib`` (files name human units)."""
+        out = {}
+        for f in fields(self):
+            if f.name == "layout_text":
+                out["layout"] = self.layout_text
+            elif f.name == "memory_bytes":
+                out["memory_gib"] = self.memory_gib
+            elif f.name == "capacity_bytes":
+                out["capacity_gib"] = self.capacity_gib
+            else:
+                out[f.name] = getattr(self, f.name)
+        return out
+
+
+#: Stages listed by ``print(plan)`` (the rest are counted): a summary, not the report.
+STR_STAGES = 12
 
 
 @dataclass(frozen=True)
@@ -188,6 +241,58 @@ class HeteroPlan:
             return Status.FEASIBLE
         return self.status
 
+    def __str__(self) -> str:
+        """A short aligned summary for ``print(plan)``: status, iteration time and how it was
+        timed, bound and gap, throughput, the best of the alternatives, and the stages, one line
+        each; ``repr`` keeps every field for debugging, ``hetopt plan`` prints the full report.
+
+        Examples
+        --------
+        >>> row = StageRow("a100-0", "A100", 0, 24, "tp2 pp1 dp4 none zero1", 8, 0.25, 30 * 2**30, 1, tp=2, dp=4)
+        >>> print(HeteroPlan("a100-8", "opt-350m", 64, 2, 32, 2048, Status.OPTIMAL, stages=[row],
+        ...                  iteration_time_s=8.0, time_model="closed form", throughput_samples_s=8.0,
+        ...                  tflops_per_gpu=41.2, bound_s=8.0, gap=0.0, best="tangram-composed"))
+                        plan: opt-350m on a100-8, global batch 64 = 32 micro-batches of 2, seq 2048
+                      status: OPTIMAL
+            iteration_time_s: 8 (closed form)
+                     bound_s: 8
+                         gap: 0
+        throughput_samples_s: 8
+              tflops_per_gpu: 41.2
+                        best: tangram-composed
+                      stages: 1 stage on 8 GPUs
+                              0  a100-0 (A100)  layers 0-23  tp2 pp1 dp4 none zero1  8 GPUs  0.25 s  30 GiB
+        """
+        from hetopt.result import figure, summary_lines  # the one summary style (result.py)
+
+        split = f" = {self.microbatches} micro-batches of {self.microbatch_size}" if self.microbatch_size else ""
+        rows: list[tuple[str, object]] = [
+            ("plan", f"{self.model} on {self.cluster}, global batch {self.global_batch}{split}, seq {self.seq}"),
+            ("status", self.status)]
+        if self.iteration_time_s is not None:
+            how = f" ({self.time_model})" if self.time_model else ""
+            rows += [("iteration_time_s", figure(self.iteration_time_s) + how), ("bound_s", figure(self.bound_s)),
+                     ("gap", figure(self.gap)), ("throughput_samples_s", figure(self.throughput_samples_s)),
+                     ("tflops_per_gpu", figure(self.tflops_per_gpu))]
+        if self.best:
+            rows.append(("best", self.best))
+        if self.stages:
+            gpus = sum(s.gpus for s in self.stages)
+            lines = [f"{len(self.stages)} stage{'s' if len(self.stages) != 1 else ''} on {gpus} GPUs"]
+            cells = [(str(k), f"{st.island} ({st.gpu})", f"layers {st.first_layer}-{st.first_layer + st.layers - 1}",
+                      st.layout_text, f"{st.gpus} GPU{'s' if st.gpus != 1 else ''}", f"{st.time_s:.4g} s",
+                      f"{st.memory_bytes / GIB:.3g} GiB") for k, st in enumerate(self.stages[:STR_STAGES])]
+            widths = [max(len(c[j]) for c in cells) for j in range(len(cells[0]))]
+            # text columns left-aligned, the figures (GPUs, seconds, GiB) right-aligned
+            lines += ["  ".join(c.rjust(w) if j in (0, 4, 5, 6) else c.ljust(w) for j, (c, w) in enumerate(zip(row, widths)))
+                      for row in cells]
+            if len(self.stages) > STR_STAGES:
+                lines.append(f"... {len(self.stages) - STR_STAGES} more (plan.stages)")
+            rows.append(("stages", "\n".join(lines)))
+        if self.reason:
+            rows.append(("reason", self.reason))
+        return summary_lines(rows)
+
 
 def self_contained(cluster: Cluster, cfg: ModelConfig, reserved_bytes: float | None) -> dict:
     """What makes a plan readable without other files: the model's shape, the cluster's nodes, and
@@ -238,10 +343,10 @@ def plan_figures(best: Attempt, specs: list[IslandSpec], cluster: Cluster, cfg: 
             report = next(reports)
             stages.append(StageRow(
                 island=specs[block.island].name, gpu=specs[block.island].gpu.name, first_layer=first,
-                layers=s.layers, layout=pp.layout, gpus=s.gpus, time_s=report.time_s,
-                memory_gib=report.memory_bytes / GIB, in_flight=report.in_flight,
-                ep=pp.ep, fsep=pp.fsep, cp=pp.cp, offload=pp.offload,
-                capacity_gib=specs[block.island].memory_bytes / GIB,
+                layers=s.layers, layout_text=pp.layout, gpus=s.gpus, time_s=report.time_s,
+                memory_bytes=report.memory_bytes, in_flight=report.in_flight,
+                ep=pp.ep, fsep=pp.fsep, cp=pp.cp, offload=pp.offload, tp=pp.tp, pp=pp.pp, dp=pp.dp,
+                capacity_bytes=specs[block.island].memory_bytes,
             ))
             first += s.layers
     return {
