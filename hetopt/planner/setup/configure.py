@@ -15,14 +15,14 @@ from dataclasses import dataclass, replace
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
 from hetopt.units import GIB
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import island_specs, link_matrix, microbatch_candidates
-from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime, price_island_layouts,
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.cluster import Cluster
+from hetopt.planner.search.compose import island_specs, link_matrix, microbatch_candidates
+from hetopt.planner.setup.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime, price_island_layouts,
                                    price_layout, with_precision)
-from hetopt.planner.outcome import ChosenIslands
-from hetopt.planner.parallelizer import Parallelizer, Slice
-from hetopt.planner.request import PlanRequest
+from hetopt.planner.search.outcome import ChosenIslands
+from hetopt.planner.parallelizer.protocol import Parallelizer, Slice
+from hetopt.planner.setup.request import PlanRequest
 from hetopt.result import Result
 from hetopt.runtimes import RUNTIMES, Runtime
 from hetopt.workload import ModelConfig
