@@ -131,7 +131,7 @@ class Runtime:
     #: runs ZeRO-0 where it cannot run ZeRO-1 (torchtitan: DDP, or FSDP's ZeRO-3), so the search
     #: must keep ZeRO-0 layouts that ZeRO-1 ones dominate; where ZeRO-1 runs wherever ZeRO-0 does
     #: (ZeRO-1 is a job-wide setting like ZeRO-0, its layout no slower and no larger:
-    #: ``builtin._without_redundant``), every ZeRO-0 job has a ZeRO-1 job at least as good
+    #: ``parallelizer.layouts.without_redundant``), every ZeRO-0 job has a ZeRO-1 job at least as good
     keeps_zero0: bool = False
 
     def key(self, shape: Shape) -> tuple:

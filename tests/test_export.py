@@ -156,6 +156,11 @@ def _doc(path: Path) -> dict:
     return json.loads(path.read_text())
 
 
+def _running(doc: dict, **settings) -> dict:
+    """``doc`` with ``settings`` changed in its ``running`` object (file keys)."""
+    return doc | {"running": doc["running"] | settings}
+
+
 def _model(name: str):
     """A shipped model by its file name (``gpt3-1.3b``) or its ``name`` (``GPT-3 1.3B``)."""
     from hetopt.catalog import instances_dir
@@ -747,12 +752,12 @@ def test_the_exports_ask_for_the_plans_precision() -> None:
     hardware's, bf16 unless a GPU has no BF16), and every export asks the runtime for it."""
     assert all("\n--bf16\n" in t and "--fp16" not in t for t in export_file(DENSE_CP, "megatron").files.values())
     assert all("\n--fp16\n" in t for t in export_file(C1, "megatron").files.values())  # T4s and V100s: no BF16
-    fp16 = export(_doc(DENSE_CP) | {"precision": "fp16"}, "megatron")
+    fp16 = export(_running(_doc(DENSE_CP), precision="fp16"), "megatron")
     assert all("\n--fp16\n" in t and "--bf16" not in t for t in fp16.files.values())
     assert json.loads(export(_doc(ONE), "deepspeed").files["ds_config.json"])["bf16"] == {"enabled": True}
-    assert "fp16" in json.loads(export(_doc(ONE) | {"precision": "fp16"}, "deepspeed").files["ds_config.json"])
+    assert "fp16" in json.loads(export(_running(_doc(ONE), precision="fp16"), "deepspeed").files["ds_config.json"])
     with pytest.raises(InputError, match=r"precision = 'fp8' must be bf16, fp16"):
-        export(_doc(ONE) | {"precision": "fp8"}, "megatron")
+        export(_running(_doc(ONE), precision="fp8"), "megatron")
 
 
 def test_megatron_asks_for_bf16_with_expert_parallelism() -> None:
@@ -761,7 +766,7 @@ def test_megatron_asks_for_bf16_with_expert_parallelism() -> None:
         assert all("\n--bf16\n" in t and "--fp16" not in t for t in out.files.values())
         assert not any(g.startswith("precision:") for g in out.gaps)
         assert not any("prices no expert parallelism" in g for g in out.gaps)
-        out = export(_doc(path) | {"precision": "fp16"}, "megatron")  # an fp16 plan: Megatron-LM refuses fp16 with EP
+        out = export(_running(_doc(path), precision="fp16"), "megatron")  # an fp16 plan: Megatron-LM refuses fp16 with EP
         assert all("\n--bf16\n" in t and "--fp16" not in t for t in out.files.values())
         assert sum(g.startswith("precision: Megatron-LM refuses --fp16 with expert parallelism") for g in out.gaps) == 1
 
@@ -862,6 +867,8 @@ def _one_island_variant(tmp_path: Path, **changes) -> Path:
     """The one-island GPT-3 1.3B plan with ``changes`` to its document (a hand-made variant)."""
     doc = json.loads(ONE.read_text(encoding="utf-8"))
     doc.update(changes)
+    if "overlap" in changes or "grad_reduce_fp32" in changes:  # an earlier version's flat keys
+        doc.pop("running", None)
     path = tmp_path / "variant.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     return path
@@ -880,12 +887,21 @@ def test_megatron_carries_how_the_plan_priced_its_data_parallel_traffic(tmp_path
     args, _ = _megatron_args(ONE)  # priced overlapped (the planner's default), ZeRO-1 over dp4
     assert "--overlap-grad-reduce" in args and "--overlap-param-gather" in args
     assert "--accumulate-allreduce-grads-in-fp32" not in args
-    args, _ = _megatron_args(_one_island_variant(tmp_path, overlap=False, grad_reduce_fp32=True))
+    running = json.loads(ONE.read_text(encoding="utf-8"))["running"]
+    args, _ = _megatron_args(_one_island_variant(tmp_path, running=dict(running, overlap=False, grad_reduce="fp32")))
     assert "--overlap-grad-reduce" not in args and "--accumulate-allreduce-grads-in-fp32" in args
-    ds = json.loads(export_file(_one_island_variant(tmp_path, grad_reduce_fp32=True), "deepspeed").files["ds_config.json"])
+    ds = json.loads(export_file(_one_island_variant(tmp_path, running=dict(running, grad_reduce="fp32")),
+                                "deepspeed").files["ds_config.json"])
     assert ds["fp32_allreduce"] is True  # DeepSpeed's own key (deepspeed/runtime/constants.py FP32_ALLREDUCE)
     with pytest.raises(InputError, match="overlap = 'yes' must be true or false"):
-        export_file(_one_island_variant(tmp_path, overlap="yes"), "megatron")
+        export_file(_one_island_variant(tmp_path, running=dict(running, overlap="yes")), "megatron")
+
+
+def test_a_plan_written_before_the_running_record_is_read_by_its_flat_keys(tmp_path: Path) -> None:
+    """Plans written before ``running`` (issue 39) stated five settings as top-level keys; they
+    are read for one release, with the same meaning, and the rest take their defaults."""
+    args, _ = _megatron_args(_one_island_variant(tmp_path, overlap=False, grad_reduce_fp32=True))
+    assert "--overlap-grad-reduce" not in args and "--accumulate-allreduce-grads-in-fp32" in args
 
 
 def test_a_one_stage_zero3_plan_goes_to_megatron_as_fsdp2(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ import hetopt
 from hetopt.catalog import instances_dir
 from hetopt.hardware import GIGA, load_gpus
 from hetopt.pipeline.problem import GIB, Block, PipelineInstance, PipelineSolution, evaluate
-from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, best_single_island_plan, even_split, minmax_split, stage_nodes
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, best_single_island_plan, stage_nodes
+from hetopt.planner.parallelizer.layouts import even_split, minmax_split
 from hetopt.planner.parallelizer.protocol import IslandSpec, Parallelizer, Slice, concatenate, slice_model
 from hetopt.readers.pipeline import read_pipeline
 from hetopt.workload import ModelConfig, load_model

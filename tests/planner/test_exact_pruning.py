@@ -1,6 +1,6 @@
 """The built-in parallelizer's exact layout prunings never change an answer.
 
-Each pruning added for planning speed (``builtin._without_redundant``, the static-memory check
+Each pruning added for planning speed (``layouts.without_redundant``, the static-memory check
 before a stage's time in ``_stage``) is compared with the unpruned search on small seeded
 cases: dense and MoE slices, with and without FlashAttention, the whole model and parts of
 it, one and two nodes, memory fractions that make layouts infeasible. The answers must be
@@ -16,7 +16,6 @@ import pytest
 
 from hetopt.catalog import instances_dir
 from hetopt.hardware import load_gpus
-from hetopt.planner.parallelizer import builtin
 from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig, load_model
@@ -181,7 +180,7 @@ def test_the_pareto_filter_keeps_the_same_rows_in_python_and_in_numpy(monkeypatc
     same float comparisons, so the same rows, in the same order (seeded random keys with ties)."""
     import numpy as np
 
-    from hetopt.planner.parallelizer import builtin
+    from hetopt.planner.parallelizer import pruning
 
     rng = np.random.default_rng(7)
     for _ in range(200):
@@ -189,6 +188,6 @@ def test_the_pareto_filter_keeps_the_same_rows_in_python_and_in_numpy(monkeypatc
         keys = np.column_stack([rng.integers(0, 6, n) / 4, rng.integers(0, 5, n) / 8, rng.integers(1, 4, n),
                                 -rng.choice([np.inf, 0, 1, 2], n)]).astype(float)
         peaks = rng.random(n)
-        python = builtin._pareto_indices(keys, lambda j: peaks[j])
-        numpy_only = builtin._pareto_indices(keys, lambda j: peaks[j], python_rows=-1)
+        python = pruning.pareto_indices(keys, lambda j: peaks[j])
+        numpy_only = pruning.pareto_indices(keys, lambda j: peaks[j], python_rows=-1)
         assert python == numpy_only

@@ -17,7 +17,8 @@ from hetopt.hardware import load_gpus
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.parallelism import offload as off
-from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, Layout, _fsep_may_pay
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, Layout
+from hetopt.planner.parallelizer.layouts import fsep_may_pay as _fsep_may_pay
 from hetopt.planner.setup.layout import parse_layout
 from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig, load_model

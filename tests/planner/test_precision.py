@@ -196,7 +196,8 @@ def _exported(precision: str, target: str):
     # torchtitan's job file names a model it ships: the same plan as a Llama-3 8B plan (issue 40)
     name = "plan-one-island-gpt3-1.3b-as-llama-3-8b.json" if target == "torchtitan" else "plan-one-island-gpt3-1.3b.json"
     doc = json.loads((Path(__file__).resolve().parents[1] / "golden" / "export" / "inputs"
-                      / name).read_text(encoding="utf-8")) | {"precision": precision}
+                      / name).read_text(encoding="utf-8"))
+    doc["running"] = doc["running"] | {"precision": precision}
     return export(doc, target, allow_gaps=True)
 
 

@@ -16,8 +16,9 @@ import pytest
 
 import hetopt
 from hetopt.planner.parallelizer import builtin
-from hetopt.planner.parallelizer import pricecache
-from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, _without_redundant
+from hetopt.planner.parallelizer import pricecache, pricing
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.parallelizer.layouts import without_redundant as _without_redundant
 from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, divisors, slice_model
 from hetopt.planner.parallelizer.pricecache import FloorTable, PricingIsland, island_key
 from hetopt.workload import load_model
@@ -33,12 +34,12 @@ def _plain(monkeypatch, sl, isl, par_args, **args):
 def _counting(monkeypatch) -> list:
     """Patch ``price_stage`` to count its calls (the list grows by one per call)."""
     calls: list = []
-    price = builtin.price_stage
+    price = pricing.price_stage
 
     def counted(*a, **k):
         calls.append(1)
         return price(*a, **k)
-    monkeypatch.setattr(builtin, "price_stage", counted)
+    monkeypatch.setattr(pricing, "price_stage", counted)  # the module that prices stages
     return calls
 
 
@@ -143,7 +144,9 @@ def test_a_key_without_the_network_would_share_what_it_must_not(monkeypatch):
     a, b = _island(), _island(name="b", inter_bandwidth=3e9)
     want = _plain(monkeypatch, sl, b, {}, **args)
     with monkeypatch.context() as mp:
-        mp.setattr(builtin, "island_key", lambda isl: island_key(dataclasses.replace(isl, inter_bandwidth=1.0)))
+        blind = lambda isl: island_key(dataclasses.replace(isl, inter_bandwidth=1.0))  # noqa: E731
+        for module in (builtin, pricing):  # the prices' tables and the prepared layouts read the key
+            mp.setattr(module, "island_key", blind)
         warm = BuiltinParallelizer()
         warm.parallelize(sl, a, **args)
         assert warm.parallelize(sl, b, **args) != want

@@ -345,7 +345,7 @@ class PartialPlan:
     capacity_bytes: float
     behind: int | None
     #: Virtual stages per GPU (Megatron's interleaved 1F1B); > 1 only for a whole-model plan,
-    #: whose ``stages`` are then as the 1F1B closed form must see them (builtin.interleaved_stages).
+    #: whose ``stages`` are then as the 1F1B closed form must see them (``costmodel.interleave.interleaved_stages``).
     vpp: int = 1
     ep: int = 1
     fsep: bool = False

@@ -372,7 +372,7 @@ def rescore(instance: PipelineInstance, composed: Result | None, deadline: Deadl
     :func:`rerank` proves it, else FEASIBLE with its bound and the reason. A pipeline too
     large to simulate (``MAX_SIMULATED_OPERATIONS``) keeps the closed form and its status;
     ``stats["time_model"]`` says which time the result carries, and why. So does a plan using
-    an option of ``unsimulable`` (interleaved whole-model plans, ``builtin.interleaved_stages``);
+    an option of ``unsimulable`` (interleaved whole-model plans, ``costmodel.interleave.interleaved_stages``);
     with such options in the instance, no search runs (its bounds assume plain 1F1B).
 
     Examples

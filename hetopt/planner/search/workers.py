@@ -17,6 +17,7 @@ import concurrent.futures.process  # noqa: F401  (cf.process, for the manager th
 import threading
 import contextlib
 import os
+from multiprocessing import connection
 import socket
 import struct
 import time
@@ -119,6 +120,14 @@ class ProcessPool(Executor):
                 proc.terminate()
         for proc in workers:
             proc.join()
+        # the pool's manager thread reaps terminated workers too (it sees the pool broken); when
+        # it wins the waitpid, our join returns before it has recorded the exit code, and
+        # is_alive() reads True for a moment. The sentinel says the process has ended.
+        settle = time.monotonic() + 1.0
+        if workers:
+            connection.wait([proc.sentinel for proc in workers], timeout=1.0)
+        while any(proc.exitcode is None for proc in workers) and time.monotonic() < settle:
+            time.sleep(0.001)
 
 
 def _quiet_cancelled_futures() -> None:

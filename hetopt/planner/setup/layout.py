@@ -6,7 +6,7 @@ them what it costs and how much faster the plan is. The published layouts of
 
 The layout is Megatron-style on one homogeneous island: tensor parallelism t inside a node,
 p pipeline stages with the layers split evenly (the extra layers at the back, as
-``builtin.even_split``), d data-parallel replicas each taking ``mbs`` samples per
+``layouts.even_split``), d data-parallel replicas each taking ``mbs`` samples per
 micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m of them.
 
 Examples
@@ -39,7 +39,8 @@ from hetopt.errors import InputError
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.parallelism import offload as off
-from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, Layout, even_split, interleave_degrees
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, Layout
+from hetopt.planner.parallelizer.layouts import even_split, interleave_degrees
 from hetopt.planner.parallelizer.protocol import IslandSpec, PartialPlan, Slice
 from hetopt.units import GIB
 from hetopt.workload import ModelConfig
@@ -74,7 +75,7 @@ class GivenLayout:
     cp: int = 1
     offload: bool = False
     #: layers of each stage (``split=4+4+4+3``, as Megatron-LM's uneven pipeline layouts run);
-    #: None: even, the extra layers at the back (``builtin.even_split``)
+    #: None: even, the extra layers at the back (``layouts.even_split``)
     split: tuple[int, ...] | None = None
     #: how the framework runs it (precision None: the hardware's, set where the layout is priced)
     running: Running = Running()
@@ -377,7 +378,7 @@ def price_layout(
     A layout without a micro-batch size (``microbatch`` = 0) is priced at its best one of
     ``microbatches_tried`` under the model; one interleaved without a degree (``vpp`` = 0, a
     published run that names the schedule but not v) at its best of
-    :func:`~hetopt.planner.parallelizer.builtin.interleave_degrees`. Returns a PricedLayout without a plan,
+    :func:`~hetopt.planner.parallelizer.layouts.interleave_degrees`. Returns a PricedLayout without a plan,
     and the reason, when it fits in memory at none of them.
 
     Raises
