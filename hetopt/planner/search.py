@@ -22,6 +22,7 @@ from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.family import no_solution
 from hetopt.pipeline.problem import MAX_MICROBATCHES
+from hetopt.planner.budget import enumeration_deadline
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import job_element_bytes, link_matrix, pipeline_instance, pipeline_lower_bound, uncomposable_microbatch_sizes
@@ -35,17 +36,6 @@ from hetopt.planner.workers import ProcessPool
 from hetopt.result import Status
 from hetopt.runtimes import Job, Runtime
 from hetopt.workload import ModelConfig
-
-#: Under a time limit, the share of one micro-batch size's budget its enumeration may use: the
-#: rest composes what it found (the composition of a few thousand plans takes about as long
-#: as their enumeration on the shipped clusters).
-ENUMERATION_SHARE = 0.5
-
-
-def limited(deadline: Deadline, share: float = 1.0) -> float | None:
-    """``share`` of what is left of ``deadline``, as a solver's ``time_limit`` (None: no limit)."""
-    return None if math.isinf(deadline.limit) else share * deadline.remaining()
-
 
 @dataclass(frozen=True)
 class SearchContext:
@@ -94,8 +84,8 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     """
     t0 = time.perf_counter()
     microbatches = ctx.global_batch // m
-    enumeration_deadline = Deadline(limited(deadline, ENUMERATION_SHARE))
-    plans, stats = (started or start_enumeration(ctx, m)).finish(enumeration_deadline)
+    enumeration = enumeration_deadline(deadline)
+    plans, stats = (started or start_enumeration(ctx, m)).finish(enumeration)
     t1 = time.perf_counter()
     if then is not None:
         then()
@@ -121,7 +111,7 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     elif deadline.expired():
         result = None
     else:
-        result = solvers.solve(instance, "dp", time_limit=limited(deadline))
+        result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left())
         if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/schedule.py)
             # interleaved plans' stages are shaped for the closed form, not for the simulator
             interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
@@ -230,5 +220,5 @@ def enumeration_summary(attempts: list[Attempt]) -> dict:
             else {"not_planned": a.not_planned} if a.not_planned else a.stats.to_dict() for a in attempts}
 
 
-__all__ = ["ENUMERATION_SHARE", "SearchContext", "attempt_size", "enumeration_summary", "limited", "search_sizes",
+__all__ = ["SearchContext", "attempt_size", "enumeration_summary", "search_sizes",
            "start_enumeration"]
