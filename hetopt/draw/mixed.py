@@ -15,9 +15,6 @@ from hetopt.draw import style
 #: The plan data's kind this panel draws (``hetopt.planner.mixedplan.KIND``; not imported: the
 #: picture reads a document, not the planner).
 KIND = "mixed-stages"
-#: Fraction of a row a bar fills, and a stage is the slowest within this relative tolerance.
-BAR = 0.7
-SLOWEST_RTOL = 1e-9
 
 
 def mixed_plan(top: style.Doc) -> tuple[str, style.Doc] | None:
@@ -42,6 +39,8 @@ def draw(ax, what: str, plan: style.Doc) -> None:
     InputError
         A field missing or malformed, named by its path in the document.
     """
+    from hetopt.draw.plan import BAR, SLOWEST_RTOL  # the plan picture's bars, alike (it imports this module)
+
     stages = plan.tables("stages")
     types: list[str] = []
     for st in stages:
