@@ -11,10 +11,8 @@ mixed-stages plan").
 from __future__ import annotations
 
 from hetopt.draw import style
+from hetopt.planfile import MIXED_PLAN_KIND as KIND  # the plan data's kind this panel draws
 
-#: The plan data's kind this panel draws (``hetopt.planner.mixedplan.KIND``; not imported: the
-#: picture reads a document, not the planner).
-KIND = "mixed-stages"
 
 
 def mixed_plan(top: style.Doc) -> tuple[str, style.Doc] | None:

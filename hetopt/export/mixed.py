@@ -20,10 +20,11 @@ from typing import Any
 from hetopt.errors import InputError
 from hetopt.export.source import Block, Layout, PlanView, job_of, plan_view
 from hetopt.hardware import load_gpus
+from hetopt.planfile import MIXED_PLAN_KIND
 from hetopt.runtimes import RUNTIMES, Shape, plan_breaks
 
-#: The alternative's name, and its plan's kind (``hetopt.planner.mixedplan.KIND``).
-NAME = KIND = "mixed-stages"
+#: The alternative's name (its plan's ``kind`` too: ``hetopt.planfile.MIXED_PLAN_KIND``).
+NAME = MIXED_PLAN_KIND
 #: Where each pipeline runtime takes the micro-batch size of a replica, once for the whole job.
 MICROBATCH_SOURCE = {"megatron": "--micro-batch-size", "torchtitan": "training.local_batch_size",
                      "deepspeed": "train_micro_batch_size_per_gpu"}
@@ -42,7 +43,7 @@ def mixed_plan(doc: dict[str, Any], source: str) -> dict[str, Any]:
     if row is None:
         raise InputError(f"{source}: no {NAME} alternative in the plan (re-plan with `hetopt plan ... --mixed-stages --json`)")
     plan = row.get("plan")
-    if not isinstance(plan, dict) or plan.get("kind") != KIND:
+    if not isinstance(plan, dict) or plan.get("kind") != MIXED_PLAN_KIND:
         raise InputError(f"{source}: the {NAME} alternative has no plan to export (status {row.get('status', '?')}: "
                          f"{row.get('detail') or 'no detail'}); re-plan with `hetopt plan ... --mixed-stages --json`")
     try:

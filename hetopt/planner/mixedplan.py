@@ -36,6 +36,7 @@ from dataclasses import dataclass, replace
 from hetopt.costmodel import running as run
 from hetopt.costmodel.running import Running
 from hetopt.errors import InputError
+from hetopt.planfile import MIXED_PLAN_KIND
 from hetopt.mixed.problem import (Member, MixedInstance, MixedSolution, Stage, evaluate, in_flight, member_time_s,
                                   range_sum)
 from hetopt.units import GIB
@@ -44,8 +45,6 @@ from hetopt.units import GIB
 MIXED_KEY = "replicas"
 #: The keys of one member of a mixed stage (beside the running keys of ``--layout``).
 MEMBER_KEYS = ("layers", "tp", "replicas", "mbs", "samples")
-#: The ``kind`` of the plan data of a mixed-stages alternative (``Alternative.plan``).
-KIND = "mixed-stages"
 
 
 def is_mixed_text(text: str) -> bool:
@@ -246,7 +245,7 @@ def plan_data(s, inst: MixedInstance, solution: MixedSolution, blocks: tuple[tup
                        "compute_s": stats["compute_s"][k], "sync_s": stats["sync_s"][k], "in_flight": flight,
                        "gpus": sum(x["gpus"] for x in members), "members": members})
         first_layer += layers
-    return {"kind": KIND, "layout": solution_layout(s, inst, solution, blocks).text(),
+    return {"kind": MIXED_PLAN_KIND, "layout": solution_layout(s, inst, solution, blocks).text(),
             "microbatch_size": inst.microbatch_size, "microbatches": inst.microbatches,
             "iteration_time_s": ev.objective, "link_s": inst.link_s if len(stages) > 1 else 0.0, "stages": stages}
 
@@ -347,5 +346,5 @@ def price_mixed_layout(layout: MixedLayout, s) -> PricedMixed:
     return PricedMixed(layout, plan_data(s, inst, solution, blocks))
 
 
-__all__ = ["KIND", "MIXED_KEY", "MixedLayout", "MixedMember", "MixedStage", "PricedMixed", "is_mixed_text",
+__all__ = ["MIXED_KEY", "MixedLayout", "MixedMember", "MixedStage", "PricedMixed", "is_mixed_text",
            "parse_mixed_layout", "plan_data", "price_mixed_layout", "solution_layout"]
