@@ -18,7 +18,7 @@ from hetopt.solvers import FAMILIES, crosscheck, family, methods, solve
 __version__ = "0.1.0"
 
 #: The planner's names, imported on first use: the solver layer alone loads no cost model.
-_PLANNER = {"plan": "hetopt.planner.plan", "PlanRequest": "hetopt.planner.request", "HeteroPlan": "hetopt.planner.answer"}
+_PLANNER = {"plan": "hetopt.planner.steps", "PlanRequest": "hetopt.planner.setup.request", "HeteroPlan": "hetopt.planner.answer"}
 
 
 def __getattr__(name: str):

@@ -45,7 +45,7 @@ from hetopt.terminal import on_terminal, progress
 
 if TYPE_CHECKING:  # the planner is imported by the plan command only
     from hetopt.planner.answer import HeteroPlan
-    from hetopt.planner.request import PlanRequest
+    from hetopt.planner.setup.request import PlanRequest
 
 EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT, EXIT_INTERNAL = 0, 1, 2, 3, 4
 #: Stopped by Ctrl-C (SIGINT): the shell's status of a program killed by SIGINT (128 + 2).
@@ -713,7 +713,7 @@ PLAN_FLAGS = {"policies": "--no-prune"}
 
 def policies_from(no_prune: str | None) -> tuple[str, ...]:
     """The pruning policies left on after ``--no-prune a,b`` (or ``all``)."""
-    from hetopt.planner.enumerate import POLICIES
+    from hetopt.planner.search.enumerate import POLICIES
 
     if not no_prune:
         return POLICIES
@@ -726,8 +726,8 @@ def policies_from(no_prune: str | None) -> tuple[str, ...]:
 
 def request_from(args: argparse.Namespace) -> PlanRequest:
     """The :class:`PlanRequest` of parsed ``hetopt plan`` arguments (not yet checked)."""
-    from hetopt.planner.enumerate import DEFAULT_TASKS
-    from hetopt.planner.request import PlanRequest
+    from hetopt.planner.search.enumerate import DEFAULT_TASKS
+    from hetopt.planner.setup.request import PlanRequest
 
     return PlanRequest(
         cluster=args.cluster, model=args.model, global_batch=args.global_batch, microbatch_size=args.microbatch_size,
@@ -754,21 +754,21 @@ def run_plan(args: argparse.Namespace, on_progress: Callable[[str, int, int], No
     InputError
         Unknown cluster or model, bad sizes or time limit (``field`` names the option), a
         scheduler address that is malformed or where no Dask scheduler answers.
-    hetopt.planner.workers.WorkersLost
+    hetopt.planner.search.workers.WorkersLost
         When the worker processes keep dying or the Dask cluster has no worker left.
     """
     from dataclasses import replace
 
-    from hetopt.planner.cluster import load_cluster
-    from hetopt.planner.plan import plan
-    from hetopt.planner.request import as_model
-    from hetopt.planner.workers import executor_for
+    from hetopt.planner.setup.cluster import load_cluster
+    from hetopt.planner.steps import plan
+    from hetopt.planner.setup.request import as_model
+    from hetopt.planner.search.workers import executor_for
 
     request = request_from(args).checked()
     request = replace(request, cluster=load_cluster(request.cluster), model=as_model(request.model))
     parallelizer = None
     if getattr(args, "profile", None):  # the built-in parallelizer pricing from the profiles where they cover it
-        from hetopt.planner.builtin import BuiltinParallelizer
+        from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
         from hetopt.profile.command import load_measured
 
         parallelizer = BuiltinParallelizer(layers_per_atom=request.layers_per_atom or 1, measured=load_measured(args.profile))
@@ -796,7 +796,7 @@ def plan_flag_error(exc: InputError) -> InputError:
 
 def cmd_plan(args: argparse.Namespace, out: Console) -> int:
     from hetopt.planner import report
-    from hetopt.planner.workers import WorkersLost
+    from hetopt.planner.search.workers import WorkersLost
 
     _check_draw(args)
     try:
@@ -863,7 +863,7 @@ def cmd_generate(args: argparse.Namespace, out: Console) -> int:
     return EXIT_OK
 
 
-#: ``hetopt findings --only`` (the keys of ``hetopt.planner.findings.FINDINGS``; the test
+#: ``hetopt findings --only`` (the keys of ``hetopt.planner.evaluation.findings.FINDINGS``; the test
 #: ``tests/planner/test_findings.py`` holds them equal, so the CLI starts without the planner).
 FINDING_NAMES = ("fig8", "fig11", "fig11-what-if", "fig9", "gshard-c1", "moe-c2")
 
@@ -871,7 +871,7 @@ FINDING_NAMES = ("fig8", "fig11", "fig11-what-if", "fig9", "gshard-c1", "moe-c2"
 def cmd_findings(args: argparse.Namespace, out: Console) -> int:
     from dataclasses import asdict
 
-    from hetopt.planner import findings
+    from hetopt.planner.evaluation import findings
 
     names = [args.only] if args.only else list(FINDING_NAMES)
     with progress(out, "findings", len(names), show=not args.json) as bar:
@@ -939,8 +939,10 @@ def cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
 
 def cmd_validate(args: argparse.Namespace, out: Console) -> int:
     from hetopt.catalog import instances_dir
-    from hetopt.planner import published, validate, validate_report
-    from hetopt.planner.cluster import resolve
+    from hetopt.planner.evaluation import published
+    from hetopt.planner.evaluation import validate
+    from hetopt.planner.evaluation import validate_report
+    from hetopt.planner.setup.cluster import resolve
 
     try:
         path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
@@ -952,7 +954,7 @@ def cmd_validate(args: argparse.Namespace, out: Console) -> int:
         raise plan_flag_error(exc) from None  # "only ..." -> "--only ..."
     parallelizer = measured = None
     if args.profile:
-        from hetopt.planner.builtin import BuiltinParallelizer
+        from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
         from hetopt.profile.command import load_measured
 
         measured = load_measured(args.profile)
@@ -983,7 +985,7 @@ IMPORTERS = ("nccl-tests", "sailor", "metis")
 
 
 def cmd_profile(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.planner.request import as_model
+    from hetopt.planner.setup.request import as_model
     from hetopt.profile import command as pc
     from hetopt.profile.measure import Options, device_memory, run
 

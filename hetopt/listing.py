@@ -105,7 +105,7 @@ def cluster_rows() -> list[dict[str, Any]]:
     """
     # the planner's reader: the same validation and catalog defaults as `hetopt plan --cluster`
     from hetopt.files import read_toml
-    from hetopt.planner.cluster import clusters_dir, load_cluster
+    from hetopt.planner.setup.cluster import clusters_dir, load_cluster
 
     rows = []
     for path in sorted(clusters_dir().glob("*.toml")):

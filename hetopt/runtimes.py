@@ -9,7 +9,7 @@ version, with the argument or source line behind each:
 - :attr:`Runtime.job_wide`: the layout fields that must be equal on every island;
 - :attr:`Runtime.rules`: what one island's layout must satisfy.
 
-Two readers use the same table. The planner's ``target`` search (``planner/launchable.py``)
+Two readers use the same table. The planner's ``target`` search (``planner/search/launchable.py``)
 keeps only the partial plans a runtime takes and composes each combination of job-wide values
 apart, so its optimum is exact over what the runtime can launch. The exporters
 (``hetopt.export``) list the rules a plan breaks (:func:`plan_breaks`) and refuse it unless

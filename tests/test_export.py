@@ -159,7 +159,7 @@ def _doc(path: Path) -> dict:
 def _model(name: str):
     """A shipped model by its file name (``gpt3-1.3b``) or its ``name`` (``GPT-3 1.3B``)."""
     from hetopt.catalog import instances_dir
-    from hetopt.planner.cluster import resolve
+    from hetopt.planner.setup.cluster import resolve
     from hetopt.workload import load_model
 
     folder = instances_dir() / "models"
@@ -654,7 +654,7 @@ def test_megatron_parses_and_validates_the_arguments(path: Path, world: int, mon
 def test_the_planners_own_layout_text_round_trips_through_the_export_reader() -> None:
     # the reader must take exactly what PartialPlan.layout writes, interleaved plans included
     from hetopt.export.source import parse_layout
-    from hetopt.planner.parallelizer import PartialPlan
+    from hetopt.planner.parallelizer.protocol import PartialPlan
 
     for vpp in (1, 3):
         p = PartialPlan("a", "sig", 0, 8, "whole", 8, 4, 32, 32, 4, "selective", 1, True, (), 1.0, None, vpp=vpp)
@@ -677,7 +677,7 @@ def test_deepspeed_says_it_cannot_interleave() -> None:
 def test_the_planners_ep_cp_offload_layout_text_round_trips_through_the_export_reader() -> None:
     # what the export once refused (ep, ep fsep, cp, offload) now reads into the Layout fields
     from hetopt.export.source import parse_layout
-    from hetopt.planner.parallelizer import PartialPlan
+    from hetopt.planner.parallelizer.protocol import PartialPlan
 
     for ep, fsep, cp, offload in ((4, False, 1, False), (4, True, 1, False), (1, False, 2, True), (8, True, 2, True)):
         p = PartialPlan("a", "sig", 0, 8, "whole", 2, 2, 4, 8, 4, "none", 1, True, (), 1.0, None,

@@ -10,7 +10,7 @@ import pytest
 
 import hetopt
 from hetopt.hardware import load_gpus
-from hetopt.planner.cluster import load_cluster
+from hetopt.planner.setup.cluster import load_cluster
 from hetopt.workload import load_model
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "formats.md"
@@ -57,13 +57,13 @@ def test_every_example_loads(index, tmp_path):
     elif kind == "catalog":
         assert set(load_gpus(path)) == set(tomllib.loads(block)["gpu"])
     elif kind == "published" and any("stage" in m for m in tomllib.loads(block)["measurement"]):
-        from hetopt.planner.published import load_heterogeneous
+        from hetopt.planner.evaluation.published import load_heterogeneous
         from hetopt.profile.hetero import price_hetero
 
         (row,) = load_heterogeneous(path)
         assert price_hetero(row).iteration_time_s > 0
     elif kind == "published":
-        from hetopt.planner.validate import load_published, validate
+        from hetopt.planner.evaluation.validate import load_published, validate
 
         (row,) = validate(load_published(path))
         assert row.ratio is not None and row.ratio > 0

@@ -13,7 +13,7 @@ import pytest
 from hetopt import cli
 from hetopt.errors import InputError
 from hetopt.hardware import gpu, load_gpus
-from hetopt.planner.cluster import load_cluster
+from hetopt.planner.setup.cluster import load_cluster
 
 CATALOG = load_gpus()
 

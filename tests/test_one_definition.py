@@ -14,7 +14,7 @@ DEFINITIONS = {
     "GIB": (r"^GIB\s*=", "hetopt/units.py"),
     "BACKWARD_PER_FORWARD": (r"^BACKWARD_PER_FORWARD\s*=", "hetopt/costmodel/flops.py"),
     "TRAINING_PER_FORWARD": (r"^TRAINING_PER_FORWARD\s*=", "hetopt/costmodel/flops.py"),
-    "divisors": (r"^def _?divisors\(", "hetopt/planner/parallelizer.py"),
+    "divisors": (r"^def _?divisors\(", "hetopt/planner/parallelizer/protocol.py"),
     "MEMORY_RTOL": (r"^MEMORY_RTOL\s*=", "hetopt/units.py"),
     "CLOCK_EVERY": (r"^CLOCK_EVERY\s*=", "hetopt/budget.py"),
     "MAX_GLOBAL_BATCH": (r"^MAX_GLOBAL_BATCH\s*=", "hetopt/checks.py"),

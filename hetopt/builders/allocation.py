@@ -1,7 +1,7 @@
 """The allocation instance builder: catalogs and the analytic cost model to an ``AllocationInstance``.
 
 Below the planner (CONVENTIONS §1: instance builders sit below it, generators that write
-files above it): ``planner/fsdp.py`` builds Cephalo's FSDP alternative with it and
+files above it): ``planner/alternatives/fsdp.py`` builds Cephalo's FSDP alternative with it and
 ``hetopt/generate/allocation.py`` writes the shipped ``cephalo-*-analytic`` files with it.
 The formulas and every constant are in ``formulations/allocation.md`` ("Instances").
 """

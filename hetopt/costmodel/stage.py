@@ -15,7 +15,7 @@ policy and a ZeRO stage. :func:`price_stage` adds up its parts, each a function 
 
 The formulas, units and sources are in ``formulations/costmodel.md`` ("A stage"); the terms they
 use are the functions of :mod:`hetopt.costmodel` and :mod:`hetopt.parallelism`. A parallelizer
-chooses layouts and asks this module for their stages' prices (``planner/builtin.py``).
+chooses layouts and asks this module for their stages' prices (``planner/parallelizer/builtin.py``).
 
 The island and the slice are read through their attributes only (:class:`IslandLike`,
 :class:`SliceLike`), so the cost model does not depend on the planner that defines them.
@@ -48,7 +48,7 @@ ZERO3_GATHERED_BYTES = cm.WEIGHT_BYTES + cm.GRADIENT_BYTES
 
 
 class IslandLike(Protocol):
-    """What pricing reads of an island (``hetopt.planner.parallelizer.IslandSpec``)."""
+    """What pricing reads of an island (``hetopt.planner.parallelizer.protocol.IslandSpec``)."""
 
     gpu: GpuType
     nodes: int
@@ -58,7 +58,7 @@ class IslandLike(Protocol):
 
 
 class SliceLike(Protocol):
-    """What pricing reads of a model slice (``hetopt.planner.parallelizer.Slice``)."""
+    """What pricing reads of a model slice (``hetopt.planner.parallelizer.protocol.Slice``)."""
 
     model: ModelConfig
     seq: int

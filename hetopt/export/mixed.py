@@ -7,7 +7,7 @@ micro-batch size per replica for the whole job. So the plan is one job of a runt
 every member of every stage has the same TP, every replica the same share, every stage the same
 replica count, and the runtime's own rules hold; then it is written as that runtime's one job,
 each stage on the nodes of its types (a stage takes whole nodes). Otherwise it is refused with
-every rule it breaks, as ``plan --target`` says of it (``planner.mixed.stock_runtime_note``);
+every rule it breaks, as ``plan --target`` says of it (``planner.alternatives.mixed.stock_runtime_note``);
 there are no files per island to fall back to: a stage spans islands, so ``allow_gaps`` does not
 apply. Cephalo runs FSDP, never pipeline stages: its plan is the ``cephalo-fsdp`` alternative.
 """

@@ -23,17 +23,17 @@ from hetopt.runtimes import Job, Shape
 
 #: Statuses whose result carries a solution to export (``hetopt.result.Status`` values).
 SOLVED = ("OPTIMAL", "FEASIBLE")
-#: Keys every ``hetopt plan --json`` document has (``hetopt.planner.plan.HeteroPlan``).
+#: Keys every ``hetopt plan --json`` document has (``hetopt.planner.answer.HeteroPlan``).
 PLAN_KEYS = ("cluster", "model", "global_batch", "microbatch_size", "microbatches", "seq", "status", "islands", "stages")
 #: The planner's layout text of one island's partial plan, ``tp2 pp3 dp2 selective zero1 sp``
-#: (``hetopt.planner.parallelizer.PartialPlan.layout``), with ``vpp<n>`` after ``pp`` for an
+#: (``hetopt.planner.parallelizer.protocol.PartialPlan.layout``), with ``vpp<n>`` after ``pp`` for an
 #: interleaved plan (``tp8 pp4 vpp2 dp32 selective zero1 sp``) and, at the end, the expert,
 #: context parallelism and offloading suffixes ``ep<e>`` (``ep<e> fsep``: fully sharded),
 #: ``cp<c>`` and ``offload`` when the plan uses them (``tp2 pp1 dp4 none zero1 sp ep4 fsep cp2 offload``).
 _LAYOUT = re.compile(r"^tp(\d+) pp(\d+)(?: vpp(\d+))? dp(\d+) (none|selective|full) zero([0-3])( sp)?"
                      r"(?: ep(\d+)( fsep)?)?(?: cp(\d+))?( offload)?$")
 #: The planner's FSDP alternative's detail, ``FSDP, per-GPU batch A100 4×8; H100 1×4, 7×4
-#: (batch×GPUs, total 64)`` (``hetopt.planner.alternatives.fsdp_batches``).
+#: (batch×GPUs, total 64)`` (``hetopt.planner.alternatives.baselines.fsdp_batches``).
 _FSDP_DETAIL = re.compile(r"^FSDP, per-GPU batch (.+) \(batch×GPUs, total (\d+)\)$")
 
 
@@ -41,7 +41,7 @@ _FSDP_DETAIL = re.compile(r"^FSDP, per-GPU batch (.+) \(batch×GPUs, total (\d+)
 class Layout:
     """One island's Megatron-style layout: t, its stages p, d, virtual stages, recomputation, ZeRO, SP;
     the experts' parallel degree e (``fsep``: fully sharded EP), the context-parallel degree c and
-    activation offloading. A stage has t·c·d GPUs (``hetopt.planner.builtin.Layout.stage_gpus``);
+    activation offloading. A stage has t·c·d GPUs (``hetopt.planner.parallelizer.builtin.Layout.stage_gpus``);
     its micro-batch is split over the d replicas, and c splits each sample's sequence."""
 
     tp: int
@@ -278,7 +278,7 @@ def parse_layout(text: str, source: str, where: str) -> Layout:
                   counts["ep"], bool(fsep), counts["cp"], bool(offload))
 
 
-#: The stage row's own fields beside its layout text (``hetopt.planner.plan.StageRow``): they
+#: The stage row's own fields beside its layout text (``hetopt.planner.answer.StageRow``): they
 #: must say what the text says.
 _ROW_FIELDS = {"ep": lambda lay: lay.ep, "fsep": lambda lay: lay.fsep, "cp": lambda lay: lay.cp,
                "offload": lambda lay: lay.offload}

@@ -17,10 +17,10 @@ from hetopt.catalog import instances_dir
 from hetopt.generate.toml import dumps
 from hetopt.units import GIB
 from hetopt.pipeline.problem import PipelineInstance
-from hetopt.planner.cluster import Cluster, load_cluster
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.compose import island_specs, link_matrix, pipeline_instance
-from hetopt.planner.enumerate import all_slices, enumerate_plans
+from hetopt.planner.setup.cluster import Cluster, load_cluster
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.search.compose import island_specs, link_matrix, pipeline_instance
+from hetopt.planner.search.enumerate import all_slices, enumerate_plans
 from hetopt.workload import load_model
 
 

@@ -1,7 +1,7 @@
 """Replicas instances built from a shipped cluster and the planner's cost model.
 
 ``hetopt generate replicas`` rewrites ``instances/replicas/``: the datacenter instance is
-what ``hetopt plan --replicas`` solves (``hetopt.planner.replicas``: the cluster's islands
+what ``hetopt plan --replicas`` solves (``hetopt.planner.alternatives.replicas``: the cluster's islands
 cut into units of ``UNIT_NODES`` nodes, candidate pipelines on 1-8 units of one shape priced
 by the built-in parallelizer, the cross-replica ring over each node's network share), and
 beside it a few seeded random instances (``hetopt.replicas.synthetic``). Figures:
@@ -15,9 +15,9 @@ from pathlib import Path
 
 from hetopt import solvers
 from hetopt.generate.toml import dumps
-from hetopt.planner.cluster import load_cluster
-from hetopt.planner.request import as_model
-from hetopt.planner.replicas import UNIT_NODES, replicas_instance
+from hetopt.planner.setup.cluster import load_cluster
+from hetopt.planner.setup.request import as_model
+from hetopt.planner.alternatives.replicas import UNIT_NODES, replicas_instance
 from hetopt.replicas.problem import GBPS, ReplicasInstance
 from hetopt.replicas.synthetic import random_instance
 from hetopt.units import GIB
@@ -48,7 +48,7 @@ RANDOM = (
 
 
 def build_instance(setting: Setting) -> ReplicasInstance:
-    """The replicas instance of one setting: ``hetopt.planner.replicas.replicas_instance``."""
+    """The replicas instance of one setting: ``hetopt.planner.alternatives.replicas.replicas_instance``."""
     cluster = load_cluster(setting.cluster)
     islands = solvers.solve(cluster.islands)
     index = cluster.islands.index

@@ -39,8 +39,8 @@ from hetopt.catalog import instances_dir
 from hetopt.costmodel.stage import Layout
 from hetopt.hardware import load_gpus
 from hetopt.costmodel.running import Running
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig
 
 #: The profiled model: GPT-2 345M as AMP's runs define it (24 layers, h 1,024, 16 heads,

@@ -14,7 +14,7 @@ over whole nodes every step also crosses the network, where each GPU at a node's
 through its share of the node's network (Llama 3 ran CP 16 with TP 8 over 16 nodes;
 Megatron-Core's CP groups span nodes whenever t·c exceeds one). Everything else
 in a layer is token-parallel (no communication); the weights' gradients are reduced over
-DP × CP (Megatron does so), which :mod:`hetopt.planner.builtin` handles as data parallelism
+DP × CP (Megatron does so), which :mod:`hetopt.planner.parallelizer.builtin` handles as data parallelism
 over c·d.
 
 Examples

@@ -127,7 +127,7 @@ def time_problem(seconds: float) -> str | None:
 
 class BelowResolution(InputError):
     """A time above 0 but below ``MIN_TIME_S``: valid physics the solvers cannot represent
-    (the planner then names the model and the fix, ``planner/compose.py``)."""
+    (the planner then names the model and the fix, ``planner/search/compose.py``)."""
 
 
 def check_time(where: str, seconds: float) -> None:

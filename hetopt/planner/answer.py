@@ -1,7 +1,7 @@
 """What :func:`hetopt.plan` returns: :class:`HeteroPlan`, frozen, with one :class:`StageRow` a stage.
 
-The plan is built once, at the end of the planner's steps (``planner/plan.py``), from the
-islands, the plan's outcome (``planner/outcome.py``: status, bound, gap, reason), the composed
+The plan is built once, at the end of the planner's steps (``planner/steps.py``), from the
+islands, the plan's outcome (``planner/search/outcome.py``: status, bound, gap, reason), the composed
 stages and the alternatives; nothing changes it afterwards. ``hetopt.jsonout.plain`` turns it into
 the ``hetopt plan --json`` document.
 """
@@ -20,11 +20,11 @@ from hetopt.units import GIB
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
 
 if TYPE_CHECKING:
-    from hetopt.planner.cluster import Cluster
-    from hetopt.planner.layout import PricedLayout, PricedPipeline
-    from hetopt.planner.outcome import Attempt
-    from hetopt.planner.parallelizer import IslandSpec
-    from hetopt.planner.replicas import ReplicasPlan
+    from hetopt.planner.setup.cluster import Cluster
+    from hetopt.planner.setup.layout import PricedLayout, PricedPipeline
+    from hetopt.planner.search.outcome import Attempt
+    from hetopt.planner.parallelizer.protocol import IslandSpec
+    from hetopt.planner.alternatives.replicas import ReplicasPlan
 
 
 #: What priced an alternative: the pipeline family's closed form over the built-in stage prices
@@ -52,7 +52,7 @@ class Alternative:
     ignores: tuple[str, ...] = ()
     #: the plan itself as plain data, where the alternative is one that can be read back
     #: (``mixed-stages``: its stages, members, memory and times, and its ``--layout`` text;
-    #: ``planner/mixedplan.py``, docs/formats.md); None for the others, whose ``detail`` says them
+    #: ``planner/alternatives/mixedplan.py``, docs/formats.md); None for the others, whose ``detail`` says them
     plan: dict | None = None
 
 
@@ -134,7 +134,7 @@ STR_STAGES = 12
 @dataclass(frozen=True)
 class HeteroPlan:
     """The planner's answer. Times in seconds; ``status``, ``bound_s``, ``gap`` and ``reason``
-    are the :class:`~hetopt.planner.outcome.PlanOutcome` of the composed pipeline."""
+    are the :class:`~hetopt.planner.search.outcome.PlanOutcome` of the composed pipeline."""
 
     cluster: str
     model: str
@@ -169,7 +169,7 @@ class HeteroPlan:
     #: GPUs of the composed islands that run attention unfused although the runtime asks for
     #: FlashAttention: it does not run on them (the catalog's ``flash_attention``)
     unfused_attention: list[str] = field(default_factory=list)
-    #: regimes of the plan no calibration covers, a sentence each (``planner/coverage.py``)
+    #: regimes of the plan no calibration covers, a sentence each (``planner/evaluation/coverage.py``)
     outside_calibration: list[str] = field(default_factory=list)
     #: how the framework runs the plan, every setting it was priced under (its precision set:
     #: the training state's bytes and what ``hetopt export`` asks the runtime for); the plan's
@@ -182,7 +182,7 @@ class HeteroPlan:
     #: what an iteration costs on the GPUs the plan holds (:func:`plan_cost`); None without a plan
     cost: dict | None = None
     #: ``objective="cost"`` or a budget: the island sets planned and how each was settled
-    #: (``planner/cheapest.py``)
+    #: (``planner/alternatives/cheapest.py``)
     cost_search: dict | None = None
     #: with a measured profile (``plan --profile``): which terms of each stage came from it and
     #: which from the analytic model (``hetopt.profile.measured.priced_from``); None without one
@@ -303,7 +303,7 @@ def self_contained(cluster: Cluster, cfg: ModelConfig, reserved_bytes: float | N
     the memory headroom it was priced with (``reserved_bytes`` per GPU; None: a parallelizer that
     says none).
 
-    >>> from hetopt.planner.cluster import load_cluster
+    >>> from hetopt.planner.setup.cluster import load_cluster
     >>> from hetopt.hardware import DEFAULT_HEADROOM_GIB
     >>> from hetopt.workload import ModelConfig
     >>> out = self_contained(load_cluster("tangram-c1"), ModelConfig("m", "gpt", 2, 64, 4, 256, 100, 128), DEFAULT_HEADROOM_GIB * GIB)

@@ -1,6 +1,6 @@
 """A heterogeneous published row priced by hetopt's cost model (with a measured profile, or without).
 
-A row (:class:`~hetopt.planner.published.HeteroMeasurement`) states its layout stage by stage:
+A row (:class:`~hetopt.planner.evaluation.published.HeteroMeasurement`) states its layout stage by stage:
 each stage's layers and its data-parallel replicas, each on its own node of one GPU type with
 its TP degree. Replica j of stage i feeds replica j of stage i + 1 (a *column*, as Sailor runs
 it). The price (docs/validation.md, "Side by side with Sailor"; docs/formats.md):
@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from itertools import accumulate
 
 from hetopt import costmodel as cm
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.parallelizer import IslandSpec, Slice
-from hetopt.planner.published import HeteroMeasurement
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice
+from hetopt.planner.evaluation.published import HeteroMeasurement
 from hetopt.profile.measured import Measured
 from hetopt.costmodel.stage import Layout
 

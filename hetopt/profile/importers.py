@@ -140,7 +140,7 @@ def _checked(p: Profile) -> Profile:
 
 
 def _model(name: str | None, kind: str):
-    from hetopt.planner.request import as_model
+    from hetopt.planner.setup.request import as_model
 
     if name is None:
         raise InputError(f"model: importing {kind} profiles needs --model (the model they measured: a file or a name "

@@ -78,9 +78,9 @@ def _validation_file(source: str) -> str:
 
 def price_runs(measured: Measured) -> list[Run]:
     """Every run of ``sailor-gh200`` and ``sailor-mit``, priced with and without the profiles."""
-    from hetopt.planner.builtin import BuiltinParallelizer
-    from hetopt.planner.published import load_heterogeneous, load_published, layout_text
-    from hetopt.planner.validate import validate
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+    from hetopt.planner.evaluation.published import load_heterogeneous, load_published, layout_text
+    from hetopt.planner.evaluation.validate import validate
     from hetopt.profile.hetero import price_hetero
 
     runs = []

@@ -14,7 +14,7 @@ import pytest
 from hetopt.catalog import instances_dir
 from hetopt.cli import main
 from hetopt.hardware import load_gpus
-from hetopt.planner.cluster import load_cluster
+from hetopt.planner.setup.cluster import load_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 

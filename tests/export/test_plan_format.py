@@ -47,7 +47,7 @@ def test_the_schema_is_a_valid_json_schema() -> None:
 def test_a_fresh_plan_keeps_to_the_schema_and_carries_its_model_and_nodes(fresh: dict) -> None:
     jsonschema.validate(fresh, SCHEMA)
     assert list(fresh)[:2] == ["format", "version"] and (fresh["format"], fresh["version"]) == (PLAN_FORMAT, PLAN_VERSION)
-    assert fresh["model_shape"] == model_shape(hetopt.planner.request.as_model("gpt3-1.3b"))
+    assert fresh["model_shape"] == model_shape(hetopt.planner.setup.request.as_model("gpt3-1.3b"))
     assert [n["name"] for n in fresh["nodes"]] == [f"{t}-{k}" for t in ("t4", "v100") for k in range(4)]
     members = {m for island in fresh["islands"] for m in island["members"]}
     assert members <= {n["name"] for n in fresh["nodes"]}

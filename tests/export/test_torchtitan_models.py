@@ -13,7 +13,7 @@ import warnings
 import pytest
 
 from hetopt.export.torchtitan import TORCHTITAN_FLAVORS, shipped_flavor
-from hetopt.planner.request import as_model
+from hetopt.planner.setup.request import as_model
 
 #: The families compared: each module's table of flavors and its model class.
 FAMILIES = {"llama3": ("llama3_args", "Transformer"), "qwen3": ("qwen3_args", "Qwen3Model")}

@@ -34,15 +34,15 @@ def test_more_gpu_types_than_the_family_takes_is_a_declined_row(monkeypatch, cap
 def test_block_tables_approximate_the_whole_stage_price_from_above():
     """A stage of every block, priced as the sum of its blocks (the family's tables), against
     the parallelizer's price of the same stage whole: the times within 1% and the static bytes
-    within 10%, never below (the approximation of ``planner/mixed.py`` is conservative)."""
+    within 10%, never below (the approximation of ``planner/alternatives/mixed.py`` is conservative)."""
     from hetopt.costmodel.stage import Layout
-    from hetopt.planner.alternatives import Setting
-    from hetopt.planner.builtin import BuiltinParallelizer
-    from hetopt.planner.cluster import load_cluster
-    from hetopt.planner.compose import island_specs
-    from hetopt.planner.mixed import _node_specs, mixed_instance
-    from hetopt.planner.parallelizer import Slice
-    from hetopt.planner.request import as_model
+    from hetopt.planner.alternatives.baselines import Setting
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+    from hetopt.planner.setup.cluster import load_cluster
+    from hetopt.planner.search.compose import island_specs
+    from hetopt.planner.alternatives.mixed import _node_specs, mixed_instance
+    from hetopt.planner.parallelizer.protocol import Slice
+    from hetopt.planner.setup.request import as_model
 
     cluster, cfg, par, seq, b = load_cluster("cephalo-a"), as_model("gpt3-2.7b"), BuiltinParallelizer(), 512, 8
     atoms = par.slice_model(cfg, seq=seq)
@@ -83,12 +83,12 @@ def test_sailor_a8v24_mixed_plan_uses_the_v100s():
     optimum is one stage of A100 and V100 replicas that uses every V100 node (the planner's row
     reports it against the composed plan; its time is not asserted here)."""
     from hetopt import solve
-    from hetopt.planner.alternatives import Setting
-    from hetopt.planner.builtin import BuiltinParallelizer
-    from hetopt.planner.cluster import load_cluster
-    from hetopt.planner.compose import island_specs
-    from hetopt.planner.mixed import mixed_instance
-    from hetopt.planner.request import as_model
+    from hetopt.planner.alternatives.baselines import Setting
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+    from hetopt.planner.setup.cluster import load_cluster
+    from hetopt.planner.search.compose import island_specs
+    from hetopt.planner.alternatives.mixed import mixed_instance
+    from hetopt.planner.setup.request import as_model
 
     cluster, cfg, par = load_cluster("sailor-a8v24"), as_model("opt-350m"), BuiltinParallelizer()
     members = [[k] for k in range(len(cluster.islands.nodes))]
@@ -107,7 +107,7 @@ def test_sailor_a8v24_mixed_plan_uses_the_v100s():
 
 def test_too_many_states_declines_before_any_table_is_priced(monkeypatch, capsys):
     """The dp's state limit is decided from the node counts: the row is DECLINED, no table built."""
-    import hetopt.planner.mixed as pm
+    import hetopt.planner.alternatives.mixed as pm
 
     built = []
     monkeypatch.setattr(pm, "MAX_STATES", 10)
@@ -125,13 +125,13 @@ def test_a_one_type_stage_prices_close_to_the_cost_models_own_price():
     measured 0.7% (tp1 dp32, b = 256) and 0.9% (tp2 dp16, b = 128) below it; held within 3%."""
     from hetopt.costmodel.stage import Layout
     from hetopt.mixed.problem import build_solution, evaluate
-    from hetopt.planner.alternatives import Setting
-    from hetopt.planner.builtin import BuiltinParallelizer
-    from hetopt.planner.cluster import load_cluster
-    from hetopt.planner.compose import island_specs
-    from hetopt.planner.mixed import mixed_instance
-    from hetopt.planner.parallelizer import Slice
-    from hetopt.planner.request import as_model
+    from hetopt.planner.alternatives.baselines import Setting
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+    from hetopt.planner.setup.cluster import load_cluster
+    from hetopt.planner.search.compose import island_specs
+    from hetopt.planner.alternatives.mixed import mixed_instance
+    from hetopt.planner.parallelizer.protocol import Slice
+    from hetopt.planner.setup.request import as_model
 
     cluster, cfg, par = load_cluster("sailor-a8v24"), as_model("opt-350m"), BuiltinParallelizer()
     members = [[k] for k in range(len(cluster.islands.nodes))]

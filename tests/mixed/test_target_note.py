@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from hetopt.mixed.problem import Member, MixedSolution, Stage
-from hetopt.planner.mixed import stock_runtime_note
+from hetopt.planner.alternatives.mixed import stock_runtime_note
 
 NAMES = ("A100", "V100")
 

@@ -127,7 +127,7 @@ def test_the_planner_uses_the_pipeline_memory_rule():
     import numpy as np
 
     from hetopt.pipeline.problem import MEMORY_RTOL, most_in_flight, stage_fits
-    from hetopt.planner.parallelizer import StageCost, in_flight_fit
+    from hetopt.planner.parallelizer.protocol import StageCost, in_flight_fit
 
     rng = np.random.default_rng(3)
     for _ in range(300):

@@ -15,13 +15,13 @@ from concurrent.futures import Future
 import pytest
 
 import hetopt
-from hetopt.planner.alternatives import Setting, alternative_queries, plan_alternatives
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.compose import island_specs, microbatch_candidates
-from hetopt.planner import search
-from hetopt.planner.enumerate import Ahead, Enumeration, _island_runs, all_slices
-from hetopt.planner.request import as_cluster, as_model
-from hetopt.planner.workers import ProcessPool
+from hetopt.planner.alternatives.baselines import Setting, alternative_queries, plan_alternatives
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.search.compose import island_specs, microbatch_candidates
+from hetopt.planner.search import sizes as search
+from hetopt.planner.search.enumerate import Ahead, Enumeration, _island_runs, all_slices
+from hetopt.planner.setup.request import as_cluster, as_model
+from hetopt.planner.search.workers import ProcessPool
 from hetopt.family import Deadline
 
 ARGS = dict(global_batch=32)

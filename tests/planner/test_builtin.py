@@ -17,8 +17,8 @@ import hetopt
 from hetopt.catalog import instances_dir
 from hetopt.hardware import GIGA, load_gpus
 from hetopt.pipeline.problem import GIB, Block, PipelineInstance, PipelineSolution, evaluate
-from hetopt.planner.builtin import BuiltinParallelizer, best_single_island_plan, even_split, minmax_split, stage_nodes
-from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice, concatenate, slice_model
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, best_single_island_plan, even_split, minmax_split, stage_nodes
+from hetopt.planner.parallelizer.protocol import IslandSpec, Parallelizer, Slice, concatenate, slice_model
 from hetopt.readers.pipeline import read_pipeline
 from hetopt.workload import ModelConfig, load_model
 from hetopt.costmodel.running import Running
@@ -80,7 +80,7 @@ def test_signatures_equal_for_equal_slices_and_different_otherwise():
 
 def test_signature_is_stable_across_processes():
     code = (
-        "from hetopt.planner.parallelizer import Slice, slice_model; from hetopt.workload import ModelConfig;"
+        "from hetopt.planner.parallelizer.protocol import Slice, slice_model; from hetopt.workload import ModelConfig;"
         "a = slice_model(ModelConfig('small', 'gpt', 8, 1024, 16, 4096, 50257, 1024)); print(Slice(a[2:5]).signature)"
     )
     env = dict(os.environ, PYTHONHASHSEED="12345")

@@ -12,11 +12,11 @@ import hetopt
 from hetopt import cli
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
-from hetopt.planner import cheapest
+from hetopt.planner.alternatives import cheapest
 from hetopt.planner.answer import SECONDS_PER_HOUR
-from hetopt.planner.cluster import cluster_from_data
-from hetopt.planner.plan import _form_islands
-from hetopt.planner.request import PlanRequest, as_model
+from hetopt.planner.setup.cluster import cluster_from_data
+from hetopt.planner.steps import _form_islands
+from hetopt.planner.setup.request import PlanRequest, as_model
 from hetopt.result import Status
 
 PRICES = {"A100-SXM4-40GB": 3.673385, "V100-SXM2-16GB": 2.859998, "T4": 0.526}

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-import hetopt.planner.plan  # noqa: F401  (sys.modules["hetopt.planner.plan"] below)
+import hetopt.planner.steps  # noqa: F401  (sys.modules["hetopt.planner.steps"] below)
 from hetopt.cli import main
 
 BASE = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1"]
@@ -83,7 +83,7 @@ def test_unreachable_scheduler_exits_2(capsys):
 
 def test_a_cluster_of_too_many_islands_gets_a_feasible_plan_over_the_fastest(capsys, monkeypatch):
     # the 512-node datacenter (30 islands) in miniature: Cluster A's 5 islands against a limit of 3
-    plan_module = sys.modules["hetopt.planner.configure"]  # where the large-cluster rule lives
+    plan_module = sys.modules["hetopt.planner.setup.configure"]  # where the large-cluster rule lives
     monkeypatch.setattr(plan_module, "MAX_COMPOSE_ISLANDS", 3)
     monkeypatch.setattr(plan_module, "LARGE_CLUSTER_ISLANDS", 2)
     assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json", "--no-alternatives"]) == 0

@@ -10,7 +10,7 @@ from hetopt import cli
 from hetopt.errors import InputError
 from hetopt.hardware import load_gpus
 from hetopt.planner.answer import SECONDS_PER_HOUR
-from hetopt.planner.cluster import load_cluster
+from hetopt.planner.setup.cluster import load_cluster
 
 CLUSTER = """
 name = "priced"

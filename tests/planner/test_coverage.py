@@ -7,7 +7,7 @@ import json
 from hetopt import cli
 from hetopt.hardware import load_gpus
 from hetopt.planner import plan
-from hetopt.planner.coverage import Coverage, calibration_coverage, outside_calibration
+from hetopt.planner.evaluation.coverage import Coverage, calibration_coverage, outside_calibration
 
 GPUS = load_gpus()
 

@@ -11,12 +11,13 @@ import sys
 
 import pytest
 
-from hetopt.planner import load_cluster, plan
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.compose import microbatch_candidates, uncomposable_microbatch_sizes
-from hetopt.planner.parallelizer import divisors
-from hetopt.planner.plan import HeteroPlan
-from hetopt.planner.replicas import unit_shapes
+from hetopt.planner import load_cluster
+from hetopt.planner import plan
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.search.compose import microbatch_candidates, uncomposable_microbatch_sizes
+from hetopt.planner.parallelizer.protocol import divisors
+from hetopt.planner.steps import HeteroPlan
+from hetopt.planner.alternatives.replicas import unit_shapes
 from hetopt.pipeline.problem import MAX_MICROBATCHES
 from hetopt.errors import InputError
 from hetopt.result import Status

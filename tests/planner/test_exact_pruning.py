@@ -16,9 +16,9 @@ import pytest
 
 from hetopt.catalog import instances_dir
 from hetopt.hardware import load_gpus
-from hetopt.planner import builtin
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
+from hetopt.planner.parallelizer import builtin
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig, load_model
 from hetopt.costmodel.running import Running
 
@@ -122,7 +122,7 @@ def test_a_worker_answers_later_batches_with_its_warm_parallelizer():
     memo-less copies later batches bring; the answers are those of a fresh one."""
     import pickle
 
-    from hetopt.planner import enumerate as en
+    from hetopt.planner.search import enumerate as en
 
     cfg = load_model(MODELS / "gshard-moe-2.4b.toml")
     atoms = slice_model(cfg)
@@ -181,7 +181,7 @@ def test_the_pareto_filter_keeps_the_same_rows_in_python_and_in_numpy(monkeypatc
     same float comparisons, so the same rows, in the same order (seeded random keys with ties)."""
     import numpy as np
 
-    from hetopt.planner import builtin
+    from hetopt.planner.parallelizer import builtin
 
     rng = np.random.default_rng(7)
     for _ in range(200):

@@ -1,4 +1,4 @@
-"""The papers' findings (hetopt.planner.findings): the ones that hold on this cost model."""
+"""The papers' findings (hetopt.planner.evaluation.findings): the ones that hold on this cost model."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import json
 
 from hetopt.catalog import instances_dir
 from hetopt import cli
-from hetopt.planner import findings, load_cluster, plan
+from hetopt.planner import load_cluster
+from hetopt.planner.evaluation import findings
+from hetopt.planner import plan
 from hetopt.workload import load_model
 
 
@@ -63,7 +65,7 @@ def test_fig11_what_if_a_slower_v100_16gb_island_helps_less_and_takes_fewer_laye
 
 def test_gshard_10b_memory_limits_the_4_plus_4_cluster():
     """GShard 10B's 160 GB of training state exceed 4 T4 + 4 V100 (128 GB): no plan, the reason says so."""
-    from hetopt.planner.findings import _model, gshard_cluster
+    from hetopt.planner.evaluation.findings import _model, gshard_cluster
 
     assert gshard_cluster(4).gpus == 8 and gshard_cluster(8).gpus == 16
     p = plan(gshard_cluster(4), _model("gshard-moe-10b"), global_batch=128, seq=1024, alternatives=False)
@@ -72,7 +74,7 @@ def test_gshard_10b_memory_limits_the_4_plus_4_cluster():
 
 
 def test_half_mixtral_on_c2_puts_more_layers_on_the_h100s():
-    from hetopt.planner.findings import _model, half_layers
+    from hetopt.planner.evaluation.findings import _model, half_layers
 
     cfg = half_layers(_model("mixtral-8x7b"))
     assert cfg.layers == 16 and cfg.experts == 8
@@ -80,7 +82,7 @@ def test_half_mixtral_on_c2_puts_more_layers_on_the_h100s():
     h100 = sum(s.layers for s in p.stages if s.gpu.startswith("H100"))
     assert p.status.value == "OPTIMAL" and h100 > cfg.layers - h100
     # one uniform layout on both islands is a restriction of the composition: never faster
-    from hetopt.planner.findings import uniform_layout_time
+    from hetopt.planner.evaluation.findings import uniform_layout_time
 
     one, choice = uniform_layout_time(load_cluster("tangram-c2"), cfg)
     assert one is not None and one >= p.iteration_time_s * (1 - 1e-9) and choice.startswith("tp")

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from hetopt.costmodel.stage import layer_table, path_floor_s
-from hetopt.planner import builtin
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
+from hetopt.planner.parallelizer import builtin
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
 from hetopt.workload import load_model
 from hetopt import costmodel as cm
 from hetopt.costmodel.running import Running

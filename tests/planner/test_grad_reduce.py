@@ -10,9 +10,9 @@ import pytest
 
 from hetopt import costmodel as cm
 from hetopt.catalog import instances_dir
-from hetopt.planner import validate as v
-from hetopt.planner.layout import parse_layout
-from hetopt.planner.runtime import parse_runtime
+from hetopt.planner.evaluation import validate as v
+from hetopt.planner.setup.layout import parse_layout
+from hetopt.planner.setup.framework import parse_runtime
 from hetopt.workload import parameters
 
 

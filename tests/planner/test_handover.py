@@ -18,11 +18,11 @@ from hetopt import costmodel as cm
 from hetopt.catalog import instances_dir
 from hetopt.costmodel.stage import Layout
 from hetopt.hardware import load_gpus
-from hetopt.planner import validate as v
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import parse_layout
-from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
-from hetopt.planner.runtime import parse_runtime
+from hetopt.planner.evaluation import validate as v
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.layout import parse_layout
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
+from hetopt.planner.setup.framework import parse_runtime
 from hetopt.workload import load_model
 from hetopt.costmodel.running import Running
 from tests.planner.test_exact_pruning import MODELS

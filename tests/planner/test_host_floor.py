@@ -15,8 +15,8 @@ import pytest
 from hetopt import costmodel as cm
 from hetopt.costmodel.stage import Layout
 from hetopt.hardware import load_gpus
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
 from hetopt.workload import load_model
 from hetopt.costmodel.running import Running
 from tests.planner.test_exact_pruning import MODELS
@@ -136,8 +136,8 @@ def test_a_stage_of_the_2021_stack_waits_for_its_host():
 
 
 def test_the_host_key_reads_and_writes_back():
-    from hetopt.planner.layout import parse_layout
-    from hetopt.planner.runtime import parse_runtime
+    from hetopt.planner.setup.layout import parse_layout
+    from hetopt.planner.setup.framework import parse_runtime
 
     lay = parse_layout("tp=1 pp=2 host=torch1")
     assert lay.running.host == "torch1" and lay.text().endswith("host=torch1")

@@ -8,9 +8,9 @@ import pytest
 
 from hetopt import cli
 from hetopt.errors import InputError
-from hetopt.planner.cluster import load_cluster
-from hetopt.planner.layout import GivenLayout, parse_layout
-from hetopt.planner.plan import plan
+from hetopt.planner.setup.cluster import load_cluster
+from hetopt.planner.setup.layout import GivenLayout, parse_layout
+from hetopt.planner.steps import plan
 from hetopt.costmodel.running import Running
 from pathlib import Path
 
@@ -122,9 +122,9 @@ def test_an_impossible_interleaving_is_named(dgx, text, message):
 
 
 def test_interleaving_shrinks_the_bubble_by_v_and_costs_hand_overs(dgx):
-    from hetopt.planner.cluster import load_cluster
-    from hetopt.planner.compose import island_specs
-    from hetopt.planner.layout import price_layout
+    from hetopt.planner.setup.cluster import load_cluster
+    from hetopt.planner.search.compose import island_specs
+    from hetopt.planner.setup.layout import price_layout
     from hetopt.workload import load_model
 
     cl = load_cluster(dgx)
@@ -207,8 +207,8 @@ def test_zero3_per_tensor_pays_the_ring_latency_per_tensor_and_per_layer_once(tm
     the same, and the list collectives' copies of every gathered tensor and reduced gradient
     (two gathers and a reduce-scatter of all the model's parameters a micro-batch)."""
     from hetopt import costmodel as cm
-    from hetopt.planner.compose import island_specs
-    from hetopt.planner.layout import price_layout
+    from hetopt.planner.search.compose import island_specs
+    from hetopt.planner.setup.layout import price_layout
     from hetopt.workload import layer_parameters, load_model
 
     path = tmp_path / "four.toml"
@@ -237,7 +237,7 @@ def test_zero3_per_tensor_pays_the_ring_latency_per_tensor_and_per_layer_once(tm
 def test_the_plan_is_made_for_the_runtime_the_layout_names(dgx):
     """``flash=no overlap=no sp=no`` describe the user's framework: the plan is searched for the
     same runtime (it equals a plan with that parallelizer), so it runs there and is never slower."""
-    from hetopt.planner.builtin import BuiltinParallelizer
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 
     text = "tp=2 pp=2 dp=2 mbs=1 recompute=full zero=1 flash=no overlap=no sp=no"
     given = plan(dgx, "gpt3-1.3b", global_batch=16, alternatives=False, layout=text)
@@ -292,7 +292,7 @@ def test_a_gpu_without_bf16_trains_in_fp16_and_refuses_bf16(tmp_path, capsys):
         err = capsys.readouterr().err.strip()
         assert len(err.splitlines()) == 1 and "precision=bf16: the V100-SXM2-32GB has no BF16 arithmetic (use precision=fp16)" in err
     with pytest.raises(InputError, match="parallelizer precision=bf16"):
-        from hetopt.planner.builtin import BuiltinParallelizer
+        from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
         plan(v100, "gpt3-1.3b", global_batch=8, alternatives=False, parallelizer=BuiltinParallelizer(running=Running(precision="bf16")))
 
 

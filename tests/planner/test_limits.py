@@ -16,8 +16,9 @@ import pytest
 from hetopt.cli import build_parser, main
 from hetopt.errors import InputError
 from hetopt.family import TIME_LIMIT_SLACK_S
-from hetopt.planner import load_cluster, plan
-from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner import load_cluster
+from hetopt.planner import plan
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 from hetopt.result import Status
 from hetopt.workload import load_model
 
@@ -101,7 +102,7 @@ def test_the_cli_exits_3_when_the_limit_leaves_no_plan(capsys, monkeypatch):
 
     from hetopt.family import Deadline, no_solution
 
-    plan_module = sys.modules["hetopt.planner.plan"]  # the module (the package exports the function plan)
+    plan_module = sys.modules["hetopt.planner.steps"]  # the module (the package exports the function plan)
 
     def no_islands_in_time(cluster, deadline):
         return no_solution(problem="islands", method="exact", status=Status.TIME_LIMIT, deadline=Deadline(None),
@@ -158,7 +159,7 @@ def test_the_fsdp_alternative_shows_every_gpus_batch_adding_up_to_b():
      (InputError("global_batch: too large"), "DECLINED", "global_batch: too large")],
 )
 def test_an_alternative_that_fails_shows_its_status_and_the_plan_goes_on(monkeypatch, capsys, failure, status, words):
-    import hetopt.planner.fsdp as fsdp
+    import hetopt.planner.alternatives.fsdp as fsdp
 
     def fails(*args, **kwargs):
         raise failure
@@ -184,7 +185,7 @@ def test_the_largest_batch_plans_without_a_crash(capsys):
 
 def test_the_fsdp_alternative_is_stopped_when_the_limit_runs_out(monkeypatch):
     # an allocation method that does not look at the clock (a huge batch's tables) is stopped
-    import hetopt.planner.alternatives as alternatives
+    import hetopt.planner.alternatives.baselines as alternatives
     from hetopt.family import Deadline
 
     monkeypatch.setattr(alternatives, "_fsdp", lambda s, time_limit: time.sleep(60))
@@ -220,7 +221,7 @@ class DiesOnce(BuiltinParallelizer):
 
 
 def test_a_dead_pool_worker_is_replaced_and_the_plan_is_the_same(tmp_path):
-    from hetopt.planner.workers import ProcessPool
+    from hetopt.planner.search.workers import ProcessPool
 
     marker = tmp_path / "died"
     here = plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False)
@@ -239,8 +240,8 @@ class AlwaysDies(BuiltinParallelizer):
 
 
 def test_a_pool_that_keeps_dying_fails_with_one_line(capsys, monkeypatch):
-    from hetopt.planner import workers
-    from hetopt.planner.workers import ProcessPool, WorkersLost
+    from hetopt.planner.search import workers
+    from hetopt.planner.search.workers import ProcessPool, WorkersLost
 
     with ProcessPool(2) as pool, pytest.raises(WorkersLost, match="worker"):
         plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False,
@@ -260,7 +261,7 @@ class Slow(BuiltinParallelizer):
 def test_running_batches_are_not_waited_for_at_the_deadline():
     # a batch still running at the deadline was waited for by the pool's shutdown: 103 s under
     # a 5 s limit on the datacenter with --tasks 1 (found in review); now its workers are stopped
-    from hetopt.planner.workers import ProcessPool
+    from hetopt.planner.search.workers import ProcessPool
 
     limit = 2.0
     start = time.perf_counter()
@@ -317,7 +318,7 @@ class _Server:
 @pytest.mark.parametrize(("reply", "words"), [(None, "no answer from"), (b"HTTP/1.1 400 Bad Request\r\n\r\n" * 4, "not a Dask scheduler")])
 def test_a_scheduler_that_is_not_dask_fails_fast_with_one_line(capsys, monkeypatch, reply, words):
     pytest.importorskip("distributed")
-    from hetopt.planner import workers
+    from hetopt.planner.search import workers
 
     monkeypatch.setattr(workers, "SCHEDULER_TIMEOUT_S", 1.0)
     server = _Server(reply)
@@ -362,7 +363,7 @@ def one_worker_dask():
 
 
 def test_a_dask_cluster_whose_only_worker_dies_keeps_the_time_limit(one_worker_dask):
-    from hetopt.planner.workers import executor_for
+    from hetopt.planner.search.workers import executor_for
 
     with executor_for(None, one_worker_dask) as executor:
         started = time.perf_counter()
@@ -374,8 +375,8 @@ def test_a_dask_cluster_whose_only_worker_dies_keeps_the_time_limit(one_worker_d
 
 
 def test_a_dask_cluster_without_workers_fails_with_one_line(one_worker_dask, monkeypatch):
-    from hetopt.planner import workers
-    from hetopt.planner.workers import executor_for
+    from hetopt.planner.search import workers
+    from hetopt.planner.search.workers import executor_for
 
     monkeypatch.setattr(workers, "NO_WORKER_GRACE_S", 2.0)
     with executor_for(None, one_worker_dask) as executor, pytest.raises(workers.WorkersLost, match="no worker"):
@@ -405,7 +406,7 @@ def test_abandoning_a_pool_silences_only_the_cancelled_future_error_of_its_manag
     import concurrent.futures.process
     import threading
 
-    from hetopt.planner import workers
+    from hetopt.planner.search import workers
 
     saved = threading.excepthook
     try:
@@ -441,7 +442,7 @@ def test_a_process_exits_after_abandoning_a_pool_with_batches_still_queued():
     import subprocess
     import sys
 
-    from hetopt.planner.workers import ProcessPool
+    from hetopt.planner.search.workers import ProcessPool
 
     with ProcessPool(2) as pool:
         pool.submit(abs, -1).result()
@@ -465,7 +466,7 @@ def test_the_plan_pool_ends_without_waiting_for_the_batches_its_workers_run():
     block, no worker is alive although each was sleeping for a minute."""
     import time
 
-    from hetopt.planner.workers import executor_for
+    from hetopt.planner.search.workers import executor_for
 
     with executor_for(2, None) as pool:
         futures = [pool.submit(time.sleep, 60) for _ in range(2)]

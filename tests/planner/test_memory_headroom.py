@@ -17,7 +17,7 @@ import hetopt
 from hetopt import cli
 from hetopt.errors import InputError
 from hetopt.hardware import DEFAULT_HEADROOM_GIB, HEADROOM_PARTS
-from hetopt.planner.builtin import BuiltinParallelizer
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 from hetopt.units import MEMORY_RTOL
 
 

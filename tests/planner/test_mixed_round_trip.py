@@ -10,7 +10,7 @@ import pytest
 
 from hetopt.cli import main
 from hetopt.errors import InputError
-from hetopt.planner.mixedplan import is_mixed_text, parse_mixed_layout
+from hetopt.planner.alternatives.mixedplan import is_mixed_text, parse_mixed_layout
 
 #: A small two-type cluster (L4 + A6000) where the mixed row plans in seconds.
 SMALL = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1", "--global-batch", "32"]

@@ -16,8 +16,8 @@ from hetopt import costmodel as cm
 from hetopt.costmodel import stage as st
 from hetopt.hardware import load_gpus
 from hetopt.parallelism import expert as ex
-from hetopt.planner.builtin import BuiltinParallelizer, Layout
-from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, Layout
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig
 from hetopt.costmodel.running import Running
 

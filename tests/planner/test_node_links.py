@@ -11,11 +11,11 @@ from hetopt import costmodel as cm
 from hetopt.errors import InputError
 from hetopt.catalog import instances_dir
 from hetopt.hardware import load_gpus
-from hetopt.planner.cluster import cluster_from_data, load_cluster
-from hetopt.planner.compose import island_specs, link_matrix, nodes_transport
-from hetopt.planner.parallelizer import IslandSpec
-from hetopt.planner.published import load_published
-from hetopt.planner.validate import measurement_cluster, price_published
+from hetopt.planner.setup.cluster import cluster_from_data, load_cluster
+from hetopt.planner.search.compose import island_specs, link_matrix, nodes_transport
+from hetopt.planner.parallelizer.protocol import IslandSpec
+from hetopt.planner.evaluation.published import load_published
+from hetopt.planner.evaluation.validate import measurement_cluster, price_published
 from hetopt.workload import load_model
 
 CAT = load_gpus()

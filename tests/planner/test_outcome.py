@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from hetopt.planner.enumerate import EnumerationStats
-from hetopt.planner.outcome import Attempt, ChosenIslands, conclude_plan
+from hetopt.planner.search.enumerate import EnumerationStats
+from hetopt.planner.search.outcome import Attempt, ChosenIslands, conclude_plan
 from hetopt.result import Result, Status
 
 IDEAL = 10.0

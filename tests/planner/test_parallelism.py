@@ -17,9 +17,9 @@ from hetopt.hardware import load_gpus
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.parallelism import offload as off
-from hetopt.planner.builtin import BuiltinParallelizer, Layout, _fsep_may_pay
-from hetopt.planner.layout import parse_layout
-from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, Layout, _fsep_may_pay
+from hetopt.planner.setup.layout import parse_layout
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig, load_model
 from hetopt.costmodel.running import Running
 
@@ -408,7 +408,7 @@ def test_plan_prints_and_exports_ep_cp_offload(tmp_path, capsys):
 def test_per_island_layouts_carry_ep_and_cp(tmp_path):
     """``--layout "ISLAND: layers=K ..."`` on a heterogeneous cluster prices EP too, and refuses a bad CP."""
     from hetopt.errors import InputError
-    from hetopt.planner.plan import plan
+    from hetopt.planner.steps import plan
 
     model = tmp_path / "tiny-moe.toml"
     model.write_text(TINY_MOE_FILE)

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 
 import hetopt
-from hetopt.planner import load_cluster, plan
-from hetopt.planner.builtin import best_single_island_plan
-from hetopt.planner.compose import island_specs
-from hetopt.planner.enumerate import POLICIES
+from hetopt.planner import load_cluster
+from hetopt.planner import plan
+from hetopt.planner.parallelizer.builtin import best_single_island_plan
+from hetopt.planner.search.compose import island_specs
+from hetopt.planner.search.enumerate import POLICIES
 from hetopt.workload import load_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +84,7 @@ def test_process_pool_gives_the_same_plan():
 
 def test_dask_cluster_on_loopback_gives_the_same_plan():
     distributed = pytest.importorskip("distributed")
-    from hetopt.planner.workers import executor_for
+    from hetopt.planner.search.workers import executor_for
 
     cfg, cl = model("gpt3-2.7b"), load_cluster("cephalo-a")
     here = plan(cl, cfg, global_batch=32, microbatch_size=2, seq=512, alternatives=False)
@@ -118,8 +119,8 @@ def test_cluster_files_match_their_generator(tmp_path):
 
 def test_microbatch_lower_bound_never_exceeds_a_composed_plan():
     # the bound that lets the planner skip micro-batch sizes must hold for the plans it finds
-    from hetopt.planner.compose import pipeline_lower_bound
-    from hetopt.planner.plan import model_training_flops
+    from hetopt.planner.search.compose import pipeline_lower_bound
+    from hetopt.planner.steps import model_training_flops
 
     cfg, cl = model("gpt3-2.7b"), load_cluster("tangram-c1")
     for m in (1, 4, 16, 64):
@@ -132,7 +133,7 @@ def test_microbatch_lower_bound_never_exceeds_a_composed_plan():
 
 
 def plan_specs(p, cl):
-    from hetopt.planner.compose import island_specs
+    from hetopt.planner.search.compose import island_specs
 
     names = {n.name: i for i, n in enumerate(cl.islands.nodes)}
     return island_specs(cl, [[names[n] for n in isl["members"]] for isl in p.islands])
@@ -155,7 +156,7 @@ def test_another_parallelizer_gets_every_micro_batch_size_planned():
     # parallelizer that prices stages its own way (here 5–10× faster) must not be skipped on
     from dataclasses import dataclass, replace
 
-    from hetopt.planner.builtin import BuiltinParallelizer
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 
     @dataclass(frozen=True)
     class Fast(BuiltinParallelizer):

@@ -13,10 +13,10 @@ from hetopt import costmodel as cm
 from hetopt.costmodel.stage import Layout, layer_table, price_stage, stage_nodes
 from hetopt.errors import InputError
 from hetopt.hardware import load_gpus
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import parse_layout
-from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
-from hetopt.planner.runtime import parse_runtime
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.layout import parse_layout
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
+from hetopt.planner.setup.framework import parse_runtime
 from hetopt.workload import ModelConfig
 from hetopt.costmodel.running import Running
 
@@ -218,7 +218,8 @@ def test_tf32_exports_turn_tf32_on_in_the_launch_script():
     out = _exported("tf32", "megatron")
     assert "export TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1" in out.files["launch.sh"]
     assert any(g.startswith("precision tf32:") for g in out.gaps)
-    assert "TORCH_ALLOW_TF32" not in _exported("fp32", "megatron").files["launch.sh"]
+    # plain fp32: the variable at 0 (NVIDIA's containers set it to 1, which would run TF32 unpriced)
+    assert "export TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=0" in _exported("fp32", "megatron").files["launch.sh"]
     assert not any(g.startswith("precision tf32:") for g in _exported("fp32", "megatron").gaps)
 
 
@@ -228,7 +229,7 @@ def test_sailors_gh200_runs_are_read_in_tf32_and_all_priced(capsys):
     import json
 
     from hetopt.catalog import instances_dir
-    from hetopt.planner.published import load_published
+    from hetopt.planner.evaluation.published import load_published
 
     rows = load_published(instances_dir() / "published" / "sailor-gh200.toml")
     assert len(rows) == 27 and {r.layout.running.precision for r in rows} == {"tf32"}

@@ -1,4 +1,4 @@
-"""Work the built-in parallelizer shares between queries never changes an answer (``planner/pricecache.py``).
+"""Work the built-in parallelizer shares between queries never changes an answer (``planner/parallelizer/pricecache.py``).
 
 The shared path (one parallelizer answering many queries: prices shared between islands of one
 signature, layouts and floors shared between micro-batch sizes and slices of equal layers, the
@@ -15,10 +15,11 @@ import dataclasses
 import pytest
 
 import hetopt
-from hetopt.planner import builtin, pricecache
-from hetopt.planner.builtin import BuiltinParallelizer, _without_redundant
-from hetopt.planner.parallelizer import IslandSpec, Slice, divisors, slice_model
-from hetopt.planner.pricecache import FloorTable, PricingIsland, island_key
+from hetopt.planner.parallelizer import builtin
+from hetopt.planner.parallelizer import pricecache
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, _without_redundant
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, divisors, slice_model
+from hetopt.planner.parallelizer.pricecache import FloorTable, PricingIsland, island_key
 from hetopt.workload import load_model
 from hetopt.costmodel.running import Running
 from tests.planner.test_exact_pruning import GPUS, MODELS, _case

@@ -8,9 +8,9 @@ import pytest
 
 from hetopt import solve
 from hetopt.cli import main
-from hetopt.planner.cluster import load_cluster
-from hetopt.planner.plan import as_model, ideal_time
-from hetopt.planner.replicas import UNIT_NODES, plan_replicas, replicas_instance, unit_shapes
+from hetopt.planner.setup.cluster import load_cluster
+from hetopt.planner.steps import as_model, ideal_time
+from hetopt.planner.alternatives.replicas import UNIT_NODES, plan_replicas, replicas_instance, unit_shapes
 from hetopt.replicas.problem import evaluate
 from hetopt.result import Status
 
@@ -85,7 +85,7 @@ def test_cli_json_carries_the_replicas_and_leaves_them_out_without_the_flag(caps
 
 def test_plan_with_replicas_keeps_the_time_limit():
     from hetopt.family import TIME_LIMIT_SLACK_S
-    from hetopt.planner.plan import plan
+    from hetopt.planner.steps import plan
 
     limit = 3.0
     result = plan("tangram-c3", "gpt3-13b", global_batch=64, microbatch_size=2, time_limit=limit,

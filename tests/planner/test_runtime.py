@@ -6,10 +6,10 @@ import pytest
 
 from hetopt import cli
 from hetopt.errors import InputError
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.cluster import load_cluster
-from hetopt.planner.plan import plan
-from hetopt.planner.runtime import Framework, parse_runtime
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.cluster import load_cluster
+from hetopt.planner.steps import plan
+from hetopt.planner.setup.framework import Framework, parse_runtime
 from hetopt.costmodel.running import Running
 
 #: Megatron-LM as of 2021: no selective recomputation, no distributed optimizer, no
@@ -92,7 +92,7 @@ def test_flash_attention_runs_only_where_the_gpu_runs_it():
     unfused under the default runtime, bit for bit as ``flash=no`` does, while an A100 island of
     the same slice prices it fused (less memory, another time)."""
     from hetopt.hardware import load_gpus
-    from hetopt.planner.parallelizer import IslandSpec
+    from hetopt.planner.parallelizer.protocol import IslandSpec
     from hetopt.workload import ModelConfig
 
     cat = load_gpus()

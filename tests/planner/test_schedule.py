@@ -13,7 +13,7 @@ from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.problem import (GIB, PipelineInstance, PipelineIsland, PipelineOption, PipelineSolution,
                                      StagePlan, evaluate)
 from hetopt.pipeline.simulate import simulate_1f1b
-from hetopt.planner.schedule import SIMULATED, path_bound, relaxed_instance, relaxed_time, rerank, rescore
+from hetopt.planner.search.schedule import SIMULATED, path_bound, relaxed_instance, relaxed_time, rerank, rescore
 from hetopt.result import Status
 
 
@@ -204,10 +204,10 @@ def test_the_command_line_shows_both_times_and_takes_the_closed_form(capsys):
 def test_the_alternatives_are_timed_like_the_plan(monkeypatch):
     import sys
 
-    import hetopt.planner.alternatives  # noqa: F401
+    import hetopt.planner.alternatives.baselines  # noqa: F401
     from hetopt.planner import plan
 
-    alternatives = sys.modules["hetopt.planner.alternatives"]
+    alternatives = sys.modules["hetopt.planner.alternatives.baselines"]
     seen = []
     original = alternatives._restricted
 
@@ -235,8 +235,8 @@ def test_the_alternatives_are_timed_like_the_plan(monkeypatch):
 
 
 def test_a_micro_batch_size_is_skipped_only_by_a_bound_of_the_schedule():
-    from hetopt.planner.compose import pipeline_lower_bound
-    from hetopt.planner.schedule import simulated_lower_bound
+    from hetopt.planner.search.compose import pipeline_lower_bound
+    from hetopt.planner.search.schedule import simulated_lower_bound
 
     # two islands, one stage each at exactly its island's speed: the closed form's bound is
     # above the simulated time, so it cannot skip a size by simulated time

@@ -4,7 +4,7 @@ applied, every composition of one job-wide setting evaluated by the pipeline fam
 The oracle shares the cost model (``BuiltinParallelizer.plan`` prices one layout) and the
 pipeline family's ``evaluate``, and nothing of the search: not the parallelizer's Pareto filter
 or its per-group fronts, not the pruning of redundant layouts, not the grouping, the bounds or
-the DP of ``planner/launchable.py``. Disagreement is a bug in one of them.
+the DP of ``planner/search/launchable.py``. Disagreement is a bug in one of them.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import pytest
 
 import hetopt
 from hetopt.pipeline.problem import Block, PipelineInstance, PipelineSolution, evaluate
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.cluster import load_cluster
-from hetopt.planner.compose import island_specs, link_matrix
-from hetopt.planner.launchable import shape_of
-from hetopt.planner.parallelizer import Slice
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.cluster import load_cluster
+from hetopt.planner.search.compose import island_specs, link_matrix
+from hetopt.planner.search.launchable import shape_of
+from hetopt.planner.parallelizer.protocol import Slice
 from hetopt.runtimes import RUNTIMES, Job
 from hetopt.workload import ModelConfig
 from hetopt.costmodel.running import Running

@@ -10,12 +10,12 @@ from hetopt.costmodel.running import Running
 from hetopt.costmodel.stage import layer_table, price_stage, stage_nodes
 from hetopt.hardware import load_gpus
 from hetopt.planner import plan
-from hetopt.planner.request import as_cluster as resolve
-from hetopt.planner.fsdp import fsdp_instance
-from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
+from hetopt.planner.setup.request import as_cluster as resolve
+from hetopt.planner.alternatives.fsdp import fsdp_instance
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, slice_model
 from hetopt.planner.answer import PRICED_BY_PIPELINE
 from hetopt.costmodel.stage import Layout
-from hetopt.planner.request import as_model as load_model
+from hetopt.planner.setup.request import as_model as load_model
 
 GPUS = load_gpus()
 

@@ -11,9 +11,9 @@ from hetopt import cli
 
 from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
-from hetopt.planner import validate as v
-from hetopt.planner.layout import GivenLayout
-from hetopt.planner.runtime import Framework
+from hetopt.planner.evaluation import validate as v
+from hetopt.planner.setup.layout import GivenLayout
+from hetopt.planner.setup.framework import Framework
 from hetopt.costmodel.running import Running
 
 
@@ -272,7 +272,7 @@ def test_rows_with_expert_and_context_parallelism_are_read_and_priced(tmp_path):
         assert row.priced is not None, row.reason
         assert 0 < row.ratio < 10
     # the same layouts through --layout give the same price
-    from hetopt.planner.layout import parse_layout, price_layout
+    from hetopt.planner.setup.layout import parse_layout, price_layout
 
     m = rows["long-cp"]
     by_flag = price_layout(parse_layout("tp=2 pp=1 dp=4 cp=4 mbs=1 recompute=full zero=1"), m.island, m.model,
@@ -640,7 +640,7 @@ def test_the_publication_year_is_read_from_the_source(source, year):
 
 
 def test_hetopt_validate_is_the_validation_command(capsys):
-    """``hetopt validate ...`` runs ``python -m hetopt.planner.validate ...`` with its arguments."""
+    """``hetopt validate ...`` runs ``python -m hetopt.planner.evaluation.validate ...`` with its arguments."""
     from hetopt import cli
 
     assert cli.main(["validate", "--only", "mlm-t1-1.7b", "--json"]) == 0

@@ -7,7 +7,7 @@ import pytest
 from hetopt import costmodel as cm
 from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
-from hetopt.planner.published import load_heterogeneous, load_published
+from hetopt.planner.evaluation.published import load_heterogeneous, load_published
 from hetopt.profile.format import CollectiveRow, LayerRow, Profile, Provenance
 from hetopt.profile.hetero import price_hetero
 from hetopt.profile.measured import Measured

@@ -49,10 +49,10 @@ from hetopt.errors import InputError
 from hetopt.mixed.limits import MAX_STATES, state_count
 from hetopt.mixed.problem import GpuGroup, MixedInstance, TpTables
 from hetopt.planner.answer import Alternative
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.compose import job_element_bytes, link_matrix, microbatch_candidates
-from hetopt.planner.mixedplan import plan_data
-from hetopt.planner.parallelizer import IslandSpec, Slice, divisors
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.search.compose import job_element_bytes, link_matrix, microbatch_candidates
+from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, divisors
+from hetopt.planner.alternatives.mixedplan import plan_data
 from hetopt.result import Status
 
 #: Atoms per block of the mixed instance: OPT-350M's 24 layers become 6 blocks, so the DP's

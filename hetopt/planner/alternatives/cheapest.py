@@ -28,10 +28,10 @@ from dataclasses import dataclass, replace
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
 from hetopt.planner.answer import HeteroPlan, dollars, ideal_time
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.configure import choose_islands
-from hetopt.planner.parallelizer import held_gpus
-from hetopt.planner.request import PlanRequest
+from hetopt.planner.setup.cluster import Cluster
+from hetopt.planner.setup.configure import choose_islands
+from hetopt.planner.parallelizer.protocol import held_gpus
+from hetopt.planner.setup.request import PlanRequest
 from hetopt.result import Result, Status, relative_gap
 from hetopt.workload import ModelConfig
 

@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hetopt.planner.enumerate import EnumerationStats
-from hetopt.planner.parallelizer import IslandSpec, PartialPlan
+from hetopt.planner.search.enumerate import EnumerationStats
+from hetopt.planner.parallelizer.protocol import IslandSpec, PartialPlan
 from hetopt.result import Result, Status, relative_gap
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class Attempt:
     #: than the pipeline family composes): no proof either way, so the plan is not OPTIMAL.
     not_planned: str = ""
     #: With a ``target``: the unrestricted composition of the same enumeration and the plans
-    #: behind it (``result`` and ``plans`` are then the launchable ones, ``planner/launchable.py``).
+    #: behind it (``result`` and ``plans`` are then the launchable ones, ``planner/search/launchable.py``).
     free: Result | None = None
     free_plans: list[PartialPlan] = field(default_factory=list)
 

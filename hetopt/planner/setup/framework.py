@@ -28,8 +28,8 @@ from hetopt import costmodel as cm
 from hetopt.costmodel import running as run
 from hetopt.costmodel.running import Running
 from hetopt.errors import InputError
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import GivenLayout, IslandBlock, key_values, layout_error
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.layout import GivenLayout, IslandBlock, key_values, layout_error
 
 #: The keys of a ``--runtime`` string that say what the framework has.
 CAPABILITY_KEYS = ("recompute", "zero", "ep", "cp", "offload")

@@ -10,11 +10,11 @@ settings once for the whole job. So the launchable optimum is found exactly by:
 Every launchable plan uses one group's values on all its islands, so it is a composition of
 one group; and every composition of a group is launchable. The minimum over the groups is
 therefore the optimum over launchable plans, proven when every group's composition is.
-The unrestricted composition runs beside it on the same enumeration (``planner/search.py``).
+The unrestricted composition runs beside it on the same enumeration (``planner/search/sizes.py``).
 
 Examples
 --------
->>> from hetopt.planner.parallelizer import PartialPlan
+>>> from hetopt.planner.parallelizer.protocol import PartialPlan
 >>> p = PartialPlan("a", "sig", 0, 24, "whole", 2, 4, 2, 8, 4, "none", 1, True, (), 1.0, None)
 >>> shape_of(p, 24, True).whole_model, shape_of(p, 24, True).stage_layers
 (True, ())
@@ -32,8 +32,8 @@ from hetopt.budget import Deadline
 from hetopt.family import no_solution
 from hetopt.planner.answer import HeteroPlan, comparable
 from hetopt.pipeline.problem import PipelineInstance, PipelineOption
-from hetopt.planner.parallelizer import IslandSpec, PartialPlan
-from hetopt.planner.schedule import rescore
+from hetopt.planner.parallelizer.protocol import IslandSpec, PartialPlan
+from hetopt.planner.search.schedule import rescore
 from hetopt.result import Result, Status
 from hetopt.runtimes import Job, Runtime, Shape, plan_breaks
 

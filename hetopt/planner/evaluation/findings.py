@@ -38,12 +38,12 @@ from hetopt.catalog import instances_dir
 from hetopt.hardware import load_gpus
 from hetopt.interrupt import stop_requested
 from hetopt import solvers
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.cluster import Cluster, load_cluster
-from hetopt.planner.compose import link_matrix, pipeline_instance
-from hetopt.planner.parallelizer import Slice
-from hetopt.planner.configure import choose_islands
-from hetopt.planner.plan import plan
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.cluster import Cluster, load_cluster
+from hetopt.planner.search.compose import link_matrix, pipeline_instance
+from hetopt.planner.parallelizer.protocol import Slice
+from hetopt.planner.setup.configure import choose_islands
+from hetopt.planner.steps import plan
 from hetopt.workload import ModelConfig, load_model
 
 #: The Tangram baselines: compositions restricted to one island or a fixed layer split, so
@@ -311,9 +311,9 @@ def uniform_layout_time(cluster: Cluster, cfg: ModelConfig, *, seq: int = C2_SEQ
     layers split by GPU count (as the uniform-layers alternative); pipeline depth,
     recomputation and ZeRO free per island. The best such plan and its choice."""
     from hetopt.family import Deadline
-    from hetopt.planner.alternatives import Setting, _restricted
-    from hetopt.planner.compose import split_layers
-    from hetopt.planner.parallelizer import divisors
+    from hetopt.planner.alternatives.baselines import Setting, _restricted
+    from hetopt.planner.search.compose import split_layers
+    from hetopt.planner.parallelizer.protocol import divisors
 
     found = solvers.solve(cluster.islands)
     chosen = choose_islands(cluster, found, None, "")

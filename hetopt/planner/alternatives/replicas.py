@@ -26,10 +26,10 @@ import numpy as np
 from hetopt import solvers
 from hetopt.costmodel import GRADIENT_BYTES
 from hetopt.family import Deadline
-from hetopt.planner.builtin import best_single_island_plan
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import island_specs
-from hetopt.planner.parallelizer import IslandSpec
+from hetopt.planner.parallelizer.builtin import best_single_island_plan
+from hetopt.planner.setup.cluster import Cluster
+from hetopt.planner.search.compose import island_specs
+from hetopt.planner.parallelizer.protocol import IslandSpec
 from hetopt.replicas.problem import Candidate, IslandShape, ReplicasInstance
 from hetopt.result import Result, Status, relative_gap
 from hetopt.workload import ModelConfig, layer_parameters

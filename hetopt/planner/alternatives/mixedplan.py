@@ -1,6 +1,6 @@
 """The mixed-stages plan as a plan: its data in the plan document, its ``--layout`` text, and that text priced.
 
-The ``mixed-stages`` alternative (``planner/mixed.py``) is a plan of the mixed family: stages
+The ``mixed-stages`` alternative (``planner/alternatives/mixed.py``) is a plan of the mixed family: stages
 whose data-parallel replicas span GPU types. This module makes it first-class:
 
 * :func:`plan_data` writes it as plain data (the alternative's ``plan`` in ``hetopt plan
@@ -148,7 +148,7 @@ def parse_mixed_layout(text: str) -> MixedLayout:
     ...
     hetopt.errors.InputError: layout: every stage holds the same micro-batch: stage 0 holds 2 samples, stage 1 holds 3 (give the members' samples so that each stage's add up to one size)
     """
-    from hetopt.planner.layout import key_values
+    from hetopt.planner.setup.layout import key_values
 
     stages, running_words = [], {}
     for s, stage_text in enumerate(p.strip() for p in text.split(";")):
@@ -296,7 +296,7 @@ def price_mixed_layout(layout: MixedLayout, s) -> PricedMixed:
         a TP degree not priced for the type, layers that do not add up to the model's or fall
         inside an atom, a micro-batch that does not divide the global batch.
     """
-    from hetopt.planner.mixed import block_ranges, mixed_instance
+    from hetopt.planner.alternatives.mixed import block_ranges, mixed_instance
 
     cfg, b = s.cfg, layout.microbatch_size
     if sum(st.layers for st in layout.stages) != cfg.layers:

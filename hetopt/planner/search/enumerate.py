@@ -25,9 +25,9 @@ from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field, replace
 
 from hetopt.family import Deadline
-from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
-from hetopt.planner.pricecache import collector_paused
-from hetopt.planner.workers import POLL_S, Gathering, ProcessPool
+from hetopt.planner.parallelizer.protocol import IslandSpec, Parallelizer, PartialPlan, Slice
+from hetopt.planner.parallelizer.pricecache import collector_paused
+from hetopt.planner.search.workers import POLL_S, Gathering, ProcessPool
 
 #: Pruning policies, all on by default.
 POLICIES = ("redundancy", "infeasibility", "imbalance")
@@ -110,7 +110,7 @@ def _warm_parallelizer(par: Parallelizer) -> Parallelizer:
 
     Exact: the memo is keyed by everything a price depends on, and equal parallelizers price
     alike (``tests/planner/test_builtin.py``: a warm memo never changes an answer)."""
-    from hetopt.planner.builtin import BuiltinParallelizer
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 
     if type(par) is not BuiltinParallelizer:
         return par
@@ -123,7 +123,7 @@ def _warm_parallelizer(par: Parallelizer) -> Parallelizer:
 def _remember(par: Parallelizer, calls: list[_Query], answers: list[tuple[PartialPlan, ...] | None]) -> None:
     """The workers' answers kept by this process's built-in parallelizer, which answers the same
     queries again without pricing them (the planner's alternatives ask many of them)."""
-    from hetopt.planner.builtin import BuiltinParallelizer
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 
     if type(par) is not BuiltinParallelizer or not par.share_prices:
         return
@@ -135,7 +135,7 @@ def _remember(par: Parallelizer, calls: list[_Query], answers: list[tuple[Partia
 
 def _knows(query: _Query) -> bool:
     """Whether the query's built-in parallelizer has its answer at hand (``BuiltinParallelizer.answered``)."""
-    from hetopt.planner.builtin import BuiltinParallelizer
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 
     return type(query.parallelizer) is BuiltinParallelizer and query.parallelizer.answered(
         query.slice, query.island, microbatch_size=query.microbatch_size, microbatches=query.microbatches,
@@ -272,7 +272,7 @@ class Ahead:
 
     Examples
     --------
-    >>> from hetopt.planner.builtin import BuiltinParallelizer
+    >>> from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
     >>> Ahead.usable(BuiltinParallelizer(), None)
     False
     """
@@ -285,7 +285,7 @@ class Ahead:
     @staticmethod
     def usable(parallelizer: Parallelizer, executor: Executor | None) -> bool:
         """Whether answers sent ahead would be kept: the built-in parallelizer, a local pool, sharing on."""
-        from hetopt.planner.builtin import BuiltinParallelizer
+        from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 
         return type(parallelizer) is BuiltinParallelizer and isinstance(executor, ProcessPool) and parallelizer.share_prices
 
@@ -348,7 +348,7 @@ def blocks_needed(sl: Slice, first_layer: int, total_layers: int) -> int:
 
     Examples
     --------
-    >>> from hetopt.planner.parallelizer import slice_model
+    >>> from hetopt.planner.parallelizer.protocol import slice_model
     >>> from hetopt.workload import ModelConfig
     >>> atoms = slice_model(ModelConfig("x", "gpt", 4, 64, 4, 256, 100, 32))
     >>> [blocks_needed(Slice(atoms[a:b]), 0, 4) for a, b in ((0, 4), (0, 2), (2, 4), (1, 3))]
@@ -421,9 +421,9 @@ class Enumeration:
 
     Examples
     --------
-    >>> from hetopt.planner.builtin import BuiltinParallelizer
-    >>> from hetopt.planner.compose import island_specs
-    >>> from hetopt.planner.request import as_cluster, as_model
+    >>> from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+    >>> from hetopt.planner.search.compose import island_specs
+    >>> from hetopt.planner.setup.request import as_cluster, as_model
     >>> cluster, par = as_cluster("tangram-c2"), BuiltinParallelizer()
     >>> atoms = par.slice_model(as_model("gpt3-1.3b"))
     >>> started = Enumeration(par, all_slices(par, atoms), island_specs(cluster, [[0, 1], [2, 3, 4, 5]]),

@@ -18,9 +18,9 @@ import numpy as np
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
 from hetopt.pipeline.problem import MAX_MICROBATCHES, BelowResolution, MIN_TIME_S, PipelineInstance, PipelineOption
-from hetopt.planner.parallelizer import divisors as _all_divisors
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Parallelizer
+from hetopt.planner.parallelizer.protocol import divisors as _all_divisors
+from hetopt.planner.setup.cluster import Cluster
+from hetopt.planner.parallelizer.protocol import IslandSpec, PartialPlan, Parallelizer
 from hetopt.workload import ModelConfig
 
 

@@ -1,15 +1,15 @@
 """The end-to-end planner: cluster + model in, best heterogeneous plan out.
 
-:func:`plan` checks its request (``planner/request.py``) and runs named steps, each a function
+:func:`plan` checks its request (``planner/setup/request.py``) and runs named steps, each a function
 of this module or one below it:
 
 1. **budget** — the call's deadlines (:func:`_budget`);
 2. **islands** — the islands family forms the fewest homogeneous islands;
 3. **configure** — which islands are composed, the parallelizer held to the runtime and the
    islands' precision, the micro-batch sizes and atoms (:func:`_configure`);
-4. **price the given layout** — a user's layout on the same cost model (``planner/layout.py``);
-5. **search** — every micro-batch size enumerated and composed (``planner/search.py``);
-6. **conclude** — status, bound, gap and reason from one rule (``planner/outcome.py``);
+4. **price the given layout** — a user's layout on the same cost model (``planner/setup/layout.py``);
+5. **search** — every micro-batch size enumerated and composed (``planner/search/sizes.py``);
+6. **conclude** — status, bound, gap and reason from one rule (``planner/search/outcome.py``);
 7. **replicas** and **alternatives** — the other plans on the same islands;
 8. **answer** — the frozen :class:`~hetopt.planner.answer.HeteroPlan` (:func:`_answer`).
 
@@ -30,26 +30,26 @@ from concurrent.futures import Executor
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
-from hetopt.planner.alternatives import Setting, alternative_queries, plan_alternatives
+from hetopt.planner.alternatives.baselines import Setting, alternative_queries, plan_alternatives
 from hetopt.planner.answer import (Alternative, HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops,
                                    plan_cost, plan_figures, rank, self_contained)
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.cheapest import plan_priced
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import microbatch_candidates, uncomposable_microbatch_sizes
-from hetopt.planner.coverage import outside_calibration
-from hetopt.planner.configure import (LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_ISLANDS, MAX_COMPOSE_ISLANDS, Setup,
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.alternatives.cheapest import plan_priced
+from hetopt.planner.setup.cluster import Cluster
+from hetopt.planner.search.compose import microbatch_candidates, uncomposable_microbatch_sizes
+from hetopt.planner.evaluation.coverage import outside_calibration
+from hetopt.planner.setup.configure import (LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_ISLANDS, MAX_COMPOSE_ISLANDS, Setup,
                                       choose_islands, configure, price_given)
-from hetopt.planner.enumerate import Ahead, all_slices
-from hetopt.planner.launchable import launch_summary
-from hetopt.planner.layout import PricedLayout, PricedPipeline
-from hetopt.planner.outcome import Attempt, PlanOutcome, conclude_plan
-from hetopt.planner.parallelizer import Parallelizer, held_gpus
-from hetopt.planner.pricecache import collector_paused
-from hetopt.planner.replicas import ReplicasPlan, plan_replicas
-from hetopt.planner.request import PlanRequest, as_cluster, as_model
+from hetopt.planner.search.enumerate import Ahead, all_slices
+from hetopt.planner.search.launchable import launch_summary
+from hetopt.planner.setup.layout import PricedLayout, PricedPipeline
+from hetopt.planner.search.outcome import Attempt, PlanOutcome, conclude_plan
+from hetopt.planner.parallelizer.protocol import Parallelizer, held_gpus
+from hetopt.planner.parallelizer.pricecache import collector_paused
+from hetopt.planner.alternatives.replicas import ReplicasPlan, plan_replicas
+from hetopt.planner.setup.request import PlanRequest, as_cluster, as_model
 from hetopt.planner.budget import PlanBudget
-from hetopt.planner.search import SearchContext, enumeration_summary, search_sizes
+from hetopt.planner.search.sizes import SearchContext, enumeration_summary, search_sizes
 from hetopt import costmodel as cm
 from hetopt.result import Result, Status
 from hetopt.runtimes import RUNTIMES, Job
@@ -75,18 +75,18 @@ def plan(
     ``plan(cluster, model, global_batch=..., ...)`` with the request's fields as keywords.
 
     Every option is checked by name before any work (:meth:`PlanRequest.checked`); what each
-    one does is written once, in :class:`~hetopt.planner.request.PlanRequest`.
+    one does is written once, in :class:`~hetopt.planner.setup.request.PlanRequest`.
 
     Parameters
     ----------
     request, cfg
-        A :class:`~hetopt.planner.request.PlanRequest`; or the cluster and the model (loaded
+        A :class:`~hetopt.planner.setup.request.PlanRequest`; or the cluster and the model (loaded
         objects, paths to their files, or names in ``instances/clusters`` and
         ``instances/models``), with the request's other fields as keywords.
     parallelizer
-        Any :class:`~hetopt.planner.parallelizer.Parallelizer` (default: the built-in one).
+        Any :class:`~hetopt.planner.parallelizer.protocol.Parallelizer` (default: the built-in one).
     executor
-        Where parallelizer queries run (a :class:`hetopt.planner.workers.ProcessPool`, which
+        Where parallelizer queries run (a :class:`hetopt.planner.search.workers.ProcessPool`, which
         replaces dead workers, any process pool, a Dask client's executor); None runs them
         here, in this process (``hetopt plan`` uses a pool unless ``--workers 1``).
     on_progress
@@ -95,7 +95,7 @@ def plan(
     Returns
     -------
     HeteroPlan
-        Frozen; its status, bound and gap follow :func:`~hetopt.planner.outcome.conclude_plan`.
+        Frozen; its status, bound and gap follow :func:`~hetopt.planner.search.outcome.conclude_plan`.
 
     Raises
     ------
@@ -105,7 +105,7 @@ def plan(
         A field that is not what it must be (named, ``field`` set): a micro-batch size that
         does not divide the global batch, a bad batch or time limit, an unknown cluster or
         model name, a layout the cluster or model cannot hold.
-    hetopt.planner.workers.WorkersLost
+    hetopt.planner.search.workers.WorkersLost
         When the executor's workers are gone (a pool that keeps dying, a Dask cluster
         without workers).
 

@@ -39,8 +39,8 @@ from hetopt.errors import InputError
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.parallelism import offload as off
-from hetopt.planner.builtin import BuiltinParallelizer, Layout, even_split, interleave_degrees
-from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Slice
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer, Layout, even_split, interleave_degrees
+from hetopt.planner.parallelizer.protocol import IslandSpec, PartialPlan, Slice
 from hetopt.units import GIB
 from hetopt.workload import ModelConfig
 
@@ -241,7 +241,7 @@ def parse_layout(text: str) -> GivenLayout:
 def contradiction(layout: GivenLayout, *, gather_given: bool) -> tuple[str, str] | None:
     """The first key of a given layout that contradicts the others, and why (None: none does).
 
-    The one rule for ``--layout`` and a published row's layout (``hetopt.planner.validate``),
+    The one rule for ``--layout`` and a published row's layout (``hetopt.planner.evaluation.validate``),
     each naming the key in its own spelling: ``fsep`` needs an EP degree, and a ZeRO-3 gather
     mode (``gather_given``: the key was written) needs ZeRO-3. The key is the ``--layout`` one.
 
@@ -279,7 +279,7 @@ def derive_dp(layout: GivenLayout, island: IslandSpec) -> GivenLayout:
     """``layout`` with dp derived from the island's GPUs when it was left out, as Megatron-LM
     derives its data-parallel size: world size / (tp · pp · cp).
 
-    >>> from hetopt.planner.parallelizer import IslandSpec
+    >>> from hetopt.planner.parallelizer.protocol import IslandSpec
     >>> from hetopt.hardware import load_gpus
     >>> island = IslandSpec("a100", load_gpus()["A100-SXM4-80GB"], 4, 8, inter_bandwidth=25e9)
     >>> derive_dp(parse_layout("tp=8 pp=1 mbs=1"), island).dp
@@ -377,7 +377,7 @@ def price_layout(
     A layout without a micro-batch size (``microbatch`` = 0) is priced at its best one of
     ``microbatches_tried`` under the model; one interleaved without a degree (``vpp`` = 0, a
     published run that names the schedule but not v) at its best of
-    :func:`~hetopt.planner.builtin.interleave_degrees`. Returns a PricedLayout without a plan,
+    :func:`~hetopt.planner.parallelizer.builtin.interleave_degrees`. Returns a PricedLayout without a plan,
     and the reason, when it fits in memory at none of them.
 
     Raises
@@ -546,7 +546,7 @@ def price_island_layouts(
     """
     from hetopt.pipeline.plan import build_solution
     from hetopt.pipeline.problem import Block, PipelineInstance, evaluate, PipelineSolution
-    from hetopt.planner.compose import below_resolution
+    from hetopt.planner.search.compose import below_resolution
 
     par = parallelizer or BuiltinParallelizer()
     seq = seq or cfg.sequence

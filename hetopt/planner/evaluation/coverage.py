@@ -42,7 +42,7 @@ class Coverage:
 def calibration_coverage() -> Coverage:
     """What the shipped calibration sets measured (read once)."""
     from hetopt.catalog import CALIBRATION_SETS, instances_dir
-    from hetopt.planner.published import load_published
+    from hetopt.planner.evaluation.published import load_published
 
     networks, tokens = set(), []
     for name in CALIBRATION_SETS:

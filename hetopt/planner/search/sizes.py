@@ -1,13 +1,13 @@
 """The planner's search step: every micro-batch size enumerated and composed, or proven useless.
 
 For each candidate micro-batch size, in turn and with what is left of the budget: a lower bound
-(:func:`~hetopt.planner.compose.pipeline_lower_bound`, or the simulated schedule's own) that
+(:func:`~hetopt.planner.search.compose.pipeline_lower_bound`, or the simulated schedule's own) that
 cannot beat the best plan found proves the size useless and skips it; otherwise the parallelizer
-enumerates partial plans for every (slice, island) pair (``planner/enumerate.py``) and the
-pipeline family's ``dp`` composes them (``planner/compose.py``), re-scored by the 1F1B
+enumerates partial plans for every (slice, island) pair (``planner/search/enumerate.py``) and the
+pipeline family's ``dp`` composes them (``planner/search/compose.py``), re-scored by the 1F1B
 simulation when the time model asks for it. Sizes with more micro-batches than the pipeline
 family composes are not planned, unless their bound rules them out. The result is one
-:class:`~hetopt.planner.outcome.Attempt` per size, which ``conclude_plan`` turns into a status.
+:class:`~hetopt.planner.search.outcome.Attempt` per size, which ``conclude_plan`` turns into a status.
 """
 
 from __future__ import annotations
@@ -23,16 +23,16 @@ from hetopt.budget import Deadline
 from hetopt.family import no_solution
 from hetopt.pipeline.problem import MAX_MICROBATCHES
 from hetopt.planner.budget import enumeration_deadline
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import job_element_bytes, link_matrix, pipeline_instance, pipeline_lower_bound, uncomposable_microbatch_sizes
-from hetopt.planner.enumerate import Enumeration, EnumerationStats
-from hetopt.planner.launchable import compose_launchable
-from hetopt.planner.outcome import Attempt, ChosenIslands
-from hetopt.planner.parallelizer import Parallelizer, Slice
-from hetopt.planner.pricecache import collector_paused
-from hetopt.planner.schedule import rescore, simulated_lower_bound
-from hetopt.planner.workers import ProcessPool
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.cluster import Cluster
+from hetopt.planner.search.compose import job_element_bytes, link_matrix, pipeline_instance, pipeline_lower_bound, uncomposable_microbatch_sizes
+from hetopt.planner.search.enumerate import Enumeration, EnumerationStats
+from hetopt.planner.search.launchable import compose_launchable
+from hetopt.planner.search.outcome import Attempt, ChosenIslands
+from hetopt.planner.parallelizer.protocol import Parallelizer, Slice
+from hetopt.planner.parallelizer.pricecache import collector_paused
+from hetopt.planner.search.schedule import rescore, simulated_lower_bound
+from hetopt.planner.search.workers import ProcessPool
 from hetopt.result import Status
 from hetopt.runtimes import Job, Runtime
 from hetopt.workload import ModelConfig
@@ -56,7 +56,7 @@ class SearchContext:
     time_model: str = "simulated"
     #: training FLOPs of one iteration, for the micro-batch sizes' lower bounds
     work_flops: float = 0.0
-    #: the runtime a launchable plan is searched for (``planner/launchable.py``) and the job it runs
+    #: the runtime a launchable plan is searched for (``planner/search/launchable.py``) and the job it runs
     target: Runtime | None = None
     job: Job | None = None
     #: called with a micro-batch size once its enumeration is in (or the size is skipped), before
@@ -112,7 +112,7 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
         result = None
     else:
         result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left())
-        if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/schedule.py)
+        if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/search/schedule.py)
             # interleaved plans' stages are shaped for the closed form, not for the simulator
             interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
             result = rescore(instance, result, deadline, interleaved)

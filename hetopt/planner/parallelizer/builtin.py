@@ -50,8 +50,8 @@ from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.hardware import DEFAULT_HEADROOM_GIB, GpuType
 from hetopt.units import GIB
-from hetopt.planner.pricecache import FloorTable, PricingIsland, Prepared, collector_paused, island_key
-from hetopt.planner.parallelizer import (
+from hetopt.planner.parallelizer.pricecache import FloorTable, PricingIsland, Prepared, collector_paused, island_key
+from hetopt.planner.parallelizer.protocol import (
     Atom,
     IslandSpec,
     PartialPlan,
@@ -397,7 +397,7 @@ def _key(total: float, worst: float, stages: int, limit: int | None) -> tuple[fl
 
 @dataclass(frozen=True)
 class BuiltinParallelizer:
-    """The built-in homogeneous parallelizer (implements :class:`~hetopt.planner.parallelizer.Parallelizer`).
+    """The built-in homogeneous parallelizer (implements :class:`~hetopt.planner.parallelizer.protocol.Parallelizer`).
 
     Parameters
     ----------
@@ -460,7 +460,7 @@ class BuiltinParallelizer:
     #: and TP/CP collectives held to the host's floor (``path_floor_s``) before pricing it, and
     #: left unpriced when a layout already priced in the query fits everywhere, has no more
     #: stages and beats both bounds (its Σ t strictly): it cannot be on the Pareto front.
-    #: ``share_prices``: work shared between queries (``hetopt.planner.pricecache``: prices
+    #: ``share_prices``: work shared between queries (``hetopt.planner.parallelizer.pricecache``: prices
     #: between islands of one signature, layouts and floors between micro-batch sizes and slices
     #: of equal layers, the answers a worker gave); off, every query answered on its own.
     #: ``drop_redundant``: layouts another one enumerated beside them always matches or beats
@@ -1114,7 +1114,7 @@ class BuiltinParallelizer:
         kept = set(front)
         for members in _by_group(groups).values():
             # the Pareto set of every job-wide group too: a plan the runtime runs may be beaten
-            # only by one it does not (planner/launchable.py composes each group apart)
+            # only by one it does not (planner/search/launchable.py composes each group apart)
             sub = np.array([keys[n] for n in members])
             kept.update(members[k] for k in _pareto_indices(sub, lambda k: plan_of(members[k]).peak_bytes))
         on_front = set(front)

@@ -1,8 +1,8 @@
 """The plans the composed pipeline is compared with, each naming the model that priced it.
 
-* ``cephalo-fsdp``: FSDP over every GPU (allocation family, ``planner/fsdp.py``);
+* ``cephalo-fsdp``: FSDP over every GPU (allocation family, ``planner/alternatives/fsdp.py``);
 * ``mixed-stages`` (when asked for): stages whose data-parallel replicas span GPU types (mixed
-  family, ``planner/mixed.py``);
+  family, ``planner/alternatives/mixed.py``);
 * ``single-island``: the parallelizer's best plan of the whole model on one island;
 * ``uniform-layers`` / ``compute-proportional``: compositions with each island's layer count
   fixed in proportion to its GPUs / its sustained FLOP/s, solved by the pipeline ``dp``.
@@ -24,15 +24,15 @@ from hetopt import solvers
 from hetopt.errors import InputError
 from hetopt.family import Deadline, no_solution
 from hetopt.planner.answer import PRICED_BY_ALLOCATION, Alternative
-from hetopt.planner.builtin import best_single_island_plan, whole_model_slice
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import job_element_bytes, link_matrix, microbatch_candidates, pipeline_instance, split_layers
+from hetopt.planner.parallelizer.builtin import best_single_island_plan, whole_model_slice
+from hetopt.planner.setup.cluster import Cluster
+from hetopt.planner.search.compose import job_element_bytes, link_matrix, microbatch_candidates, pipeline_instance, split_layers
 from hetopt.costmodel import running as run
 from hetopt.planner.budget import fsdp_limit
-from hetopt.planner.fsdp import ignored as fsdp_ignored
-from hetopt.planner.fsdp import plan_fsdp
-from hetopt.planner.mixed import mixed_alternative
-from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice, held_gpus
+from hetopt.planner.alternatives.fsdp import ignored as fsdp_ignored
+from hetopt.planner.alternatives.fsdp import plan_fsdp
+from hetopt.planner.alternatives.mixed import mixed_alternative
+from hetopt.planner.parallelizer.protocol import IslandSpec, Parallelizer, PartialPlan, Slice, held_gpus
 from hetopt.result import Result, Status
 from hetopt.workload import ModelConfig
 
@@ -60,7 +60,7 @@ class Setting:
     #: The micro-batch sizes the plan was composed over (None: ``microbatch_candidates``), so
     #: the alternatives are planned over the same ones.
     microbatch_sizes: tuple[int, ...] | None = None
-    #: plan the ``mixed-stages`` alternative too (``planner/mixed.py``; off by default: it takes
+    #: plan the ``mixed-stages`` alternative too (``planner/alternatives/mixed.py``; off by default: it takes
     #: up to ``budget.SHARES.mixed_cap_s``, and its row is priced by block tables, not the planner's own prices)
     mixed_stages: bool = False
 
@@ -195,14 +195,14 @@ def alternative_queries(s: Setting) -> list[tuple[Slice, IslandSpec]]:
     size: the whole model on each island, then the two restricted compositions' slices.
 
     The planner sends those its enumeration did not ask to its workers while it composes
-    (``planner/plan.py``), so the alternatives find them answered. A pair missing here is
+    (``planner/steps.py``), so the alternatives find them answered. A pair missing here is
     only priced later, in this process: the list changes no answer.
 
     Examples
     --------
-    >>> from hetopt.planner.builtin import BuiltinParallelizer
-    >>> from hetopt.planner.compose import island_specs
-    >>> from hetopt.planner.request import as_cluster, as_model
+    >>> from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+    >>> from hetopt.planner.search.compose import island_specs
+    >>> from hetopt.planner.setup.request import as_cluster, as_model
     >>> cluster, cfg, par = as_cluster("tangram-c2"), as_model("gpt3-1.3b"), BuiltinParallelizer()
     >>> members = [[0, 1], [2, 3, 4, 5]]  # the two A100 nodes, the four H100 NVL nodes
     >>> s = Setting(cluster, cfg, island_specs(cluster, members), members, par, par.slice_model(cfg, seq=2048),

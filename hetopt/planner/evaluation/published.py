@@ -4,8 +4,8 @@ A set (the format is documented at the top of ``megatron-sc21.toml`` and in
 ``docs/formats.md``) names models, homogeneous clusters and measured runs, each with the
 layout its authors ran and the runtime it ran on. This module reads them into
 :class:`Measurement` rows and says what a row's figure means (:func:`publisher_flops`,
-:func:`throughput`); :mod:`hetopt.planner.validate` prices them, and
-:mod:`hetopt.planner.coverage` reads what the calibration sets measured.
+:func:`throughput`); :mod:`hetopt.planner.evaluation.validate` prices them, and
+:mod:`hetopt.planner.evaluation.coverage` reads what the calibration sets measured.
 
 Examples
 --------
@@ -30,12 +30,12 @@ from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
 from hetopt.files import read_toml
-from hetopt.planner.layout import GivenLayout, UnsupportedLayout, check_layout, contradiction
-from hetopt.planner.parallelizer import IslandSpec
-from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Framework, parse_runtime
+from hetopt.planner.setup.layout import GivenLayout, UnsupportedLayout, check_layout, contradiction
+from hetopt.planner.parallelizer.protocol import IslandSpec
+from hetopt.planner.setup.framework import LAYOUT_RUNTIME_KEYS, Framework, parse_runtime
 from hetopt.readers.fields import Fields
 from hetopt.workload import ModelConfig, ffn_matrices, load_model, model_from_fields
-from hetopt.planner.cluster import resolve
+from hetopt.planner.setup.cluster import resolve
 
 #: The metrics a measurement may state, and how a predicted iteration time becomes each.
 METRICS = ("tflops_per_gpu", "samples_per_s", "tokens_per_s", "tokens_per_s_per_gpu", "iteration_time_s", "mfu")
@@ -146,7 +146,7 @@ class Measurement:
     #: what the row's framework could run: the plan of ``validate --plan`` is held to it
     runtime: Framework = Framework()
     #: why the cost model cannot price the published layout ('' when it can): a layout that ran
-    #: but lies outside the model (:class:`~hetopt.planner.layout.UnsupportedLayout`)
+    #: but lies outside the model (:class:`~hetopt.planner.setup.layout.UnsupportedLayout`)
     unsupported: str = ""
     #: the runtime keys the row leaves out (``ASSUMED_RUNTIME``), priced as the runtimes of its
     #: year ran (:data:`CURRENT_RUNTIME_FROM`)

@@ -3,7 +3,7 @@
 A parallelizer turns a *slice* (consecutive layers of the model) on an *island*
 (homogeneous GPUs) into *partial plans*: small pipelines whose stages the pipeline
 composition can chain. Anyone can plug in another parallelizer by implementing
-:class:`Parallelizer`; :mod:`hetopt.planner.builtin` is the built-in one.
+:class:`Parallelizer`; :mod:`hetopt.planner.parallelizer.builtin` is the built-in one.
 
 Everything here is a frozen dataclass of plain data, so it crosses process and Dask
 boundaries (pickled) unchanged. A slice's :attr:`Slice.signature` is a SHA-256 of its

@@ -406,7 +406,7 @@ class Gathering:
             if broken:
                 if not hasattr(executor, "restart"):
                     raise WorkersLost("the process pool broke (a worker process died) and cannot be replaced; "
-                                      "pass hetopt.planner.workers.ProcessPool to have dead workers replaced")
+                                      "pass hetopt.planner.search.workers.ProcessPool to have dead workers replaced")
                 executor.restart()
             lost = self._send(lost)
             broken = bool(lost)

@@ -1,6 +1,6 @@
 """What the built-in parallelizer's queries share, so that work done once serves every query it fits.
 
-A plan asks the built-in parallelizer (``planner/builtin.py``) about a thousand queries, one per
+A plan asks the built-in parallelizer (``planner/parallelizer/builtin.py``) about a thousand queries, one per
 (slice, island, micro-batch size). Much of a query's work depends on far less than the query:
 
 * a stage's price depends on the island's hardware and links, never on its name, so two
@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from hetopt.costmodel.stage import Layout
-from hetopt.planner.parallelizer import IslandSpec
+from hetopt.planner.parallelizer.protocol import IslandSpec
 
 
 

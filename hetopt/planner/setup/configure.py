@@ -15,15 +15,15 @@ from dataclasses import dataclass, replace
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
 from hetopt.units import GIB
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import island_specs, link_matrix, microbatch_candidates
-from hetopt.planner.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime, price_island_layouts,
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.cluster import Cluster
+from hetopt.planner.search.compose import island_specs, link_matrix, microbatch_candidates
+from hetopt.planner.setup.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime, price_island_layouts,
                                    price_layout, with_precision)
-from hetopt.planner.mixedplan import MixedLayout, PricedMixed, price_mixed_layout
-from hetopt.planner.outcome import ChosenIslands
-from hetopt.planner.parallelizer import Parallelizer, Slice
-from hetopt.planner.request import PlanRequest
+from hetopt.planner.search.outcome import ChosenIslands
+from hetopt.planner.parallelizer.protocol import Parallelizer, Slice
+from hetopt.planner.setup.request import PlanRequest
+from hetopt.planner.alternatives.mixedplan import MixedLayout, PricedMixed, price_mixed_layout
 from hetopt.result import Result
 from hetopt.runtimes import RUNTIMES, Runtime
 from hetopt.workload import ModelConfig
@@ -174,7 +174,7 @@ def price_given(layout: GivenLayout | tuple[IslandBlock, ...] | MixedLayout, cho
     (``MixedLayout``) as the ``mixed-stages`` alternative prices its own, by the plan's
     ``parallelizer`` (held to the layout's running settings, as the alternative's is to the plan's)."""
     if isinstance(layout, MixedLayout):
-        from hetopt.planner.alternatives import Setting
+        from hetopt.planner.alternatives.baselines import Setting
 
         par = parallelizer or BuiltinParallelizer()
         setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, par.slice_model(cfg, seq=seq), global_batch,

@@ -1,7 +1,7 @@
 """Predicted against published training throughput (``hetopt validate``).
 
 A published measurement set (``instances/published/*.toml``, read by
-:mod:`hetopt.planner.published`) names models, homogeneous clusters and measured runs, each
+:mod:`hetopt.planner.evaluation.published`) names models, homogeneous clusters and measured runs, each
 with the layout its authors ran. For every run this prices the
 published layout with the cost model (``formulations/costmodel.md``) and prints predicted /
 published throughput, per row, per group and overall, with the median and the worst row.
@@ -26,15 +26,15 @@ from dataclasses import dataclass
 from hetopt.units import BITS_PER_BYTE, GBPS
 from hetopt.hardware import GIGA
 from hetopt.interrupt import stop_requested
-from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import price_layout
-from hetopt.planner.parallelizer import PartialPlan
-from hetopt.planner.cluster import Cluster, cluster_from_data
+from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+from hetopt.planner.setup.layout import price_layout
+from hetopt.planner.parallelizer.protocol import PartialPlan
+from hetopt.planner.setup.cluster import Cluster, cluster_from_data
 from hetopt.planner.answer import HeteroPlan
-from hetopt.planner.plan import plan
+from hetopt.planner.steps import plan
 # the reading of the sets lives in published.py; its names are re-exported here for callers
 # that price what they read (``validate.load_published`` and friends)
-from hetopt.planner.published import (ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, LOWER_IS_BETTER,
+from hetopt.planner.evaluation.published import (ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, LOWER_IS_BETTER,
                                       UNSTATED_MICROBATCHES, Measurement, default_published, layout_text,
                                       load_published, publication_year, publisher_flops, select_only,
                                       throughput)
@@ -92,7 +92,7 @@ def _ratio(m: Measurement, predicted: float | None) -> float | None:
 def price_published(m: Measurement, parallelizer: BuiltinParallelizer | None = None) -> tuple[PartialPlan | None, str, bool]:
     """The published layout priced by the cost model (its best micro-batch when unstated).
 
-    :func:`hetopt.planner.layout.price_layout`, as ``hetopt plan --layout`` prices a given
+    :func:`hetopt.planner.setup.layout.price_layout`, as ``hetopt plan --layout`` prices a given
     layout. Returns (plan, reason, over memory). A layout over the GPU's memory under the
     model at every micro-batch size tried is still priced (the run it describes ran, so its
     time is what is measured here) and flagged, with the memory in the reason; (None,
@@ -150,7 +150,7 @@ def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = 
 
 
 def hetero_rows(rows, measured=None) -> list[dict]:
-    """Heterogeneous rows (:func:`~hetopt.planner.published.load_heterogeneous`) priced by
+    """Heterogeneous rows (:func:`~hetopt.planner.evaluation.published.load_heterogeneous`) priced by
     :func:`hetopt.profile.hetero.price_hetero` (``measured``: a profile where it covers), as
     ``validate --json`` lists rows: the predicted time, the ratio published / predicted (> 1: the
     model is optimistic), the predicted and the measured peak memory."""
@@ -234,9 +234,9 @@ def rank_settings(rows: list[Row]) -> dict[str, dict]:
 
 
 def outside_of(m: Measurement) -> list[str]:
-    """The row's regimes no calibration covers (``planner/coverage.py``): its GPU, its cluster's
+    """The row's regimes no calibration covers (``planner/evaluation/coverage.py``): its GPU, its cluster's
     network, its micro-batch (when the row states it)."""
-    from hetopt.planner.coverage import outside_calibration
+    from hetopt.planner.evaluation.coverage import outside_calibration
 
     isl = m.island
     tokens = [max(1, m.layout.microbatch * m.seq // m.layout.cp)] if m.layout.microbatch else []

@@ -6,8 +6,8 @@ import statistics
 
 from rich.console import Console
 
-from hetopt.planner.published import ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, layout_text
-from hetopt.planner.validate import (Row, outside_of, rank_settings,
+from hetopt.planner.evaluation.published import ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, layout_text
+from hetopt.planner.evaluation.validate import (Row, outside_of, rank_settings,
                                      summarize)
 from hetopt.tables import show
 

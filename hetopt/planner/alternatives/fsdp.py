@@ -15,8 +15,8 @@ from hetopt import solvers
 from hetopt.allocation.problem import AllocationInstance
 from hetopt.builders.allocation import analytic_allocation
 from hetopt.costmodel.running import Running
-from hetopt.planner.cluster import Cluster
-from hetopt.planner.compose import nodes_transport
+from hetopt.planner.setup.cluster import Cluster
+from hetopt.planner.search.compose import nodes_transport
 from hetopt.result import Result
 from hetopt.units import BITS_PER_BYTE
 from hetopt.workload import ModelConfig

@@ -31,12 +31,12 @@ from hetopt.checks import (MAX_GLOBAL_BATCH, MAX_SEQ, check_bool, check_choice, 
 from hetopt.errors import InputError
 from hetopt.hardware import MAX_HEADROOM_GIB
 from hetopt.catalog import instances_dir
-from hetopt.planner.cluster import Cluster, load_cluster, resolve
-from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES
-from hetopt.planner.layout import GivenLayout, IslandBlock, parse_island_layouts, parse_layout
-from hetopt.planner.mixedplan import MixedLayout, is_mixed_text, parse_mixed_layout
-from hetopt.planner.runtime import Framework, layout_names_runtime, parse_runtime
-from hetopt.planner.schedule import TIME_MODELS
+from hetopt.planner.setup.cluster import Cluster, load_cluster, resolve
+from hetopt.planner.search.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES
+from hetopt.planner.setup.layout import GivenLayout, IslandBlock, parse_island_layouts, parse_layout
+from hetopt.planner.setup.framework import Framework, layout_names_runtime, parse_runtime
+from hetopt.planner.search.schedule import TIME_MODELS
+from hetopt.planner.alternatives.mixedplan import MixedLayout, is_mixed_text, parse_mixed_layout
 from hetopt.runtimes import RUNTIMES
 from hetopt.workload import ModelConfig, load_model
 
@@ -56,7 +56,7 @@ class PlanRequest:
         Samples per micro-batch of the whole pipeline (over all its data-parallel replicas).
         None: every divisor of the global batch is a candidate (powers of two first) and the
         fastest plan kept; a size whose lower bound
-        (:func:`~hetopt.planner.compose.pipeline_lower_bound`) cannot beat the best plan found
+        (:func:`~hetopt.planner.search.compose.pipeline_lower_bound`) cannot beat the best plan found
         is skipped, which proves it cannot.
     seq
         Tokens per sample (None: the model's), 1 to ``hetopt.checks.MAX_SEQ``.
@@ -73,7 +73,7 @@ class PlanRequest:
     alternatives
         Also plan the alternatives (FSDP, single island, uniform, proportional).
     replicas
-        Also plan data-parallel replicas (``hetopt.planner.replicas``): the islands cut into
+        Also plan data-parallel replicas (``hetopt.planner.alternatives.replicas``): the islands cut into
         units, whole-model pipelines on units of one shape, the replicas family's ``dp``
         choosing the replicas and their micro-batch shares; in ``HeteroPlan.replicas``,
         FEASIBLE with the ideal time as bound.
@@ -83,7 +83,7 @@ class PlanRequest:
         when islands are left out). None: every island, or the ``LARGE_CLUSTER_ISLANDS``
         fastest when the cluster forms more than ``MAX_COMPOSE_ISLANDS`` (and then, with the
         built-in parallelizer, the model is cut into at most ``LARGE_CLUSTER_ATOMS`` atoms;
-        constants of ``hetopt.planner.plan``).
+        constants of ``hetopt.planner.steps``).
     tasks
         With an executor, the queries of one enumeration go out in at most this many batches.
     layers_per_atom
@@ -91,19 +91,19 @@ class PlanRequest:
         clusters); above 1 the search is narrowed and the plan FEASIBLE, not OPTIMAL.
     layout
         A layout to price beside the plan (``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"``
-        or a :class:`~hetopt.planner.layout.GivenLayout`) on a cluster that forms one island,
+        or a :class:`~hetopt.planner.setup.layout.GivenLayout`) on a cluster that forms one island,
         or one per island (``"ISLAND: layers=K tp=.. pp=.. dp=..; ..."``, front of the
-        pipeline first, or a tuple of :class:`~hetopt.planner.layout.IslandBlock`);
+        pipeline first, or a tuple of :class:`~hetopt.planner.setup.layout.IslandBlock`);
         ``HeteroPlan.given_layout`` then holds its iteration time and the plan's speed-up.
     runtime
-        What the training framework can run (:mod:`hetopt.planner.runtime`,
+        What the training framework can run (:mod:`hetopt.planner.setup.framework`,
         ``"recompute=none,full zero=0 flash=no"``): the built-in parallelizer searches only
         that, priced as it runs, and a given ``layout`` is priced under it too (its text must
         then not name runtime keys).
     time_model
         ``"closed-form"`` (default): the pipeline family's closed form T, as Tangram composes;
         ``"simulated"``: the best by simulated 1F1B time among the candidates re-ranked
-        (``hetopt.planner.schedule``), OPTIMAL only when that is proven.
+        (``hetopt.planner.search.schedule``), OPTIMAL only when that is proven.
     target
         A runtime of ``hetopt.runtimes.RUNTIMES`` (``"megatron"``, ``"torchtitan"``,
         ``"deepspeed"``, ``"cephalo"``): the plan is the fastest that runtime, unmodified, runs
@@ -113,7 +113,7 @@ class PlanRequest:
     objective
         ``"time"`` (default): the fastest plan; ``"cost"``: the cheapest per iteration, where a
         plan pays for every GPU of the islands it runs on at the cluster's prices
-        (``Cluster.prices``); exact over the islands' subsets (``planner/cheapest.py``).
+        (``Cluster.prices``); exact over the islands' subsets (``planner/alternatives/cheapest.py``).
     budget
         US dollars per hour, a ceiling on what the plan's islands cost: only subsets of the
         islands within it are planned (with either objective). None: no ceiling.
