@@ -594,6 +594,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--allow-gaps", action="store_true",
                    help="export a plan that breaks the runtime's rules anyway (docs/runtimes.md): per-island files "
                    "and GAPS.txt, which are not one job as written; without it such a plan exits 2")
+    p.add_argument("--alternative", default=None, choices=("mixed-stages",),
+                   help="export the plan's mixed-stages alternative (plan --mixed-stages) instead of its composed "
+                   "pipeline: one job where the runtime can run it, else exit 2 with the rules it breaks")
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="folder to write (default: print the files)")
     p.set_defaults(run=cmd_export)
 
@@ -1102,7 +1105,7 @@ def cmd_export(args: argparse.Namespace, out: Console) -> int:
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"-o {args.out}: exists and is not a folder (give a folder name)")
     try:  # the plan alone: it carries its model's shape and its cluster's nodes
-        result = export_file(args.file, args.to, allow_gaps=args.allow_gaps)
+        result = export_file(args.file, args.to, allow_gaps=args.allow_gaps, alternative=args.alternative)
     except InputError as exc:
         raise plan_flag_error(exc) from None  # "to ..." -> "--to ..."
     if args.out is not None:

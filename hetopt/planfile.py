@@ -41,6 +41,9 @@ PLAN_FORMAT = "hetopt-plan"
 #: version N would misread (a key renamed, a unit changed, a key whose absence means something)
 #: raises it; keys added beside the others do not.
 PLAN_VERSION = 1
+#: The ``kind`` of the mixed-stages plan an alternative's ``plan`` (or a given mixed layout's) holds
+#: (``hetopt.planner.alternatives.mixedplan.plan_data``; read by ``hetopt draw`` and ``hetopt export``).
+MIXED_PLAN_KIND = "mixed-stages"
 #: The keys of ``model_shape`` that are not the model file's own: derived, and checked.
 DERIVED_SHAPE_KEYS = ("parameters", "digest")
 #: What every refusal ends with.

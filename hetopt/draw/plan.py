@@ -4,14 +4,16 @@ Left, one row per island of the cluster (unused ones stay empty) and the model's
 across: each stage is a bar over the layers it holds, on the island that runs it, with its
 layout and time; the slowest stage is outlined. Right, the iteration time of the composed
 plan beside every alternative the planner priced on the same cost model (and ``--layout``
-when given), each with the composed plan's speed-up over it.
+when given), each with the composed plan's speed-up over it. Below, when the document holds a
+mixed-stages plan (the alternative's or a given layout's), its stages over the GPU types
+(:mod:`hetopt.draw.mixed`).
 """
 
 from __future__ import annotations
 
 from matplotlib.figure import Figure
 
-from hetopt.draw import style
+from hetopt.draw import mixed, style
 
 #: Height of one island or alternative row, inches, and of the title, axes and legend.
 ROW_IN = 0.6
@@ -68,8 +70,15 @@ def render(document: dict, title: str, source: str) -> Figure:
     colour = style.colours(names)
 
     bars = _alternatives(top)
-    fig = style.figure(FRAME_IN + ROW_IN * max(len(names), len(bars)))
-    stage_ax, alt_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    found = mixed.mixed_plan(top)  # a mixed-stages plan: a third panel below the two
+    rows = max(len(names), len(bars))
+    mixed_rows = 0 if found is None else len({m.text("gpu") for st in found[1].tables("stages") for m in st.tables("members")})
+    fig = style.figure(FRAME_IN + ROW_IN * rows + (FRAME_IN + ROW_IN * mixed_rows if mixed_rows else 0.0))
+    grid = fig.add_gridspec(2 if mixed_rows else 1, 2, width_ratios=[3, 2],
+                            height_ratios=[FRAME_IN + ROW_IN * rows, FRAME_IN + ROW_IN * mixed_rows] if mixed_rows else None)
+    stage_ax, alt_ax = fig.add_subplot(grid[0, 0]), fig.add_subplot(grid[0, 1])
+    if found is not None:
+        mixed.draw(fig.add_subplot(grid[1, :]), *found)
     slowest = max(times)
     for s in range(len(stages)):
         row, width = row_of[on[s]], layers[s]

@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from hetopt.errors import InputError
-from hetopt.export import cephalo, deepspeed, launch, megatron, running, torchtitan
+from hetopt.export import cephalo, deepspeed, launch, megatron, mixed, running, torchtitan
 from hetopt.export.common import FILL_IN
 from hetopt.export.source import (PlanView, allocation_view, check_solved, fsdp_from_plan, job_of, kind, plan_view,
                                   read_document, shapes)
@@ -73,7 +73,7 @@ class ExportOutput:
 
 
 def export(plan: Any, to: str | None = None, *, out: str | Path | None = None, source: str = "plan",
-           allow_gaps: bool = False, target: str | None = None) -> ExportOutput:
+           allow_gaps: bool = False, target: str | None = None, alternative: str | None = None) -> ExportOutput:
     """Export one plan or allocation result to the runtime ``to``.
 
     Parameters
@@ -94,6 +94,10 @@ def export(plan: Any, to: str | None = None, *, out: str | Path | None = None, s
         island with their gap lines. Without it such a plan is refused: it is not one job.
         A plan that keeps the rules is one job: one file for the runtime, ``launch.sh``,
         ``hostfile`` and ``README.md``.
+    alternative : str, optional
+        ``"mixed-stages"``: export the plan's mixed-stages alternative (``hetopt plan
+        --mixed-stages``) instead of its composed pipeline: one job where the runtime can run it,
+        else refused with the rules it breaks (:mod:`hetopt.export.mixed`).
 
     Returns
     -------
@@ -124,7 +128,12 @@ def export(plan: Any, to: str | None = None, *, out: str | Path | None = None, s
     if found not in module.ACCEPTS:
         article = "an" if found[0] in "aeiou" else "a"
         raise InputError(f"{source}: {article} {found} result cannot be exported to {to} ({module.HINT})")
-    if found == "plan":
+    if alternative is not None and (alternative != mixed.NAME or found != "plan"):
+        raise InputError(f"alternative {alternative}: only a plan's {mixed.NAME} alternative is exported this way "
+                         "(the cephalo-fsdp alternative is a plan's export to cephalo)", field="alternative")
+    if alternative is not None:
+        result = _export_mixed(doc, to, module, source)
+    elif found == "plan":
         result = _export_plan(doc, to, module, source, allow_gaps)
     else:
         where = non_finite(doc)
@@ -175,6 +184,24 @@ def _export_plan(doc: dict[str, Any], to: str, module: ModuleType, source: str, 
     return _one_job(to, module, view, files, *_gaps_and_fill_ins(notes))
 
 
+def _export_mixed(doc: dict[str, Any], to: str, module: ModuleType, source: str) -> ExportOutput:
+    """The plan's mixed-stages alternative as ``to``'s one job, or refused with every rule it breaks."""
+    check_version(doc, source)
+    check_solved(doc, source)
+    model = check_plan(doc, source)
+    plan = mixed.mixed_plan(doc, source)
+    view = mixed.mixed_view(doc, plan, source)
+    breaks = mixed.breaks(plan, view, to)
+    if breaks:
+        more = f" (and {len(breaks) - 1} more: {'; '.join(breaks[1:])})" if len(breaks) > 1 else ""
+        # no files per island to fall back to (--allow-gaps): a stage of several types spans islands
+        raise InputError(f"{source}: the {mixed.NAME} plan is not one {RUNTIMES[to].title} job: {breaks[0]}{more}")
+    if hasattr(module, "check_model"):
+        module.check_model(model)
+    files, notes = module.build(view, model, one_job=True)
+    return _one_job(to, module, view, files, *_gaps_and_fill_ins(notes))
+
+
 def _gaps_and_fill_ins(notes: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """An exporter's lines split into gaps and what the user fills in (``FILL_IN``, the prefix dropped)."""
     return (tuple(n for n in notes if not n.startswith(FILL_IN)),
@@ -194,7 +221,7 @@ def _one_job(target: str, module: ModuleType, view: PlanView, files: dict[str, s
     return ExportOutput(target, files, gaps, fill_in, one_job=True)
 
 
-def export_file(path: str | Path, to: str, *, allow_gaps: bool = False) -> ExportOutput:
+def export_file(path: str | Path, to: str, *, allow_gaps: bool = False, alternative: str | None = None) -> ExportOutput:
     """:func:`export` of the result in file ``path``.
 
     Raises
@@ -209,7 +236,7 @@ def export_file(path: str | Path, to: str, *, allow_gaps: bool = False) -> Expor
     ...
     hetopt.errors.InputError: missing.json: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)
     """
-    return export(read_document(path), to, source=str(path), allow_gaps=allow_gaps)
+    return export(read_document(path), to, source=str(path), allow_gaps=allow_gaps, alternative=alternative)
 
 
 def write_output(out: ExportOutput, folder: str | Path) -> list[Path]:

@@ -50,6 +50,10 @@ class Alternative:
     #: for "best", :func:`rank`)
     running: Running | None = None
     ignores: tuple[str, ...] = ()
+    #: the plan itself as plain data, where the alternative is one that can be read back
+    #: (``mixed-stages``: its stages, members, memory and times, and its ``--layout`` text;
+    #: ``planner/alternatives/mixedplan.py``, docs/formats.md); None for the others, whose ``detail`` says them
+    plan: dict | None = None
 
 
 @dataclass(frozen=True)

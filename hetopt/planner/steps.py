@@ -186,7 +186,7 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
         return plan_priced(r, cluster, cfg, seq, islands, inner, lambda q: _plan(q, parallelizer, executor, on_progress))
     setup = configure(r, parallelizer, layout, cluster, cfg, islands)
     given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq,
-                                                                    r.memory_headroom)
+                                                                    r.memory_headroom, parallelizer=setup.parallelizer)
     runtime = None if r.target is None else RUNTIMES[r.target]
     job = Job(setup.precision, seq, cfg.experts, cfg.tied_embeddings)
     wants_alternatives = r.alternatives or (runtime is not None and not runtime.pipeline)  # Cephalo's plan is the FSDP alternative

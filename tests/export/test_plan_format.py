@@ -153,3 +153,45 @@ def test_the_schema_states_every_running_setting_by_its_file_key():
     running = SCHEMA["properties"]["running"]
     assert set(running["properties"]) == set(running["required"]) == {k.file for k in KEYS}
     assert "running" in SCHEMA["required"]
+
+
+@pytest.fixture(scope="module")
+def mixed() -> dict:
+    """A plan document with the mixed-stages row (issue 45 item 2), and a given mixed layout priced beside it."""
+    import contextlib
+    import io
+
+    args = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--global-batch", "32",
+            "--microbatch", "2", "--workers", "1", "--mixed-stages", "--json",
+            "--layout", "L4: layers=16 tp=2 replicas=1 mbs=2; A6000: layers=16 tp=1 replicas=1 mbs=2"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli.main(args) == 0
+    return json.loads(out.getvalue())
+
+
+def test_the_mixed_plan_keeps_to_the_schema_as_data(mixed: dict) -> None:
+    """The mixed-stages row's ``plan`` and the given mixed layout's are the schema's ``mixed_plan``."""
+    jsonschema.validate(mixed, SCHEMA)
+    row = next(a for a in mixed["alternatives"] if a["name"] == "mixed-stages")
+    assert row["plan"]["kind"] == "mixed-stages" and mixed["given_layout"]["plan"]["stages"]
+    assert all(a["plan"] is None for a in mixed["alternatives"] if a["name"] != "mixed-stages")
+
+
+@pytest.mark.parametrize("edit", ["drop-tp", "extra-key", "zero-layers", "three-shares"])
+def test_an_edited_mixed_plan_breaks_the_schema(mixed: dict, edit: str) -> None:
+    import copy
+
+    doc = copy.deepcopy(mixed)
+    plan = next(a for a in doc["alternatives"] if a["name"] == "mixed-stages")["plan"]
+    member = plan["stages"][0]["members"][0]
+    if edit == "drop-tp":
+        del member["tp"]
+    elif edit == "extra-key":
+        plan["stages"][0]["pp"] = 2
+    elif edit == "zero-layers":
+        plan["stages"][0]["layers"] = 0
+    else:
+        member["shares"] = [1, 2, 3]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(doc, SCHEMA)

@@ -52,6 +52,7 @@ from hetopt.planner.answer import Alternative
 from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
 from hetopt.planner.search.compose import job_element_bytes, link_matrix, microbatch_candidates
 from hetopt.planner.parallelizer.protocol import IslandSpec, Slice, divisors
+from hetopt.planner.alternatives.mixedplan import plan_data
 from hetopt.result import Status
 
 #: Atoms per block of the mixed instance: OPT-350M's 24 layers become 6 blocks, so the DP's
@@ -90,19 +91,32 @@ def _rising(rows: list[list[float]]) -> tuple[tuple[tuple[float, ...], ...], int
     return tuple(out), raised
 
 
-def mixed_instance(s, microbatch_size: int) -> MixedInstance:
+def block_ranges(atoms: int, cuts: tuple[int, ...] = ()) -> tuple[tuple[int, int], ...]:
+    """The (first, end) atom ranges of the mixed instance's layers: every ``BLOCK_ATOMS`` atoms,
+    also cut where a stage of a given plan starts (``cuts``, atom indices).
+
+    >>> block_ranges(10), block_ranges(10, (0, 6))
+    (((0, 4), (4, 8), (8, 10)), ((0, 4), (4, 6), (6, 8), (8, 10)))
+    """
+    bounds = sorted({*range(0, atoms, BLOCK_ATOMS), *(c for c in cuts if 0 < c < atoms), atoms})
+    return tuple(zip(bounds[:-1], bounds[1:]))
+
+
+def mixed_instance(s, microbatch_size: int, *, cuts: tuple[int, ...] = ()) -> MixedInstance:
     """The mixed instance of the setting ``s`` (``alternatives.Setting``) for micro-batches of ``microbatch_size``.
 
     Per type: the allocation unit is a node's GPUs (``UNIT``: a stage takes whole nodes), and
     the tables' rows stop at the largest share y that some block fits alone at one micro-batch
-    in flight (a larger share fits no stage), at most b.
+    in flight (a larger share fits no stage), at most b. Its layers are the blocks of
+    :func:`block_ranges` (``cuts``: where the stages of a given plan start, so that each
+    stage is whole blocks; none for the alternative's own search).
     """
     b, M = microbatch_size, s.global_batch // microbatch_size
     counts, per_node = Counter(), {}
     for node, gpu in zip(s.cluster.islands.nodes, s.cluster.gpu_types):
         counts[gpu.name] += node.gpus
         per_node[gpu.name] = math.gcd(per_node.get(gpu.name, 0), node.gpus)
-    blocks = [Slice(tuple(s.atoms[i:i + BLOCK_ATOMS])) for i in range(0, len(s.atoms), BLOCK_ATOMS)]
+    blocks = [Slice(tuple(s.atoms[i:j])) for i, j in block_ranges(len(s.atoms), cuts)]
     groups = []
     reserved = s.parallelizer.reserved_bytes
     for name, spec in _node_specs(s).items():
@@ -236,7 +250,7 @@ def mixed_alternative(s, deadline: Deadline):
             continue
         r = solvers.solve(inst, "dp", time_limit=budget.seconds_left())
         if r.status.has_solution and (best is None or r.objective < best[0].objective):
-            best = (r, b)
+            best = (r, b, inst)
         if r.status is Status.INFEASIBLE:
             infeasible.append((b, f"{r.status.value}" + (f" ({r.reason})" if r.reason else "")))
         elif r.status is not Status.OPTIMAL:
@@ -247,7 +261,7 @@ def mixed_alternative(s, deadline: Deadline):
         status = statuses[0] if statuses else Status.INFEASIBLE
         return Alternative(NAME, None, _grouped(reasons + infeasible) or "no micro-batch size divides the global batch",
                            status)
-    r, b = best
+    r, b, inst = best
     used = Counter()
     for stage in r.solution.stages:
         for m in stage.members:
@@ -255,7 +269,8 @@ def mixed_alternative(s, deadline: Deadline):
     note = "" if not reasons else f" (not every size proven: {_grouped(reasons)})"
     note += stock_runtime_note(r.solution, getattr(s.parallelizer, "target", None))
     return Alternative(NAME, r.objective, f"{r.solution.describe()}, b={b}{note}", Status.FEASIBLE, gpus_by_type=dict(used),
-                       running=s.parallelizer.running, ignores=ignored(s.parallelizer.running))
+                       running=s.parallelizer.running, ignores=ignored(s.parallelizer.running),
+                       plan=plan_data(s, inst, r.solution, block_ranges(len(s.atoms))))
 
 
 def stock_runtime_note(solution, target: str | None) -> str:

@@ -23,6 +23,7 @@ from hetopt.planner.setup.layout import (GivenLayout, IslandBlock, PricedLayout,
 from hetopt.planner.search.outcome import ChosenIslands
 from hetopt.planner.parallelizer.protocol import Parallelizer, Slice
 from hetopt.planner.setup.request import PlanRequest
+from hetopt.planner.alternatives.mixedplan import MixedLayout, PricedMixed, price_mixed_layout
 from hetopt.result import Result
 from hetopt.runtimes import RUNTIMES, Runtime
 from hetopt.workload import ModelConfig
@@ -118,7 +119,7 @@ def hold_precision(r: PlanRequest, par: Parallelizer, layout: GivenLayout | tupl
     precision = cm.hardware_precision(gpu_types)
     if layout is not None:
         layout = with_precision(layout, precision)
-        for given_layout in (layout,) if isinstance(layout, GivenLayout) else tuple(b.layout for b in layout):
+        for given_layout in tuple(b.layout for b in layout) if isinstance(layout, tuple) else (layout,):
             if (problem := given_layout.running.problem(gpu_types)) is not None:
                 raise InputError(f"layout {problem}", field="layout")
     if not isinstance(par, BuiltinParallelizer):
@@ -165,10 +166,20 @@ def choose_islands(cluster: Cluster, found: Result, max_islands: int | None, coa
     )
 
 
-def price_given(layout: GivenLayout | tuple[IslandBlock, ...], chosen: ChosenIslands, cluster: Cluster, cfg: ModelConfig,
-                 global_batch: int, seq: int, memory_headroom: float | None = None) -> PricedLayout | PricedPipeline:
+def price_given(layout: GivenLayout | tuple[IslandBlock, ...] | MixedLayout, chosen: ChosenIslands, cluster: Cluster,
+                cfg: ModelConfig, global_batch: int, seq: int, memory_headroom: float | None = None, *,
+                parallelizer: Parallelizer | None = None) -> PricedLayout | PricedPipeline | PricedMixed:
     """The given layout priced: one layout on a cluster of one island, or one per island (``IslandBlock`` s),
-    with the plan's memory headroom (GiB per GPU; None: the default)."""
+    with the plan's memory headroom (GiB per GPU; None: the default); a mixed-stages plan
+    (``MixedLayout``) as the ``mixed-stages`` alternative prices its own, by the plan's
+    ``parallelizer`` (held to the layout's running settings, as the alternative's is to the plan's)."""
+    if isinstance(layout, MixedLayout):
+        from hetopt.planner.alternatives.baselines import Setting
+
+        par = parallelizer or BuiltinParallelizer()
+        setting = Setting(cluster, cfg, chosen.specs, chosen.members, par, par.slice_model(cfg, seq=seq), global_batch,
+                          seq, None)
+        return price_mixed_layout(layout, setting)
     par = None if memory_headroom is None else BuiltinParallelizer(reserved_bytes=memory_headroom * GIB)
     if isinstance(layout, tuple):
         if chosen.left_out:

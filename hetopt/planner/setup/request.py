@@ -36,6 +36,7 @@ from hetopt.planner.search.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, PO
 from hetopt.planner.setup.layout import GivenLayout, IslandBlock, parse_island_layouts, parse_layout
 from hetopt.planner.setup.framework import Framework, layout_names_runtime, parse_runtime
 from hetopt.planner.search.schedule import TIME_MODELS
+from hetopt.planner.alternatives.mixedplan import MixedLayout, is_mixed_text, parse_mixed_layout
 from hetopt.runtimes import RUNTIMES
 from hetopt.workload import ModelConfig, load_model
 
@@ -141,7 +142,7 @@ class PlanRequest:
     max_islands: int | None = None
     tasks: int = DEFAULT_TASKS
     layers_per_atom: int | None = None
-    layout: GivenLayout | tuple[IslandBlock, ...] | str | None = None
+    layout: GivenLayout | tuple[IslandBlock, ...] | MixedLayout | str | None = None
     runtime: Framework | str | None = None
     time_model: str = "closed-form"
     target: str | None = None
@@ -185,10 +186,10 @@ class PlanRequest:
             raise InputError(f"runtime: must be text such as 'recompute=none zero=0' or a Framework (got {runtime!r})",
                              field="runtime")
         layout = self.layout
-        if layout is not None and not isinstance(layout, (str, GivenLayout)) and not (
+        if layout is not None and not isinstance(layout, (str, GivenLayout, MixedLayout)) and not (
                 isinstance(layout, tuple) and layout and all(isinstance(b, IslandBlock) for b in layout)):
-            raise InputError("layout: must be text such as 'tp=8 pp=2 dp=4 mbs=1', a GivenLayout or a tuple of "
-                             f"IslandBlock (got {layout!r})", field="layout")
+            raise InputError("layout: must be text such as 'tp=8 pp=2 dp=4 mbs=1', a GivenLayout, a tuple of "
+                             f"IslandBlock or a MixedLayout (got {layout!r})", field="layout")
         if isinstance(runtime, str):
             runtime = parse_runtime(runtime)
         if isinstance(layout, str):
@@ -196,8 +197,9 @@ class PlanRequest:
             if restated:
                 raise InputError(f"layout: names {', '.join(restated)}; with a runtime, say how the framework runs "
                                  "once, in the runtime", field="layout")
-            # "ISLAND: layers=K ...; ..." gives one layout per island
-            layout = parse_island_layouts(layout) if ":" in layout else parse_layout(layout)
+            # "ISLAND: layers=K ...; ..." gives one layout per island; "TYPE: ... replicas=R ...": a mixed-stages plan
+            layout = (parse_mixed_layout(layout) if is_mixed_text(layout) else
+                      parse_island_layouts(layout) if ":" in layout else parse_layout(layout))
         return replace(
             self,
             global_batch=check_int(self.global_batch, "global_batch", 1, MAX_GLOBAL_BATCH),
