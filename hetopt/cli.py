@@ -557,6 +557,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds for the whole plan (islands, enumeration, composition, alternatives); stopped early: "
                    "FEASIBLE with bound and gap, or TIME_LIMIT (exit 3)")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="also print each island's member nodes and each micro-batch size's pruning counters")
     p.add_argument("--draw", default=None, metavar="FILE", help="also draw the plan into FILE.svg or FILE.png (needs the plot extra)")
     p.set_defaults(run=cmd_plan)
 
@@ -729,18 +731,24 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
         return EXIT_USAGE
 
 
+#: What the counts of a plan's progress phase are (``plan()``'s ``on_progress``), by the phase's
+#: kind: its last part's first word ("micro-batch 4: enumeration" counts queries).
+PLAN_PROGRESS_UNITS = {"enumeration": "queries", "composing": "sizes"}
+
+
 def _run_plan(args: argparse.Namespace, out: Console, report) -> int:
     """Plan (with a progress line on a terminal), print, draw; the exit code."""
-    with progress(out, "enumeration", show=not args.json) as bar:
+    with progress(out, "planning", show=not args.json) as bar:
         def on_progress(phase: str, done: int, total: int) -> None:
-            bar.update(done, total, f"enumeration, {phase}")
+            kind = phase.rsplit(": ", 1)[-1].split(" ", 1)[0]
+            bar.update(done, total, phase, PLAN_PROGRESS_UNITS.get(kind, ""))
 
         result = run_plan(args, on_progress if bar.shown else None)
     document = plain(result)
     if args.json:
         print(json.dumps(document, indent=2))
     else:
-        report.print_plan(result, out)
+        report.print_plan(result, out, verbose=args.verbose)
     _draw(args, document, "hetopt plan", "plan", bool(document.get("stages")), out)
     return _STATUS_EXIT[result.answer_status]
 

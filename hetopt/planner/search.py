@@ -34,6 +34,7 @@ from hetopt.planner.schedule import rescore, simulated_lower_bound
 from hetopt.planner.workers import ProcessPool
 from hetopt.result import Status
 from hetopt.runtimes import Job, Runtime
+from hetopt.tables import counted
 from hetopt.workload import ModelConfig
 
 #: Under a time limit, the share of one micro-batch size's budget its enumeration may use: the
@@ -77,30 +78,41 @@ class SearchContext:
 
 def start_enumeration(ctx: SearchContext, m: int) -> Enumeration:
     """Micro-batch size ``m``'s queries, pruned and (with an executor) sent to the workers."""
-    progress = None if ctx.on_progress is None else (lambda done, total: ctx.on_progress(f"micro-batch {m}", done, total))
+    progress = None if ctx.on_progress is None else (
+        lambda done, total: ctx.on_progress(f"micro-batch {m}: enumeration", done, total))
     return Enumeration(ctx.parallelizer, ctx.slices, ctx.islands.specs, microbatch_size=m,
                        microbatches=ctx.global_batch // m, global_batch=ctx.global_batch, policies=ctx.policies,
                        imbalance=ctx.imbalance, executor=ctx.executor, on_progress=progress, tasks=ctx.tasks)
 
 
 def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumeration | None = None,
-                 then: Callable[[], None] | None = None) -> Attempt:
+                 then: Callable[[], None] | None = None, *, sizes: tuple[int, int] = (0, 1)) -> Attempt:
     """Enumerate and compose one micro-batch size within ``deadline``.
 
     ``started``: its enumeration, already sent to the workers (:func:`start_enumeration`);
     ``then``: called once the enumeration is in, before composing (the search starts the next
-    size's enumeration there). The attempt's ``enumerate_s`` is the time this process waited
-    for the enumeration.
+    size's enumeration there); ``sizes``: the sizes done before this one and all of them, for
+    the progress of the composition. The attempt's ``enumerate_s`` is the time this process
+    waited for the enumeration.
     """
     t0 = time.perf_counter()
     microbatches = ctx.global_batch // m
     enumeration_deadline = Deadline(limited(deadline, ENUMERATION_SHARE))
-    plans, stats = (started or start_enumeration(ctx, m)).finish(enumeration_deadline)
+    started = started or start_enumeration(ctx, m)
+    if ctx.on_progress is not None:  # the count is known now; answers arrive in batches
+        ctx.on_progress(f"micro-batch {m}: enumeration", 0, started.stats.queried)
+    plans, stats = started.finish(enumeration_deadline)
     t1 = time.perf_counter()
+    if deadline.expired() and any(plans.values()):
+        # stopped (the limit, or Ctrl-C) before composing: nothing more is started for this size,
+        # and the composition's instance alone takes seconds to build on the datacenter
+        return Attempt(m, None, stats.complete, [], stats, t1 - t0, 0.0)
     if then is not None:
         then()
     if ctx.ahead is not None:
         ctx.ahead(m)
+    if ctx.on_progress is not None:
+        ctx.on_progress(f"micro-batch {m}: composing {counted(stats.plans, 'plan')}", *sizes)
     links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m, job_element_bytes(ctx.parallelizer))
     if ctx.target is not None:
         # the plans on a query's overall Pareto set first, so that an option two plans share is
@@ -199,13 +211,14 @@ def _search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size
                     started[nxt] = start_enumeration(ctx, nxt)
             # in turn, each with what is left: one micro-batch size composed completely is worth
             # more than five enumerated in part
-            attempt = attempt_size(ctx, m, deadline, started.pop(m, None), then)
+            attempt = attempt_size(ctx, m, deadline, started.pop(m, None), then, sizes=(n, len(candidates)))
             if _imbalance_hid_plans(attempt) and not deadline.expired():
                 # imbalance pruning is Tangram's heuristic: an infeasibility it may have caused is
                 # no proof, so this size is enumerated again without it
                 timing["enumeration_s"] += attempt.enumerate_s
                 timing["composition_s"] += attempt.compose_s
-                attempt = attempt_size(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, deadline)
+                attempt = attempt_size(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, deadline,
+                                       sizes=(n, len(candidates)))
             attempts.append(attempt)
             timing["enumeration_s"] += attempt.enumerate_s
             timing["composition_s"] += attempt.compose_s
