@@ -305,7 +305,10 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
 def cmd_draw(args: argparse.Namespace, out: Console) -> int:
     from hetopt.draw import draw_file
 
-    picture = draw_file(args.result, args.out)
+    try:
+        picture = draw_file(args.result, args.out, gantt=args.gantt)
+    except InputError as exc:
+        raise plan_flag_error(exc) from None  # "gantt: ..." -> "--gantt: ..."
     out.print(f"{picture.path}: {picture.kind} picture, {picture.width_px} x {picture.height_px} "
               f"{'pt' if picture.path.suffix.lower() == '.svg' else 'px'}", highlight=False)
     return EXIT_OK
@@ -569,6 +572,9 @@ def build_parser() -> argparse.ArgumentParser:
                        'pip install -e ".[plot]".')
     p.add_argument("result", metavar="RESULT.json")
     p.add_argument("-o", "--out", required=True, metavar="FILE", help="the picture to write: .svg or .png")
+    p.add_argument("--gantt", action="store_true",
+                   help="draw the 1F1B schedule of a plan (or pipeline) result as a Gantt chart: one lane per stage, "
+                   "forward, backward and idle time, each island's layout")
     p.set_defaults(run=cmd_draw)
 
     p = sub.add_parser("generate", help="rewrite generated instance files from catalogs and profiles")
@@ -738,7 +744,7 @@ PLAN_PROGRESS_UNITS = {"enumeration": "queries", "composing": "sizes"}
 
 def _run_plan(args: argparse.Namespace, out: Console, report) -> int:
     """Plan (with a progress line on a terminal), print, draw; the exit code."""
-    with progress(out, "planning", show=not args.json) as bar:
+    with progress(out, "reading the cluster and the model", 1, show=not args.json) as bar:
         def on_progress(phase: str, done: int, total: int) -> None:
             kind = phase.rsplit(": ", 1)[-1].split(" ", 1)[0]
             bar.update(done, total, phase, PLAN_PROGRESS_UNITS.get(kind, ""))
