@@ -37,6 +37,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 #: Seconds a child may run, or take to end after its Ctrl-C, before the test calls it a hang.
 HANG_S = 300
 STOP_HANG_S = 30
+#: The hang guard of a Ctrl-C in the datacenter plan: the issue asks for 1.5 s (measured: see
+#: docs/cli.md); 10 s leaves room for a loaded machine and still fails the 8.6-19 s it took.
+STOP_GUARD_S = 10.0
 
 DATACENTER = ["plan", "--cluster", "datacenter-512-nodes", "--model", "gpt3-175b", "--global-batch", "1536"]
 SMALL = ["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "128", "--workers", "1"]
@@ -183,11 +186,24 @@ def test_the_cost_objective_lists_every_island():
     assert "a100-0+3" in islands and "v100-0+3" in islands, out
 
 
-@pytest.mark.parametrize("when", [{"interrupt_after_s": 2.0}, {"interrupt_after_s": 20.0}], ids=["at-2s", "at-20s"])
-def test_ctrl_c_in_the_datacenter_plan_says_stopped_by_ctrl_c(when):
-    screen = on_terminal(DATACENTER, 80, **when)
+def _stopped_by_ctrl_c(screen: Screen, when: dict) -> None:
     if screen.stopped_after_s is None:  # a fast machine finished first: nothing was stopped
         pytest.skip(f"the plan ended before {when}")
     assert screen.code == 130, screen.err + screen.text[-3000:]
+    assert screen.stopped_after_s < STOP_GUARD_S, screen.stopped_after_s
     assert "stopped by Ctrl-C" in screen.text, screen.text[-3000:]
     assert "time limit" not in screen.text, [line for line in screen.lines if "time limit" in line]
+    assert "interrupted (Ctrl-C)" in screen.err
+
+
+@pytest.mark.parametrize("when", [{"interrupt_after_s": 2.0}, {"interrupt_after_s": 20.0}], ids=["at-2s", "at-20s"])
+def test_ctrl_c_in_the_datacenter_plan_says_stopped_by_ctrl_c(when):
+    _stopped_by_ctrl_c(on_terminal(DATACENTER, 80, **when), when)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("phase", ["micro-batch 2: enumeration", "micro-batch 1: composing", "alternatives"])
+def test_ctrl_c_in_every_phase_of_the_datacenter_plan(phase):
+    """The Ctrl-C sent when the progress line shows the phase (the 20 s above falls in one
+    phase or another with the machine's load)."""
+    _stopped_by_ctrl_c(on_terminal(DATACENTER, 80, interrupt_when=phase), {"interrupt_when": phase})
