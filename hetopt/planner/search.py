@@ -13,14 +13,17 @@ family composes are not planned, unless their bound rules them out. The result i
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
+from typing import TypeVar
 
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.family import no_solution
+from hetopt.interrupt import armed
 from hetopt.pipeline.problem import MAX_MICROBATCHES
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster
@@ -36,6 +39,8 @@ from hetopt.result import Status
 from hetopt.runtimes import Job, Runtime
 from hetopt.tables import counted
 from hetopt.workload import ModelConfig
+
+T = TypeVar("T")
 
 #: Under a time limit, the share of one micro-batch size's budget its enumeration may use: the
 #: rest composes what it found (the composition of a few thousand plans takes about as long
@@ -74,6 +79,49 @@ class SearchContext:
     #: it is composed: the planner sends the alternatives' queries of that size to the workers,
     #: which would otherwise wait while this process composes
     ahead: Callable[[int], None] | None = None
+
+
+#: Seconds between two looks at the deadline while :func:`within` waits for its work.
+WITHIN_POLL_S = 0.05
+
+
+def within(deadline: Deadline, work: Callable[[], T]) -> T | None:
+    """``work()``, or None when ``deadline`` expires (a time limit, or Ctrl-C) before it ends.
+
+    For work that cannot look at a clock itself: building the composition's instance checks
+    every option of every plan (12 s for the datacenter's 12,891 plans on a loaded machine),
+    which kept a Ctrl-C waiting and ran past a time limit. It runs in a thread of its own that
+    is left to finish unread (a daemon thread: it does not hold the process at exit) when the
+    deadline comes first; an error it raises is raised here.
+
+    Examples
+    --------
+    >>> within(Deadline(None), lambda: 6 * 7)
+    42
+    >>> within(Deadline(0.0), lambda: 6 * 7) is None
+    True
+    """
+    if math.isinf(deadline.limit) and not armed():  # nothing can stop it: no thread needed
+        return work()
+    if deadline.expired():
+        return None
+    done, out = threading.Event(), {}
+
+    def run() -> None:
+        try:
+            out["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            out["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="hetopt-within", daemon=True).start()
+    while not done.wait(WITHIN_POLL_S):
+        if deadline.expired():
+            return None
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
 
 
 def start_enumeration(ctx: SearchContext, m: int) -> Enumeration:
@@ -119,8 +167,11 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
         # the front one's (pipeline_instance keeps the first of equal options); without a
         # target every plan is on a front
         plans = {i: sorted(ps, key=lambda p: not p.front) for i, ps in plans.items()}
-    whole, whole_behind = pipeline_instance(f"{ctx.cluster.name}-{ctx.cfg.name}-m{m}", ctx.cfg, ctx.islands.specs, plans,
-                                            links, microbatches, 1.0)
+    built = within(deadline, lambda: pipeline_instance(f"{ctx.cluster.name}-{ctx.cfg.name}-m{m}", ctx.cfg,
+                                                       ctx.islands.specs, plans, links, microbatches, 1.0))
+    if built is None:  # the deadline (or Ctrl-C) came while the instance was built
+        return Attempt(m, None, stats.complete, [], stats, t1 - t0, time.perf_counter() - t1)
+    whole, whole_behind = built
     instance, behind = whole, whole_behind
     if ctx.target is not None:
         # the unrestricted composition needs only the fronts; the plans a target added are the
@@ -241,5 +292,5 @@ def enumeration_summary(attempts: list[Attempt]) -> dict:
             else {"not_planned": a.not_planned} if a.not_planned else a.stats.to_dict() for a in attempts}
 
 
-__all__ = ["ENUMERATION_SHARE", "SearchContext", "attempt_size", "enumeration_summary", "limited", "search_sizes",
-           "start_enumeration"]
+__all__ = ["ENUMERATION_SHARE", "WITHIN_POLL_S", "SearchContext", "attempt_size", "enumeration_summary", "limited",
+           "search_sizes", "start_enumeration", "within"]
