@@ -39,7 +39,7 @@ from hetopt.io import load
 from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
 from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
-from hetopt.tables import cell, markdown_lines, rows_table, show
+from hetopt.tables import cell, markdown_lines, print_table, rows_table, show
 from hetopt.terminal import on_terminal, progress
 
 if TYPE_CHECKING:  # the planner is imported by the plan command only
@@ -293,7 +293,7 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     out.print(_result_line(result), highlight=False)
     if result.solution is not None:
         rows = result.solution.rows()
-        out.print(rows_table(rows[:MAX_TABLE_ROWS]))
+        print_table(out, rows_table(rows[:MAX_TABLE_ROWS]))
         if len(rows) > MAX_TABLE_ROWS:  # 20,000 rows took seconds to lay out, past the time limit
             out.print(f"... {len(rows) - MAX_TABLE_ROWS:,} more rows (every row: --json)", highlight=False)
         for line in result.solution.summary():
@@ -375,7 +375,7 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
             }
             for r in check.results
         ]
-        out.print(rows_table(rows))
+        print_table(out, rows_table(rows))
         out.print(_agreement_line(check), highlight=False)
         for method, gap in check.heuristic_gaps.items():
             out.print(f"{method}: gap to the best proven bound {cell(gap)}", highlight=False)
@@ -905,7 +905,7 @@ def cmd_list(args: argparse.Namespace, out: Console) -> int:
         for r in rows:
             r["nodes × GPUs by type"] = r.pop("by_type")
             r["description"] = r.pop("description")
-    out.print(rows_table(rows))
+    print_table(out, rows_table(rows))
     return EXIT_OK
 
 

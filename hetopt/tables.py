@@ -82,7 +82,7 @@ def show(out: Console, rows: list[dict], *, title: str | None = None, caption: s
         print("\n".join(([f"## {title}"] if title else []) + ([caption] if caption else [])
                         + markdown_lines(rows, digits=digits)))
     else:
-        out.print(rows_table(rows, title, caption, digits=digits))
+        print_table(out, rows_table(rows, title, caption, digits=digits))
 
 
 def markdown_lines(rows: list[dict], *, digits: int = 6) -> list[str]:
