@@ -295,8 +295,9 @@ def _print_cost_search(search: dict, out: Console, names: Names) -> None:
                                          "usd_per_iteration"], rows))
     fastest, chosen = search.get("fastest"), search.get("chosen")
     if search["objective"] == "cost" and fastest and chosen:
-        out.print(f"cheapest: {' + '.join(map(names.short, chosen['islands']))}, ${chosen['objective_value']:.4g} per "
-                  f"iteration; fastest: {' + '.join(map(names.short, fastest['islands']))}, {_f(fastest['iteration_time_s'])} s at "
+        # a line of text, which wraps at spaces: the islands' full names
+        out.print(f"cheapest: {' + '.join(chosen['islands'])}, ${chosen['objective_value']:.4g} per iteration; fastest: "
+                  f"{' + '.join(fastest['islands'])}, {_f(fastest['iteration_time_s'])} s at "
                   f"${fastest['usd_per_iteration']:.4g} per iteration", highlight=False, markup=False)
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import Any
 
 from hetopt import solvers
 from hetopt.budget import Deadline
@@ -39,8 +39,6 @@ from hetopt.result import Status
 from hetopt.runtimes import Job, Runtime
 from hetopt.tables import counted
 from hetopt.workload import ModelConfig
-
-T = TypeVar("T")
 
 #: Under a time limit, the share of one micro-batch size's budget its enumeration may use: the
 #: rest composes what it found (the composition of a few thousand plans takes about as long
@@ -85,7 +83,7 @@ class SearchContext:
 WITHIN_POLL_S = 0.05
 
 
-def within(deadline: Deadline, work: Callable[[], T]) -> T | None:
+def within(deadline: Deadline, work: Callable[[], Any]) -> Any:
     """``work()``, or None when ``deadline`` expires (a time limit, or Ctrl-C) before it ends.
 
     For work that cannot look at a clock itself: building the composition's instance checks
