@@ -205,11 +205,7 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
         return _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing)
     if r.priced:  # the cheapest plan, or the fastest within a budget: over the sets of islands it pays for
         answer = plan_priced(r, cluster, cfg, seq, islands, inner, lambda q: _plan(q, parallelizer, executor, on_progress))
-        # every island was planned over, not only the set the plan runs on: list them all
-        every = choose_islands(cluster, islands, None, "")
-        held = {node for i in answer.islands for node in i["members"]}
-        others = [row for row in _island_rows(every) if held.isdisjoint(row["members"])]
-        return replace(answer, islands=answer.islands + others)
+        return _with_every_island(answer, cluster, islands)
     setup = configure(r, parallelizer, layout, cluster, cfg, islands)
     given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq)
     runtime = None if r.target is None else RUNTIMES[r.target]
@@ -379,6 +375,14 @@ def _state_exceeds_cluster(cluster: Cluster, cfg: ModelConfig, parallelizer: Par
 def _form_islands(cluster: Cluster, deadline: Deadline) -> Result:
     """The islands family's fewest homogeneous islands, within ``deadline``."""
     return solvers.solve(cluster.islands, time_limit=limited(deadline))
+
+
+def _with_every_island(answer: HeteroPlan, cluster: Cluster, islands: Result) -> HeteroPlan:
+    """A priced plan (``planner/cheapest.py``) listing every island of the cluster: each set of
+    them was planned over, not only the one the plan runs on (whose islands come first)."""
+    held = {node for i in answer.islands for node in i["members"]}
+    others = [row for row in _island_rows(choose_islands(cluster, islands, None, "")) if held.isdisjoint(row["members"])]
+    return replace(answer, islands=answer.islands + others)
 
 
 def _island_rows(chosen: ChosenIslands) -> list[dict]:
