@@ -29,6 +29,12 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'hetopt' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    """The module's names with the planner's, which load on first use (PEP 562): ``dir(hetopt)``
+    and tab completion list ``plan``, ``PlanRequest`` and ``HeteroPlan`` before they are loaded."""
+    return sorted(set(globals()) | set(_PLANNER))
+
+
 __all__ = [
     "FAMILIES",
     "HeteroPlan",

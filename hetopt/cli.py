@@ -553,12 +553,20 @@ def build_parser() -> argparse.ArgumentParser:
                    "table); the cheapest and the fastest plan are shown side by side")
     p.add_argument("--budget", type=float, default=None, metavar="USD_PER_HOUR",
                    help="a ceiling on what the plan's islands cost per hour: only the islands it pays for are used")
+    p.add_argument("--memory-headroom", type=float, default=None, metavar="GIB",
+                   help="GiB per GPU that training holds beyond its tensors (CUDA context, NCCL's buffers, the "
+                   "allocator's fragmentation); every stage fits its node's memory_gib with it (default: 2 = 0.75 "
+                   "+ 0.5 + 0.75, each part's source in the plan and docs/formats.md)")
     p.add_argument("--time-model", choices=("simulated", "closed-form"), default="closed-form",
                    help="the plan's iteration time: the pipeline family's closed form (default; Tangram's "
                    "objective) or the simulated 1F1B schedule (the candidates re-ranked by simulation)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="seconds for the whole plan (islands, enumeration, composition, alternatives); stopped early: "
                    "FEASIBLE with bound and gap, or TIME_LIMIT (exit 3)")
+    p.add_argument("--profile", action="append", default=None, metavar="FILE",
+                   help="price from your measurements (repeatable): a term is taken from the profiles where they "
+                   "cover its setting, from the cost model elsewhere; --json says which (priced_from); "
+                   "write one with `hetopt profile`")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--verbose", "-v", action="store_true",
                    help="also print each island's member nodes and each micro-batch size's pruning counters")
@@ -585,7 +593,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("export", help="write a plan or allocation result as a training runtime's config files",
                        description="Export RESULT.json (`hetopt plan --json`, or `hetopt solve --json` of an allocation) "
-                       "to a runtime's files; whatever the runtime cannot express is printed as one gap line each "
+                       "to a runtime's files, from that file alone (a plan carries its model's shape and its "
+                       "cluster's nodes); whatever the runtime cannot express is printed as one gap line each "
                        "(stderr) and written to GAPS.txt.")
     p.add_argument("file", metavar="RESULT.json")
     p.add_argument("--to", required=True, choices=EXPORT_TARGETS, help="the runtime")
@@ -593,12 +602,68 @@ def build_parser() -> argparse.ArgumentParser:
                    help="export a plan that breaks the runtime's rules anyway (docs/runtimes.md): per-island files "
                    "and GAPS.txt, which are not one job as written; without it such a plan exits 2")
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="folder to write (default: print the files)")
-    p.add_argument("--model", default=None, metavar="FILE",
-                   help="the model file, when the plan's model is not a shipped one (for Megatron-LM's dimensions)")
     p.set_defaults(run=cmd_export)
 
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
+
+    p = sub.add_parser(
+        "profile", help="measure your model's layers, the optimizer step, collectives and the host on this machine "
+        "(torch), or import nccl-tests, Sailor or Metis measurements: a profile for plan --profile",
+        description="Measure one part per setting (a layer, the embedding, the head; never a stage of several) with "
+        "torch: CUDA and NCCL on GPUs, CPU and gloo otherwise; collectives over --ranks local processes, or over the "
+        "ranks of a torchrun job across a cluster's nodes. Rows are appended as measured (Ctrl-C keeps them; the same "
+        "command again resumes). Importers: `hetopt profile import nccl-tests|sailor|metis` (docs/formats.md).")
+    p.add_argument("--model", default=None, help="a model file, or a name in instances/models/ (dense GPT)")
+    p.add_argument("--out", default=None, metavar="FILE", help="the profile file written (appended to when it exists)")
+    p.add_argument("--gpu", default=None, metavar="NAME",
+                   help="the catalog GPU type these rows price (hetopt list gpus; default: cpu, or the CUDA device's name)")
+    p.add_argument("--microbatch", default="1,2,4", metavar="B,..", help="micro-batch sizes per replica (default 1,2,4)")
+    p.add_argument("--tp", default="1", metavar="T,..", help="TP degrees: one GPU's share of each part (default 1)")
+    p.add_argument("--recompute", default="none,full", help="recomputation of a layer: none, full (default both)")
+    p.add_argument("--precision", default="fp32", help="fp32 (default), tf32, bf16, fp16 (CUDA only)")
+    p.add_argument("--seq", type=int, default=None, help="sequence length (default: the model's)")
+    p.add_argument("--parts", default=",".join(PROFILE_PARTS), help="layer,embedding,head (default all)")
+    p.add_argument("--collectives", default=",".join(PROFILE_COLLECTIVES), help="which collectives (default all)")
+    p.add_argument("--sizes", default="4KiB,64KiB,1MiB,16MiB", help="collective message sizes (default 4KiB,64KiB,1MiB,16MiB)")
+    p.add_argument("--ranks", type=int, default=2, help="local processes for the collectives (default 2)")
+    p.add_argument("--parameters", default="100000,1000000,10000000", help="optimizer-step parameter counts")
+    p.add_argument("--stack", default="torch2", help="the software stack the host rows are for (default torch2)")
+    p.add_argument("--device", default=None, help="cpu or cuda (default: cuda when torch sees one)")
+    p.add_argument("--memory-gib", type=float, default=None, help="the device memory settings are checked against "
+                   "(default: the CUDA device's, or this machine's RAM)")
+    p.add_argument("--repeats", type=int, default=5, help="timed runs per setting, after --warmup (default 5)")
+    p.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
+    p.add_argument("--dry-run", action="store_true", help="list what would be measured, and what is refused, and stop")
+    p.set_defaults(run=cmd_profile)
+    imports = p.add_subparsers(dest="action", metavar="import | sailor")
+    q = imports.add_parser("import", help="import nccl-tests output, Sailor's or Metis's profiles into a profile file",
+                           description="nccl-tests: the tables all_reduce_perf and friends print; sailor: Sailor's "
+                           "planner profiles (profile.json of sailor/Planner/sailor_planner/profiles/MODEL/GPU); metis: "
+                           "Metis's DeviceType.* / mbsB_tmpT.json profiles. What maps to what: docs/formats.md.")
+    q.add_argument("kind", choices=IMPORTERS, help="what the files are")
+    q.add_argument("files", nargs="+", help="the files (or folders) to import")
+    q.add_argument("--out", required=True, metavar="FILE", help="the profile file written")
+    q.add_argument("--gpu", required=True, metavar="NAME", help="the catalog GPU type the rows price")
+    q.add_argument("--model", default=None, help="the model the layer rows measured (sailor, metis; a file or a name "
+                   "in instances/models/)")
+    q.add_argument("--precision", default=None, help="the precision the measurements ran in (default: the source's)")
+    q.add_argument("--scope", choices=("intra", "inter"), default="intra",
+                   help="nccl-tests: one node's GPUs (intra, default) or one rank per node (inter)")
+    q.add_argument("--source", default="", help="where the files come from (repository, commit, path), kept in the provenance")
+    q.add_argument("--sailor-gpu", default=None, help="sailor: Sailor's name of the GPU in its network file and "
+                   "profiles_tmp.json (default --gpu)")
+    q.add_argument("--sailor-model", default=None, help="sailor: Sailor's name of the model in its simulator's "
+                   "profiles_tmp.json (which holds every model and GPU)")
+    q.set_defaults(run=cmd_profile_import)
+    q = imports.add_parser("sailor", help="Sailor's measured runs priced from Sailor's own profiles, beside Sailor's "
+                           "simulator (docs/validation.md)")
+    q.add_argument("checkout", help="a checkout of github:eth-easl/sailor (commit cf2c8e3)")
+    q.add_argument("--sailor-sim", default=None, metavar="FILE",
+                   help="Sailor's simulator's seconds per validation file (JSON), shown beside")
+    q.add_argument("--profiles-out", default=None, metavar="DIR", help="keep the imported profiles in DIR")
+    q.add_argument("--json", action="store_true", help="one JSON document")
+    q.set_defaults(run=cmd_profile_sailor)
 
     p = sub.add_parser("validate", help="the cost model against published, measured training runs",
                        description="Predicted against published training throughput, row by row.")
@@ -611,6 +676,8 @@ def build_parser() -> argparse.ArgumentParser:
     shape.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     p.add_argument("--plan", action="store_true",
                    help="also run the planner on every row's cluster (slow: minutes for the shipped set)")
+    p.add_argument("--profile", action="append", default=None, metavar="FILE",
+                   help="price the rows from these measurements where they cover them (repeatable; hetopt profile)")
     p.set_defaults(run=cmd_validate)
 
     p = sub.add_parser("findings", help="the papers' findings (Tangram, Cephalo), measured on this cost model",
@@ -676,7 +743,7 @@ def request_from(args: argparse.Namespace) -> PlanRequest:
         time_model=getattr(args, "time_model", "closed-form"), replicas=getattr(args, "replicas", False),
         runtime=getattr(args, "runtime", None), target=getattr(args, "target", None),
         objective=getattr(args, "objective", "time"), budget=getattr(args, "budget", None),
-        mixed_stages=getattr(args, "mixed_stages", False),
+        mixed_stages=getattr(args, "mixed_stages", False), memory_headroom=getattr(args, "memory_headroom", None),
     )
 
 
@@ -703,11 +770,19 @@ def run_plan(args: argparse.Namespace, on_progress: Callable[[str, int, int], No
 
     request = request_from(args).checked()
     request = replace(request, cluster=load_cluster(request.cluster), model=as_model(request.model))
+    parallelizer = None
+    if getattr(args, "profile", None):  # the built-in parallelizer pricing from the profiles where they cover it
+        from hetopt.planner.builtin import BuiltinParallelizer
+        from hetopt.profile.command import load_measured
+
+        parallelizer = BuiltinParallelizer(layers_per_atom=request.layers_per_atom or 1, measured=load_measured(args.profile))
+        request = replace(request, layers_per_atom=None)
     started = time.monotonic()
     with executor_for(args.workers, args.scheduler, request.time_limit) as executor:
         # the limit bounds the whole call: what connecting to a scheduler took is not the plan's
         limit = None if request.time_limit is None else max(request.time_limit - (time.monotonic() - started), 0.0)
-        return plan(replace(request, time_limit=limit), executor=executor, on_progress=on_progress)
+        return plan(replace(request, time_limit=limit), executor=executor, on_progress=on_progress,
+                    parallelizer=parallelizer)
 
 
 def plan_flag_error(exc: InputError) -> InputError:
@@ -880,16 +955,104 @@ def cmd_validate(args: argparse.Namespace, out: Console) -> int:
     try:
         path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
         measurements = published.load_published(path)
-        only = published.select_only(measurements, args.only, path or published.default_published())
+        # rows stating a heterogeneous layout stage by stage (docs/formats.md), priced beside the others
+        hetero_all = published.load_heterogeneous(path or published.default_published())
+        only = published.select_only([*measurements, *hetero_all], args.only, path or published.default_published())
     except InputError as exc:
         raise plan_flag_error(exc) from None  # "only ..." -> "--only ..."
+    parallelizer = measured = None
+    if args.profile:
+        from hetopt.planner.builtin import BuiltinParallelizer
+        from hetopt.profile.command import load_measured
+
+        measured = load_measured(args.profile)
+        parallelizer = BuiltinParallelizer(measured=measured)
+    hetero = [m for m in hetero_all if only is None or m.id in only]
     with progress(out, "validate", show=not args.json) as bar:
-        rows = validate.validate(measurements, only=only, with_plan=args.plan,
+        rows = validate.validate(measurements, only=only, with_plan=args.plan, parallelizer=parallelizer,
                                  on_row=lambda done, total, name: bar.update(done, total, f"validate {name}"))
+    mixed = validate.hetero_rows(hetero, measured)
     if args.json:
-        print(json.dumps(validate.rows_to_dict(rows), indent=2, allow_nan=False))
+        doc = validate.rows_to_dict(rows)
+        doc["rows"] += mixed
+        print(json.dumps(doc, indent=2, allow_nan=False))
     else:
-        validate_report.print_rows(rows, with_plan=args.plan, out=out, markdown=args.markdown)
+        if rows:
+            validate_report.print_rows(rows, with_plan=args.plan, out=out, markdown=args.markdown)
+        if mixed:
+            keys = ("id", "layout", "published", "predicted", "ratio", "published_peak_gib", "predicted_peak_gib")
+            show(out, [{k: r[k] for k in keys} for r in mixed], markdown=args.markdown)
+    return EXIT_OK
+
+
+#: ``hetopt profile``'s parts, collectives and importers (hetopt.profile's names, kept here so the
+#: parser does not import them; tests/profile/test_cli.py checks the two agree).
+PROFILE_PARTS = ("layer", "embedding", "head")
+PROFILE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all")
+IMPORTERS = ("nccl-tests", "sailor", "metis")
+
+
+def cmd_profile(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.planner.request import as_model
+    from hetopt.profile import command as pc
+    from hetopt.profile.measure import Options, device_memory, run
+
+    if args.model is None or args.out is None:
+        raise InputError("hetopt profile: give --model and --out (or `hetopt profile import ...`)")
+    device = args.device
+    if device is None:
+        device = "cpu"
+        with contextlib.suppress(ImportError):
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+    gpu = args.gpu or "cpu"
+    if args.gpu is None and device.startswith("cuda"):
+        import torch
+
+        gpu = torch.cuda.get_device_name()
+    try:
+        o = Options(model=as_model(args.model), gpu=gpu, microbatches=pc.parse_ints(args.microbatch, "microbatch"),
+                    tps=pc.parse_ints(args.tp, "tp"), recompute=pc.parse_names(args.recompute, "recompute", ("none", "full")),
+                    precision=args.precision, seq=args.seq, parts=pc.parse_names(args.parts, "parts", PROFILE_PARTS),
+                    collectives=pc.parse_names(args.collectives, "collectives", PROFILE_COLLECTIVES),
+                    sizes=pc.parse_sizes(args.sizes), ranks=args.ranks, parameters=pc.parse_ints(args.parameters, "parameters"),
+                    stack=args.stack, device=device,
+                    memory_bytes=None if args.memory_gib is None else args.memory_gib * 2 ** 30,
+                    warmup=args.warmup, repeats=args.repeats)
+        target = Path(args.out)
+        if args.dry_run:
+            for line in pc.dry_run_lines(o, target, device_memory(o)):
+                out.print(line, highlight=False)
+            return EXIT_OK
+        with progress(out, "profile", show=True) as bar:
+            report = run(o, target, on_step=lambda done, total, label: bar.update(done, total, f"profile {label}"))
+    except InputError as exc:
+        raise plan_flag_error(exc) from None
+    for line in report.refused:
+        print(f"hetopt profile: refused before running: {line}", file=sys.stderr)
+    out.print(pc.summary_line(report, target), highlight=False)
+    return EXIT_INTERRUPTED if report.stopped else EXIT_OK
+
+
+def cmd_profile_sailor(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.profile.sidebyside import report
+
+    print(report(args.checkout, sailor_sim=args.sailor_sim, profiles_out=args.profiles_out, as_json=args.json))
+    return EXIT_OK
+
+
+def cmd_profile_import(args: argparse.Namespace, out: Console) -> int:
+    from hetopt.profile import importers
+
+    profile = importers.IMPORT[args.kind](args.files, gpu=args.gpu, model=args.model, precision=args.precision,
+                                          scope=args.scope, source=args.source, sailor_gpu=args.sailor_gpu,
+                                          sailor_model=args.sailor_model)
+    from hetopt.profile.format import write_profile
+
+    write_profile(profile, args.out)
+    out.print(f"{profile.rows} rows ({len(profile.layers)} layer, {len(profile.optimizer)} optimizer, "
+              f"{len(profile.collectives)} collective) imported into {args.out}", highlight=False)
     return EXIT_OK
 
 
@@ -946,13 +1109,11 @@ EXPORT_TARGETS = ("megatron", "torchtitan", "deepspeed", "cephalo")
 
 def cmd_export(args: argparse.Namespace, out: Console) -> int:
     from hetopt.export import export_file, write_output
-    from hetopt.workload import load_model
 
     if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
         raise InputError(f"-o {args.out}: exists and is not a folder (give a folder name)")
-    model = load_model(args.model) if args.model else None
-    try:
-        result = export_file(args.file, args.to, model=model, allow_gaps=args.allow_gaps)
+    try:  # the plan alone: it carries its model's shape and its cluster's nodes
+        result = export_file(args.file, args.to, allow_gaps=args.allow_gaps)
     except InputError as exc:
         raise plan_flag_error(exc) from None  # "to ..." -> "--to ..."
     if args.out is not None:

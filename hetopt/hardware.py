@@ -77,7 +77,7 @@ class GpuType:
     bf16: bool = True
     #: Whether FlashAttention's kernels run on the part (FlashAttention-2: Ampere, Ada, Hopper
     #: and AMD's MI200 / MI300). Where they do not, a runtime that asks for them runs attention
-    #: unfused, with its s×s scores in memory (``BuiltinParallelizer.flash_on``).
+    #: unfused, with its s×s scores in memory (``Running.on``).
     flash_attention: bool = True
     #: On-demand price of one GPU for an hour, US dollars (with its share of the VM it comes in),
     #: and where the figure is from; None where the catalog has no price (a cluster file's
@@ -167,6 +167,45 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
     return catalog
 
 
+@dataclass(frozen=True)
+class HeadroomPart:
+    """One part of what a training process holds on a GPU beyond its tensors: its GiB and source."""
+
+    what: str
+    gib: float
+    source: str
+
+
+#: What training holds on every GPU beyond the tensors the cost model counts (issue 40): the
+#: default memory headroom, reserved on every GPU of every plan (``--memory-headroom`` and
+#: ``plan(memory_headroom=...)`` replace the sum). Each figure is per GPU (one process each).
+HEADROOM_PARTS = (
+    # the first CUDA call of a PyTorch process creates its context (the driver's state and the
+    # kernels of PyTorch, cuBLAS and cuDNN loaded on the device): 723 MiB measured on one GPU,
+    # "~700+MB" depending on the CUDA version and device, in PyTorch's forums
+    HeadroomPart("CUDA context", 0.75, "PyTorch forums: discuss.pytorch.org/t/what-is-the-reason-for-pytorchs-gpu-memory-floor/"
+                 "73021 (723 MiB) and /t/high-gpu-memory-overhead/81330 (~700+ MB by CUDA version and device)"),
+    # NCCL keeps a send and a receive buffer of NCCL_BUFFSIZE (4 MiB by default) per channel for
+    # each peer of a ring: 16 channels x 2 neighbours x 2 directions x 4 MiB = 256 MiB for one
+    # communicator, and a training rank holds at least two busy ones (data-parallel and
+    # tensor- or pipeline-parallel)
+    HeadroomPart("NCCL communicators' buffers", 0.5, "NCCL user guide, environment variables: NCCL_BUFFSIZE "
+                 "(default 4 MiB per buffer), NCCL_MIN/MAX_NCHANNELS; 2 communicators x 16 channels x 2 peers x 2 "
+                 "directions x 4 MiB"),
+    # the caching allocator keeps freed blocks in its segments (large ones carved from segments
+    # of 20 MiB or more) and cannot always serve a large request from the free space it holds;
+    # how much is lost depends on the allocation pattern (ZeRO reports OOM with over 30% of
+    # memory free in extreme cases): an assumption of 0.75 GiB, changed with --memory-headroom
+    HeadroomPart("caching allocator fragmentation", 0.75, "PyTorch docs, CUDA semantics: memory management "
+                 "(max_split_size_mb, expandable_segments); Rajbhandari et al. 2020 (ZeRO) section 3.2, memory "
+                 "fragmentation; 0.75 GiB is an assumption"),
+)
+#: The default headroom, GiB per GPU: the parts' sum.
+DEFAULT_HEADROOM_GIB = sum(p.gib for p in HEADROOM_PARTS)
+#: The largest headroom accepted, GiB (above every GPU's memory: a typo, not a setting).
+MAX_HEADROOM_GIB = 1024.0
+
+
 #: Words a GPU name may carry that do not tell two catalog entries apart.
 #: (the memory type, "80GB HBM3", names no other part; the longer spellings first)
 _NOISE_WORDS = ("NVIDIA", "AMD", "TESLA", "INSTINCT", "TENSOR", "CORE", "GPU", "RTX", "QUADRO",
@@ -196,20 +235,28 @@ def gpu(catalog: dict[str, GpuType], name: str, *, where: str = "") -> GpuType:
 
     Publications and cloud documents spell one part many ways ("H100 SXM5 80GB",
     "NVIDIA H100-SXM", "A100-80GB-SXM4"); a name that is not a catalog key is matched by
-    family, form factor and memory, and accepted only when exactly one entry matches.
+    family, form factor and memory, and accepted only when exactly one entry matches. A name
+    that matches several is refused with the candidates (issue 40): ``V100-32GB`` is the SXM2
+    part or the PCIe one, whose links differ (NVLink or PCIe), and so do the plans; no form
+    factor is guessed.
 
     Raises
     ------
     InputError
-        For an unknown or ambiguous name, listing the known names.
+        For an unknown name (listing the known names) or an ambiguous one (listing the
+        entries it matches).
 
     Examples
     --------
     >>> cat = load_gpus()
     >>> gpu(cat, "NVIDIA A100 SXM4 80GB").name, gpu(cat, "h100-sxm").name
     ('A100-SXM4-80GB', 'H100-SXM5')
-    >>> gpu(cat, "NVIDIA H100 80GB HBM3").name, gpu(cat, "RTX A6000").name
-    ('H100-SXM5', 'A6000')
+    >>> gpu(cat, "Tesla V100-SXM2-32GB").name, gpu(cat, "RTX A6000").name
+    ('V100-SXM2-32GB', 'A6000')
+    >>> gpu(cat, "V100-32GB", where="c.toml: node[0].gpu")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: c.toml: node[0].gpu: ambiguous GPU type 'V100-32GB': it matches V100-PCIe-32GB, V100-SXM2-32GB (give one of them)
     """
     if name in catalog:
         return catalog[name]
@@ -222,11 +269,10 @@ def gpu(catalog: dict[str, GpuType], name: str, *, where: str = "") -> GpuType:
         if gb is not None and round(entry.memory_bytes / GIB) != gb:
             continue
         matches.append(entry)
-    if len(matches) > 1 and form is None:  # "A100 80GB": the SXM part is the one meant in training papers
-        matches = [e for e in matches if _name_parts(e.name)[1] == "SXM"] or matches
     if len(matches) == 1:
         return matches[0]
     prefix = f"{where}: " if where else ""
-    known = ", ".join(sorted(e.name for e in matches) if matches else sorted(catalog))
-    problem = "ambiguous" if matches else "unknown"
-    raise InputError(f"{prefix}{problem} GPU type {name!r} (give one of: {known})")
+    if matches:
+        listed = ", ".join(sorted(e.name for e in matches))
+        raise InputError(f"{prefix}ambiguous GPU type {name!r}: it matches {listed} (give one of them)")
+    raise InputError(f"{prefix}unknown GPU type {name!r} (give one of: {', '.join(sorted(catalog))})")

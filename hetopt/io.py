@@ -9,6 +9,7 @@ module of earlier releases.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -93,14 +94,36 @@ def load(path: str | Path) -> Any:
     Raises
     ------
     InputError
-        One line naming the file, the key path and the fix.
+        One line naming the file, the key path and the fix; or, when ``path`` is not a file
+        name at all, one line naming the argument (``field="path"``).
+
+    Examples
+    --------
+    >>> load(123)
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: path: must be a file name, a str or a pathlib.Path (got int 123); to read TOML text, use hetopt.loads(text)
     """
+    if not isinstance(path, (str, os.PathLike)) or isinstance(os.fspath(path), bytes):
+        raise InputError(f"path: must be a file name, a str or a pathlib.Path (got {type(path).__name__} {path!r:.40}); "
+                         f"to read TOML text, use hetopt.loads(text)", field="path")
     data = read_toml(path)
     return READERS[problem_of(data, str(path))](data, str(path))
 
 
 def loads(text: str, *, source: str = "<string>") -> Any:
-    """Like :func:`load`, from TOML text."""
+    """Like :func:`load`, from TOML text.
+
+    Examples
+    --------
+    >>> loads(None)
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: text: must be TOML text, a str (got NoneType None); to read a file, use hetopt.load(path)
+    """
+    if not isinstance(text, str):
+        raise InputError(f"text: must be TOML text, a str (got {type(text).__name__} {text!r:.40}); "
+                         f"to read a file, use hetopt.load(path)", field="text")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

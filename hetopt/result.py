@@ -74,6 +74,51 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     return max(0.0, (objective - bound) / max(abs(objective), 1e-12))
 
 
+#: Widest line of a value in a printed summary (``print(result)``); longer ones end in "…".
+SUMMARY_WIDTH = 100
+
+
+def figure(value: Any) -> str:
+    """A value as a printed summary shows it: numbers to 6 significant digits, None as "-".
+
+    >>> figure(7.951543210), figure(None), figure(3), figure("dp")
+    ('7.95154', '-', '3', 'dp')
+    """
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)
+
+
+def summary_lines(rows: list[tuple[str, Any]]) -> str:
+    """Aligned ``key: value`` lines, keys right-aligned as SciPy's ``OptimizeResult`` prints
+    them; a value of several lines continues under the first, each cut at ``SUMMARY_WIDTH``.
+
+    >>> print(summary_lines([("status", "OPTIMAL"), ("objective", 1.5), ("notes", "a\\nb")]))
+       status: OPTIMAL
+    objective: 1.5
+        notes: a
+               b
+    """
+    width = max(len(k) for k, _ in rows)
+    out = []
+    for key, value in rows:
+        lines = str(value).split("\n") or [""]
+        for n, line in enumerate(lines):
+            if len(line) > SUMMARY_WIDTH:
+                line = line[:SUMMARY_WIDTH - 1] + "…"
+            out.append(f"{key.rjust(width) if n == 0 else ' ' * width}{': ' if n == 0 else '  '}{line}")
+    return "\n".join(out)
+
+
+def _stats_text(stats: dict[str, Any]) -> str:
+    """``key=value`` of the counters that are numbers or short text (nested data left out)."""
+    items = [f"{k}={figure(v)}" for k, v in stats.items()
+             if isinstance(v, (int, float, str, bool)) and len(figure(v)) <= 40]
+    return ", ".join(items)
+
+
 @dataclass(frozen=True)
 class Result:
     """The answer of one method on one instance.
@@ -94,6 +139,43 @@ class Result:
     wall_s: float = 0.0
     stats: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
+
+    def __str__(self) -> str:
+        """A short aligned summary for ``print(result)``: status, objective, bound, gap, wall
+        time, the solution's own summary, the counters and the reason; ``repr`` keeps every
+        field for debugging.
+
+        Examples
+        --------
+        >>> print(Result("mixed", "dp", Status.OPTIMAL, 7.75, 7.75, 0.0, wall_s=0.0123, stats={"states": 12}))
+          problem: mixed
+           method: dp
+           status: OPTIMAL
+        objective: 7.75
+            bound: 7.75
+              gap: 0
+           wall_s: 0.0123
+            stats: states=12
+        >>> print(Result("mixed", "dp", Status.INFEASIBLE, reason="no plan fits"))
+        problem: mixed
+         method: dp
+         status: INFEASIBLE
+         wall_s: 0
+         reason: no plan fits
+        """
+        rows: list[tuple[str, Any]] = [("problem", self.problem), ("method", self.method), ("status", self.status)]
+        if self.status.has_solution or self.objective is not None:
+            rows += [("objective", figure(self.objective)), ("bound", figure(self.bound)), ("gap", figure(self.gap))]
+        rows.append(("wall_s", f"{self.wall_s:.3g}"))
+        summary = getattr(self.solution, "summary", None)
+        if callable(summary):
+            rows.append(("solution", "\n".join(summary())))
+        stats = _stats_text(self.stats)
+        if stats:
+            rows.append(("stats", stats))
+        if self.reason:
+            rows.append(("reason", self.reason))
+        return summary_lines(rows)
 
 
 def objectives_agree(a: float, b: float, *, rtol: float = AGREEMENT_RTOL, atol: float = 0.0) -> bool:
@@ -144,3 +226,39 @@ class CrossCheck:
     heuristic_gaps: dict[str, float] = field(default_factory=dict)
     disagreement: str = ""
     compared: int = 0
+
+    def __str__(self) -> str:
+        """A short aligned summary for ``print(check)``: whether the answers agree, then one
+        line per method (status, objective, bound, gap, wall time, reason).
+
+        Examples
+        --------
+        >>> a = Result("mixed", "dp", Status.OPTIMAL, 7.75, 7.75, 0.0, wall_s=0.01)
+        >>> b = Result("mixed", "milp", Status.OPTIMAL, 7.75, 7.75, 0.0, wall_s=0.2)
+        >>> print(CrossCheck("mixed", (a, b), True, compared=2))
+        problem: mixed
+          agree: yes, 2 proven answers (relative 1e-09, absolute 0)
+        results: dp    OPTIMAL  objective 7.75  bound 7.75  gap 0  0.01 s
+                 milp  OPTIMAL  objective 7.75  bound 7.75  gap 0  0.2 s
+        """
+        told = {True: "yes", False: "NO", None: "not compared"}[self.agree]
+        agree = f"{told}, {self.compared} proven answer{'s' if self.compared != 1 else ''} " \
+                f"(relative {self.tolerance[0]:g}, absolute {self.tolerance[1]:g})"
+        name_w = max(len(r.method) for r in self.results) if self.results else 0
+        status_w = max(len(r.status.value) for r in self.results) if self.results else 0
+        lines = []
+        for r in self.results:
+            line = f"{r.method.ljust(name_w)}  {r.status.value.ljust(status_w)}"
+            if r.status.has_solution:
+                line += f"  objective {figure(r.objective)}  bound {figure(r.bound)}  gap {figure(r.gap)}"
+            line += f"  {r.wall_s:.3g} s"
+            if r.reason and not r.status.has_solution:
+                line += f"  ({r.reason})"
+            lines.append(line)
+        rows: list[tuple[str, Any]] = [("problem", self.problem), ("agree", agree)]
+        if self.disagreement:
+            rows.append(("why", self.disagreement))
+        if self.heuristic_gaps:
+            rows.append(("heuristic gaps", ", ".join(f"{m} {figure(g)}" for m, g in self.heuristic_gaps.items())))
+        rows.append(("results", "\n".join(lines)))
+        return summary_lines(rows)

@@ -30,6 +30,8 @@ def _kind(data: dict) -> str:
         return "cluster"
     if "measurement" in data:
         return "published"
+    if data.get("format") == "hetopt-profile":
+        return "profile"
     raise AssertionError(f"docs/formats.md: a toml block of no known kind: {sorted(data)}")
 
 
@@ -54,11 +56,21 @@ def test_every_example_loads(index, tmp_path):
         assert load_cluster(path).gpus > 0
     elif kind == "catalog":
         assert set(load_gpus(path)) == set(tomllib.loads(block)["gpu"])
+    elif kind == "published" and any("stage" in m for m in tomllib.loads(block)["measurement"]):
+        from hetopt.planner.published import load_heterogeneous
+        from hetopt.profile.hetero import price_hetero
+
+        (row,) = load_heterogeneous(path)
+        assert price_hetero(row).iteration_time_s > 0
     elif kind == "published":
         from hetopt.planner.validate import load_published, validate
 
         (row,) = validate(load_published(path))
         assert row.ratio is not None and row.ratio > 0
+    elif kind == "profile":
+        from hetopt.profile import read_profile
+
+        assert read_profile(path).rows > 0
     else:
         assert load_model(path).layers > 0
 

@@ -12,8 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "hetopt"
 #: A name bound at module level (``NAME = ...``) or a function defined (``def name(``).
 DEFINITIONS = {
     "GIB": (r"^GIB\s*=", "hetopt/units.py"),
-    "BACKWARD_PER_FORWARD": (r"^BACKWARD_PER_FORWARD\s*=", "hetopt/costmodel/__init__.py"),
-    "TRAINING_PER_FORWARD": (r"^TRAINING_PER_FORWARD\s*=", "hetopt/costmodel/__init__.py"),
+    "BACKWARD_PER_FORWARD": (r"^BACKWARD_PER_FORWARD\s*=", "hetopt/costmodel/flops.py"),
+    "TRAINING_PER_FORWARD": (r"^TRAINING_PER_FORWARD\s*=", "hetopt/costmodel/flops.py"),
     "divisors": (r"^def _?divisors\(", "hetopt/planner/parallelizer.py"),
     "MEMORY_RTOL": (r"^MEMORY_RTOL\s*=", "hetopt/units.py"),
     "CLOCK_EVERY": (r"^CLOCK_EVERY\s*=", "hetopt/budget.py"),

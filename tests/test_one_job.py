@@ -58,12 +58,14 @@ def test_the_launch_places_every_stage_on_its_island(path: Path) -> None:
 @pytest.mark.parametrize("target", ["megatron", "torchtitan", "deepspeed"])
 def test_a_plan_that_breaks_the_rules_exits_2_unless_gaps_are_allowed(target: str, tmp_path: Path,
                                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    code = cli.main(["export", str(C1), "--to", target, "-o", str(tmp_path / "refused")])
+    # torchtitan: the same plan of a model it ships (its job file names one)
+    plan = INPUTS / "plan-tangram-c1-gpt3-6.7b-as-llama-3-8b.json" if target == "torchtitan" else C1
+    code = cli.main(["export", str(plan), "--to", target, "-o", str(tmp_path / "refused")])
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1
     assert "differs by island" in err and f"--target {target}" in err and "--allow-gaps" in err
     assert not (tmp_path / "refused").exists()
-    assert cli.main(["export", str(C1), "--to", target, "--allow-gaps", "-o", str(tmp_path / "gaps")]) == 0
+    assert cli.main(["export", str(plan), "--to", target, "--allow-gaps", "-o", str(tmp_path / "gaps")]) == 0
     assert (tmp_path / "gaps" / "GAPS.txt").read_text().strip()
 
 
@@ -131,12 +133,14 @@ def _layout_text(islands: list[str], split: list[int], words: str) -> str:
 
 
 def _priced_back(doc: dict, layout: str, micro: int, target: str):
-    model = {"GPT-3 1.3B": "gpt3-1.3b", "GPT-3 13B": "gpt3-13b", "GPT-3 2.7B": "gpt3-2.7b"}[doc["model"]]
-    return hetopt.plan(doc["cluster"], model, global_batch=doc["global_batch"], microbatch_size=micro, layout=layout,
-                       alternatives=False, target=target)
+    # the model and the memory headroom the plan carries (hetopt.planfile)
+    from hetopt.planfile import check_plan
+
+    return hetopt.plan(doc["cluster"], check_plan(doc, "plan"), global_batch=doc["global_batch"], microbatch_size=micro,
+                       layout=layout, alternatives=False, target=target, memory_headroom=doc["memory"]["headroom_gib"])
 
 
-@pytest.mark.parametrize("stem", ["tangram-c2-gpt3-1.3b", "tangram-c3-gpt3-13b"])
+@pytest.mark.parametrize("stem", ["tangram-c2-llama-3-8b", "tangram-c3-llama-3-8b"])
 def test_the_exported_torchtitan_job_read_back_prices_as_planned(stem: str) -> None:
     import tomllib
 
@@ -184,8 +188,9 @@ def test_the_exported_megatron_job_read_back_prices_as_planned(stem: str) -> Non
     layout, micro = _megatron_layouts(files, doc)
     cluster = doc["cluster"]
     model = {"GPT-3 1.3B": "gpt3-1.3b", "GPT-3 13B": "gpt3-13b"}[doc["model"]]
+    # priced with the memory headroom the plan was made with (its document says it)
     priced = hetopt.plan(cluster, model, global_batch=doc["global_batch"], microbatch_size=micro, layout=layout,
-                         alternatives=False, target="megatron")
+                         alternatives=False, target="megatron", memory_headroom=doc["memory"]["headroom_gib"])
     assert priced.given_layout["fits"]
     assert priced.given_layout["iteration_time_s"] == pytest.approx(doc["iteration_time_s"], rel=1e-9)
     # and the plan found again is the one exported

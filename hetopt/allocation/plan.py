@@ -13,6 +13,7 @@ from hetopt.allocation.problem import (
     StatePartition,
 )
 from hetopt.allocation.state import DEFAULT_GREEDY_UNITS, greedy_partition, lp_partition
+from hetopt.errors import SolverBug
 
 
 def build_solution(instance: AllocationInstance, choices: Sequence[tuple[int, int]]) -> AllocationSolution:
@@ -23,8 +24,11 @@ def build_solution(instance: AllocationInstance, choices: Sequence[tuple[int, in
 
     Raises
     ------
-    ValueError
-        When no state split fits, i.e. the choices break (II) or (III).
+    SolverBug
+        When no state split fits: the choices break (II) or (III), which every method
+        enforces, so this is a bug to report (exit 4), never bad input. The split fills GPUs
+        up to the limit ``evaluate`` checks (``problem.memory_limit``), so whatever (II) and
+        (III) admit with their rounding slack has a split.
     """
     groups = instance.group_of_gpu
     m = np.array([c[0] for c in choices], dtype=np.int64)
@@ -34,7 +38,11 @@ def build_solution(instance: AllocationInstance, choices: Sequence[tuple[int, in
     capacity = np.array([g.memory_bytes for g in grp], dtype=float)
     usable = instance.memory_fraction * capacity
     state = instance.state_bytes
-    shares, lp_util = lp_partition(used, capacity, usable, state)
+    try:
+        shares, lp_util = lp_partition(used, capacity, usable, state)
+    except ValueError as exc:
+        raise SolverBug(f"allocation: the chosen micro-batches leave no state split ({exc}); (II) and (III) "
+                        f"should have ruled them out") from None
     units = instance.layers or DEFAULT_GREEDY_UNITS
     greedy = greedy_partition(used, capacity, usable, state, units)
     greedy_shares = None if greedy is None else greedy[0]

@@ -29,6 +29,20 @@ FLOOR_SLACK = 1e-9
 SHARE_ATOL = 1e-9
 
 
+def memory_limit(usable):
+    """The most bytes a GPU may hold when φ·C = ``usable`` bytes are usable: φ·C·(1 + MEMORY_RTOL).
+
+    The one memory rule of the family's answers: ``evaluate`` checks a plan against it and
+    the state split (``state.lp_partition``) fills GPUs up to it, so a split exists whenever
+    ``evaluate`` would accept one (a GPU filled to the byte by its micro-batch still takes a
+    state of a few bytes; issue 44). Works on numbers and numpy arrays alike.
+
+    >>> round(memory_limit(1e9) - 1e9, 6)  # a byte of slack per GB
+    1.0
+    """
+    return usable * (1.0 + MEMORY_RTOL)
+
+
 def floor_ratio(numerator: float, denominator: float) -> int:
     """``floor(numerator / denominator)`` with ``FLOOR_SLACK`` of rounding slack.
 
@@ -353,7 +367,7 @@ def _check_gpu(instance: AllocationInstance, i: int, p: GpuPlan, g: int,
         v.append(f"state: GPU {i} has a negative share {p.state_share}")
     used = grp.memory_base_bytes + instance.activation_bytes_per_sample * p.microbatch_size + p.state_share * instance.state_bytes
     limit = instance.memory_fraction * grp.memory_bytes
-    if used > limit * (1.0 + MEMORY_RTOL):
+    if used > memory_limit(limit):
         v.append(f"state: GPU {i} ({grp.type}) needs {used / GIB:.4f} GiB, above {limit / GIB:.4f} GiB usable")
     return v, time(g, p.microbatches, p.microbatch_size), p.microbatch_size
 

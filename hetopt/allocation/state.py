@@ -18,7 +18,7 @@ import heapq
 import highspy
 import numpy as np
 
-from hetopt.allocation.problem import MEMORY_RTOL
+from hetopt.allocation.problem import memory_limit
 from hetopt.backends import silence_highs_banner
 
 #: Units of Cephalo's greedy when the instance gives no layer count: fine enough that the
@@ -98,9 +98,10 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     solver.run()
     if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         # At exactly full memory, (III) holds with FLOOR_SLACK's rounding while the LP's
-        # hard limits sum to a hair under 1 and HiGHS calls it infeasible. The one split left
-        # then fills every GPU to its limit, in proportion; it is accepted when each GPU stays
-        # within evaluate's MEMORY_RTOL of its limit (one tolerance for both), else no split fits.
+        # hard limits sum to a hair under 1 (or to 0: every GPU filled to the byte) and HiGHS
+        # calls it infeasible. The one split left then fills every GPU towards the limit
+        # evaluate checks (problem.memory_limit: one tolerance for both), in proportion to the
+        # room below it; else no split fits.
         shares = _fill_to_limits(used, usable, state)
         if shares is None:
             raise ValueError(f"no state split fits: {solver.modelStatusToString(solver.getModelStatus())}")
@@ -136,20 +137,28 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
 
 
 def _fill_to_limits(used: np.ndarray, usable: np.ndarray, state: float) -> np.ndarray | None:
-    """Shares ∝ each GPU's room φ·C_i − used_i, summing to 1, or None when a GPU would then
-    pass its limit by more than ``MEMORY_RTOL`` (relative): the split of a cluster whose
-    memory is exactly full.
+    """Shares ∝ each GPU's room up to ``problem.memory_limit`` (φ·C_i within evaluate's
+    tolerance, minus used_i), summing to 1, or None when that room cannot hold the state:
+    the split of a cluster whose memory is exactly full.
+
+    The room is the one ``evaluate`` allows, not φ·C_i − used_i: a GPU filled to the byte by
+    its micro-batch has no room below φ·C_i, yet a state of a few bytes on it is an answer
+    that ``evaluate`` accepts, so the split must find it (issue 44: rooms of exactly 0 and a
+    state of 1e-7 bytes were refused as "no state split fits", exit 2, on a valid instance).
 
     >>> _fill_to_limits(np.array([2.0, 2.0]), np.array([6.0, 6.0]), 8.0 * (1 + 1e-12)).tolist()
+    [0.5, 0.5]
+    >>> _fill_to_limits(np.array([6.0, 6.0]), np.array([6.0, 6.0]), 1e-9).tolist()  # full, a hair of state
     [0.5, 0.5]
     >>> _fill_to_limits(np.array([2.0, 2.0]), np.array([6.0, 6.0]), 9.0) is None
     True
     """
-    room = np.maximum(0.0, usable - used)
+    limit = memory_limit(usable)
+    room = np.maximum(0.0, limit - used)
     if room.sum() <= 0.0:
         return None
     shares = room / room.sum()
-    if np.any(used + shares * state > usable * (1.0 + MEMORY_RTOL)):
+    if np.any(used + shares * state > limit):
         return None
     return shares
 

@@ -26,15 +26,19 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from itertools import accumulate
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from hetopt import costmodel as cm
+from hetopt.costmodel.running import Running
 from hetopt.hardware import GpuType
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.parallelism import offload as off
 from hetopt.pipeline.problem import stage_fits
 from hetopt.workload import ModelConfig
+
+if TYPE_CHECKING:  # the cost model reads a profile through its methods only
+    from hetopt.profile.measured import Measured
 
 #: Layers whose 16-bit weights and gradients ZeRO-3 holds unsharded at once: the one
 #: computed and the one prefetched (as the allocation family's FSDP units).
@@ -77,6 +81,9 @@ class StageCost:
     #: the host's time to issue the layers' ops, not their kernels, set its forward or backward
     #: (``cm.host_floor_s``)
     host_bound: bool = False
+    #: the terms of this price taken from a measured profile (``price_stage``'s ``measured``;
+    #: ``hetopt.profile.measured.TERMS``); () when the analytic model priced it all
+    measured: tuple[str, ...] = ()
 
     @property
     def time_s(self) -> float:
@@ -231,7 +238,8 @@ class _Shares:
     """What every part of one stage's price reads: its layers, roles and per-GPU shares."""
 
     __slots__ = ("a", "b", "ell", "embed", "head", "samples", "tokens", "replicas", "sp", "n_moe", "etp", "imbalance",
-                 "exp_params", "dense_params", "expert_replicas", "uniform", "one_node", "element", "peak")
+                 "exp_params", "dense_params", "expert_replicas", "uniform", "one_node", "element", "peak",
+                 "precision", "measured", "taken")
 
     def __init__(self, sl: SliceLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
                  microbatch_size: int, sequence_parallel: bool) -> None:
@@ -265,67 +273,89 @@ class _Shares:
         # the precision's bytes per element (the table's) and its matmul peak (None: 16-bit's; price_stage)
         self.element: int = tab.element_bytes
         self.peak: float | None = None
+        # a measured profile (``price_stage``'s ``measured``) and the terms taken from it so far
+        self.precision: str = cm.DEFAULT_PRECISION
+        self.measured: Measured | None = None
+        self.taken: list[str] = []
+
+    def ask(self, measured: Measured | None, precision: str) -> None:
+        """Price with ``measured`` (None: the analytic model alone) in ``precision``."""
+        self.measured, self.precision = measured, precision
 
 
 def price_stage(
     sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, nodes: tuple[tuple[int, int], ...],
-    *, microbatch_size: int, microbatches: int, sequence_parallel: bool, reserved_bytes: float, overlap: bool = True,
-    flash: bool = False, capacity: float | None = None, tp_overlap: bool = False, zero3_per_tensor: bool = False,
-    precision: str = cm.DEFAULT_PRECISION, grad_fp32: bool = False, handover: str = cm.DEFAULT_HANDOVER,
-    host: str = cm.DEFAULT_HOST,
+    *, microbatch_size: int, microbatches: int, running: Running, reserved_bytes: float, capacity: float | None = None,
+    measured: Measured | None = None,
 ) -> StageCost | None:
     """Time and memory of inner stage q of ``lay`` (formulas: formulations/costmodel.md, "A stage").
 
     Parameters
     ----------
     tab
-        The slice's :func:`layer_table`.
+        The slice's :func:`layer_table`, built for ``running``'s attention and element size.
     nodes
         Every stage's first and last node (:func:`stage_nodes`).
+    running
+        How the framework runs the stage, resolved for the island's GPU
+        (:meth:`~hetopt.costmodel.running.Running.on`: its precision set, FlashAttention only
+        where the GPU runs it): overlap of data-parallel traffic, attention, sequence
+        parallelism, TP overlap, ZeRO-3's gathers, precision, gradient reduction, hand-over,
+        host stack (:data:`~hetopt.costmodel.running.KEYS`).
+    reserved_bytes
+        Bytes per GPU no layout may use.
     capacity
         Bytes per GPU. When given, None instead of a price when the stage's static bytes alone
         exceed it (``stage_fits`` with nothing in flight): such a layout fits in no pipeline
         position whatever its time, which is then left uncomputed.
-    reserved_bytes, overlap, flash, tp_overlap, zero3_per_tensor, precision, grad_fp32, handover, host
-        How the runtime runs: bytes per GPU no layout may use; data-parallel traffic overlapped
-        with compute; FlashAttention; Megatron-Core's TP communication overlap; ZeRO-3
-        collectives per tensor (DeepSpeed) rather than per layer (FSDP); the mixed precision;
-        gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``) rather than in 16 bits; how a
-        micro-batch crosses between inner stages (``cm.HANDOVERS``); the software stack whose
-        host issues the layers' ops (``cm.HOST_STACKS``).
+    measured
+        A measured profile (:class:`hetopt.profile.measured.Measured`): the layers' compute, TP
+        collectives, host time, hand-overs and optimizer step are taken from it where it covers
+        the stage's setting (:func:`_measured_compute` and the terms' own lookups), and from the
+        analytic model elsewhere; None (the default): the analytic model alone. The terms taken
+        are listed in the price's ``measured``.
     """
-    sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, sequence_parallel)
-    if tab.element_bytes != cm.element_bytes(precision):
-        raise ValueError(f"the layer table counts {tab.element_bytes}-byte elements, precision {precision} has "
-                         f"{cm.element_bytes(precision)} (layer_table(..., element_bytes=cm.element_bytes(precision)))")
+    sh = _Shares(sl, tab, lay, q, nodes, microbatch_size, running.sequence_parallel)
+    _check_resolved(running, tab)
+    precision, flash = running.precision, running.flash
+    sh.ask(measured, precision)
     sh.peak = cm.matmul_flops(island.gpu, precision)
     static, activation, offloaded = _memory(sl, tab, lay, sh, reserved_bytes, flash, precision)
     if capacity is not None and not stage_fits(static, activation, 0, capacity):
         return None
-    forward, backward, compute, host_bound = _on_path(sl, island, tab, lay, sh, flash, tp_overlap, host)
-    hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size, handover)
+    forward, backward, compute, host_bound = _on_path(sl, island, tab, lay, sh, flash, running.tp_overlap, running.host)
+    hand_fwd, hand_bwd = _handovers(sl, island, lay, sh, q, nodes, microbatch_size, running.handover)
     forward, backward = forward + hand_fwd, backward + hand_bwd
     # the parts below add to the running times term by term, in the order of the formulas
     # (the same floating-point sums wherever a stage is priced)
     if lay.ep > 1 and sh.n_moe:
         forward, backward = _expert_parallel(sl, island, lay, sh, q, forward, backward)
-    forward, backward = _data_parallel(sl, island, tab, lay, sh, q, nodes, microbatches, zero3_per_tensor,
-                                       compute if overlap else None, forward, backward,
-                                       cm.gradient_bytes(precision, grad_fp32))
+    forward, backward = _data_parallel(sl, island, tab, lay, sh, q, nodes, microbatches, running.zero3_per_tensor,
+                                       compute if running.overlap else None, forward, backward,
+                                       cm.gradient_bytes(precision, running.grad_fp32))
     if lay.offload:
         # the micro-batch's activations go to the host during forward and come back during
         # backward, hidden behind the stage's compute up to the host link (memory: above)
         host = island.gpu.host_bandwidth
         forward += off.exposed_s(offloaded, host, compute[0])
         backward += off.exposed_s(offloaded, host, compute[1])
-    return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus, host_bound)
+    return StageCost(sh.ell, forward, backward, static, activation, lay.stage_gpus, host_bound, tuple(sh.taken))
+
+
+def _check_resolved(running: Running, tab: LayerTable) -> None:
+    """A stage is priced under a record resolved for its GPU, on a table of its element size."""
+    if running.precision is None:
+        raise ValueError("price a stage under running.on(gpu): the precision is unset")
+    if tab.element_bytes != cm.element_bytes(running.precision):
+        raise ValueError(f"the layer table counts {tab.element_bytes}-byte elements, precision {running.precision} has "
+                         f"{cm.element_bytes(running.precision)} (layer_table(..., element_bytes=cm.element_bytes(precision)))")
 
 
 def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, q: int, *, microbatch_size: int,
-                 sequence_parallel: bool, flash: bool = False, tp_overlap: bool = False,
-                 precision: str = cm.DEFAULT_PRECISION, host: str = cm.DEFAULT_HOST) -> float:
+                 running: Running, measured: Measured | None = None) -> float:
     """Forward + backward seconds of inner stage q's kernels and TP/CP collectives, each pass held
-    to the host's floor: a lower bound of its ``time_s``.
+    to the host's floor: a lower bound of its ``time_s`` under the same ``running`` (resolved
+    for the island's GPU, as :func:`price_stage` takes it).
 
     The first sums of :func:`price_stage`, in its order: everything it adds after them (hand-overs,
     expert parallelism, data-parallel traffic and the optimizer step, offloading's copies) is a
@@ -336,9 +366,11 @@ def path_floor_s(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout
     island's GPU and links inside a node.
     """
     one_node = ((0, 0),) * lay.pp  # where the stages sit: none of these parts reads it
-    sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, sequence_parallel)
-    sh.peak = cm.matmul_flops(island.gpu, precision)
-    forward, backward, _, _ = _on_path(sl, island, tab, lay, sh, flash, tp_overlap, host)
+    sh = _Shares(sl, tab, lay, q, one_node, microbatch_size, running.sequence_parallel)
+    _check_resolved(running, tab)
+    sh.peak = cm.matmul_flops(island.gpu, running.precision)
+    sh.ask(measured, running.precision)  # the same terms as price_stage takes: the floor stays below its price
+    forward, backward, _, _ = _on_path(sl, island, tab, lay, sh, running.flash, running.tp_overlap, running.host)
     return forward + backward
 
 
@@ -347,10 +379,19 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
     """The first sums of a stage's price, forward and backward: its kernels, then its TP and CP
     collectives, each pass held to the host's floor; with the kernels alone (what data-parallel
     traffic can hide behind: TP's cannot, it is on the path) and whether the floor set a pass."""
-    forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
+    measured = _measured_compute(sl, island, lay, sh)
+    if measured is None:
+        forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
+    else:  # the profile's layers: what TP overlap can hide behind is their whole time
+        forward, backward, with_tp = measured
+        gemm_fwd, gemm_bwd = forward, backward
+        sh.taken.append("compute")
     compute = (forward, backward)
-    tp_fwd, tp_bwd = _tensor_parallel(sl, island, lay, sh, tp_overlap, gemm_fwd, gemm_bwd)
-    forward, backward = forward + tp_fwd, backward + tp_bwd
+    if measured is not None and with_tp:  # the rows were measured with their TP collectives
+        sh.taken.append("tp_collectives")
+    else:
+        tp_fwd, tp_bwd = _tensor_parallel(sl, island, lay, sh, tp_overlap, gemm_fwd, gemm_bwd)
+        forward, backward = forward + tp_fwd, backward + tp_bwd
     if lay.cp > 1:
         cp_fwd, cp_bwd = _context_parallel(sl, island, lay, sh, flash)
         forward, backward = forward + cp_fwd, backward + cp_bwd
@@ -359,10 +400,64 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
     # an MoE layer issues its router, permutation and one FFN per local expert (FSEP: a shard of
     # every expert)
     local = (sl.model.experts if lay.fsep else sl.model.experts // lay.ep) if sh.n_moe else 0
-    host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute, stack=host, moe_layers=sh.n_moe,
-                                         local_experts=local)
+    host_layer = sh.measured.host_s(island.gpu.name, host) if sh.measured is not None and not sh.n_moe else None
+    if host_layer is None:
+        host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute, stack=host, moe_layers=sh.n_moe,
+                                             local_experts=local)
+    else:  # the profile's host time per layer, counted as cm.host_floor_s counts it (full: the forward again)
+        host_fwd = sh.ell * host_layer[0]
+        host_bwd = sh.ell * (host_layer[1] + (host_layer[0] if lay.recompute == "full" else 0.0))
+        sh.taken.append("host")
     host_bound = host_fwd > forward or host_bwd > backward
     return max(forward, host_fwd), max(backward, host_bwd), compute, host_bound
+
+
+def _measured_compute(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares) -> tuple[float, float, bool] | None:
+    """The stage's kernels from the profile: the sum of its measured parts (ℓ layers, the embedding
+    on the first stage, the head on the last), forward and backward, and whether they hold the TP
+    collectives; None unless the profile covers every part at the stage's setting (its GPU, model,
+    TP, samples per micro-batch, sequence, recomputation, precision: ``Measured.layer``).
+
+    A dense model without CP only: a measured layer is one layer of the model on one GPU of its TP
+    group, which an MoE layer's routing or a CP ring's share of the sequence is not.
+    """
+    if sh.measured is None or sh.n_moe or lay.cp > 1 or lay.ep > 1:
+        return None
+    ask = functools.partial(sh.measured.layer, island.gpu.name, sl.model.name, tp=lay.tp, samples=sh.samples, seq=sl.seq,
+                            recompute=lay.recompute, precision=sh.precision, hidden=sl.model.hidden)
+    parts = [(ask("layer"), sh.ell)] + [(ask(part), 1) for part, here in (("embedding", sh.embed), ("head", sh.head)) if here]
+    if any(times is None for times, _ in parts) or len({times.includes_tp for times, _ in parts}) > 1:
+        return None
+    forward = sum(n * times.forward_s for times, n in parts)
+    backward = sum(n * times.backward_s for times, n in parts)
+    return forward, backward, parts[0][0].includes_tp
+
+
+def _measured_allreduce(island: IslandLike, sh: _Shares, nbytes: float, tp: int) -> float | None:
+    """One TP all-reduce of ``nbytes`` inside a node from the profile (None: not covered). With
+    sequence parallelism Megatron runs it as an all-gather and a reduce-scatter, measured as such
+    when the profile has both."""
+    if sh.measured is None or tp <= 1:
+        return None
+    gpu = island.gpu.name
+    if sh.sp:
+        gather = sh.measured.collective_s(gpu, "all_gather", "intra", tp, nbytes)
+        scatter = sh.measured.collective_s(gpu, "reduce_scatter", "intra", tp, nbytes)
+        if gather is not None and scatter is not None:
+            return gather + scatter
+    return sh.measured.collective_s(gpu, "all_reduce", "intra", tp, nbytes)
+
+
+def _measured_ring_bandwidth(sh: _Shares, gpu: str, one_node: bool, gradient_bytes: float) -> float | None:
+    """The bytes/s of one step of the data-parallel ring, from the profile's ``send_recv`` of the
+    step's message (the stage's gradient over the replicas: inside a node each TP rank's ring, across
+    nodes the node's whole share) over the same kind of link; None when the profile does not cover it."""
+    if sh.measured is None or sh.replicas <= 1:
+        return None
+    params = sh.dense_params / sh.etp if one_node else sh.dense_params
+    step_bytes = params * gradient_bytes / sh.replicas
+    t = sh.measured.collective_s(gpu, "send_recv", "intra" if one_node else "inter", 2, step_bytes)
+    return None if not t else step_bytes / t
 
 
 def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_bytes: float, flash: bool,
@@ -482,6 +577,10 @@ def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
     intra, intra_hop = island.intra_achieved, cm.intra_hop_latency_s(island.gpu)
     allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, sh.samples, sh.element), tp, intra, intra_hop)
     tp_pass = sh.ell * cm.tp_layer_comm_s(cfg, s, sh.samples, tp, intra, intra_hop, sh.element)
+    measured = None if sh.n_moe else _measured_allreduce(island, sh, cm.boundary_bytes(cfg, s, sh.samples, sh.element), tp)
+    if measured is not None:  # a dense layer's TP_ALLREDUCES_PER_PASS all-reduces, as measured
+        allreduce, tp_pass = measured, sh.ell * cm.TP_ALLREDUCES_PER_PASS * measured
+        sh.taken.append("tp_collectives")
     if sh.etp != tp:
         tp_pass -= sh.n_moe * allreduce
     elif tp > 1 and lay.ep > 1 and sh.n_moe:
@@ -543,6 +642,15 @@ def _handovers(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: i
             if one_node:
                 return per_gpu / island.intra_achieved
             return min(lay.stage_gpus, island.gpus_per_node) * per_gpu / island.inter_achieved
+        if sh.measured is not None:  # the profile's send/recv of the same bytes over the same kind of link
+            nbytes = cm.boundary_bytes(cfg, s, sh.samples / lay.tp if one_node else
+                                       microbatch_size * min(lay.stage_gpus, island.gpus_per_node) / lay.stage_gpus,
+                                       sh.element)
+            sent = sh.measured.collective_s(island.gpu.name, "send_recv", "intra" if one_node else "inter", 2, nbytes)
+            if sent is not None:
+                if "handover" not in sh.taken:
+                    sh.taken.append("handover")
+                return sent
         if one_node:  # one node: every GPU sends its 1/t share
             return cm.p2p_transfer_s(cfg, s, sh.samples / lay.tp, island.intra_achieved, sh.element)
         # across nodes each node's network carries the samples of the replicas it holds (its
@@ -654,9 +762,15 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
     else:
         collectives = sh.ell + int(sh.embed) + int(sh.head and not (sh.embed and cfg.tied_embeddings))
     span = nodes[q][1] - nodes[q][0] + 1
+    ring_bandwidth = intra if one_node else inter
+    ring_hop = cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor)
+    measured_step = _measured_ring_bandwidth(sh, gpu.name, one_node, gradient_bytes)
+    if measured_step is not None:  # the ring's steps as the profile measured them (their latency included)
+        ring_bandwidth, ring_hop = measured_step, 0.0
+        sh.taken.append("dp_collectives")
     comm = cm.data_parallel_comm(
-        sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, intra if one_node else inter, zero_stage=z,
-        microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
+        sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, ring_bandwidth, zero_stage=z,
+        microbatches=microbatches, hop_latency_s=ring_hop,
         collectives=collectives, recompute_gather=rc == "full", overlap=overlap, buckets=sh.ell,
         gradient_bytes=gradient_bytes, weight_bytes=sh.element,
     )
@@ -676,7 +790,12 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
     step_params = sh.dense_params / tp / (sh.replicas if z >= 1 else 1)
     if n_moe:
         step_params += sh.exp_params / (ep * etp) / (sh.expert_replicas if z >= 1 else 1)
-    backward += cm.optimizer_step_s(step_params, gpu, element_bytes=sh.element) / microbatches
+    step = None if sh.measured is None else sh.measured.optimizer_s(gpu.name, sh.precision, step_params)
+    if step is None:
+        step = cm.optimizer_step_s(step_params, gpu, element_bytes=sh.element)
+    else:
+        sh.taken.append("optimizer")
+    backward += step / microbatches
     if n_moe:
         # the experts' reduction runs over the same links as the dense one and behind the same
         # compute: it hides only behind what the dense traffic leaves of that compute

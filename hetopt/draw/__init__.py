@@ -135,6 +135,10 @@ def kind_of(document: Any, source: str = "result") -> str:
             raise InputError(f"{source}: solution: none (status {document.get('status', '?')}): there is no plan to draw")
         return problem
     if all(key in document for key in ("stages", "islands", "alternatives")):
+        from hetopt.planfile import check_plan
+
+        # read alone, as export reads it: this format version, finite numbers, its own model shape
+        check_plan(document, source)
         if not document["stages"]:
             raise InputError(f"{source}: stages: none (status {document.get('status', '?')}): there is no plan to draw")
         return "plan"

@@ -1,11 +1,16 @@
 """Export a hetopt answer to a training runtime: Megatron-LM, torchtitan, DeepSpeed, Cephalo.
 
-``export(doc, target)`` turns the JSON of ``hetopt plan --json`` (or, for the FSDP runtimes,
-``hetopt solve --json`` of an allocation) into the files the runtime reads, and a list of
+``export(plan, to=TARGET, out=FOLDER)`` turns a plan (a :class:`~hetopt.planner.answer.HeteroPlan`,
+or the JSON of ``hetopt plan --json``; for the FSDP runtimes also an allocation
+:class:`~hetopt.result.Result` or the JSON of ``hetopt solve --json``) into the files the runtime
+reads, and a list of
 *gaps*: one line for every part of the plan the runtime cannot express (a different tensor
 parallel size per island, uneven per-GPU batches, ...). The files hold what the runtime can
 take; a gap is never dropped silently. One module per target, chosen by name through
-:data:`TARGETS`; each says which result kinds it accepts.
+:data:`TARGETS`; each says which result kinds it accepts. A plan is read alone: it carries its
+model's shape and its cluster's nodes (``hetopt.planfile``, which refuses another format version,
+non-finite numbers and an edited shape). The package itself is callable, so ``import hetopt;
+hetopt.export(plan, to="megatron", out="run/")`` is this module's :func:`export`.
 
 Examples
 --------
@@ -19,6 +24,8 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -27,16 +34,21 @@ from typing import Any
 from hetopt.errors import InputError
 from hetopt.export import cephalo, deepspeed, launch, megatron, torchtitan
 from hetopt.export.common import FILL_IN
-from hetopt.export.source import (PlanView, allocation_view, fsdp_from_plan, job_of, kind, plan_view, read_document,
-                                  shapes)
+from hetopt.export.source import (PlanView, allocation_view, check_solved, fsdp_from_plan, job_of, kind, plan_view,
+                                  read_document, shapes)
+from hetopt.jsonout import plain, result_to_dict
+from hetopt.planfile import check_plan, check_version, non_finite
+from hetopt.result import Result
 from hetopt.runtimes import RUNTIMES, plan_breaks
-from hetopt.workload import ModelConfig
 
-__all__ = ["ExportOutput", "TARGETS", "export", "export_file", "find_model", "write_output"]
+__all__ = ["ExportOutput", "TARGETS", "export", "export_file", "write_output"]
 
 #: Every target by name: its module has ``ACCEPTS`` (result kinds), ``HINT`` (what to do with
-#: another kind) and ``build(view, model) -> (files, gaps)``.
+#: another kind) and ``build(view, model) -> (files, gaps)``; a runtime that trains only models it
+#: ships has ``check_model(model)``, which refuses the others.
 TARGETS: dict[str, ModuleType] = {"megatron": megatron, "torchtitan": torchtitan, "deepspeed": deepspeed, "cephalo": cephalo}
+#: The mode of a written script (``launch.sh``): executable, as its README runs it.
+LAUNCH_MODE = 0o755
 #: The file listing the gaps, written beside the exported files.
 GAPS_FILE = "GAPS.txt"
 
@@ -54,43 +66,23 @@ class ExportOutput:
     one_job: bool = False
 
 
-def find_model(name: str) -> ModelConfig | None:
-    """The shipped model (``instances/models/*.toml``) whose ``name`` is ``name``, or None.
-
-    A plan names its model by the model file's ``name``; the shapes Megatron-LM needs
-    (hidden size, heads, FFN width) come from that file.
-
-    Examples
-    --------
-    >>> find_model("GPT-3 1.3B").hidden
-    2048
-    >>> find_model("no such model") is None
-    True
-    """
-    from hetopt.catalog import instances_dir
-    from hetopt.workload import load_model
-
-    for path in sorted((instances_dir() / "models").glob("*.toml")):
-        cfg = load_model(path)
-        if cfg.name == name:
-            return cfg
-    return None
-
-
-def export(doc: dict[str, Any], target: str, *, source: str = "result", model: ModelConfig | None = None,
-           allow_gaps: bool = False) -> ExportOutput:
-    """Export one result document to ``target``.
+def export(plan: Any, to: str | None = None, *, out: str | Path | None = None, source: str = "plan",
+           allow_gaps: bool = False, target: str | None = None) -> ExportOutput:
+    """Export one plan or allocation result to the runtime ``to``.
 
     Parameters
     ----------
-    doc : dict
-        The JSON object of ``hetopt plan --json`` or ``hetopt solve --json``.
-    target : str
-        A name in :data:`TARGETS`.
+    plan : HeteroPlan, Result or dict
+        The planner's answer (``hetopt.plan(...)``) or its JSON (``hetopt plan --json``); for
+        Cephalo and DeepSpeed also an allocation result (``hetopt.solve`` or ``hetopt solve
+        --json``). A plan document must be of this hetopt's format version and carry its
+        model's shape (``hetopt.planfile``); nothing else is read.
+    to : str
+        A name in :data:`TARGETS` (``target`` is the same, by its older name).
+    out : str or Path, optional
+        A folder to write the files into (:func:`write_output`); None: nothing written.
     source : str
         The file name, for messages.
-    model : ModelConfig, optional
-        The model's shape; default: the shipped model the plan names (none: a gap).
     allow_gaps : bool
         Export a plan that breaks the runtime's rules (``hetopt.runtimes``) anyway, as files per
         island with their gap lines. Without it such a plan is refused: it is not one job.
@@ -104,10 +96,11 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
     Raises
     ------
     InputError
-        An unknown target, a document that is not a hetopt result, a result kind the target
-        cannot take (e.g. an islands result to Megatron-LM), a result without a solution, or
-        a ``model`` whose layer count is not the plan's, or a plan that breaks the runtime's
-        rules without ``allow_gaps``.
+        An unknown target, a document that is not a hetopt result, a plan of another format
+        version, with a number that is not finite or an edited model shape, a result kind the
+        target cannot take (e.g. an islands result to Megatron-LM), a result without a solution,
+        a model the runtime cannot express (torchtitan: no model it ships of that shape), or a
+        plan that breaks the runtime's rules without ``allow_gaps``.
 
     Examples
     --------
@@ -116,42 +109,63 @@ def export(doc: dict[str, Any], target: str, *, source: str = "result", model: M
     ...
     hetopt.errors.InputError: r.json: an islands result cannot be exported to megatron (it takes a plan: `hetopt plan ... --json`)
     """
-    module = TARGETS.get(target)
+    to = to if to is not None else target
+    module = TARGETS.get(to) if isinstance(to, str) else None
     if module is None:
-        raise InputError(f"to {target}: unknown target (targets: {', '.join(TARGETS)})", field="to")
+        raise InputError(f"to {to}: unknown target (targets: {', '.join(TARGETS)})", field="to")
+    doc = _document(plan, source)
     found = kind(doc, source)
     if found not in module.ACCEPTS:
         article = "an" if found[0] in "aeiou" else "a"
-        raise InputError(f"{source}: {article} {found} result cannot be exported to {target} ({module.HINT})")
-    gaps: list[str] = []
-    if found == "plan" and getattr(module, "PLAN_AS_ALLOCATION", False):
-        view: Any = fsdp_from_plan(plan_view(doc, source), source)
-    elif found == "plan":
-        view = plan_view(doc, source)
-        given = model is not None
-        model = model if given else find_model(view.model)  # else the plan's own model, by its name
-        if model is not None and model.layers != view.layers:
-            raise InputError(f"--model: {model.name} has {model.layers} layers but the plan's stages hold {view.layers} "
-                             "(give the model the plan was made for)" if given else
-                             f"{source}: stages hold {view.layers} layers but {view.model} has {model.layers} "
-                             "(re-run `hetopt plan --json`)")
-        if model is None and module.NEEDS_MODEL:
-            gaps.append(f"model: {view.model!r} is not a shipped model; its dimensions are left out "
-                        "(give --model FILE, a model file as in instances/models/)")
-        runtime = RUNTIMES[target]
-        breaks = plan_breaks(runtime, shapes(view), job_of(view, model))
-        if breaks and not allow_gaps:
-            more = f" (and {len(breaks) - 1} more)" if len(breaks) > 1 else ""
-            raise InputError(f"{source}: not one {runtime.title} job: {breaks[0]}{more}; re-plan with `hetopt plan ... "
-                             f"--target {target}`, or allow gaps (`--allow-gaps`, allow_gaps=True) for files per island, "
-                             "which are not one job as written")
-        if not breaks:
-            files, notes = module.build(view, model, one_job=True)
-            return _one_job(target, module, view, files, *_gaps_and_fill_ins(gaps + notes))
+        raise InputError(f"{source}: {article} {found} result cannot be exported to {to} ({module.HINT})")
+    if found == "plan":
+        result = _export_plan(doc, to, module, source, allow_gaps)
     else:
-        view = allocation_view(doc, source)
-    files, more = module.build(view, model)
-    return ExportOutput(target, files, *_gaps_and_fill_ins(gaps + more))
+        where = non_finite(doc)
+        if where is not None:
+            raise InputError(f"{source}: {where}: not a finite number (NaN or Infinity: the file was edited); re-run "
+                             "`hetopt solve --json`")
+        files, gaps = module.build(allocation_view(doc, source), None)
+        result = ExportOutput(to, files, *_gaps_and_fill_ins(gaps))
+    if out is not None:
+        write_output(result, out)
+    return result
+
+
+def _document(plan: Any, source: str) -> dict[str, Any]:
+    """The plain JSON document of a HeteroPlan, a Result or a dict (as ``--json`` writes it)."""
+    if isinstance(plan, dict):
+        return plan
+    if isinstance(plan, Result):
+        return result_to_dict(plan)
+    if dataclasses.is_dataclass(plan) and not isinstance(plan, type) and hasattr(plan, "to_dict"):
+        return plain(plan)  # a HeteroPlan: the document hetopt plan --json prints
+    raise InputError(f"{source}: a {type(plan).__name__}, not a plan: give a HeteroPlan (hetopt.plan), a Result "
+                     "(hetopt.solve) or their JSON as a dict")
+
+
+def _export_plan(doc: dict[str, Any], to: str, module: ModuleType, source: str, allow_gaps: bool) -> ExportOutput:
+    """A plan document, read alone (its model from its ``model_shape``), to ``to``'s files."""
+    check_version(doc, source)
+    check_solved(doc, source)  # a plan without a solution says why before anything else
+    model = check_plan(doc, source)
+    if hasattr(module, "check_model"):  # a runtime that names its own models (torchtitan): before its rules
+        module.check_model(model)
+    view: Any = plan_view(doc, source)
+    if getattr(module, "PLAN_AS_ALLOCATION", False):
+        files, gaps = module.build(fsdp_from_plan(view, source), model)
+        return ExportOutput(to, files, *_gaps_and_fill_ins(gaps))
+    runtime = RUNTIMES[to]
+    breaks = plan_breaks(runtime, shapes(view), job_of(view, model))
+    if breaks and not allow_gaps:
+        more = f" (and {len(breaks) - 1} more)" if len(breaks) > 1 else ""
+        raise InputError(f"{source}: not one {runtime.title} job: {breaks[0]}{more}; re-plan with `hetopt plan ... "
+                         f"--target {to}`, or allow gaps (`--allow-gaps`, allow_gaps=True) for files per island, "
+                         "which are not one job as written")
+    files, notes = module.build(view, model, one_job=not breaks)
+    if breaks:
+        return ExportOutput(to, files, *_gaps_and_fill_ins(notes))
+    return _one_job(to, module, view, files, *_gaps_and_fill_ins(notes))
 
 
 def _gaps_and_fill_ins(notes: list[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -164,14 +178,15 @@ def _one_job(target: str, module: ModuleType, view: PlanView, files: dict[str, s
              fill_in: tuple[str, ...]) -> ExportOutput:
     """A plan that keeps the runtime's rules, with what launches it (``hetopt.export.launch``)."""
     title = RUNTIMES[target].title
-    files = {**files, "launch.sh": launch.launch_script(view, module.LAUNCH_COMMAND, title),
+    files = {**files, "launch.sh": launch.launch_script(view, module.LAUNCH_COMMAND, title,
+                                                       getattr(module, "ARGS_FILE", None)),
              "hostfile": launch.hostfile(view)}
     priced = {"iteration_time_s": view.iteration_time_s, "memory_gib": list(view.stage_memory_gib)}
     files["README.md"] = launch.readme(view, title, list(files), list(fill_in), priced)
     return ExportOutput(target, files, gaps, fill_in, one_job=True)
 
 
-def export_file(path: str | Path, target: str, *, model: ModelConfig | None = None, allow_gaps: bool = False) -> ExportOutput:
+def export_file(path: str | Path, to: str, *, allow_gaps: bool = False) -> ExportOutput:
     """:func:`export` of the result in file ``path``.
 
     Raises
@@ -186,7 +201,7 @@ def export_file(path: str | Path, target: str, *, model: ModelConfig | None = No
     ...
     hetopt.errors.InputError: missing.json: no such file (give the JSON of `hetopt plan --json` or `hetopt solve --json`)
     """
-    return export(read_document(path), target, source=str(path), model=model, allow_gaps=allow_gaps)
+    return export(read_document(path), to, source=str(path), allow_gaps=allow_gaps)
 
 
 def write_output(out: ExportOutput, folder: str | Path) -> list[Path]:
@@ -220,7 +235,19 @@ def write_output(out: ExportOutput, folder: str | Path) -> list[Path]:
         for name, text in {**out.files, **extra}.items():
             path = target / name
             path.write_text(text, encoding="utf-8")
+            if name.endswith(".sh"):  # the README says ./launch.sh: owner rwx, others r-x
+                path.chmod(LAUNCH_MODE)
             written.append(path)
     except OSError as exc:
         raise InputError(f"-o {folder}: cannot write ({exc.strerror or exc})") from None
     return written
+
+
+class _CallableModule(type(sys)):
+    """This package, callable as its :func:`export`: ``hetopt.export(plan, to=..., out=...)``."""
+
+    def __call__(self, plan: Any, to: str | None = None, **options: Any) -> ExportOutput:
+        return export(plan, to, **options)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -21,7 +21,6 @@ from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan", "allocation")
 HINT = "it takes an allocation result (`hetopt solve ALLOCATION.toml --json`) or a plan with its cephalo-fsdp alternative"
-NEEDS_MODEL = False
 #: A plan is exported through its cephalo-fsdp alternative (``source.fsdp_from_plan``).
 PLAN_AS_ALLOCATION = True
 

@@ -53,6 +53,20 @@ def without_bf16(gpus: list[str]) -> list[str]:
     return [g for g in gpus if g in catalog and not catalog[g].bf16]
 
 
+def without_flash_attention(gpus: list[str]) -> list[str]:
+    """Those of the catalog GPUs ``gpus`` whose attention runs unfused (the catalog's
+    ``flash_attention``: FlashAttention needs Ampere or later); a name the catalog does not know
+    is not listed.
+
+    Examples
+    --------
+    >>> without_flash_attention(["V100-SXM2-32GB", "A100-SXM4-80GB", "T4"])
+    ['V100-SXM2-32GB', 'T4']
+    """
+    catalog = load_gpus()
+    return [g for g in gpus if g in catalog and not catalog[g].flash_attention]
+
+
 #: What a job needs to run its matmuls in TF32 on any of the exporters' runtimes: PyTorch's cuBLAS
 #: matmuls on fp32 tensors run in TF32 when ``torch.backends.cuda.matmul.allow_tf32`` is true
 #: (false by default since PyTorch 1.12) or when this environment variable is 1 (PyTorch's

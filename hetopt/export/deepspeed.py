@@ -37,7 +37,6 @@ from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan", "allocation")
 HINT = "it takes a plan (`hetopt plan ... --json`) or an allocation result (`hetopt solve ALLOCATION.toml --json`)"
-NEEDS_MODEL = False
 
 #: The largest ZeRO stage DeepSpeed's pipeline engine accepts (engine.py refuses gradients
 #: and weights sharding with pipeline parallelism).
@@ -129,13 +128,13 @@ def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = Fals
     if plan.precision in ("bf16", "fp16"):  # DeepSpeed trains in fp32 without an fp16 or bf16 section
         config[plan.precision] = {"enabled": True}
     gaps.extend(precision_gaps(plan.precision))
-    if plan.grad_reduce_fp32:  # deepspeed/runtime/constants.py FP32_ALLREDUCE: gradients cast to fp32 to reduce
+    if plan.running.grad_fp32:  # deepspeed/runtime/constants.py FP32_ALLREDUCE: gradients cast to fp32 to reduce
         config["fp32_allreduce"] = True
-    if plan.handover == "deepspeed" and stages > 1:
+    if plan.running.handover == "deepspeed" and stages > 1:
         # priced as the 2021 engine ran: activations partitioned over TP, gradients sent whole
         # (the pipeline section's pipe_partitioned / grad_partitioned, deepspeed/runtime/config.py)
         config["pipeline"] = {"pipe_partitioned": True, "grad_partitioned": False}
-    if plan.overlap and stages > 1 and dp > 1:
+    if plan.running.overlap and stages > 1 and dp > 1:
         gaps.append("overlap: DeepSpeed's pipeline engine reduces the gradients after the pipeline's flush, where the "
                     "plan priced them overlapped with the last backward passes (the iteration runs longer)")
     if offload and interval:
@@ -164,6 +163,18 @@ def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = Fals
             for b in plan.blocks for k, n in zip(range(b.first_stage, b.first_stage + len(b.stage_layers)), b.stage_layers)
         ],
     }
+    if model is not None:
+        # DeepSpeed has no model of its own (PipelineModule runs the user's layers): the shape they
+        # must have, every key of the model file, so the job trains the model the plan priced
+        side["model"] = {"name": model.name, "architecture": model.architecture, "layers": model.layers,
+                         "hidden": model.hidden, "ffn": model.ffn, "heads": model.heads,
+                         "kv_heads": model.kv_heads or model.heads,
+                         "head_dim": model.head_dim or model.hidden // model.heads, "vocab": model.vocab,
+                         "sequence": plan.seq, "max_positions": max(plan.seq, model.sequence),
+                         "tied_embeddings": model.tied_embeddings, "experts": model.experts, "top_k": model.top_k,
+                         "expert_ffn": model.expert_ffn, "moe_every": model.moe_every,
+                         "note": "build the PipelineModule's layers with this shape (llama: RoPE, SwiGLU, RMSNorm, "
+                                 "no biases; gpt: learned positions, GELU, LayerNorm, biases)"}
     if any(b.layout.ep > 1 for b in plan.blocks):
         side["moe"] = {
             "class": "deepspeed.moe.layer.MoE",

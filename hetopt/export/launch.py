@@ -49,13 +49,25 @@ def hostfile(plan: PlanView) -> str:
     return "\n".join(lines) + "\n"
 
 
-def launch_script(plan: PlanView, command: str, runtime: str) -> str:
+def launch_script(plan: PlanView, command: str, runtime: str, args_file: str | None = None) -> str:
     """``launch.sh``: torchrun on one node, its node rank and process count from ``hostfile``.
 
     ``command`` is what torchrun starts (the training script and its arguments; ``$HERE`` is the
-    export folder).
+    export folder; with ``args_file``, ``"${ARGS[@]}"`` holds the words of that arguments file:
+    :func:`arguments_file_reader`). The script is bash (arrays; ``set -euo pipefail``) and passes
+    ``bash -n`` and shellcheck (tests/export/test_launch.py). A ``NODE_RANK`` that is not one of
+    the hostfile's lines stops it with one line on stderr and exit 2, before torchrun starts.
+
+    Examples
+    --------
+    >>> from hetopt.export.source import Block, Layout, PlanView
+    >>> block = Block("a", "A100", Layout(1, 2, 2, 1, "none", 1, False), 0, (3, 2), 8, 2, ("n0", "n1"))
+    >>> text = launch_script(PlanView("c", "m", 8, 2, 4, 128, "OPTIMAL", (block,), None), "train.py", "X")
+    >>> [line for line in text.splitlines() if line.startswith(("NPROC", "    0)"))]
+    ['NPROC=(4)', '    0) ;;']
     """
     nodes = [(name, n) for name, n, _ in node_ranks(plan) if n]
+    last = len(nodes) - 1
     lines = [
         "#!/usr/bin/env bash",
         f"# Launch the {runtime} job written by `hetopt export`: {plan_line(plan)}.",
@@ -67,15 +79,43 @@ def launch_script(plan: PlanView, command: str, runtime: str) -> str:
         f"NNODES={len(nodes)}",
         "# processes per node, in hostfile order: " + ", ".join(f"{name} {n}" for name, n in nodes),
         "NPROC=(" + " ".join(str(n) for _, n in nodes) + ")",
-        ': "${NODE_RANK:?set NODE_RANK to this node\'s line in hostfile, 0 first}"',
+        # no apostrophe inside the ${...:?} words: bash would read it as an open quote
+        ': "${NODE_RANK:?set NODE_RANK to the line of this node in hostfile, 0 first}"',
         ': "${MASTER_ADDR:?set MASTER_ADDR to the address of the first node in hostfile}"',
+        # the node ranks spelled out: no arithmetic on the text (08 is no octal error, 1e3 no rank)
+        'case "$NODE_RANK" in',
+        f"    {'|'.join(str(k) for k in range(len(nodes)))}) ;;",
+        f'    *) echo "launch.sh: NODE_RANK=$NODE_RANK is not a line of hostfile (give 0 to {last}: it has '
+        f'$NNODES nodes)" >&2',
+        "       exit 2 ;;",
+        "esac",
         *([f"export {TF32_ENVIRONMENT}  # the matmuls in TF32, as the plan prices (precision tf32)"]
           if plan.precision == "tf32" else []),
+        *(arguments_file_reader(args_file) if args_file else []),
         f'exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "${{NPROC[$NODE_RANK]}}" \\',
         f'    --master-addr "$MASTER_ADDR" --master-port "${{MASTER_PORT:-{MASTER_PORT}}}" \\',
         f"    {command}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def arguments_file_reader(file_name: str) -> list[str]:
+    """Bash lines that read ``$HERE/file_name`` into the array ``ARGS``: each line that is not a
+    comment split into words, no glob expansion (``--moe-layer-freq ([0]*3+[1])*4`` stays a word).
+
+    Examples
+    --------
+    >>> arguments_file_reader("megatron.args")[0]
+    'ARGS=()'
+    """
+    return [
+        "ARGS=()",
+        "while read -r line || [ -n \"$line\" ]; do",
+        '    case "$line" in "#"* | "") continue ;; esac',
+        '    read -r -a words <<< "$line"',
+        '    ARGS+=("${words[@]}")',
+        f'done < "$HERE/{file_name}"',
+    ]
 
 
 def readme(plan: PlanView, runtime: str, files: list[str], fill_in: list[str], priced: dict) -> str:
@@ -114,4 +154,4 @@ def readme(plan: PlanView, runtime: str, files: list[str], fill_in: list[str], p
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["MASTER_PORT", "hostfile", "launch_script", "node_ranks", "readme"]
+__all__ = ["MASTER_PORT", "arguments_file_reader", "hostfile", "launch_script", "node_ranks", "readme"]

@@ -35,15 +35,14 @@ and a one-stage ZeRO-3 plan as PyTorch FSDP2 (``--use-torch-fsdp2`` with what Me
 
 from __future__ import annotations
 
-from hetopt.export.common import (gpu_types, handover_gaps, job_value, plan_line, precision_gaps, safe_name, split_text,
-                                  without_bf16)
+from hetopt.export.common import (FILL_IN, gpu_types, handover_gaps, job_value, plan_line, precision_gaps, safe_name, split_text,
+                                  without_bf16, without_flash_attention)
 from hetopt.export.source import Block, Layout, PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan",)
 HINT = "it takes a plan: `hetopt plan ... --json`"
-NEEDS_MODEL = True
 
 #: ZeRO stage → Megatron-LM: stage 1 is its distributed optimizer; it has no ZeRO-2/3 beside
 #: pipeline parallelism (``--use-torch-fsdp2`` refuses PP), so those keep the optimizer sharding only.
@@ -92,25 +91,53 @@ def split_arguments(layers: tuple[int, ...]) -> list[str]:
     return ["--pipeline-model-parallel-layout " + "|".join(stages)]
 
 
-def model_arguments(cfg: ModelConfig, seq: int, gaps: list[str], *, expert_parallel: bool = False) -> list[str]:
-    """The model's shape as Megatron-LM arguments; what they cannot say goes to ``gaps``.
+#: How Megatron-LM pads the vocabulary unless told: to a multiple of this × TP
+#: (``--make-vocab-size-divisible-by``, default 128; tokenizer.py ``_vocab_size_with_padding``).
+#: The export asks for 1 × TP, so the output layer is the vocabulary the plan priced.
+VOCAB_DIVISIBLE_BY = 1
 
+
+def model_arguments(cfg: ModelConfig, seq: int, gaps: list[str], *, expert_parallel: bool = False) -> list[str]:
+    """The model's shape as Megatron-LM arguments, one for every key of the model format (layers
+    are ``--num-layers`` and the sequence ``--seq-length``, beside the job's); what they cannot say
+    goes to ``gaps``.
+
+    Written even where they are Megatron-LM's defaults, so the file says the whole shape: hidden,
+    FFN, heads, query groups, head dimension (``--kv-channels``), position embedding,
+    activation (GELU is the default, ``--swiglu`` Llama's), normalization, biases, tied
+    embeddings, vocabulary (``--vocab-size``, unpadded) and the positions the model holds.
     ``expert_parallel``: the plan uses EP somewhere (else an MoE model gets a gap line saying
     ``--expert-model-parallel-size`` stays 1).
+
+    Examples
+    --------
+    >>> from hetopt.workload import ModelConfig
+    >>> args = model_arguments(ModelConfig("m", "llama", 2, 64, 8, 256, 1000, 128, kv_heads=2), 128, [])
+    >>> [a for a in args if a.split()[0] in ("--num-query-groups", "--kv-channels", "--vocab-size", "--swiglu")]
+    ['--kv-channels 8', '--num-query-groups 2', '--swiglu', '--vocab-size 1000']
     """
-    args = [f"--hidden-size {cfg.hidden}", f"--num-attention-heads {cfg.heads}", f"--ffn-hidden-size {cfg.ffn}",
-            f"--max-position-embeddings {max(seq, cfg.sequence)}"]
-    if cfg.head_dim is not None:
-        args.append(f"--kv-channels {cfg.head_dim}")
+    head_dim = cfg.head_dim or cfg.hidden // cfg.heads
+    args = [f"--hidden-size {cfg.hidden}", f"--ffn-hidden-size {cfg.ffn}", f"--num-attention-heads {cfg.heads}",
+            f"--kv-channels {head_dim}"]
+    if cfg.kv_heads and cfg.kv_heads != cfg.heads:
+        args += ["--group-query-attention", f"--num-query-groups {cfg.kv_heads}"]
     if cfg.architecture == "llama":
-        args += ["--normalization RMSNorm", "--position-embedding-type rope", "--swiglu", "--disable-bias-linear"]
-        if cfg.kv_heads and cfg.kv_heads != cfg.heads:
-            args += ["--group-query-attention", f"--num-query-groups {cfg.kv_heads}"]
-    elif cfg.architecture == "vit":
-        gaps.append(f"model: {cfg.name} is a vision transformer; the arguments are for pretrain_gpt.py-style "
-                    "decoders, use Megatron-LM's vision scripts with these sizes")
+        # Llama: rotary positions, SwiGLU, RMSNorm, no biases (hetopt.workload prices these)
+        args += ["--position-embedding-type rope", "--swiglu", "--normalization RMSNorm", "--disable-bias-linear"]
+    else:
+        # GPT (and ViT's encoder): learned positions, GELU (Megatron-LM's default activation), LayerNorm, biases
+        args += ["--position-embedding-type learned_absolute", "--normalization LayerNorm"]
+        if cfg.architecture == "vit":
+            gaps.append(f"model: {cfg.name} is a vision transformer; the arguments are for pretrain_gpt.py-style "
+                        "decoders, use Megatron-LM's vision scripts with these sizes")
     if not cfg.tied_embeddings:
         args.append("--untie-embeddings-and-output-weights")
+    if cfg.vocab:  # a vision model has none
+        args += [f"--vocab-size {cfg.vocab}", f"--make-vocab-size-divisible-by {VOCAB_DIVISIBLE_BY}"]
+        # Megatron-LM reads the vocabulary off its tokenizer (--vocab-size is the NullTokenizer's)
+        gaps.append(f"{FILL_IN}tokenizer: one of the model's {cfg.vocab} tokens (--vocab-size; Megatron-LM takes the "
+                    "vocabulary from the tokenizer, so another tokenizer trains another output layer)")
+    args.append(f"--max-position-embeddings {max(seq, cfg.sequence)}")
     if cfg.experts > 1:
         args += [f"--num-experts {cfg.experts}", f"--moe-router-topk {cfg.top_k}"]
         if cfg.expert_ffn is not None:
@@ -126,6 +153,39 @@ def model_arguments(cfg: ModelConfig, seq: int, gaps: list[str], *, expert_paral
         if not expert_parallel:
             gaps.append("model: the plan prices no expert parallelism; --expert-model-parallel-size is left at 1")
     return args
+
+
+#: The attention of GPUs without FlashAttention (the catalog's ``flash_attention``: V100, T4).
+#: Megatron-LM selects attention with ``--attention-backend`` (its README, "FlashAttention";
+#: arguments.py at core_v0.15.3: flash, fused, unfused, local, auto). Transformer Engine's
+#: ``get_attention_backend`` turns FlashAttention and cuDNN fused attention off below compute
+#: capability 8.0, so ``auto`` runs them unfused there and fused on the others, as the plan
+#: prices each island; a job on such GPUs only asks for ``unfused`` outright.
+ATTENTION_ALL_UNFUSED = "--attention-backend unfused"
+ATTENTION_MIXED = "--attention-backend auto"
+
+
+def attention_arguments(plan: PlanView) -> tuple[list[str], list[str]]:
+    """The attention backend for the plan's GPUs, and its comment lines (none when every GPU runs FlashAttention).
+
+    Examples
+    --------
+    >>> from hetopt.export.source import Block, Layout, PlanView
+    >>> lay = Layout(1, 1, 4, 1, "none", 1, False)
+    >>> plan = PlanView("c", "m", 8, 4, 2, 128, "OPTIMAL", (Block("t", "T4", lay, 0, (4,), 4, 1),), None)
+    >>> attention_arguments(plan)[0]
+    ['--attention-backend unfused']
+    """
+    unfused = without_flash_attention(gpu_types(plan))
+    if not unfused:
+        return [], []
+    every = len(unfused) == len(gpu_types(plan))
+    note = (f"# Attention unfused on {', '.join(unfused)} (no FlashAttention there, as the plan prices): "
+            + ("--attention-backend unfused" if every else
+               "--attention-backend auto, with which Transformer Engine runs it unfused below compute capability 8.0 "
+               "and FlashAttention or cuDNN fused attention on the other GPUs")
+            + " (Megatron-LM README, FlashAttention; Transformer Engine get_attention_backend).")
+    return [ATTENTION_ALL_UNFUSED if every else ATTENTION_MIXED], [note]
 
 
 def _per_stage(lay: Layout) -> str:
@@ -246,11 +306,11 @@ def _data_parallel_arguments(plan: PlanView, lay: Layout) -> list[str]:
     compute (``--overlap-grad-reduce``, and ``--overlap-param-gather`` with the distributed
     optimizer, which it requires), and gradients reduced in fp32."""
     out = []
-    if plan.overlap and lay.dp * lay.cp > 1:
+    if plan.running.overlap and lay.dp * lay.cp > 1:
         out.append("--overlap-grad-reduce")
         if lay.zero >= DISTRIBUTED_OPTIMIZER_FROM_ZERO and not fsdp2(plan):
             out.append("--overlap-param-gather")
-    if plan.grad_reduce_fp32:
+    if plan.running.grad_fp32:
         out.append("--accumulate-allreduce-grads-in-fp32")
     return out
 
@@ -292,7 +352,9 @@ def _breadth_gaps(plan: PlanView, model: ModelConfig | None, gaps: list[str]) ->
 
 #: The file of a one-job export, and what torchrun starts (``hetopt.export.launch``).
 MAIN_FILE = "megatron.args"
-LAUNCH_COMMAND = '"${TRAIN_SCRIPT:-pretrain_gpt.py}" $(grep -v \'^#\' "$HERE/megatron.args") "$@"'
+#: launch.sh reads the arguments file into the bash array ARGS (one word per argument and value)
+ARGS_FILE = MAIN_FILE
+LAUNCH_COMMAND = '"${TRAIN_SCRIPT:-pretrain_gpt.py}" "${ARGS[@]}" "$@"'
 
 
 def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
@@ -364,7 +426,7 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
     # Megatron-LM trains in fp32 when neither --fp16 nor --bf16 is given (tf32: precision_gaps)
     common += [f"--{precision}"] if precision in ("bf16", "fp16") else []
     gaps.extend(precision_gaps(precision))
-    gaps.extend(handover_gaps(plan.handover, "Megatron-LM"))
+    gaps.extend(handover_gaps(plan.running.handover, "Megatron-LM"))
     split = split_arguments(plan.stage_layers)
     if isinstance(vpp, int) and vpp > 1:
         if split:
@@ -373,8 +435,11 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
             split = []
         common.append(f"--num-virtual-stages-per-pipeline-rank {vpp}")
     common += split
+    attention, attention_notes = attention_arguments(plan)
+    common += attention
     if model is not None:
         common += model_arguments(model, plan.seq, gaps, expert_parallel=expert_parallel)
+    common = attention_notes + common
     if one_job:
         return {MAIN_FILE: _job_file(plan, common, model)}, gaps
     files = {}

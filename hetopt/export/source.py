@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from hetopt.errors import InputError
-from hetopt.costmodel import DEFAULT_HANDOVER, HANDOVERS, PRECISIONS, hardware_precision
+from hetopt.costmodel import hardware_precision
+from hetopt.costmodel.running import Running
 from hetopt.hardware import load_gpus
 from hetopt.runtimes import Job, Shape
 
@@ -93,20 +94,20 @@ class PlanView:
     status: str
     blocks: tuple[Block, ...]
     fsdp_detail: str | None  # the cephalo-fsdp alternative's detail, when it found a plan
-    #: the mixed precision the plan is priced in: its ``precision`` (bf16 or fp16), or for a
-    #: document written before plans carried it, the hardware's (bf16 unless a GPU lacks BF16)
-    precision: str = "bf16"
-    #: data-parallel traffic priced as overlapped with compute, gradients reduced in fp32 (the
-    #: plan's ``overlap`` and ``grad_reduce_fp32``; a document without them: the planner's defaults)
-    overlap: bool = True
-    grad_reduce_fp32: bool = False
+    #: how the plan runs, every setting it was priced under (its ``running``; a document of an
+    #: earlier version: its flat keys, the defaults for those it lacks), the precision set (a
+    #: document without one: the hardware's, bf16 unless a GPU lacks BF16)
+    running: Running = Running(precision="bf16")
     #: the runtime the plan was searched for (``hetopt plan --target``), or None
     target: str | None = None
     #: what the plan priced, for the export's README: its iteration time and each stage's peak memory
     iteration_time_s: float | None = None
     stage_memory_gib: tuple[float, ...] = ()
-    #: how a micro-batch crosses between stages, as priced (``cm.HANDOVERS``; a document without it: split)
-    handover: str = DEFAULT_HANDOVER
+
+    @property
+    def precision(self) -> str:
+        """The mixed precision the plan is priced in (``running.precision``)."""
+        return self.running.precision or "bf16"
 
     @property
     def stage_layers(self) -> tuple[int, ...]:
@@ -351,12 +352,10 @@ def plan_view(doc: dict[str, Any], source: str) -> PlanView:
     fsdp = next((a for a in doc.get("alternatives") or [] if isinstance(a, dict) and a.get("name") == "cephalo-fsdp"), None)
     detail = fsdp.get("detail") if fsdp and fsdp.get("status") in SOLVED else None
     return PlanView(str(doc["cluster"]), str(doc["model"]), global_batch, m, big_m, _need(doc, "seq", int, source),
-                    status, tuple(blocks), detail if isinstance(detail, str) else None, _precision(doc, blocks, source),
-                    _flag(doc, "overlap", True, source), _flag(doc, "grad_reduce_fp32", False, source),
+                    status, tuple(blocks), detail if isinstance(detail, str) else None, _running(doc, blocks, source),
                     doc.get("target") if isinstance(doc.get("target"), str) else None,
                     _number(doc.get("iteration_time_s")),
-                    tuple(m for m in (_number(st.get("memory_gib")) for st in stages) if m is not None),
-                    _handover(doc, source))
+                    tuple(m for m in (_number(st.get("memory_gib")) for st in stages) if m is not None))
 
 
 def _number(value: Any) -> float | None:
@@ -393,31 +392,33 @@ def job_of(plan: PlanView, model: Any = None) -> Job:
                tied_embeddings=None if model is None else model.tied_embeddings)
 
 
-def _flag(doc: dict[str, Any], key: str, default: bool, source: str) -> bool:
-    """A yes/no key of the plan (``default`` for documents written before plans carried it)."""
-    value = doc.get(key, default)
-    if not isinstance(value, bool):
-        raise InputError(f"{source}: {key}: {value!r} must be true or false (re-run `hetopt plan --json`)")
-    return value
+#: The flat keys of plans written before ``running`` (read for one release): each by the file
+#: key of the setting it stated.
+OLD_RUNNING_KEYS = {"precision": "precision", "overlap": "overlap", "grad_reduce_fp32": "grad_reduce",
+                    "handover": "handover", "host": "host"}
 
 
-def _handover(doc: dict[str, Any], source: str) -> str:
-    """The plan's ``handover`` (``split`` for documents written before plans carried it)."""
-    value = doc.get("handover", DEFAULT_HANDOVER)
-    if value not in HANDOVERS:
-        raise InputError(f"{source}: handover: {value!r} must be {' or '.join(HANDOVERS)} (re-run `hetopt plan --json`)")
-    return value
-
-
-def _precision(doc: dict[str, Any], blocks: list[Block], source: str) -> str:
-    """The plan's ``precision``; without the key (documents of earlier versions), the hardware's."""
-    given = doc.get("precision")
-    if given in (None, ""):
+def _running(doc: dict[str, Any], blocks: list[Block], source: str) -> Running:
+    """How the plan runs: its ``running`` object; a document of an earlier version, its flat keys
+    (``precision``, ``overlap``, ``grad_reduce_fp32``, ``handover``, ``host``), the defaults for
+    the rest; without a precision, the hardware's."""
+    if "running" in doc and not isinstance(doc["running"], dict):
+        raise InputError(f"{source}: running: must be an object (re-run `hetopt plan --json`)")
+    if "running" in doc:
+        stated, where = doc["running"], f"{source}: running"
+    else:
+        stated = {new: doc[key] for key, new in OLD_RUNNING_KEYS.items() if doc.get(key) not in (None, "")}
+        if isinstance(stated.get("grad_reduce"), bool):
+            stated["grad_reduce"] = "fp32" if stated["grad_reduce"] else "half"
+        where = source
+    try:
+        running = Running.from_file(stated, where=where)
+    except InputError as exc:
+        raise InputError(f"{exc} (re-run `hetopt plan --json`)", field=exc.field) from None
+    if running.precision is None:
         catalog = load_gpus()
-        return hardware_precision([catalog[b.gpu] for b in blocks if b.gpu in catalog])
-    if given not in PRECISIONS:
-        raise InputError(f"{source}: precision: {given!r} is not one of {', '.join(PRECISIONS)} (re-run `hetopt plan --json`)")
-    return given
+        running = replace(running, precision=hardware_precision([catalog[b.gpu] for b in blocks if b.gpu in catalog]))
+    return running
 
 
 def allocation_view(doc: dict[str, Any], source: str) -> AllocationView:

@@ -23,18 +23,99 @@ from __future__ import annotations
 
 import json
 
-from hetopt.export.common import FILL_IN, gpu_types, handover_gaps, job_value, plan_line, precision_gaps, without_bf16
+from hetopt.export.common import gpu_types, handover_gaps, job_value, plan_line, precision_gaps, without_bf16
+from hetopt.errors import InputError
 from hetopt.export.source import PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
 
 ACCEPTS = ("plan",)
 HINT = "it takes a plan: `hetopt plan ... --json`; an allocation result goes to --to cephalo or --to deepspeed"
-NEEDS_MODEL = False
 
-#: hetopt model name → torchtitan (model.name, model.flavor), where torchtitan v0.2.2 ships the
-#: same shape (torchtitan/models/llama3/__init__.py, torchtitan/models/qwen3/__init__.py).
-TORCHTITAN_MODELS = {"Llama-3 8B": ("llama3", "8B"), "Llama-3 70B": ("llama3", "70B"), "Qwen3-30B-A3B": ("qwen3", "30B-A3B")}
+#: The decoders torchtitan v0.2.2 ships, as hetopt's model format describes them: (model.name,
+#: model.flavor) → layers, hidden, heads, kv_heads, head_dim, ffn (an MoE layer's: each expert's),
+#: vocab, experts, top_k, tied_embeddings. Read from the installed package, ``llama3_args`` and
+#: ``qwen3_args`` (torchtitan/models/llama3/__init__.py, torchtitan/models/qwen3/__init__.py),
+#: by building each flavor on the meta device (tests/export/test_torchtitan_models.py reads them
+#: again and compares); the flex and varlen flavors are the same shapes with another attention
+#: kernel, the debug models are left out. Llama 3 has no biases, RMSNorm, SwiGLU, RoPE, untied
+#: embeddings (hetopt's ``llama`` architecture); Qwen3 the same with an RMSNorm on the queries and
+#: keys, which hetopt's cost model does not count (a norm per head: no matmul). llama4,
+#: deepseek_v3 and gpt_oss have shared experts, latent attention or sinks that the model format
+#: does not describe: no hetopt model file is one of them.
+TORCHTITAN_FLAVORS: dict[tuple[str, str], tuple[int, ...]] = {
+    # layers, hidden, heads, kv_heads, head_dim, ffn, vocab, experts, top_k, tied
+    ("llama3", "8B"): (32, 4096, 32, 8, 128, 14336, 128256, 1, 1, False),
+    ("llama3", "70B"): (80, 8192, 64, 8, 128, 28672, 128256, 1, 1, False),
+    ("llama3", "405B"): (126, 16384, 128, 8, 128, 53248, 128256, 1, 1, False),
+    ("qwen3", "0.6B"): (28, 1024, 16, 8, 128, 3072, 151936, 1, 1, True),
+    ("qwen3", "1.7B"): (28, 2048, 16, 8, 128, 6144, 151936, 1, 1, True),
+    ("qwen3", "4B"): (36, 2560, 32, 8, 128, 9728, 151936, 1, 1, True),
+    ("qwen3", "8B"): (36, 4096, 32, 8, 128, 12288, 151936, 1, 1, False),
+    ("qwen3", "14B"): (40, 5120, 40, 8, 128, 17408, 151936, 1, 1, False),
+    ("qwen3", "32B"): (64, 5120, 64, 8, 128, 25600, 151936, 1, 1, False),
+    ("qwen3", "30B-A3B"): (48, 2048, 32, 4, 128, 768, 151936, 128, 8, False),
+    ("qwen3", "235B-A22B"): (94, 4096, 64, 4, 128, 1536, 151936, 128, 8, False),
+}
+#: The names of :data:`TORCHTITAN_FLAVORS`' figures, in order.
+FLAVOR_KEYS = ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "experts", "top_k", "tied_embeddings")
+
+
+def check_model(cfg: ModelConfig) -> None:
+    """Refuse a model torchtitan does not ship (:func:`shipped_flavor`), before its rules are read."""
+    shipped_flavor(cfg)
+
+
+def model_figures(cfg: ModelConfig) -> tuple[int, ...]:
+    """A hetopt model's figures in :data:`FLAVOR_KEYS` order (an MoE model's ffn: each expert's).
+
+    Examples
+    --------
+    >>> from hetopt.workload import ModelConfig
+    >>> model_figures(ModelConfig("m", "llama", 2, 64, 8, 256, 1000, 128, kv_heads=2))
+    (2, 64, 8, 2, 8, 256, 1000, 1, 1, False)
+    """
+    ffn = (cfg.expert_ffn or cfg.ffn) if cfg.experts > 1 else cfg.ffn
+    return (cfg.layers, cfg.hidden, cfg.heads, cfg.kv_heads or cfg.heads, cfg.head_dim or cfg.hidden // cfg.heads, ffn,
+            cfg.vocab, cfg.experts, cfg.top_k if cfg.experts > 1 else 1, cfg.tied_embeddings)
+
+
+def shipped_flavor(cfg: ModelConfig) -> tuple[str, str]:
+    """torchtitan's (model.name, model.flavor) of the same shape as ``cfg``.
+
+    Raises
+    ------
+    InputError
+        torchtitan ships no model of that shape: the job file would train another model (its
+        default is a debug model), so the export stops, naming what differs from the closest flavor.
+
+    Examples
+    --------
+    >>> from hetopt.workload import ModelConfig
+    >>> shipped_flavor(ModelConfig("L", "llama", 32, 4096, 32, 14336, 128256, 8192, kv_heads=8))
+    ('llama3', '8B')
+    >>> shipped_flavor(ModelConfig("G", "gpt", 24, 2048, 16, 8192, 50257, 2048))
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: model: torchtitan v0.2.2 ships no model of G's shape, so its job file cannot train it (G is a gpt decoder: learned positions, GELU, LayerNorm, biases; torchtitan's decoders are Llama 3 and Qwen3); export it to megatron or deepspeed, or add the model to torchtitan
+    """
+    figures = model_figures(cfg)
+    if cfg.architecture == "llama" and (cfg.experts == 1 or cfg.moe_every == 1):
+        for names, shipped in TORCHTITAN_FLAVORS.items():
+            if shipped == figures:
+                return names
+        closest, shipped = min(TORCHTITAN_FLAVORS.items(),
+                               key=lambda item: sum(a != b for a, b in zip(item[1], figures)))
+        differ = ", ".join(f"{key} {mine} (not {theirs})" for key, mine, theirs in zip(FLAVOR_KEYS, figures, shipped)
+                           if mine != theirs)
+        why = f"the closest, {closest[0]} {closest[1]}, differs in {differ}"
+    elif cfg.architecture == "llama":
+        why = f"experts on every {cfg.moe_every}th layer; torchtitan's Qwen3 MoE has them on every layer"
+    else:
+        why = (f"{cfg.name} is a {cfg.architecture} {'decoder' if cfg.architecture == 'gpt' else 'encoder'}: learned "
+               "positions, GELU, LayerNorm, biases; torchtitan's decoders are Llama 3 and Qwen3")
+    raise InputError(f"model: torchtitan v0.2.2 ships no model of {cfg.name}'s shape, so its job file cannot train it "
+                     f"({why}); export it to megatron or deepspeed, or add the model to torchtitan")
 #: hetopt recomputation → ``[activation_checkpoint] mode``.
 AC_MODES = {"none": "none", "selective": "selective", "full": "full"}
 
@@ -66,7 +147,7 @@ MAIN_FILE = "torchtitan.toml"
 LAUNCH_COMMAND = '-m torchtitan.train --job.config_file "$HERE/torchtitan.toml" "$@"'
 
 
-def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
+def build(plan: PlanView, model: ModelConfig, *, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
     """``torchtitan.toml`` and the gaps (``one_job``: the plan keeps torchtitan's rules and is
     launched by ``launch.sh``, which places the stages).
 
@@ -75,8 +156,10 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
     >>> import tomllib
     >>> from hetopt.export.source import Block, Layout, PlanView
     >>> lay = Layout(2, 2, 1, 1, "full", 3, True)
+    >>> from hetopt.workload import ModelConfig
+    >>> llama = ModelConfig("Llama-3 8B", "llama", 32, 4096, 32, 14336, 128256, 8192, kv_heads=8)
     >>> plan = PlanView("c", "Llama-3 8B", 8, 1, 8, 128, "OPTIMAL", (Block("a", "A100", lay, 0, (17, 15), 4, 1),), None)
-    >>> files, gaps = build(plan, None)
+    >>> files, gaps = build(plan, llama)
     >>> job = tomllib.loads(files["torchtitan.toml"])
     >>> job["parallelism"]["pipeline_parallel_degree"], job["training"]["local_batch_size"], gaps
     (2, 8, [])
@@ -115,13 +198,11 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
         gaps.append(f"ZeRO stage {zero}: torchtitan has no optimizer/gradient-only sharding; written as FSDP over the "
                     f"{dp} data-parallel ranks without resharding after forward (weights sharded too: less memory "
                     "than planned, an all-gather of the weights every step)")
-    names = TORCHTITAN_MODELS.get(plan.model)
-    if names is None:
-        gaps.append(f"{FILL_IN}model: torchtitan ships no {plan.model}; set [model] name and flavor to your model spec "
-                    "(module_fqns_per_model_part uses torchtitan's decoder names tok_embeddings, layers.N, norm, output)")
+    # never torchtitan's default (a debug model): its own model of the plan's shape, or no file
+    names = shipped_flavor(model)
     no_bf16 = without_bf16(gpu_types(plan))
     gaps.extend(precision_gaps(plan.precision))
-    gaps.extend(handover_gaps(plan.handover, "torchtitan"))
+    gaps.extend(handover_gaps(plan.running.handover, "torchtitan"))
     if no_bf16:
         verb = "have" if len(no_bf16) > 1 else "has"
         gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "
@@ -152,8 +233,7 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
         f"description = {_toml('hetopt plan: ' + plan.model + ' on ' + plan.cluster)}",
         "",
     ]
-    if names is not None:
-        lines += ["[model]", f"name = {_toml(names[0])}", f"flavor = {_toml(names[1])}", ""]
+    lines += ["[model]", f"name = {_toml(names[0])}", f"flavor = {_toml(names[1])}", ""]
     lines += [
         "[training]",
         # with pipeline stages a step's micro-batches are the pipeline's; without, torchtitan

@@ -38,6 +38,7 @@ from hetopt import costmodel as cm
 from hetopt.catalog import instances_dir
 from hetopt.costmodel.stage import Layout
 from hetopt.hardware import load_gpus
+from hetopt.costmodel.running import Running
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig
@@ -60,7 +61,7 @@ def kernel_forward_s(gpu_name: str) -> float:
     sl = Slice(slice_model(GPT2_345M, seq=SEQ)[1:2])  # the second layer: no embedding, no head
     island = IslandSpec("one", load_gpus()[gpu_name], nodes=1, gpus_per_node=1)
     lay = Layout(tp=1, pp=1, dp=1, split=(1,), recompute="none", zero_stage=0)
-    par = BuiltinParallelizer(flash_attention=False, sequence_parallel=False, precision="fp16")
+    par = BuiltinParallelizer(running=Running(flash=False, sequence_parallel=False, precision="fp16"))
     stage = par.plan(sl, island, lay, microbatch_size=MICROBATCH, microbatches=1).stages[0]
     # one GPU, one stage: no collective, no hand-over; the optimizer step is in the backward.
     # Today's host floor (0.14 ms) is far below a layer's kernels on these GPUs: it sets nothing

@@ -22,9 +22,11 @@ from dataclasses import dataclass
 from functools import cached_property
 from itertools import accumulate
 
+import numpy as np
+
 from hetopt.errors import InputError
 from hetopt.result import Evaluation
-from hetopt.units import GBPS, GIB, MEMORY_RTOL  # noqa: F401  (GBPS, GIB re-exported for the reader)
+from hetopt.units import GBPS, GIB, MEMORY_RTOL
 
 #: Most GPU types (the issue's G ≤ 4: the DP's state is a product over types).
 MAX_TYPES = 4
@@ -62,14 +64,21 @@ def _whole(key: str, value, low: int, high: int) -> None:
         raise InputError(f"{key}: must be a whole number from {low} to {high} (got {value!r})")
 
 
-def _real(key: str, value, low: float, high: float, unit: str, *, low_open: bool = False) -> None:
-    if not _is_real(value) or (value <= low if low_open else value < low) or value > high:
+def _real(key: str, value, low: float, high: float, unit: str, *, scale: float = 1.0, low_open: bool = False) -> None:
+    """``value`` (SI) is a finite number whose ``value / scale`` (the file's ``unit``: GiB for
+    ``scale = GIB``) lies in [low, high], or (low, high] with ``low_open``; the message shows the
+    value in that unit, as a file would have written it."""
+    number = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    shown = float(value) / scale if number else value
+    if not number or not math.isfinite(shown) or (shown <= low if low_open else shown < low) or shown > high:
         rel = ">" if low_open else ">="
-        raise InputError(f"{key}: must be a finite number of {unit}, {rel} {low:g} and <= {high:g} (got {value!r})")
+        got = f"{shown:.12g}" if number else repr(value)
+        raise InputError(f"{key}: must be a finite number of {unit}, {rel} {low:g} and <= {high:g} (got {got})")
 
 
-def _table(key: str, rows, shape: tuple[int, ...], high: float, unit: str) -> None:
-    """``rows`` is a nested tuple of the given shape with entries in [0, high] (in the file's ``unit``).
+def _table(key: str, rows, shape: tuple[int, ...], high: float, unit: str, scale: float = 1.0) -> None:
+    """``rows`` is a nested tuple of the given shape with entries in [0, high] (in the file's
+    ``unit``; entries are SI, ``scale`` SI per ``unit``).
 
     A two-level shape (Y, L) is the rows of the shares y = 1..Y: Y is exact when it is given as
     an int, and may be any of 1..Y when it is given as a range (the tables of the shares).
@@ -81,23 +90,61 @@ def _table(key: str, rows, shape: tuple[int, ...], high: float, unit: str) -> No
             raise InputError(f"{key}: must have {want} rows, one per share y = 1, 2, ... "
                              f"(got {len(rows) if isinstance(rows, tuple) else rows!r})")
         for y, row in enumerate(rows):
-            _table(f"{key}[{y}]", row, shape[1:], high, unit)
+            _table(f"{key}[{y}]", row, shape[1:], high, unit, scale)
         return
     if not isinstance(rows, tuple) or len(rows) != shape[0]:
         raise InputError(f"{key}: must list {shape[0]} numbers, one per layer "
                          f"(got {len(rows) if isinstance(rows, tuple) else rows!r})")
     for i, v in enumerate(rows):
-        _real(f"{key}[{i}]", v, 0.0, high, unit)
+        _real(f"{key}[{i}]", v, 0.0, high, unit, scale=scale)
 
 
-def _non_decreasing(key: str, rows) -> None:
-    """Row y + 1 is no smaller than row y in every layer (more samples: no less work, no fewer bytes)."""
+def _non_decreasing(key: str, rows, scale: float = 1.0) -> None:
+    """Row y + 1 is no smaller than row y in every layer (more samples: no less work, no fewer
+    bytes); values are shown in the file's unit (SI / ``scale``)."""
     for y in range(1, len(rows)):
         for l, (lo, hi) in enumerate(zip(rows[y - 1], rows[y])):
             if hi < lo:
-                raise InputError(f"{key}[{y}][{l}]: {hi!r} is below the row of one sample fewer ({lo!r}); the "
+                low, high = f"{lo / scale:.12g}", f"{hi / scale:.12g}"
+                raise InputError(f"{key}[{y}][{l}]: {high} is below the row of one sample fewer ({low}); the "
                                  f"tables must not decrease with the share (a replica holding more samples does "
-                                 f"no less work and holds no fewer bytes): raise it to at least {lo!r}")
+                                 f"no less work and holds no fewer bytes): raise it to at least {low}")
+
+
+def range_sum(values, first: int, end: int) -> float:
+    """Σ values[first:end], added left to right from 0.0: the one way a layer range is summed.
+
+    Not a difference of prefix sums: p[end] − p[first] cancels, and rounds differently for each
+    share's row (2.331 + 3.838 − 2.331 = 3.8380000000000005, while the next share's row gives
+    3.838), so a range's table could fall as the share grows although every layer's rises; the
+    threshold search of ``stages.py`` needs it not to fall (issue 44). Summed left to right,
+    rows that do not decrease entry by entry give sums that do not decrease either (a rounded
+    addition is monotone in both operands). :func:`range_sums` gives the same floats for many
+    rows at once.
+
+    Examples
+    --------
+    >>> range_sum((2.331, 3.838), 1, 2), range_sum((4.19, 3.838), 1, 2), range_sum((1.0, 2.0, 4.0), 0, 3)
+    (3.838, 3.838, 7.0)
+    """
+    total = 0.0
+    for v in values[first:end]:
+        total += v
+    return total
+
+
+def range_sums(rows, first: int, end: int) -> np.ndarray:
+    """:func:`range_sum` of every row of ``rows`` (a sequence of equal-length rows), bit for bit:
+    the same additions in the same order, one column at a time.
+
+    >>> range_sums(((1.965, 1.688), (2.331, 3.838), (4.19, 3.838)), 1, 2).tolist()
+    [1.688, 3.838, 3.838]
+    """
+    table = np.asarray(rows, dtype=np.float64).reshape(len(rows), -1)
+    total = np.zeros(len(table))
+    for column in range(first, end):
+        total += table[:, column]
+    return total
 
 
 @dataclass(frozen=True)
@@ -130,17 +177,20 @@ class TpTables:
         return len(self.time_s)
 
     @cached_property
-    def time_prefix(self) -> tuple[tuple[float, ...], ...]:
-        """Prefix sums of ``time_s`` per share: time of layers i..j−1 = p[j] − p[i]."""
-        return tuple(tuple(accumulate(row, initial=0.0)) for row in self.time_s)
+    def _time_array(self) -> np.ndarray:
+        return np.asarray(self.time_s, dtype=np.float64)
 
     @cached_property
-    def static_prefix(self) -> tuple[float, ...]:
-        return tuple(accumulate(self.static_bytes, initial=0.0))
+    def _activation_array(self) -> np.ndarray:
+        return np.asarray(self.activation_bytes, dtype=np.float64)
 
-    @cached_property
-    def activation_prefix(self) -> tuple[tuple[float, ...], ...]:
-        return tuple(tuple(accumulate(row, initial=0.0)) for row in self.activation_bytes)
+    def range_times(self, first: int, end: int) -> np.ndarray:
+        """τ(y, first..end−1) for y = 1..Y: :func:`range_sums` of ``time_s`` (non-decreasing in y)."""
+        return range_sums(self._time_array, first, end)
+
+    def range_activations(self, first: int, end: int) -> np.ndarray:
+        """a(y, first..end−1) for y = 1..Y: :func:`range_sums` of ``activation_bytes`` (non-decreasing in y)."""
+        return range_sums(self._activation_array, first, end)
 
 
 @dataclass(frozen=True)
@@ -218,7 +268,7 @@ class MixedInstance:
         _whole("microbatches", self.microbatches, 1, MAX_MICROBATCHES)
         _whole("microbatch_size", self.microbatch_size, 1, MAX_MICROBATCH_SIZE)
         _whole("layers", self.layers, 1, MAX_LAYERS)
-        _table("gradient_gib", self.gradient_bytes, (self.layers,), MAX_BYTES, "bytes")
+        _table("gradient_gib", self.gradient_bytes, (self.layers,), MAX_BYTES / GIB, "GiB", GIB)
         _real("link_s", self.link_s, 0.0, MAX_TIME_S, "seconds")
         if not _is_real(self.overlap) or not 0.0 <= self.overlap < 1.0:
             raise InputError(f"overlap: must be a share from 0 (inclusive) to 1 (exclusive) of a replica's time "
@@ -229,8 +279,7 @@ class MixedInstance:
                                  f"one bucket per layer)")
             for i, k in enumerate(self.buckets):
                 _whole(f"buckets[{i}]", k, 1, MAX_LAYERS)
-        _real("cross_bandwidth_gbps", self.cross_bandwidth / GBPS if _is_real(self.cross_bandwidth) else None,
-              MIN_GBPS, MAX_GBPS, "Gb/s")
+        _real("cross_bandwidth_gbps", self.cross_bandwidth, MIN_GBPS, MAX_GBPS, "Gb/s", scale=GBPS)
         if not isinstance(self.gpus, tuple) or not 1 <= len(self.gpus) <= MAX_TYPES:
             raise InputError(f"gpu: give 1 to {MAX_TYPES} [[gpu]] tables, one per GPU type (got {self.gpus!r:.60})")
         names = set()
@@ -247,10 +296,8 @@ class MixedInstance:
             if grp.count % grp.unit:
                 raise InputError(f"{key}.count: {grp.count} GPUs are not whole units of {grp.unit} "
                                  f"(give a multiple of {key}.unit, or unit = 1)")
-            _real(f"{key}.memory_gib", grp.memory_bytes / GIB if _is_real(grp.memory_bytes) else None,
-                  0.0, MAX_BYTES / GIB, "GiB", low_open=True)
-            _real(f"{key}.bandwidth_gbps", grp.bandwidth / GBPS if _is_real(grp.bandwidth) else None,
-                  MIN_GBPS, MAX_GBPS, "Gb/s")
+            _real(f"{key}.memory_gib", grp.memory_bytes, 0.0, MAX_BYTES / GIB, "GiB", scale=GIB, low_open=True)
+            _real(f"{key}.bandwidth_gbps", grp.bandwidth, MIN_GBPS, MAX_GBPS, "Gb/s", scale=GBPS)
             if not isinstance(grp.tp, tuple) or not grp.tp:
                 raise InputError(f"{key}.tp: give at least one [[{key}.tp]] table (a tensor-parallel degree)")
             degrees = set()
@@ -261,20 +308,20 @@ class MixedInstance:
                     raise InputError(f"{tkey}.degree: {tab.degree} is given twice (one table per degree)")
                 degrees.add(tab.degree)
                 _table(f"{tkey}.time_s", tab.time_s, shape, MAX_TIME_S, "seconds")
-                _table(f"{tkey}.static_gib", tab.static_bytes, (self.layers,), MAX_BYTES, "bytes")
-                _table(f"{tkey}.activation_gib", tab.activation_bytes, (len(tab.time_s), self.layers), MAX_BYTES,
-                       "bytes")
+                _table(f"{tkey}.static_gib", tab.static_bytes, (self.layers,), MAX_BYTES / GIB, "GiB", GIB)
+                _table(f"{tkey}.activation_gib", tab.activation_bytes, (len(tab.time_s), self.layers),
+                       MAX_BYTES / GIB, "GiB", GIB)
                 _non_decreasing(f"{tkey}.time_s", tab.time_s)
-                _non_decreasing(f"{tkey}.activation_gib", tab.activation_bytes)
+                _non_decreasing(f"{tkey}.activation_gib", tab.activation_bytes, GIB)
 
     @property
     def num_types(self) -> int:
         """G, the GPU types."""
         return len(self.gpus)
 
-    @cached_property
-    def gradient_prefix(self) -> tuple[float, ...]:
-        return tuple(accumulate(self.gradient_bytes, initial=0.0))
+    def gradient_range_bytes(self, first: int, end: int) -> float:
+        """B(first..end−1), the gradient bytes of a layer range (:func:`range_sum`)."""
+        return range_sum(self.gradient_bytes, first, end)
 
     @cached_property
     def bucket_prefix(self) -> tuple[int, ...]:
@@ -374,8 +421,7 @@ def in_flight(stages_after: int, microbatches: int) -> int:
 
 def member_time_s(instance: MixedInstance, first: int, end: int, gpu: int, tp_index: int, share: int) -> float:
     """time_g(t, y, first..end−1): a replica's seconds per micro-batch on those layers (y ≤ Y)."""
-    p = instance.gpus[gpu].tp[tp_index].time_prefix[share - 1]
-    return p[end] - p[first]
+    return range_sum(instance.gpus[gpu].tp[tp_index].time_s[share - 1], first, end)
 
 
 def member_fits(instance: MixedInstance, first: int, end: int, gpu: int, tp_index: int, share: int, flight: int) -> bool:
@@ -384,9 +430,15 @@ def member_fits(instance: MixedInstance, first: int, end: int, gpu: int, tp_inde
     tab = instance.gpus[gpu].tp[tp_index]
     if not 1 <= share <= tab.shares:
         return False
-    static = tab.static_prefix[end] - tab.static_prefix[first]
-    act = tab.activation_prefix[share - 1][end] - tab.activation_prefix[share - 1][first]
-    return static + flight * act <= instance.gpus[gpu].memory_bytes * (1.0 + MEMORY_RTOL)
+    static = range_sum(tab.static_bytes, first, end)
+    act = range_sum(tab.activation_bytes[share - 1], first, end)
+    return fits_memory(static, flight, act, instance.gpus[gpu].memory_bytes)
+
+
+def fits_memory(static, flight: int, activation, memory_bytes: float):
+    """m + f·a ≤ C·(1 + MEMORY_RTOL): the memory rule (``formulations/mixed.md``, constraint 3),
+    for one share or, with numpy arrays, for every share at once."""
+    return static + flight * activation <= memory_bytes * (1.0 + MEMORY_RTOL)
 
 
 def link_bytes(nbytes: float, degree: int, unit: int) -> float:
@@ -415,7 +467,7 @@ def sync_s(instance: MixedInstance, first: int, end: int, members) -> float:
     replicas = sum(m[2] for m in members)
     if replicas <= 1:
         return 0.0
-    nbytes = instance.gradient_prefix[end] - instance.gradient_prefix[first]
+    nbytes = instance.gradient_range_bytes(first, end)
     mixed = len({m[0] for m in members}) > 1
     slowest = max(link_bytes(nbytes, m[1], instance.gpus[m[0]].unit)
                   / (min(instance.gpus[m[0]].bandwidth, instance.cross_bandwidth) if mixed

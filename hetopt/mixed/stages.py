@@ -19,7 +19,15 @@ from collections.abc import Iterator
 import numpy as np
 
 from hetopt.budget import Deadline
-from hetopt.mixed.problem import MEMORY_RTOL, Member, MixedInstance, link_bytes, member_fits, member_time_s
+from hetopt.mixed.problem import (
+    Member,
+    MixedInstance,
+    fits_memory,
+    link_bytes,
+    member_fits,
+    member_time_s,
+    range_sum,
+)
 
 
 def replica_counts(instance: MixedInstance, g: int, degree: int) -> list[int]:
@@ -110,16 +118,19 @@ def best_split(instance: MixedInstance, first: int, end: int, layout, flight: in
 
 
 def _range_tables(instance: MixedInstance, first: int, end: int, flight: int):
-    """Per (type, tp index): the fitting times τ(y), y = 1..F, as a numpy array (None when F = 0)."""
+    """Per (type, tp index): the fitting times τ(y), y = 1..F, as a numpy array (None when F = 0).
+
+    The range's rows are ``TpTables.range_times`` and ``range_activations``, the sums
+    ``member_time_s`` and ``member_fits`` take, float for float: the threshold search needs
+    them non-decreasing in y, and the plan it picks must be the one ``evaluate`` prices.
+    """
     out = {}
     for g, grp in enumerate(instance.gpus):
         for k, tab in enumerate(grp.tp):
-            tp = np.asarray(tab.time_prefix)
-            ap = np.asarray(tab.activation_prefix)
-            static = tab.static_prefix[end] - tab.static_prefix[first]
-            fits = static + flight * (ap[:, end] - ap[:, first]) <= grp.memory_bytes * (1.0 + MEMORY_RTOL)
+            static = range_sum(tab.static_bytes, first, end)
+            fits = fits_memory(static, flight, tab.range_activations(first, end), grp.memory_bytes)
             f = int(np.argmin(fits)) if not fits.all() else len(fits)
-            out[g, k] = (tp[:f, end] - tp[:f, first]) if f else None
+            out[g, k] = tab.range_times(first, end)[:f] if f else None
     return out
 
 
@@ -145,7 +156,7 @@ def stage_options(instance: MixedInstance, first: int, end: int, flight: int,
     """
     G, b, M = instance.num_types, instance.microbatch_size, instance.microbatches
     tables = _range_tables(instance, first, end, flight)
-    nbytes = instance.gradient_prefix[end] - instance.gradient_prefix[first]
+    nbytes = instance.gradient_range_bytes(first, end)
     buckets = instance.bucket_prefix[end] - instance.bucket_prefix[first]
     strides = np.cumprod([1] + [grp.units + 1 for grp in instance.gpus[:-1]], dtype=np.int64)
     picks: list[tuple] = []

@@ -37,13 +37,34 @@ def _group(rng: np.random.Generator, g: int, layers: int, b: int, max_count: int
     return GpuGroup(f"G{g}", int(rng.integers(0, max_count + 1)), memory, bandwidth, tuple(tables))
 
 
+def _flat_rows(rng: np.random.Generator, rows, scale: float) -> tuple[tuple[float, ...], ...]:
+    """``rows`` rounded to 3 decimals of ``scale`` (milliseconds, or thousandths of a GiB), each
+    entry kept equal to the share below it with probability 1/2 (never below it)."""
+    out = [[round(v / scale, 3) * scale for v in rows[0]]]
+    for row in rows[1:]:
+        out.append([lo if rng.random() < 0.5 else max(lo, round(v / scale, 3) * scale) for v, lo in zip(row, out[-1])])
+    return tuple(tuple(r) for r in out)
+
+
+def _plateaus(rng: np.random.Generator, tab: TpTables) -> TpTables:
+    """``tab`` with times in whole milliseconds and activations in thousandths of a GiB, each
+    flat from one share to the next on about half of the layers: measured tables look like
+    this (a kernel that does not slow down for one more sample), and a range's sum then ties
+    across shares up to the last bit, where a difference of prefix sums wobbles
+    (2.331 + 3.838 − 2.331 = 3.8380000000000005; issue 44)."""
+    return TpTables(tab.degree, _flat_rows(rng, tab.time_s, 1.0), tab.static_bytes,
+                    _flat_rows(rng, tab.activation_bytes, GIB))
+
+
 def random_instance(seed: int, *, layers: int = 3, types: int = 2, max_count: int = 3, microbatch_size: int = 3,
-                    microbatches: int | None = None, variety: bool = False) -> MixedInstance:
+                    microbatches: int | None = None, variety: bool = False, plateaus: bool = False) -> MixedInstance:
     """A random instance; the same seed gives the same instance.
 
     With ``variety`` (drawn from a second stream, so the base instance is the same): units of
     1 or 2 GPUs per type (counts rounded up to whole units), tables cut to 1..b rows, an
-    overlap ω of 0 or 0.5 and 1-3 buckets per layer.
+    overlap ω of 0 or 0.5 and 1-3 buckets per layer. With ``plateaus`` (a third stream): time
+    tables in milliseconds, flat across shares on about half of the layers (:func:`_plateaus`),
+    the tables whose float sums tie across shares.
 
     Examples
     --------
@@ -55,12 +76,17 @@ def random_instance(seed: int, *, layers: int = 3, types: int = 2, max_count: in
     if sum(g.count for g in groups) == 0:  # keep most instances solvable: one GPU at least
         first = groups[0]
         groups = (GpuGroup(first.name, 1, first.memory_bytes, first.bandwidth, first.tp),) + groups[1:]
+    if plateaus:
+        flat = np.random.default_rng([seed, 2])
+        groups = tuple(GpuGroup(g.name, g.count, g.memory_bytes, g.bandwidth, tuple(_plateaus(flat, t) for t in g.tp))
+                       for g in groups)
     m = int(rng.integers(1, 5)) if microbatches is None else microbatches
     grad = tuple(float(rng.uniform(0.1, 2.0)) * GIB for _ in range(layers))
     link = float(rng.choice([0.0, 0.2, 1.0]))
     cross = float(rng.choice([0.5, 2.0])) * GIB
+    flat_tag = "-flat" if plateaus else ""
     if not variety:
-        return MixedInstance(f"random-{seed}", m, microbatch_size, layers, grad, link, cross, groups)
+        return MixedInstance(f"random-{seed}{flat_tag}", m, microbatch_size, layers, grad, link, cross, groups)
     more = np.random.default_rng([seed, 1])
     varied = []
     for grp in groups:
@@ -73,7 +99,7 @@ def random_instance(seed: int, *, layers: int = 3, types: int = 2, max_count: in
                                unit))
     overlap = float(more.choice([0.0, 0.5]))
     buckets = tuple(int(k) for k in more.integers(1, 4, size=layers))
-    return MixedInstance(f"random-{seed}-varied", m, microbatch_size, layers, grad, link, cross, tuple(varied),
+    return MixedInstance(f"random-{seed}-varied{flat_tag}", m, microbatch_size, layers, grad, link, cross, tuple(varied),
                          overlap, buckets)
 
 

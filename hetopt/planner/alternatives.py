@@ -18,7 +18,7 @@ from __future__ import annotations
 import multiprocessing
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hetopt import solvers
 from hetopt.errors import InputError
@@ -27,6 +27,8 @@ from hetopt.planner.answer import PRICED_BY_ALLOCATION, Alternative
 from hetopt.planner.builtin import best_single_island_plan, whole_model_slice
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import job_element_bytes, link_matrix, microbatch_candidates, pipeline_instance, split_layers
+from hetopt.costmodel import running as run
+from hetopt.planner.fsdp import ignored as fsdp_ignored
 from hetopt.planner.fsdp import plan_fsdp
 from hetopt.planner.mixed import mixed_alternative
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice, held_gpus
@@ -90,7 +92,7 @@ def fsdp_batches(result: Result) -> str:
 
 
 def _fsdp(s: Setting, time_limit: float | None) -> Result:
-    return plan_fsdp(s.cluster, s.cfg, s.global_batch, s.seq, time_limit=time_limit)
+    return plan_fsdp(s.cluster, s.cfg, s.global_batch, s.seq, time_limit=time_limit, running=s.parallelizer.running)
 
 
 def _fsdp_child(s: Setting, time_limit: float, conn) -> None:
@@ -147,8 +149,11 @@ def fsdp_alternative(s: Setting, deadline: Deadline) -> Alternative:
     Under a time limit it runs in a forked process (where the platform can fork) that is
     stopped when the limit runs out.
     """
+    running, ignores = s.parallelizer.running, fsdp_ignored(s.parallelizer.running)
+    under = dict(running=running, ignores=ignores)
     if deadline.expired():
-        return Alternative("cephalo-fsdp", None, "not planned: the time limit was spent", Status.TIME_LIMIT, PRICED_BY_ALLOCATION)
+        return Alternative("cephalo-fsdp", None, "not planned: the time limit was spent", Status.TIME_LIMIT, PRICED_BY_ALLOCATION,
+                           **under)
     left = _remaining(deadline)
     left = None if left is None else FSDP_SHARE * left
     try:
@@ -157,14 +162,20 @@ def fsdp_alternative(s: Setting, deadline: Deadline) -> Alternative:
         else:
             result = _fsdp(s, left)
     except InputError as exc:  # the allocation instance refuses the sizes (with its range)
-        return Alternative("cephalo-fsdp", None, f"allocation instance declined: {exc}", Status.DECLINED, PRICED_BY_ALLOCATION)
+        return Alternative("cephalo-fsdp", None, f"allocation instance declined: {exc}", Status.DECLINED, PRICED_BY_ALLOCATION,
+                           **under)
     except MemoryError as exc:
-        return Alternative("cephalo-fsdp", None, f"out of memory in the allocation dp: {exc}", Status.ERROR, PRICED_BY_ALLOCATION)
+        return Alternative("cephalo-fsdp", None, f"out of memory in the allocation dp: {exc}", Status.ERROR, PRICED_BY_ALLOCATION,
+                           **under)
     if result.status.has_solution:
         used = Counter(g.type for g in result.solution.gpus)
-        return Alternative("cephalo-fsdp", result.objective, "FSDP, per-GPU batch " + fsdp_batches(result), result.status,
-                           PRICED_BY_ALLOCATION, dict(used))
-    return Alternative("cephalo-fsdp", None, result.reason or result.status.value, result.status, PRICED_BY_ALLOCATION)
+        without = "" if not ignores else "; priced without " + ", ".join(
+            f"{k}={run.BY_TEXT[k].word(getattr(running, run.BY_TEXT[k].field))}" for k in ignores) + \
+            " (the allocation model cannot express it: not compared for best)"
+        return Alternative("cephalo-fsdp", result.objective, "FSDP, per-GPU batch " + fsdp_batches(result) + without,
+                           result.status, PRICED_BY_ALLOCATION, dict(used), **under)
+    return Alternative("cephalo-fsdp", None, result.reason or result.status.value, result.status, PRICED_BY_ALLOCATION,
+                       **under)
 
 
 def _restricted_slices(s: Setting, counts: Sequence[int]) -> list[tuple[int, Slice]]:
@@ -297,4 +308,8 @@ def plan_alternatives(s: Setting, deadline: Deadline) -> list[Alternative]:
                 held = held_gpus(s.specs, {block.island for block in r.solution.blocks})
                 best.offer(simulated if s.time_model == "simulated" and simulated is not None else r.objective, detail,
                            held)
-    return out + [single.alternative(), uniform.alternative(), proportional.alternative()]
+    # the pipelines are priced by the plan's own parallelizer, under its running settings; the
+    # FSDP and mixed rows say what their models leave out (``Alternative.ignores``)
+    running = s.parallelizer.running
+    return [a if a.running is not None else replace(a, running=running)
+            for a in out + [single.alternative(), uniform.alternative(), proportional.alternative()]]

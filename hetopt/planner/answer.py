@@ -8,10 +8,13 @@ the ``hetopt plan --json`` document.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING
 
-from hetopt.costmodel import DEFAULT_HANDOVER, DEFAULT_HOST, TRAINING_PER_FORWARD
+from hetopt.costmodel import TRAINING_PER_FORWARD
+from hetopt.costmodel.running import Running
+from hetopt.hardware import DEFAULT_HEADROOM_GIB, HEADROOM_PARTS
+from hetopt.planfile import PLAN_FORMAT, PLAN_VERSION, model_shape
 from hetopt.result import Status
 from hetopt.units import GIB
 from hetopt.workload import ModelConfig, head_forward_flops, layer_forward_flops
@@ -42,31 +45,92 @@ class Alternative:
     #: GPUs the plan holds, by type (for its cost), and its cost (:func:`plan_cost`, set by the planner)
     gpus_by_type: dict[str, int] | None = None
     cost: dict | None = None
+    #: the running settings it was priced under (the plan's), and the ``--runtime`` keys of them
+    #: its pricing model cannot express (priced as that model assumes: then it is not compared
+    #: for "best", :func:`rank`)
+    running: Running | None = None
+    ignores: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class StageRow:
-    """One stage of the composed pipeline, for the report."""
+    """One stage of the composed pipeline, for the report.
+
+    Figures are SI with the unit in the name (``time_s``, ``memory_bytes``), as on every
+    public object (CONVENTIONS §9, "Units on public objects"); the layout is ``tp``, ``pp``,
+    ``dp``, ``ep``, ``cp`` as integers and ``layout_text`` as text (``tp2 pp3 dp2 selective
+    zero1 sp``). ``layout`` and ``memory_gib`` are the names of the previous release, kept
+    as read-only aliases for one more; the JSON document keeps its keys ``layout`` (the text)
+    and ``memory_gib`` (GiB, as files use), beside ``tp``, ``pp`` and ``dp``.
+
+    Examples
+    --------
+    >>> row = StageRow("a100-0", "A100", 0, 12, "tp2 pp2 dp2 none zero1", 8, 0.31, 12 * 2**30, 2, tp=2, pp=2, dp=2)
+    >>> (row.tp, row.pp, row.dp), row.layout_text, row.memory_gib
+    ((2, 2, 2), 'tp2 pp2 dp2 none zero1', 12.0)
+    >>> row.to_dict()["layout"], row.to_dict()["memory_gib"]
+    ('tp2 pp2 dp2 none zero1', 12.0)
+    """
 
     island: str
     gpu: str
     first_layer: int
     layers: int
-    layout: str
+    layout_text: str  # the layout as text, e.g. "tp2 pp3 dp2 selective zero1 sp"
     gpus: int
     time_s: float
-    memory_gib: float
+    memory_bytes: float  # the peak per GPU
     in_flight: int
     ep: int = 1  # experts' parallel degree (1: experts split by TP like a dense FFN)
     fsep: bool = False  # fully sharded EP
     cp: int = 1  # context-parallel degree
     offload: bool = False  # activations offloaded to host memory
+    #: the memory of one of the stage's GPUs that ``memory_bytes`` (which holds the plan's memory
+    #: headroom) must fit: its nodes' ``memory_gib``, in bytes (None: not known)
+    capacity_bytes: float | None = None
+    tp: int = 1  # tensor-parallel degree of the stage's island layout
+    pp: int = 1  # pipeline stages of that layout on its island (this row is one of them)
+    dp: int = 1  # data-parallel replicas of every stage of that layout
     #: one micro-batch's forward and backward (``time_s`` is their sum), and the round-trip time of
     #: the link to the next stage (0 inside an island's block): what the 1F1B schedule of the plan
     #: is simulated from (``hetopt draw --gantt``)
     forward_s: float | None = None
     backward_s: float | None = None
     link_after_s: float = 0.0
+
+    @property
+    def layout(self) -> str:
+        """The previous release's name of ``layout_text`` (an alias for one release)."""
+        return self.layout_text
+
+    @property
+    def capacity_gib(self) -> float | None:
+        """``capacity_bytes`` in GiB (the plan document's unit)."""
+        return None if self.capacity_bytes is None else self.capacity_bytes / GIB
+
+    @property
+    def memory_gib(self) -> float:
+        """The previous release's field: ``memory_bytes`` in GiB (an alias for one release)."""
+        return self.memory_bytes / GIB
+
+    def to_dict(self) -> dict:
+        """The row as the plan's JSON document writes it: field by field, the layout's text
+        under ``layout`` and the memory in GiB under ``memory_gib`` (files name human units)."""
+        out = {}
+        for f in fields(self):
+            if f.name == "layout_text":
+                out["layout"] = self.layout_text
+            elif f.name == "memory_bytes":
+                out["memory_gib"] = self.memory_gib
+            elif f.name == "capacity_bytes":
+                out["capacity_gib"] = self.capacity_gib
+            else:
+                out[f.name] = getattr(self, f.name)
+        return out
+
+
+#: Stages listed by ``print(plan)`` (the rest are counted): a summary, not the report.
+STR_STAGES = 12
 
 
 @dataclass(frozen=True)
@@ -107,19 +171,12 @@ class HeteroPlan:
     #: GPUs of the composed islands that run attention unfused although the runtime asks for
     #: FlashAttention: it does not run on them (the catalog's ``flash_attention``)
     unfused_attention: list[str] = field(default_factory=list)
-    #: the mixed precision the plan is priced in (``cm.PRECISIONS``): its training state's bytes, and
-    #: what ``hetopt export`` asks the runtime for
-    precision: str = ""
     #: regimes of the plan no calibration covers, a sentence each (``planner/coverage.py``)
     outside_calibration: list[str] = field(default_factory=list)
-    #: how the plan's data-parallel traffic was priced, for ``hetopt export``: overlapped with
-    #: compute (``overlap=``), its gradients reduced in fp32 (``gradreduce=fp32``), and how a
-    #: micro-batch crosses between stages (``handover=``, ``cm.HANDOVERS``)
-    overlap: bool = True
-    grad_reduce_fp32: bool = False
-    handover: str = DEFAULT_HANDOVER
-    #: the software stack whose host time per layer floored every stage (``host=``, ``cm.HOST_STACKS``)
-    host: str = DEFAULT_HOST
+    #: how the framework runs the plan, every setting it was priced under (its precision set:
+    #: the training state's bytes and what ``hetopt export`` asks the runtime for); the plan's
+    #: JSON keeps it whole as ``running`` (:meth:`~hetopt.costmodel.running.Running.to_file`)
+    running: Running = Running()
     #: the runtime the plan was searched for (``target``), and the launchable plan beside the
     #: unrestricted one (``planner/launchable.launch_summary``)
     target: str | None = None
@@ -129,6 +186,31 @@ class HeteroPlan:
     #: ``objective="cost"`` or a budget: the island sets planned and how each was settled
     #: (``planner/cheapest.py``)
     cost_search: dict | None = None
+    #: with a measured profile (``plan --profile``): which terms of each stage came from it and
+    #: which from the analytic model (``hetopt.profile.measured.priced_from``); None without one
+    priced_from: dict | None = None
+    #: the model's whole shape (``hetopt.planfile.model_shape``) and the cluster's nodes
+    #: (name, GPU type, GPUs, memory_gib), so the plan document needs no other file to export
+    model_shape: dict | None = None
+    nodes: list[dict] = field(default_factory=list)
+    #: the memory headroom every stage holds beyond its tensors, GiB per GPU, and its parts with
+    #: their sources (``hetopt.hardware.HEADROOM_PARTS``; a given ``memory_headroom``: one part)
+    memory: dict | None = None
+
+    def to_dict(self) -> dict:
+        """The plan document (``hetopt plan --json``): ``format`` and ``version`` first
+        (``hetopt.planfile``), then every field.
+
+        >>> list(HeteroPlan("c", "m", 8, 0, 0, 2048, Status.TIME_LIMIT).to_dict())[:3]
+        ['format', 'version', 'cluster']
+        """
+        return {"format": PLAN_FORMAT, "version": PLAN_VERSION,
+                **{f.name: getattr(self, f.name) for f in fields(self)}}
+
+    @property
+    def precision(self) -> str:
+        """The mixed precision the plan is priced in (``running.precision``; "" before a plan has one)."""
+        return self.running.precision or ""
 
     @property
     def status_line(self) -> str:
@@ -165,6 +247,82 @@ class HeteroPlan:
             return Status.FEASIBLE
         return self.status
 
+    def __str__(self) -> str:
+        """A short aligned summary for ``print(plan)``: status, iteration time and how it was
+        timed, bound and gap, throughput, the best of the alternatives, and the stages, one line
+        each; ``repr`` keeps every field for debugging, ``hetopt plan`` prints the full report.
+
+        Examples
+        --------
+        >>> row = StageRow("a100-0", "A100", 0, 24, "tp2 pp1 dp4 none zero1", 8, 0.25, 30 * 2**30, 1, tp=2, dp=4)
+        >>> print(HeteroPlan("a100-8", "opt-350m", 64, 2, 32, 2048, Status.OPTIMAL, stages=[row],
+        ...                  iteration_time_s=8.0, time_model="closed form", throughput_samples_s=8.0,
+        ...                  tflops_per_gpu=41.2, bound_s=8.0, gap=0.0, best="tangram-composed"))
+                        plan: opt-350m on a100-8, global batch 64 = 32 micro-batches of 2, seq 2048
+                      status: OPTIMAL
+            iteration_time_s: 8 (closed form)
+                     bound_s: 8
+                         gap: 0
+        throughput_samples_s: 8
+              tflops_per_gpu: 41.2
+                        best: tangram-composed
+                      stages: 1 stage on 8 GPUs
+                              0  a100-0 (A100)  layers 0-23  tp2 pp1 dp4 none zero1  8 GPUs  0.25 s  30 GiB
+        """
+        from hetopt.result import figure, summary_lines  # the one summary style (result.py)
+
+        split = f" = {self.microbatches} micro-batches of {self.microbatch_size}" if self.microbatch_size else ""
+        rows: list[tuple[str, object]] = [
+            ("plan", f"{self.model} on {self.cluster}, global batch {self.global_batch}{split}, seq {self.seq}"),
+            ("status", self.status)]
+        if self.iteration_time_s is not None:
+            how = f" ({self.time_model})" if self.time_model else ""
+            rows += [("iteration_time_s", figure(self.iteration_time_s) + how), ("bound_s", figure(self.bound_s)),
+                     ("gap", figure(self.gap)), ("throughput_samples_s", figure(self.throughput_samples_s)),
+                     ("tflops_per_gpu", figure(self.tflops_per_gpu))]
+        if self.best:
+            rows.append(("best", self.best))
+        if self.stages:
+            gpus = sum(s.gpus for s in self.stages)
+            lines = [f"{len(self.stages)} stage{'s' if len(self.stages) != 1 else ''} on {gpus} GPUs"]
+            cells = [(str(k), f"{st.island} ({st.gpu})", f"layers {st.first_layer}-{st.first_layer + st.layers - 1}",
+                      st.layout_text, f"{st.gpus} GPU{'s' if st.gpus != 1 else ''}", f"{st.time_s:.4g} s",
+                      f"{st.memory_bytes / GIB:.3g} GiB") for k, st in enumerate(self.stages[:STR_STAGES])]
+            widths = [max(len(c[j]) for c in cells) for j in range(len(cells[0]))]
+            # text columns left-aligned, the figures (GPUs, seconds, GiB) right-aligned
+            lines += ["  ".join(c.rjust(w) if j in (0, 4, 5, 6) else c.ljust(w) for j, (c, w) in enumerate(zip(row, widths)))
+                      for row in cells]
+            if len(self.stages) > STR_STAGES:
+                lines.append(f"... {len(self.stages) - STR_STAGES} more (plan.stages)")
+            rows.append(("stages", "\n".join(lines)))
+        if self.reason:
+            rows.append(("reason", self.reason))
+        return summary_lines(rows)
+
+
+def self_contained(cluster: Cluster, cfg: ModelConfig, reserved_bytes: float | None) -> dict:
+    """What makes a plan readable without other files: the model's shape, the cluster's nodes, and
+    the memory headroom it was priced with (``reserved_bytes`` per GPU; None: a parallelizer that
+    says none).
+
+    >>> from hetopt.planner.cluster import load_cluster
+    >>> from hetopt.hardware import DEFAULT_HEADROOM_GIB
+    >>> from hetopt.workload import ModelConfig
+    >>> out = self_contained(load_cluster("tangram-c1"), ModelConfig("m", "gpt", 2, 64, 4, 256, 100, 128), DEFAULT_HEADROOM_GIB * GIB)
+    >>> out["nodes"][0], out["memory"]["headroom_gib"] == DEFAULT_HEADROOM_GIB, len(out["memory"]["parts"])
+    ({'name': 't4-0', 'gpu': 'T4', 'gpus': 4, 'memory_gib': 16.0}, True, 3)
+    """
+    nodes = [{"name": n.name, "gpu": gpu.name, "gpus": n.gpus, "memory_gib": n.memory_bytes / GIB}
+             for n, gpu in zip(cluster.islands.nodes, cluster.gpu_types)]
+    memory = None
+    if reserved_bytes is not None:
+        headroom = reserved_bytes / GIB
+        default = abs(headroom - DEFAULT_HEADROOM_GIB) <= 1e-12
+        parts = ([{"what": p.what, "gib": p.gib, "source": p.source} for p in HEADROOM_PARTS] if default else
+                 [{"what": "given", "gib": headroom, "source": "the plan's request (memory_headroom)"}])
+        memory = {"headroom_gib": headroom, "parts": parts}
+    return {"model_shape": model_shape(cfg), "nodes": nodes, "memory": memory}
+
 
 def model_training_flops(cfg: ModelConfig, seq: int) -> float:
     """Training FLOPs of one sample (forward + backward, no recomputation)."""
@@ -192,9 +350,10 @@ def plan_figures(best: Attempt, specs: list[IslandSpec], cluster: Cluster, cfg: 
             last = n == len(pp.stages) - 1 and k < len(sol.link_s)  # the link to the next block follows
             stages.append(StageRow(
                 island=specs[block.island].name, gpu=specs[block.island].gpu.name, first_layer=first,
-                layers=s.layers, layout=pp.layout, gpus=s.gpus, time_s=report.time_s,
-                memory_gib=report.memory_bytes / GIB, in_flight=report.in_flight,
-                ep=pp.ep, fsep=pp.fsep, cp=pp.cp, offload=pp.offload,
+                layers=s.layers, layout_text=pp.layout, gpus=s.gpus, time_s=report.time_s,
+                memory_bytes=report.memory_bytes, in_flight=report.in_flight,
+                ep=pp.ep, fsep=pp.fsep, cp=pp.cp, offload=pp.offload, tp=pp.tp, pp=pp.pp, dp=pp.dp,
+                capacity_bytes=specs[block.island].memory_bytes,
                 forward_s=report.forward_s, backward_s=report.backward_s,
                 link_after_s=sol.link_s[k] if last else 0.0,
             ))
@@ -274,13 +433,19 @@ def comparable(a: Status, b: Status) -> bool:
 
 
 def rank(plan_s: float | None, alternatives: list[Alternative]) -> dict:
-    """The fastest of the composed plan and the alternatives, and the plan's speed-up over each."""
-    timed = [(n, t) for n, t in [("tangram-composed", plan_s)] + [(a.name, a.iteration_time_s) for a in alternatives]
-             if t is not None]
+    """The fastest of the composed plan and the alternatives priced alike (none that ignores a
+    running setting of the plan), and the plan's speed-up over each.
+
+    >>> a = Alternative("x", 1.0, "", Status.OPTIMAL, ignores=("overlap",))
+    >>> rank(2.0, [a])["best"]
+    'tangram-composed'
+    """
+    timed = [(n, t) for n, t in [("tangram-composed", plan_s)] + [(a.name, a.iteration_time_s) for a in alternatives
+                                                                   if not a.ignores] if t is not None]
     if not timed:
         return {}
     speedups = {} if plan_s is None else {a.name: a.iteration_time_s / plan_s for a in alternatives if a.iteration_time_s}
     return {"best": min(timed, key=lambda nt: nt[1])[0], "speedups": speedups}
 
 
-__all__ = ["PRICED_BY_ALLOCATION", "PRICED_BY_PIPELINE", "SECONDS_PER_HOUR", "Alternative", "HeteroPlan", "StageRow", "comparable", "dollars", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank"]
+__all__ = ["PRICED_BY_ALLOCATION", "PRICED_BY_PIPELINE", "SECONDS_PER_HOUR", "Alternative", "HeteroPlan", "StageRow", "comparable", "dollars", "plan_cost", "given_layout_figures", "ideal_time", "model_training_flops", "plan_figures", "rank", "self_contained"]

@@ -44,10 +44,11 @@ from itertools import accumulate
 import numpy as np
 
 from hetopt import costmodel as cm
+from hetopt.costmodel.running import Running
 from hetopt.costmodel.stage import LayerTable, Layout, layer_table, path_floor_s, price_stage, stage_nodes, stage_offset
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
-from hetopt.hardware import GpuType
+from hetopt.hardware import DEFAULT_HEADROOM_GIB, GpuType
 from hetopt.units import GIB
 from hetopt.planner import pricecache
 from hetopt.planner.pricecache import FloorTable, PricingIsland, Prepared, collector_paused, island_key
@@ -67,10 +68,11 @@ from hetopt.planner.parallelizer import (
 )
 from hetopt.runtimes import RUNTIMES, Job, Shape
 from hetopt.workload import ModelConfig
+from hetopt.profile.measured import Measured
 
-#: Per-GPU memory no layout may use: CUDA context, allocator fragmentation, NCCL buffers
-#: (about 1 GiB in practice; the pipeline generator uses the same figure).
-RESERVED_BYTES = 1.0 * GIB
+#: Per-GPU memory no layout may use: the default memory headroom (CUDA context, NCCL's buffers,
+#: the allocator's fragmentation; ``hetopt.hardware.HEADROOM_PARTS``, each with its source).
+RESERVED_BYTES = DEFAULT_HEADROOM_GIB * GIB
 #: Context-parallel degrees the built-in parallelizer tries (those whose t·c GPUs are part of
 #: a node or whole nodes and 2c of which divide the sequence): up to 16, as Llama 3 ran
 #: (CP 16 with TP 8 at 128K tokens, Dubey et al. 2024, Table 4).
@@ -412,47 +414,19 @@ class BuiltinParallelizer:
     ----------
     recompute, zero_stages
         The recomputation modes and ZeRO stages to enumerate.
-    sequence_parallel
-        Megatron sequence parallelism whenever t > 1 (same traffic as plain TP, less memory).
     reserved_bytes
         Per-GPU memory no layout may use (``RESERVED_BYTES``).
     max_pp
         Cap on the inner pipeline depth (None: as many stages as layers and GPUs allow).
     layers_per_atom
         Layers per atom in :meth:`slice_model`.
-    overlap_communication
-        Data-parallel and ZeRO traffic overlaps compute, as today's runtimes run it
-        (``cm.exposed_s``); False prices it all on the critical path (Megatron-LM 2021).
-    flash_attention
-        Attention runs as FlashAttention (no s×s scores in memory, Q·Kᵀ recomputed in
-        backward) on the GPUs that run it, as every current runtime does; GPUs without it
-        (the catalog's ``flash_attention = false``: Pascal, Volta, Turing) run attention
-        unfused, as Transformer Engine falls back on them (:meth:`flash_on`). False: the
-        scores are materialized everywhere (Megatron-LM 2021, the memory model of Korthikanti
-        et al.).
-    tp_comm_overlap
-        Sequence-parallel TP traffic overlaps the adjacent GEMMs in t chunks (Megatron-Core's
-        ``--tp-comm-overlap`` with Transformer Engine's userbuffers; off by default there, and
-        here); False: every TP collective is on the critical path.
-    zero3_per_tensor
-        ZeRO-3 gathers and reduce-scatters every parameter tensor on its own, each paying the
-        ring latency and its list collective's copies in memory (``cm.zero3_tensor_copies_s``;
-        DeepSpeed's ZeRO-3 as Megatron's SC'21 Table 2 ran it); False, the
-        default: one collective per layer, as FSDP and FSDP2 (``fully_shard`` per block),
-        Megatron-Core's FSDP and torchtitan run it.
-    grad_reduce_fp32
-        Data-parallel gradients reduced in fp32 (``cm.FP32_GRADIENT_BYTES``: DeepSpeed's
-        ``fp32_allreduce``, Megatron's ``--accumulate-allreduce-grads-in-fp32``); False, the
-        default: in the 16-bit format of the parameters.
-    handover
-        How a micro-batch crosses between inner stages (``cm.HANDOVERS``): ``"split"``, the
-        default, each TP rank sends its share (Megatron); ``"deepspeed"``, DeepSpeed's 2021
-        pipeline engine (activations gathered again on both sides, gradients sent whole by every
-        TP rank, the attention mask with every forward hand-over).
-    host
-        The software stack whose host issues the layers' ops (``cm.HOST_STACKS``): today's eager
-        PyTorch (``"torch2"``, the default) or DeepSpeed 0.3 with Megatron-LM v1.1.5
-        (``"torch1"``); its time per layer is every stage's floor.
+    running
+        How the framework runs the layouts it prices (:class:`~hetopt.costmodel.running.Running`:
+        overlap of data-parallel traffic, FlashAttention, sequence parallelism, TP overlap,
+        ZeRO-3's gathers, precision, gradient reduction, hand-over, host stack); the default,
+        a current runtime. A query takes it as its island's GPU runs it (:meth:`running_on`:
+        no FlashAttention on Pascal, Volta, Turing; the hardware's precision where it names
+        none).
     expert_parallel, fsep
         Enumerate EP degrees (divisors of the experts that fit the stage, MoE slices only), and
         each with FSEP too.
@@ -463,13 +437,6 @@ class BuiltinParallelizer:
     long_sequence
         CP and offloading are enumerated for slices with MoE layers and for dense slices of at
         least this many tokens per sample (``LONG_SEQUENCE``).
-    precision
-        The mixed precision the run trains in (``cm.PRECISIONS``): its training-state bytes per
-        parameter (``cm.state_bytes_per_parameter``): bf16 with fp32 main gradients, 18 without
-        sharding, or fp16, 20. None (the default): the hardware's, bf16 where the GPUs have
-        BF16 arithmetic and fp16 where they do not (``cm.hardware_precision``; ``plan`` sets one
-        precision for the whole cluster, a query on its own takes its island's).
-
     Notes
     -----
     A query prices thousands of stages and most recur: within a layout (the equal stages of
@@ -484,24 +451,19 @@ class BuiltinParallelizer:
 
     recompute: tuple[str, ...] = cm.RECOMPUTE_MODES
     zero_stages: tuple[int, ...] = cm.ZERO_STAGES
-    sequence_parallel: bool = True
     reserved_bytes: float = RESERVED_BYTES
     max_pp: int | None = None
     layers_per_atom: int = 1
-    overlap_communication: bool = True
-    flash_attention: bool = True
-    tp_comm_overlap: bool = False
-    zero3_per_tensor: bool = False
+    running: Running = Running()
     expert_parallel: bool = True
     fsep: bool = True
     cp: tuple[int, ...] = CP_DEGREES
     offload: bool = True
     long_sequence: int = LONG_SEQUENCE
-    precision: str | None = None
-    grad_reduce_fp32: bool = False
-    handover: str = cm.DEFAULT_HANDOVER
-    host: str = cm.DEFAULT_HOST
     target: str | None = None
+    #: a measured profile (``hetopt.profile.measured.Measured``): the terms it covers are priced
+    #: from it (``price_stage``'s ``measured``); None, the default: the analytic model alone
+    measured: Measured | None = None
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
 
     @property
@@ -544,74 +506,45 @@ class BuiltinParallelizer:
             raise ValueError(f"CP degrees must be >= 1 and include 1 (got {self.cp})")
         if self.reserved_bytes < 0:
             raise ValueError(f"reserved bytes must be >= 0 (got {self.reserved_bytes})")
-        if self.precision is not None and self.precision not in cm.PRECISIONS:
-            raise ValueError(f"precision must be one of {', '.join(cm.PRECISIONS)} (got {self.precision!r})")
-        if self.handover not in cm.HANDOVERS:
-            raise ValueError(f"handover must be one of {', '.join(cm.HANDOVERS)} (got {self.handover!r})")
-        if self.host not in cm.HOST_STACKS:
-            raise ValueError(f"host must be one of {', '.join(cm.HOST_STACKS)} (got {self.host!r})")
+        if not isinstance(self.running, Running):
+            raise ValueError(f"running must be a hetopt.costmodel.Running (got {self.running!r})")
 
-    def running(self, *, overlap: bool, flash: bool, sequence_parallel: bool, tp_overlap: bool, zero3_per_tensor: bool,
-                precision: str | None, grad_fp32: bool = False, handover: str = cm.DEFAULT_HANDOVER,
-                host: str = cm.DEFAULT_HOST) -> BuiltinParallelizer:
-        """This parallelizer pricing a framework that runs as the arguments say (a given layout's
-        or a ``--runtime``'s ``overlap``, ``flash``, ``sp``, ``tpoverlap``, ``zero3gather``,
-        ``precision``, ``gradreduce``, ``handover`` and ``host``); itself when it already does, so its memo of stage
-        prices is kept.
+    def run_as(self, running: Running) -> BuiltinParallelizer:
+        """This parallelizer pricing a framework that runs as ``running`` says (a given layout's
+        or a ``--runtime``'s); itself when it already does, so its memo of stage prices is kept.
 
         Examples
         --------
         >>> par = BuiltinParallelizer()
-        >>> old = par.running(overlap=False, flash=False, sequence_parallel=False, tp_overlap=False,
-        ...                   zero3_per_tensor=True, precision="fp16")
-        >>> old.overlap_communication, old.flash_attention, old.zero3_per_tensor, old.precision
-        (False, False, True, 'fp16')
-        >>> par.running(overlap=True, flash=True, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None) is par
+        >>> old = par.run_as(Running(overlap=False, flash=False, zero3_per_tensor=True, precision="fp16"))
+        >>> old.running.text()
+        'overlap=no flash=no zero3gather=tensor precision=fp16'
+        >>> par.run_as(Running()) is par
         True
         """
-        now = (self.overlap_communication, self.flash_attention, self.sequence_parallel, self.tp_comm_overlap,
-               self.zero3_per_tensor, self.precision, self.grad_reduce_fp32, self.handover, self.host)
-        if now == (overlap, flash, sequence_parallel, tp_overlap, zero3_per_tensor, precision, grad_fp32, handover, host):
-            return self
-        return replace(self, overlap_communication=overlap, flash_attention=flash, sequence_parallel=sequence_parallel,
-                       tp_comm_overlap=tp_overlap, zero3_per_tensor=zero3_per_tensor, precision=precision,
-                       grad_reduce_fp32=grad_fp32, handover=handover, host=host)
+        return self if running == self.running else replace(self, running=running)
 
-    def flash_on(self, island: IslandSpec) -> bool:
-        """Whether attention runs as FlashAttention on ``island``: the runtime asks for it, the
-        island's GPU runs it (the catalog's ``flash_attention``) and the precision is one its
-        kernels take (``cm.FLASH_PRECISIONS``: a fp32 or tf32 run computes attention unfused).
+    def running_on(self, island: IslandSpec) -> Running:
+        """How a query on ``island`` runs: :attr:`running` on the island's GPU
+        (:meth:`~hetopt.costmodel.running.Running.on`: FlashAttention only where the GPU runs
+        it in a precision its kernels take; when no precision is named, as outside ``plan``,
+        which names one for the whole job (:meth:`for_gpus`), the GPU's).
 
         Examples
         --------
         >>> from hetopt.hardware import load_gpus
         >>> cat = load_gpus()
-        >>> par = BuiltinParallelizer()
-        >>> par.flash_on(IslandSpec("a", cat["A100-SXM4-80GB"], 1, 8)), par.flash_on(IslandSpec("v", cat["V100-SXM2-32GB"], 1, 8))
-        (True, False)
-        >>> BuiltinParallelizer(flash_attention=False).flash_on(IslandSpec("a", cat["A100-SXM4-80GB"], 1, 8))
+        >>> a100, v100 = IslandSpec("a", cat["A100-SXM4-80GB"], 1, 8), IslandSpec("v", cat["V100-SXM2-32GB"], 1, 8)
+        >>> [(r.flash, r.precision) for r in (BuiltinParallelizer().running_on(a100), BuiltinParallelizer().running_on(v100))]
+        [(True, 'bf16'), (False, 'fp16')]
+        >>> BuiltinParallelizer(running=Running(flash=False)).running_on(a100).flash
         False
         """
-        return self.flash_attention and island.gpu.flash_attention and self.precision_on(island) in cm.FLASH_PRECISIONS
-
-    def element_bytes_on(self, island: IslandSpec) -> int:
-        """Bytes per weight, gradient and activation element on ``island``: ``cm.element_bytes`` of
-        :meth:`precision_on` (2, or 4 in fp32 and tf32)."""
-        return cm.element_bytes(self.precision_on(island))
-
-    def precision_on(self, island: IslandSpec) -> str:
-        """The mixed precision a query on ``island`` trains in: the parallelizer's, or when it names
-        none (a query outside ``plan``, which sets one for the whole job: :meth:`for_gpus`) the
-        island's hardware's.
-
-        Examples
-        --------
-        >>> from hetopt.hardware import load_gpus
-        >>> v100 = IslandSpec("v", load_gpus()["V100-SXM2-32GB"], 1, 8)
-        >>> BuiltinParallelizer().precision_on(v100), BuiltinParallelizer(precision="bf16").precision_on(v100)
-        ('fp16', 'bf16')
-        """
-        return self.precision or cm.hardware_precision((island.gpu,))
+        memo = self._cache("running_on")
+        out = memo.get(island.gpu)
+        if out is None:
+            out = memo[island.gpu] = self.running.on(island.gpu)
+        return out
 
     def for_gpus(self, gpus: Iterable[GpuType]) -> BuiltinParallelizer:
         """This parallelizer for one job on ``gpus``: its precision, when it names none, the
@@ -621,12 +554,14 @@ class BuiltinParallelizer:
         --------
         >>> from hetopt.hardware import load_gpus
         >>> cat = load_gpus()
-        >>> BuiltinParallelizer().for_gpus([cat["A100-SXM4-80GB"], cat["T4"]]).precision
+        >>> BuiltinParallelizer().for_gpus([cat["A100-SXM4-80GB"], cat["T4"]]).running.precision
         'fp16'
-        >>> BuiltinParallelizer(precision="bf16").for_gpus([cat["T4"]]).precision
+        >>> BuiltinParallelizer(running=Running(precision="bf16")).for_gpus([cat["T4"]]).running.precision
         'bf16'
         """
-        return self if self.precision is not None else replace(self, precision=cm.hardware_precision(gpus))
+        if self.running.precision is not None:
+            return self
+        return replace(self, running=replace(self.running, precision=cm.hardware_precision(gpus)))
 
     def slice_model(self, model: ModelConfig, *, seq: int | None = None) -> tuple[Atom, ...]:
         """Atoms of ``layers_per_atom`` layers; the first carries the embedding, the last the head."""
@@ -645,7 +580,7 @@ class BuiltinParallelizer:
         params = int(tab.params[-1]) + (cm.input_embedding_parameters(cfg) if sl.embedding else 0)
         params += cm.head_parameters(cfg, with_embedding=sl.embedding) if sl.head else 0
         training = cm.TRAINING_PER_FORWARD * forward
-        state = float(cm.state_bytes_per_parameter(precision=self.precision_on(island)) * params)
+        state = float(cm.state_bytes_per_parameter(precision=self.running_on(island).precision) * params)
         island_flops = island.sustained_flops
         return SliceProfile(
             signature=sl.signature,
@@ -693,7 +628,7 @@ class BuiltinParallelizer:
             # unfused attention)
             cps = [c for c in sorted(self.cp) if tp * c <= G and not ctx.placement_problem(c, tp, island.gpus_per_node)
                    and not ctx.sequence_problem(sl.seq, c)]
-            cps = cps if broad and self.flash_on(island) else [1]
+            cps = cps if broad and self.running_on(island).flash else [1]
             top = min(k, G // tp, self.max_pp or k)
             for pp in range(1, top + 1):
                 balanced = splits_memo.get((key, pp))
@@ -716,7 +651,7 @@ class BuiltinParallelizer:
                             eps += [e for e in divisors(cfg.experts)[1:] if not ex.layout_problem(cfg, tp=tp, ep=e, cp=cp, dp=dp)]
                         for ep in eps:
                             pays = ep > 1 and self.fsep and _fsep_may_pay(sl, island, microbatch_size, tp, cp, dp, ep,
-                                                                                      self.precision_on(island))
+                                                                                      self.running_on(island).precision)
                             for fsep in (False, True) if pays else (False,):
                                 for rc in self.recompute:
                                     for z in self.zero_stages if dp * cp > 1 else self.zero_stages[:1]:
@@ -765,7 +700,8 @@ class BuiltinParallelizer:
     def _table(self, sl: Slice, island: IslandSpec) -> LayerTable:
         """The slice's layer table (``layer_table``), memoized: it reads the slice's layers and the
         island's attention kernels and element size, and recurs for every micro-batch size."""
-        flash, element = self.flash_on(island), self.element_bytes_on(island)
+        running = self.running_on(island)
+        flash, element = running.flash, cm.element_bytes(running.precision)
         kinds = self._cache("kinds")
         tables = self._cache("tables")
         key = (sl.model, sl.seq, sl.first_layer, sl.layers, flash, element)
@@ -780,11 +716,9 @@ class BuiltinParallelizer:
         views = self._memo.setdefault("pricing", {})
         out = views.get(island)
         if out is None:
-            out = views[island] = (PricingIsland(island), dict(
-                sequence_parallel=self.sequence_parallel, reserved_bytes=self.reserved_bytes,
-                overlap=self.overlap_communication, flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap,
-                zero3_per_tensor=self.zero3_per_tensor, precision=self.precision_on(island),
-                grad_fp32=self.grad_reduce_fp32, handover=self.handover, host=self.host))
+            out = views[island] = (PricingIsland(island), dict(running=self.running_on(island),
+                                                               reserved_bytes=self.reserved_bytes)
+                                   | ({} if self.measured is None else {"measured": self.measured}))
         return out
 
     def _nodes(self, island: IslandSpec, lay: Layout) -> tuple[tuple[int, int], ...]:
@@ -880,10 +814,8 @@ class BuiltinParallelizer:
             key = part + (shape,)
             t = computed.get(key)
             if t is None:
-                t = computed[key] = path_floor_s(
-                    sl, self._pricing(island)[0], tab, lay, q, microbatch_size=m, sequence_parallel=self.sequence_parallel,
-                    flash=self.flash_on(island), tp_overlap=self.tp_comm_overlap, precision=self.precision_on(island),
-                    host=self.host)
+                t = computed[key] = path_floor_s(sl, self._pricing(island)[0], tab, lay, q, microbatch_size=m,
+                                                 running=self.running_on(island), measured=self.measured)
             times.append(t)
         return sum(times), max(times)
 
@@ -909,7 +841,7 @@ class BuiltinParallelizer:
         return PartialPlan(
             island=island.name, signature=sl.signature, first_layer=sl.first_layer, layers=sl.layers, role=sl.role,
             tp=lay.tp, pp=lay.pp, dp=lay.dp, microbatch_size=m, microbatches=M, recompute=lay.recompute,
-            zero_stage=lay.zero_stage, sequence_parallel=self.sequence_parallel and lay.tp > 1, stages=stages,
+            zero_stage=lay.zero_stage, sequence_parallel=self.running.sequence_parallel and lay.tp > 1, stages=stages,
             capacity_bytes=capacity, behind=limit, vpp=lay.vpp, ep=lay.ep, fsep=lay.fsep, cp=lay.cp, offload=lay.offload,
         )
 
@@ -1083,7 +1015,7 @@ class BuiltinParallelizer:
         key = shared + (m, M if whole else None, sl.embedding)  # the floors read the embedding (its TP all-reduces)
         prepared = memo.get(key) if pricecache.SHARING else None
         if prepared is None:
-            flash = self.flash_on(island)
+            flash = self.running_on(island).flash
             if whole or self._broad(sl)[1] or not pricecache.SHARING:
                 layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
                                              flash=flash, whole=whole, keep_zero0=keep_zero0)
@@ -1127,14 +1059,13 @@ class BuiltinParallelizer:
         """A stage's floor (``path_floor_s``) at micro-batch size m, memoized by its cell (``_floors``)."""
         computed = self._cache("prices").setdefault(("floor", sl.model, sl.seq, island_key(island), m), {})
         view = self._pricing(island)[0]
-        flash, precision = self.flash_on(island), self.precision_on(island)
+        running = self.running_on(island)
 
         def floor(lay: Layout, q: int, cell: tuple) -> float:
             t = computed.get(cell)
             if t is None:
-                t = computed[cell] = path_floor_s(sl, view, tab, lay, q, microbatch_size=m,
-                                                  sequence_parallel=self.sequence_parallel, flash=flash,
-                                                  tp_overlap=self.tp_comm_overlap, precision=precision, host=self.host)
+                t = computed[cell] = path_floor_s(sl, view, tab, lay, q, microbatch_size=m, running=running,
+                                                  measured=self.measured)
             return t
         return floor
 
@@ -1197,8 +1128,8 @@ class BuiltinParallelizer:
         if self.target is None:
             return None
         runtime = RUNTIMES[self.target]
-        job = Job(self.precision or cm.DEFAULT_PRECISION, sl.seq, sl.model.experts, sl.model.tied_embeddings)
-        bf16, sp = island.gpu.bf16, self.sequence_parallel
+        job = Job(self.running.precision or cm.DEFAULT_PRECISION, sl.seq, sl.model.experts, sl.model.tied_embeddings)
+        bf16, sp = island.gpu.bf16, self.running.sequence_parallel
         # a layout recurs across slices of one length and across micro-batch sizes: its group is
         # memoized with everything the rules read besides the layout
         memo = self._cache("groups").setdefault((runtime.name, job, whole, bf16, sp), {})

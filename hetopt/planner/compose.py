@@ -20,7 +20,7 @@ from hetopt.errors import InputError
 from hetopt.pipeline.problem import MAX_MICROBATCHES, BelowResolution, MIN_TIME_S, PipelineInstance, PipelineOption
 from hetopt.planner.parallelizer import divisors as _all_divisors
 from hetopt.planner.cluster import Cluster
-from hetopt.planner.parallelizer import IslandSpec, PartialPlan
+from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Parallelizer
 from hetopt.workload import ModelConfig
 
 
@@ -130,9 +130,16 @@ def island_specs(cluster: Cluster, members: Sequence[Sequence[int]]) -> list[Isl
         specs.append(
             IslandSpec(name, gpu, nodes=len(nodes), gpus_per_node=nodes[0].gpus, inter_bandwidth=float(bw),
                        intra_bandwidth=nodes[0].intra_bytes_s, p2p=_island_p2p(cluster, group),
-                       transport=nodes_transport(cluster, group))
+                       transport=nodes_transport(cluster, group), memory=_island_memory(nodes, gpu))
         )
     return specs
+
+
+def _island_memory(nodes: Sequence, gpu) -> float | None:
+    """The island's memory per GPU: its nodes' least ``memory_gib`` (the cluster file's, whose default is
+    the catalog's); None when that is the catalog's figure, so the island's key stays as before."""
+    least = min(n.memory_bytes for n in nodes)
+    return None if least == gpu.memory_bytes else float(least)
 
 
 def _island_p2p(cluster: Cluster, group: list[int]) -> bool | None:
@@ -172,10 +179,10 @@ def link_matrix(cluster: Cluster, members: Sequence[Sequence[int]], cfg: ModelCo
     return tuple(tuple(float(x) for x in row) for row in out)
 
 
-def job_element_bytes(parallelizer: object) -> int:
+def job_element_bytes(parallelizer: Parallelizer) -> int:
     """Bytes per activation element of the job a parallelizer prices: its precision's
-    (``cm.element_bytes``), 16 bits for a parallelizer that names none (one of the user's)."""
-    return cm.element_bytes(getattr(parallelizer, "precision", None) or cm.DEFAULT_PRECISION)
+    (``cm.element_bytes``), 16 bits when it names none yet."""
+    return cm.element_bytes(parallelizer.running.precision or cm.DEFAULT_PRECISION)
 
 
 def pipeline_instance(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 from hetopt import costmodel as cm
 from hetopt.errors import InputError
+from hetopt.units import GIB
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import island_specs, link_matrix, microbatch_candidates
@@ -72,7 +73,9 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
         # plan can run there and its speed-up over the layout compares like with like
         par = given_runtime(layout, par)
     large = r.max_islands is None and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS
-    coarsened, auto_atoms = "", large and parallelizer is None and cfg.layers > LARGE_CLUSTER_ATOMS
+    # the built-in parallelizer, or plan()'s copy of it with only the memory headroom set
+    builtin = parallelizer is None or (r.memory_headroom is not None and r.layers_per_atom is None)
+    coarsened, auto_atoms = "", large and builtin and cfg.layers > LARGE_CLUSTER_ATOMS
     if auto_atoms:
         par = replace(par, layers_per_atom=math.ceil(cfg.layers / LARGE_CLUSTER_ATOMS))
         coarsened = f", atoms of {par.layers_per_atom} layers"
@@ -92,7 +95,7 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
             # overall one (builtin._target_groups), so the launchable search loses nothing
             par = replace(par, target=runtime.name)
         if runtime.overlap is False and isinstance(par, BuiltinParallelizer):
-            par = replace(par, overlap_communication=False)  # priced as the runtime runs it (hetopt.runtimes)
+            par = par.run_as(replace(par.running, overlap=False))  # priced as the runtime runs it (hetopt.runtimes)
     par, layout, precision, unfused = hold_precision(r, par, layout, chosen)
     atoms = par.slice_model(cfg, seq=r.seq or cfg.sequence)
     # stage boundaries fall only between atoms: coarser atoms narrow the search as leaving
@@ -116,17 +119,16 @@ def hold_precision(r: PlanRequest, par: Parallelizer, layout: GivenLayout | tupl
     if layout is not None:
         layout = with_precision(layout, precision)
         for given_layout in (layout,) if isinstance(layout, GivenLayout) else tuple(b.layout for b in layout):
-            if (problem := cm.precision_problem(given_layout.precision, gpu_types)) is not None:
+            if (problem := given_layout.running.problem(gpu_types)) is not None:
                 raise InputError(f"layout {problem}", field="layout")
     if not isinstance(par, BuiltinParallelizer):
         return par, layout, precision, []
-    named = par.precision
     par = par.for_gpus(gpu_types)
-    if named is not None and (problem := cm.precision_problem(named, gpu_types)) is not None:
+    if (problem := par.running.problem(gpu_types)) is not None:
         field = "runtime" if r.runtime is not None else "parallelizer"
         raise InputError(f"{field} {problem}", field=field)
-    unfused = sorted({spec.gpu.name for spec in chosen.specs if par.flash_attention and not par.flash_on(spec)})
-    return par, layout, par.precision, unfused  # the runtime's precision, or the hardware's (for_gpus)
+    unfused = sorted({spec.gpu.name for spec in chosen.specs if par.running.flash and not par.running_on(spec).flash})
+    return par, layout, par.running.precision, unfused  # the runtime's precision, or the hardware's (for_gpus)
 
 
 def target_islands(chosen: ChosenIslands, runtime: Runtime) -> ChosenIslands:
@@ -164,21 +166,23 @@ def choose_islands(cluster: Cluster, found: Result, max_islands: int | None, coa
 
 
 def price_given(layout: GivenLayout | tuple[IslandBlock, ...], chosen: ChosenIslands, cluster: Cluster, cfg: ModelConfig,
-                 global_batch: int, seq: int) -> PricedLayout | PricedPipeline:
-    """The given layout priced: one layout on a cluster of one island, or one per island (``IslandBlock`` s)."""
+                 global_batch: int, seq: int, memory_headroom: float | None = None) -> PricedLayout | PricedPipeline:
+    """The given layout priced: one layout on a cluster of one island, or one per island (``IslandBlock`` s),
+    with the plan's memory headroom (GiB per GPU; None: the default)."""
+    par = None if memory_headroom is None else BuiltinParallelizer(reserved_bytes=memory_headroom * GIB)
     if isinstance(layout, tuple):
         if chosen.left_out:
             raise InputError(f"layout: the plan composes {len(chosen.specs)} of the cluster's islands "
                              f"({', '.join(chosen.left_out)} left out); give max_islands to compose them all",
                              field="layout")
-        element = cm.element_bytes(layout[0].layout.precision or cm.DEFAULT_PRECISION)  # one job, one precision
+        element = cm.element_bytes(layout[0].layout.running.precision or cm.DEFAULT_PRECISION)  # one job, one precision
         return price_island_layouts(layout, chosen.specs, lambda m: link_matrix(cluster, chosen.members, cfg, seq, m, element), cfg,
-                                    global_batch=global_batch, seq=seq)
+                                    global_batch=global_batch, seq=seq, parallelizer=par)
     if len(chosen.specs) + len(chosen.left_out) != 1:
         names = ", ".join(s.name for s in chosen.specs)
         raise InputError(f"layout: {cluster.name} forms {len(chosen.specs) + len(chosen.left_out)} islands ({names}); "
                          "give one layout per island: \"ISLAND: layers=K tp=.. pp=.. dp=..; ...\"", field="layout")
-    return price_layout(layout, chosen.specs[0], cfg, global_batch=global_batch, seq=seq)
+    return price_layout(layout, chosen.specs[0], cfg, global_batch=global_batch, seq=seq, parallelizer=par)
 
 __all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_ISLANDS", "LARGE_CLUSTER_MICROBATCHES", "MAX_COMPOSE_ISLANDS", "Setup",
            "choose_islands", "configure", "hold_precision", "price_given", "target_islands"]

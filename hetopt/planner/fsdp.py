@@ -14,6 +14,7 @@ from hetopt import costmodel as cm
 from hetopt import solvers
 from hetopt.allocation.problem import AllocationInstance
 from hetopt.builders.allocation import analytic_allocation
+from hetopt.costmodel.running import Running
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import nodes_transport
 from hetopt.result import Result
@@ -37,8 +38,10 @@ def ring_bandwidth_gbps(cluster: Cluster) -> float:
     return achieved * BITS_PER_BYTE / 1e9
 
 
-def fsdp_instance(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int) -> AllocationInstance:
-    """The allocation instance of FSDP on the whole cluster."""
+def fsdp_instance(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int,
+                  running: Running | None = None) -> AllocationInstance:
+    """The allocation instance of FSDP on the whole cluster, run as ``running`` says (the plan's:
+    its precision, TF32 where allowed, its gradient reduction; None: the hardware's 16 bits)."""
     counts: dict[str, int] = {}
     types = {}
     for node, gpu in zip(cluster.islands.nodes, cluster.gpu_types):
@@ -46,10 +49,29 @@ def fsdp_instance(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: in
         types[gpu.name] = gpu
     groups = [(types[name], counts[name]) for name in counts]
     return analytic_allocation(
-        f"{cluster.name}-{cfg.name}-fsdp", groups, cfg, global_batch, seq, ring_bandwidth_gbps(cluster)
+        f"{cluster.name}-{cfg.name}-fsdp", groups, cfg, global_batch, seq, ring_bandwidth_gbps(cluster), running
     )
 
 
-def plan_fsdp(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int, *, time_limit: float | None = None) -> Result:
-    """Cephalo's plan for the cluster and model (allocation ``dp``, exact)."""
-    return solvers.solve(fsdp_instance(cluster, cfg, global_batch, seq), "dp", time_limit=time_limit)
+def plan_fsdp(cluster: Cluster, cfg: ModelConfig, global_batch: int, seq: int, *, time_limit: float | None = None,
+              running: Running | None = None) -> Result:
+    """Cephalo's plan for the cluster and model (allocation ``dp``, exact), run as ``running`` says."""
+    return solvers.solve(fsdp_instance(cluster, cfg, global_batch, seq, running), "dp", time_limit=time_limit)
+
+
+#: The running settings the allocation model does not express, with the value it assumes: its
+#: time is max(AG, F) + max(AG + RS, F + G), the collectives always overlapped, and affine in the
+#: batch, with no host's floor (formulations/allocation.md). A plan run otherwise prices its FSDP
+#: alternative without them, and its row says so.
+ALLOCATION_ASSUMES = {"overlap": True, "host": "torch2"}
+
+
+def ignored(running: Running) -> tuple[str, ...]:
+    """The ``--runtime`` keys of ``running`` the FSDP alternative is priced without.
+
+    >>> ignored(Running()), ignored(Running(overlap=False, host="torch1"))
+    ((), ('overlap', 'host'))
+    """
+    from hetopt.costmodel.running import KEYS
+
+    return tuple(k.text for k in KEYS if k.field in ALLOCATION_ASSUMES and getattr(running, k.field) != ALLOCATION_ASSUMES[k.field])

@@ -12,7 +12,7 @@ micro-batch, so a micro-batch is m = mbs·d samples and the iteration runs B / m
 Examples
 --------
 >>> parse_layout("tp=2 pp=1 dp=2 mbs=1 recompute=full")
-GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=True, vpp=1, flash=True, ep=1, fsep=False, cp=1, offload=False, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None, grad_fp32=False, split=None, handover='split', host='torch2')
+GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, vpp=1, ep=1, fsep=False, cp=1, offload=False, split=None, running=Running(overlap=True, flash=True, sequence_parallel=True, tp_overlap=False, zero3_per_tensor=False, precision=None, tf32='off', grad_fp32=False, handover='split', host='torch2'))
 >>> parse_layout("tp=1 pp=3 dp=1 split=4+4+3").split
 (4, 4, 3)
 >>> parse_layout("tp=8 pp=1 dp=4 sp=no").text()
@@ -21,7 +21,7 @@ GivenLayout(tp=2, pp=1, dp=2, microbatch=1, recompute='full', zero=0, overlap=Tr
 2
 >>> parse_layout("tp=1 pp=2 dp=4 ep=4 fsep=1 cp=2 offload=yes").text()
 'tp=1 pp=2 dp=4 mbs=? recompute=none zero=0 ep=4 fsep=1 cp=2 offload=1'
->>> parse_layout("tp=1 pp=1 dp=64 zero=3 zero3gather=tensor").zero3_per_tensor
+>>> parse_layout("tp=1 pp=1 dp=64 zero=3 zero3gather=tensor").running.zero3_per_tensor
 True
 """
 
@@ -33,6 +33,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from hetopt import costmodel as cm
+from hetopt.costmodel import running as run
+from hetopt.costmodel.running import Running
 from hetopt.errors import InputError
 from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
@@ -42,33 +44,23 @@ from hetopt.planner.parallelizer import IslandSpec, PartialPlan, Slice
 from hetopt.units import GIB
 from hetopt.workload import ModelConfig
 
-#: The keys of a ``--layout`` string, as Megatron-LM's arguments name the same things:
+#: The layout keys of a ``--layout`` string, as Megatron-LM's arguments name the same things:
 #: tensor / pipeline / data parallel sizes, micro-batch size per replica, recomputation,
 #: ZeRO stage (Megatron's distributed optimizer is stage 1) and virtual pipeline stages;
-#: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading.
-LAYOUT_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "overlap", "flash", "sp", "tpoverlap", "ep", "fsep", "cp",
-               "offload", "zero3gather", "precision", "gradreduce", "handover", "host",
-               "split")
-#: ``zero3gather=``: ZeRO-3's collectives one per layer (FSDP's unit) or one per parameter tensor.
-ZERO3_GATHERS = {"layer": False, "tensor": True}
-#: ``gradreduce=``: data-parallel gradients reduced in fp32 (DeepSpeed's ``fp32_allreduce``,
-#: Megatron's ``--accumulate-allreduce-grads-in-fp32``) or in the parameters' 16 bits.
-GRAD_REDUCES = {"half": False, "fp32": True}
-#: Spellings of the yes/no keys: ``overlap=`` (Megatron-Core's --overlap-grad-reduce /
-#: --overlap-param-gather on or off), ``flash=`` (FlashAttention or materialized scores) and
-#: ``sp=`` (Megatron's --sequence-parallel: the LayerNorm, dropout and residual kernels on
-#: 1/t of the tokens each; off, every TP rank runs them on all tokens) and ``tpoverlap=``
-#: (Megatron-Core's --tp-comm-overlap: sequence-parallel TP traffic hidden behind the GEMMs in
-#: t chunks; default no, as there).
-OVERLAP_VALUES = {"yes": True, "true": True, "1": True, "on": True, "no": False, "false": False, "0": False, "off": False}
-#: Spellings of a yes/no value (``offload``, ``fsep``): the same.
-SWITCHES = OVERLAP_VALUES
+#: expert-parallel size (``fsep``: fully sharded), context-parallel size, activation offloading,
+#: the layers of each stage. How the framework runs it (``overlap``, ``flash``, ...) is the rest
+#: of :data:`LAYOUT_KEYS`: :data:`hetopt.costmodel.running.KEYS`, one table for every reader.
+SHAPE_KEYS = ("tp", "pp", "dp", "mbs", "recompute", "zero", "vpp", "ep", "fsep", "cp", "offload", "split")
+#: Every key of a ``--layout`` string.
+LAYOUT_KEYS = SHAPE_KEYS + run.TEXT_KEYS
+#: Spellings of a yes/no value (``offload``, ``fsep``, and the running settings' yes/no keys).
+SWITCHES = run.YES_NO
 
 
 @dataclass(frozen=True)
 class GivenLayout:
     """A Megatron-style layout: t, p, d (0: not stated, derived from the GPUs), the micro-batch per
-    replica (0: not stated), recomputation, ZeRO."""
+    replica (0: not stated), recomputation, ZeRO; and how the framework runs it (``running``)."""
 
     tp: int
     pp: int
@@ -76,36 +68,23 @@ class GivenLayout:
     microbatch: int = 0
     recompute: str = "none"
     zero: int = 0
-    overlap: bool = True  # data-parallel / ZeRO traffic overlaps compute (cm.exposed_s)
     vpp: int = 1  # virtual pipeline stages per GPU (Megatron's interleaved 1F1B); 0: interleaved, degree not stated
-    flash: bool = True  # attention as FlashAttention (no s×s scores kept)
     ep: int = 1
     fsep: bool = False
     cp: int = 1
     offload: bool = False
-    sequence_parallel: bool = True  # Megatron's sequence parallelism with TP > 1 (Korthikanti et al. 2022)
-    tp_overlap: bool = False  # Megatron-Core's --tp-comm-overlap (needs sequence parallelism)
-    zero3_per_tensor: bool = False  # ZeRO-3 collectives per parameter tensor (DeepSpeed 2021), not per layer
-    precision: str | None = None  # mixed precision (its training-state bytes); None: the hardware's (cm.hardware_precision)
-    grad_fp32: bool = False  # data-parallel gradients reduced in fp32 (cm.FP32_GRADIENT_BYTES), not 16 bits
     #: layers of each stage (``split=4+4+4+3``, as Megatron-LM's uneven pipeline layouts run);
     #: None: even, the extra layers at the back (``builtin.even_split``)
     split: tuple[int, ...] | None = None
-    #: how a micro-batch crosses between inner stages (``cm.HANDOVERS``: split, or DeepSpeed's 2021 engine)
-    handover: str = cm.DEFAULT_HANDOVER
-    #: the software stack whose host issues the layers' ops (``cm.HOST_STACKS``)
-    host: str = cm.DEFAULT_HOST
+    #: how the framework runs it (precision None: the hardware's, set where the layout is priced)
+    running: Running = Running()
 
     def text(self) -> str:
-        """The layout in ``--layout`` form (EP, CP and offloading only when used)."""
+        """The layout in ``--layout`` form (EP, CP and offloading only when used; the running
+        settings that differ from a current runtime's, bf16 left unsaid)."""
         mbs = f"mbs={self.microbatch}" if self.microbatch else "mbs=?"
-        tail = ("" if self.overlap else " overlap=no") + ("" if self.flash else " flash=no")
-        tail += ("" if self.sequence_parallel else " sp=no") + (" tpoverlap=yes" if self.tp_overlap else "")
-        tail += " zero3gather=tensor" if self.zero3_per_tensor else ""
-        tail += f" precision={self.precision}" if self.precision not in (None, cm.DEFAULT_PRECISION) else ""
-        tail += " gradreduce=fp32" if self.grad_fp32 else ""
-        tail += f" handover={self.handover}" if self.handover != cm.DEFAULT_HANDOVER else ""
-        tail += f" host={self.host}" if self.host != cm.DEFAULT_HOST else ""
+        shown = self.running if self.running.precision != cm.DEFAULT_PRECISION else replace(self.running, precision=None)
+        tail = f" {shown.text()}" if shown.text() else ""
         vpp = f" vpp={self.vpp}" if self.vpp > 1 else ""
         more = (f" ep={self.ep}" + (" fsep=1" if self.fsep else "")) if self.ep > 1 else ""
         more += f" cp={self.cp}" if self.cp > 1 else ""
@@ -127,18 +106,17 @@ class GivenLayout:
         return Layout(self.tp, self.pp, self.dp, self.split or even_split(layers, self.pp), self.recompute, self.zero, self.vpp,
                       ep=self.ep, fsep=self.fsep, cp=self.cp, offload=self.offload)
 
-    @property
-    def runtime_flags(self) -> tuple[bool, bool, bool, bool, bool, str | None, bool, str, str]:
-        """How the runtime runs: (overlap, flash, sequence parallelism, TP overlap, ZeRO-3 per tensor, precision,
-        fp32 gradient reduction, hand-over, host stack)."""
-        return (self.overlap, self.flash, self.sequence_parallel, self.tp_overlap, self.zero3_per_tensor, self.precision,
-                self.grad_fp32, self.handover, self.host)
-
     def runtime(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
-        """``par`` pricing the runtime this layout ran on (its overlap, attention and sequence parallelism)."""
-        return par.running(overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
-                           tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
-                           grad_fp32=self.grad_fp32, handover=self.handover, host=self.host)
+        """``par`` pricing the framework this layout ran on (:attr:`running`)."""
+        return par.run_as(self.running)
+
+    def with_running(self, **changes) -> GivenLayout:
+        """This layout run with some settings changed (fields of :class:`Running`).
+
+        >>> parse_layout("tp=2 pp=1 dp=2").with_running(flash=False).text()
+        'tp=2 pp=1 dp=2 mbs=? recompute=none zero=0 flash=no'
+        """
+        return replace(self, running=replace(self.running, **changes))
 
 
 @dataclass(frozen=True)
@@ -208,23 +186,6 @@ def _whole(text: str, key: str, value: str) -> int:
         raise layout_error(f"layout {key}={value}: must be a whole number (in {text!r})") from None
 
 
-def precision_value(values: dict[str, str], option: str) -> str | None:
-    """The ``precision=`` of an option's key=value words (``--layout``, ``--runtime``); None when absent.
-
-    Examples
-    --------
-    >>> precision_value({"precision": "FP16"}, "layout"), precision_value({}, "runtime")
-    ('fp16', None)
-    """
-    if "precision" not in values:
-        return None
-    precision = values["precision"].lower()
-    if precision not in cm.PRECISIONS:
-        raise InputError(f"{option} precision={values['precision']}: must be one of {', '.join(cm.PRECISIONS)}",
-                         field=option)
-    return precision
-
-
 def parse_layout(text: str) -> GivenLayout:
     """Read ``"tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1"`` (any order; tp and pp required).
 
@@ -258,25 +219,7 @@ def parse_layout(text: str) -> GivenLayout:
     recompute = values.get("recompute", "none")
     if recompute not in cm.RECOMPUTE_MODES:
         raise layout_error(f"layout recompute={recompute}: must be one of {', '.join(cm.RECOMPUTE_MODES)}")
-    flags = {}
-    for key, default in (("overlap", "yes"), ("flash", "yes"), ("sp", "yes"), ("tpoverlap", "no")):
-        word = values.get(key, default).lower()
-        if word not in OVERLAP_VALUES:
-            raise layout_error(f"layout {key}={values[key]}: must be yes or no")
-        flags[key] = OVERLAP_VALUES[word]
-    gather = values.get("zero3gather", "layer").lower()
-    if gather not in ZERO3_GATHERS:
-        raise layout_error(f"layout zero3gather={values['zero3gather']}: must be layer or tensor")
-    precision = precision_value(values, "layout")
-    reduce = values.get("gradreduce", "half").lower()
-    if reduce not in GRAD_REDUCES:
-        raise layout_error(f"layout gradreduce={values['gradreduce']}: must be fp32 or half")
-    handover = values.get("handover", cm.DEFAULT_HANDOVER).lower()
-    if handover not in cm.HANDOVERS:
-        raise layout_error(f"layout handover={values['handover']}: must be {' or '.join(cm.HANDOVERS)}")
-    host = values.get("host", cm.DEFAULT_HOST).lower()
-    if host not in cm.HOST_STACKS:
-        raise layout_error(f"layout host={values['host']}: must be {' or '.join(cm.HOST_STACKS)}")
+    running = Running().with_words(values, "layout")
     split = None
     if "split" in values:
         parts = values["split"].split("+")
@@ -285,10 +228,9 @@ def parse_layout(text: str) -> GivenLayout:
         split = tuple(int(p) for p in parts)
         if len(split) != sizes["pp"]:
             raise layout_error(f"layout split={values['split']}: {len(split)} stages, but pp={sizes['pp']}")
-    layout = GivenLayout(sizes["tp"], sizes["pp"], sizes.get("dp", 0), sizes.get("mbs", 0), recompute, zero, flags["overlap"],
-                         sizes.get("vpp", 1), flags["flash"], sizes.get("ep", 1), switches.get("fsep", False),
-                         sizes.get("cp", 1), switches.get("offload", False), flags["sp"], flags["tpoverlap"],
-                         ZERO3_GATHERS[gather], precision, GRAD_REDUCES[reduce], split, handover, host)
+    layout = GivenLayout(sizes["tp"], sizes["pp"], sizes.get("dp", 0), sizes.get("mbs", 0), recompute, zero,
+                         vpp=sizes.get("vpp", 1), ep=sizes.get("ep", 1), fsep=switches.get("fsep", False),
+                         cp=sizes.get("cp", 1), offload=switches.get("offload", False), split=split, running=running)
     clash = contradiction(layout, gather_given="zero3gather" in values)
     if clash:
         key, reason = clash
@@ -385,7 +327,7 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     if t * p * d * c > island.gpus:
         what = "tp·pp·dp" if c == 1 else "tp·pp·dp·cp"
         raise layout_error(f"layout {what} = {t * p * d * c}: more GPUs than the {island.gpus} of {island.name}")
-    if layout.tp_overlap and not layout.sequence_parallel:
+    if layout.running.tp_overlap and not layout.running.sequence_parallel:
         raise layout_error("layout tpoverlap=yes: Megatron-Core's TP overlap needs sequence parallelism (drop sp=no)")
     v = layout.vpp
     if v != 1 and p == 1:
@@ -408,7 +350,7 @@ def check_layout(layout: GivenLayout, island: IslandSpec, cfg: ModelConfig, glob
     why = ctx.sequence_problem(seq or cfg.sequence, c)
     if why:
         raise layout_error(f"layout {why}")
-    why = ctx.flash_problem(c, island.gpu, layout.flash)
+    why = ctx.flash_problem(c, island.gpu, layout.running.flash)
     if why:
         raise UnsupportedLayout(f"layout {why}")
     if why := ctx.placement_problem(c, t, island.gpus_per_node):
@@ -487,31 +429,32 @@ def with_precision(layout: GivenLayout | tuple[IslandBlock, ...], precision: str
 
     Examples
     --------
-    >>> with_precision(parse_layout("tp=1 pp=1 dp=2"), "fp16").precision, with_precision(parse_layout("tp=1 pp=1 dp=2 precision=bf16"), "fp16").precision
+    >>> with_precision(parse_layout("tp=1 pp=1 dp=2"), "fp16").running.precision, with_precision(parse_layout("tp=1 pp=1 dp=2 precision=bf16"), "fp16").running.precision
     ('fp16', 'bf16')
     """
     if isinstance(layout, tuple):
         return tuple(replace(b, layout=with_precision(b.layout, precision)) for b in layout)
-    return layout if layout.precision else replace(layout, precision=precision)
+    if layout.running.precision:
+        return layout
+    return replace(layout, running=replace(layout.running, precision=precision))
 
 
 def given_runtime(layout: GivenLayout | tuple[IslandBlock, ...], par: BuiltinParallelizer) -> BuiltinParallelizer:
-    """``par`` set to the runtime a given layout names (one layout, or every island's, which must agree).
+    """``par`` set to the framework a given layout runs on (one layout, or every island's, which must agree).
 
-    The runtime keys (overlap, flash, sp, tpoverlap, zero3gather, precision) say what the user's framework
-    does; one training job runs one framework, so per-island layouts that name two runtimes
-    are refused.
+    The running keys (:data:`hetopt.costmodel.running.KEYS`) say what the user's framework
+    does; one training job runs one framework, so per-island layouts that name two are refused.
 
     Examples
     --------
-    >>> given_runtime(parse_layout("tp=1 pp=1 dp=2 flash=no"), BuiltinParallelizer()).flash_attention
+    >>> given_runtime(parse_layout("tp=1 pp=1 dp=2 flash=no"), BuiltinParallelizer()).running.flash
     False
     """
     layouts = [b.layout for b in layout] if isinstance(layout, tuple) else [layout]
-    runtimes = {x.runtime_flags for x in layouts}
-    if len(runtimes) > 1:
-        raise layout_error("layout: the islands' layouts name different runtimes (overlap, flash, sp, tpoverlap, "
-                         "zero3gather, precision differ); one job runs one framework: give the same values on every island")
+    if len({x.running for x in layouts}) > 1:
+        differ = [k.text for k in run.KEYS if len({getattr(x.running, k.field) for x in layouts}) > 1]
+        raise layout_error(f"layout: the islands' layouts run differently ({', '.join(differ)} differ); one job runs one "
+                           "framework: give the same values on every island")
     return layouts[0].runtime(par)
 
 

@@ -40,6 +40,7 @@ import math
 from collections import Counter
 
 from hetopt import costmodel as cm
+from hetopt.costmodel.running import Running
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.costmodel.stage import Layout
@@ -75,7 +76,8 @@ def _node_specs(s) -> dict[str, IslandSpec]:
         if gpu.name not in specs:
             bw = max(float(x) for x in s.cluster.islands.inter[nodes.index(node)])
             specs[gpu.name] = IslandSpec(node.name, gpu, nodes=1, gpus_per_node=node.gpus, inter_bandwidth=bw,
-                                         intra_bandwidth=node.intra_bytes_s)
+                                         intra_bandwidth=node.intra_bytes_s,
+                                         memory=None if node.memory_bytes == gpu.memory_bytes else node.memory_bytes)
     return specs
 
 
@@ -105,7 +107,7 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
         per_node[gpu.name] = math.gcd(per_node.get(gpu.name, 0), node.gpus)
     blocks = [Slice(tuple(s.atoms[i:i + BLOCK_ATOMS])) for i in range(0, len(s.atoms), BLOCK_ATOMS)]
     groups = []
-    reserved = getattr(s.parallelizer, "reserved_bytes", 0.0)  # a parallelizer of the user's may hold none
+    reserved = s.parallelizer.reserved_bytes
     for name, spec in _node_specs(s).items():
         capacity = spec.memory_bytes - reserved
         unit = per_node[name] if UNIT == "node" else 1
@@ -154,16 +156,23 @@ def mixed_instance(s, microbatch_size: int) -> MixedInstance:
     links = link_matrix(s.cluster, s.members, s.cfg, s.seq, b, element)
     link = max((x for row in links for x in row), default=0.0)
     # gradients reduced in fp32 (gradreduce=fp32), else in the run's element size (4 bytes in fp32/tf32)
-    grad = (cm.FP32_GRADIENT_BYTES if getattr(s.parallelizer, "grad_reduce_fp32", False)
+    grad = (cm.FP32_GRADIENT_BYTES if s.parallelizer.running.grad_fp32
             else cm.GRADIENT_BYTES * element / cm.ACTIVATION_BYTES)
     # the ring hides behind the last micro-batch's backward, in one bucket per model layer, when
     # the runtime overlaps data-parallel traffic (``cm.data_parallel_comm``, ``cm.exposed_s``)
     overlap = (cm.BACKWARD_PER_FORWARD / cm.TRAINING_PER_FORWARD
-               if getattr(s.parallelizer, "overlap_communication", False) else 0.0)
+               if s.parallelizer.running.overlap else 0.0)
     buckets = tuple(sum(a.layers for a in block.atoms) or 1 for block in blocks)
     return MixedInstance(f"{s.cluster.name}-{s.cfg.name}-mixed-b{b}", M, b, len(blocks),
                          tuple(p * grad for p in params), link, min(g.bandwidth for g in groups),
                          tuple(groups), overlap, buckets)
+
+
+def ignored(running: Running) -> tuple[str, ...]:
+    """The ``--runtime`` keys of ``running`` the mixed family's plan is priced without: its
+    hand-overs are the split one's (``cm.pipeline_link_s``), whatever ``handover`` says; every
+    other setting reaches it through the block tables (``par.plan``) and the ring."""
+    return ("handover",) if running.handover != Running().handover else ()
 
 
 def _grouped(reasons: list[tuple[int, str]]) -> str:
@@ -249,7 +258,8 @@ def mixed_alternative(s, deadline: Deadline):
             used[r.solution.names[m.gpu]] += m.replicas * m.degree
     note = "" if not reasons else f" (not every size proven: {_grouped(reasons)})"
     note += stock_runtime_note(r.solution, getattr(s.parallelizer, "target", None))
-    return Alternative(NAME, r.objective, f"{r.solution.describe()}, b={b}{note}", Status.FEASIBLE, gpus_by_type=dict(used))
+    return Alternative(NAME, r.objective, f"{r.solution.describe()}, b={b}{note}", Status.FEASIBLE, gpus_by_type=dict(used),
+                       running=s.parallelizer.running, ignores=ignored(s.parallelizer.running))
 
 
 def stock_runtime_note(solution, target: str | None) -> str:

@@ -21,6 +21,7 @@ from functools import cached_property
 from typing import Protocol, runtime_checkable
 
 from hetopt import costmodel as cm
+from hetopt.costmodel.running import Running
 from hetopt.costmodel.stage import StageCost
 from hetopt.hardware import GpuType
 from hetopt.pipeline.problem import MEMORY_RTOL, PipelineOption, StagePlan, most_in_flight
@@ -187,6 +188,9 @@ class IslandSpec:
     #: how NCCL crosses the network between the island's nodes, "tcp" or "rdma" (None: by the
     #: node's bandwidth, ``cm.network_efficiency``)
     transport: str | None = None
+    #: memory per GPU, bytes: its nodes' ``memory_gib`` (ECC, MIG slices, a GPU shared with
+    #: others; the least of the island's nodes); None: the catalog's
+    memory: float | None = None
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -220,8 +224,8 @@ class IslandSpec:
 
     @property
     def memory_bytes(self) -> float:
-        """Memory per GPU, bytes."""
-        return self.gpu.memory_bytes
+        """Memory per GPU, bytes: the capacity every stage on the island must fit (``memory``, else the catalog's)."""
+        return self.gpu.memory_bytes if self.memory is None else self.memory
 
     def to_island(self) -> PipelineIsland:
         """The pipeline family's view of the island (name, GPUs, memory per GPU)."""
@@ -409,6 +413,12 @@ class Parallelizer(Protocol):
     dominated by another). Implementations must be picklable (queries run in worker
     processes or on Dask workers) and deterministic.
     """
+
+    #: How the framework runs what it prices (:class:`~hetopt.costmodel.running.Running`): the
+    #: planner saves it with the plan, and the alternatives are priced under it.
+    running: Running
+    #: Bytes per GPU no layout may use (the CUDA context, NCCL's buffers, fragmentation).
+    reserved_bytes: float
 
     def slice_model(self, model: ModelConfig, *, seq: int | None = None) -> tuple[Atom, ...]: ...
 

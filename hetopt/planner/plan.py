@@ -33,7 +33,7 @@ from hetopt.errors import InputError
 from hetopt.interrupt import stop_requested
 from hetopt.planner.alternatives import Setting, alternative_queries, plan_alternatives
 from hetopt.planner.answer import (Alternative, HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops,
-                                   plan_cost, plan_figures, rank)
+                                   plan_cost, plan_figures, rank, self_contained)
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cheapest import plan_priced
 from hetopt.planner.cluster import Cluster
@@ -134,8 +134,13 @@ def plan(
     _check_collaborators(parallelizer, executor, on_progress, request)
     if request.layers_per_atom is not None:
         parallelizer = BuiltinParallelizer(layers_per_atom=request.layers_per_atom)
+    if request.memory_headroom is not None:  # the built-in parallelizer reserves it on every GPU
+        parallelizer = replace(parallelizer or BuiltinParallelizer(), reserved_bytes=request.memory_headroom * GIB)
     with collector_paused():  # the parallelizer's memo, which only grows, traversed by no pass (``collector_paused``)
         answer = _plan(request, parallelizer, executor, on_progress)
+    # every answer carries its model's shape, the cluster's nodes and its memory headroom (hetopt.planfile)
+    reserved = getattr(parallelizer or BuiltinParallelizer(), "reserved_bytes", None)
+    answer = replace(answer, **self_contained(as_cluster(request.cluster), as_model(request.model), reserved))
     if stop_requested():  # a Ctrl-C (the command line's first): the answer says so, not "time limit"
         answer = _stopped_by_user(answer)
     if request.target is not None and answer.launchability is None:
@@ -171,6 +176,9 @@ def _check_collaborators(parallelizer: object, executor: object, on_progress: ob
     if parallelizer is not None and not isinstance(parallelizer, Parallelizer):
         raise InputError(f"parallelizer: must implement hetopt.planner.Parallelizer (got {type(parallelizer).__name__})",
                          field="parallelizer")
+    if parallelizer is not None and request.memory_headroom is not None:
+        raise InputError("memory_headroom: sets the built-in parallelizer's reserved bytes; give them to your own "
+                         "parallelizer", field="memory_headroom")
     if parallelizer is not None and request.layers_per_atom is not None:
         raise InputError("layers_per_atom: sets the built-in parallelizer's atoms; give them to your own parallelizer",
                          field="layers_per_atom")
@@ -190,6 +198,9 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     layout = r.runtime.layouts(r.layout) if r.runtime is not None and r.layout is not None else r.layout
     seq = r.seq or cfg.sequence
     ideal = ideal_time(cluster, cfg, r.global_batch, seq)
+    # the ideal rests on the GPUs' peak FLOP/s, which a measured profile's times may beat: then
+    # it bounds nothing, and a plan's bound is its composition's alone
+    ideal_bound = 0.0 if getattr(parallelizer, "measured", None) is not None else ideal
     timing = {"islands_s": 0.0, "enumeration_s": 0.0, "composition_s": 0.0, "alternatives_s": 0.0}
     too_large = _state_exceeds_cluster(cluster, cfg, parallelizer)
     if too_large is not None:  # proven before any search: no layout of any plan holds the training state
@@ -201,13 +212,14 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     timing["islands_s"] = time.perf_counter() - t0
     if not islands.status.has_solution:
         outcome = conclude_plan(islands, None, [], len(microbatch_candidates(r.global_batch, r.microbatch_size)),
-                                cluster=cluster.name, model=cfg.name, ideal_s=ideal)
+                                cluster=cluster.name, model=cfg.name, ideal_s=ideal_bound)
         return _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing)
     if r.priced:  # the cheapest plan, or the fastest within a budget: over the sets of islands it pays for
         answer = plan_priced(r, cluster, cfg, seq, islands, inner, lambda q: _plan(q, parallelizer, executor, on_progress))
         return _with_every_island(answer, cluster, islands)
     setup = configure(r, parallelizer, layout, cluster, cfg, islands)
-    given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq)
+    given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq,
+                                                                    r.memory_headroom)
     runtime = None if r.target is None else RUNTIMES[r.target]
     job = Job(setup.precision, seq, cfg.experts, cfg.tied_embeddings)
     wants_alternatives = r.alternatives or (runtime is not None and not runtime.pipeline)  # Cephalo's plan is the FSDP alternative
@@ -231,7 +243,7 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
         raise
     planned = len(setup.candidates) + len(uncomposable_microbatch_sizes(r.global_batch, r.microbatch_size))
     outcome = conclude_plan(islands, setup.chosen, attempts, planned, setup.narrowed, cluster=cluster.name,
-                            model=cfg.name, ideal_s=ideal)
+                            model=cfg.name, ideal_s=ideal_bound)
     replicas = None
     if r.replicas:
         t1 = time.perf_counter()
@@ -308,7 +320,7 @@ def _unrestricted(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, 
                      parallelizer, executor, None)
     free = [replace(a, result=a.free, plans=a.free_plans) if a.free is not None else a for a in attempts]
     outcome = conclude_plan(islands, setup.chosen, free, planned, setup.narrowed, cluster=cluster.name, model=cfg.name,
-                            ideal_s=ideal)
+                            ideal_s=0.0 if getattr(parallelizer, "measured", None) is not None else ideal)
     return _answer(replace(r, target=None), cluster, cfg, seq, ideal, outcome, timing={}, setup=setup, attempts=free)
 
 
@@ -323,7 +335,7 @@ def _outside_calibration(setup: Setup, best: Attempt, seq: int) -> list[str]:
         [max(1, pp.microbatch_size * seq // (pp.dp * pp.cp)) for pp in plans],
         host_bound=sum(st.host_bound for pp in plans for st in pp.stages),
     )
-    host = getattr(setup.parallelizer, "host", cm.DEFAULT_HOST)
+    host = setup.parallelizer.running.host
     if host != cm.DEFAULT_HOST:
         # the allocation model is affine in the batch, with no floor (formulations/costmodel.md,
         # "The host's floor"): beside pipelines held to an older stack's host time it is optimistic
@@ -406,16 +418,18 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
     ranked = {} if alternatives is None else rank(time_s, alternatives)
     extra = {} if setup is None else {
         "islands": _island_rows(setup.chosen),
-        "left_out": setup.chosen.left_out, "runtime": setup.runtime, "precision": setup.precision,
+        "left_out": setup.chosen.left_out, "runtime": setup.runtime,
         "unfused_attention": setup.unfused_attention, "enumeration": enumeration_summary(attempts),
-        # what the built-in parallelizer priced (a parallelizer of your own: the defaults)
-        "overlap": getattr(setup.parallelizer, "overlap_communication", True),
-        "grad_reduce_fp32": getattr(setup.parallelizer, "grad_reduce_fp32", False),
-        "handover": getattr(setup.parallelizer, "handover", cm.DEFAULT_HANDOVER),
-        "host": getattr(setup.parallelizer, "host", cm.DEFAULT_HOST),
+        # every setting the plan was priced under, its precision the job's
+        "running": replace(setup.parallelizer.running, precision=setup.precision),
     }
     if setup is not None and outcome.best is not None:
         extra["outside_calibration"] = _outside_calibration(setup, outcome.best, seq)
+        if getattr(setup.parallelizer, "measured", None) is not None:  # plan --profile: which term came from where
+            from hetopt.profile.measured import priced_from
+            extra["priced_from"] = priced_from(
+                [(setup.chosen.specs[b.island].name, outcome.best.plans[b.option]) for b in outcome.best.result.solution.blocks],
+                setup.parallelizer.measured)
     if time_s:
         extra["cost"] = plan_cost(held_gpus(setup.chosen.specs, {b.island for b in outcome.best.result.solution.blocks}),
                                   cluster.prices, time_s, tokens)

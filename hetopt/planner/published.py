@@ -21,17 +21,18 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from hetopt.catalog import CALIBRATION_SETS, instances_dir
-from hetopt.costmodel import (DEFAULT_HANDOVER, HANDOVERS, HOST_STACKS, PRECISIONS, TRANSPORTS, hardware_precision,
-                             precision_problem)
+from hetopt.costmodel import TRANSPORTS, hardware_precision, precision_problem
+from hetopt.costmodel import running as run
+from hetopt.costmodel.running import Running
 from hetopt.units import BITS_PER_BYTE
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
 from hetopt.hardware import gpu as find_gpu
 from hetopt.files import read_toml
-from hetopt.planner.layout import GRAD_REDUCES, ZERO3_GATHERS, GivenLayout, UnsupportedLayout, check_layout, contradiction
+from hetopt.planner.layout import GivenLayout, UnsupportedLayout, check_layout, contradiction
 from hetopt.planner.parallelizer import IslandSpec
-from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Runtime, parse_runtime
+from hetopt.planner.runtime import LAYOUT_RUNTIME_KEYS, Framework, parse_runtime
 from hetopt.readers.fields import Fields
 from hetopt.workload import ModelConfig, ffn_matrices, load_model, model_from_fields
 from hetopt.planner.cluster import resolve
@@ -75,12 +76,11 @@ ASSUMED_RUNTIME = ("overlap", "flash_attention", "sequence_parallel", "zero3_gat
 #: ``torch1``) is the earlier runs' floor. Runs published before 2023 (Megatron SC'21, MT-NLG,
 #: BLOOM, OPT, GPT-NeoX) ran without them.
 CURRENT_RUNTIME_FROM = 2023
-#: A row's value of each left-out key: by a current runtime, and by the runtimes before
-#: CURRENT_RUNTIME_FROM.
-CURRENT_RUNTIME = {"overlap": True, "flash_attention": True, "sequence_parallel": True, "zero3_gather": "layer",
-                   "host": "torch2"}
-EARLIER_RUNTIME = {"overlap": False, "flash_attention": False, "sequence_parallel": False, "zero3_gather": "tensor",
-                   "host": "torch1"}
+#: A row's value of each left-out key (the ``ASSUMED_RUNTIME`` ones; the others take the
+#: defaults of :class:`~hetopt.costmodel.running.Running`): by a current runtime, and by the
+#: runtimes before CURRENT_RUNTIME_FROM.
+CURRENT_RUNTIME = Running()
+EARLIER_RUNTIME = Running(overlap=False, flash=False, sequence_parallel=False, zero3_per_tensor=True, host="torch1")
 #: How a source dates a run: an author-year citation ("Smith et al. 2022"), a year in
 #: parentheses or an ISO date ("(2022)", "(2023-10-17)"), a month and year ("October 2023"), a
 #: year written 'YY (SC'21) or an arXiv identifier (2104.04473: April 2021). A bare four-digit
@@ -144,7 +144,7 @@ class Measurement:
     best: bool
     layout: GivenLayout
     #: what the row's framework could run: the plan of ``validate --plan`` is held to it
-    runtime: Runtime = Runtime()
+    runtime: Framework = Framework()
     #: why the cost model cannot price the published layout ('' when it can): a layout that ran
     #: but lies outside the model (:class:`~hetopt.planner.layout.UnsupportedLayout`)
     unsupported: str = ""
@@ -188,8 +188,9 @@ def load_published(path: str | Path | None = None, catalog: dict[str, GpuType] |
     models = _read_models(top)
     islands = _read_clusters(top, load_gpus() if catalog is None else catalog)
     seen: dict[str, int] = {}
+    # a row that states a heterogeneous layout (``[[measurement.stage]]``) is read by load_heterogeneous
     return tuple(_read_measurement(m, k, models, islands, seen)
-                 for k, m in enumerate(top.tables("measurement", required=True)))
+                 for k, m in enumerate(top.tables("measurement", required=True)) if "stage" not in m.data)
 
 
 def _read_models(top: Fields) -> dict[str, ModelConfig]:
@@ -214,6 +215,8 @@ def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, Island
     clusters = top.table("clusters", required=True)
     for key in clusters.data:
         c = clusters.table(key, required=True)
+        if "nodes_by_gpu" in c.data:  # a mixed cluster: its rows are heterogeneous (load_heterogeneous)
+            continue
         c.reject_unknown(("gpu", "nodes", "gpus_per_node", "inter_gbps", "p2p", "transport", "note"))
         try:
             gpu_type = find_gpu(catalog, c.string("gpu"))
@@ -228,37 +231,35 @@ def _read_clusters(top: Fields, catalog: dict[str, GpuType]) -> dict[str, Island
     return islands
 
 
-def _read_layout(lay: Fields, gpu: GpuType, era: dict) -> GivenLayout:
-    """A row's ``layout`` table; what it leaves unsaid, as the runtimes of its ``era`` ran."""
-    lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "overlap", "vpp", "flash_attention", "sequence_parallel",
-                        "tp_comm_overlap", "ep", "fsep", "cp", "offload", "zero3_gather", "precision", "grad_reduce",
-                        "handover", "host"))
-    # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
+def _read_layout(lay: Fields, gpu: GpuType, era: Running) -> GivenLayout:
+    """A row's ``layout`` table; how it ran, where it does not say, as the runtimes of its ``era`` ran."""
+    lay.reject_unknown(("tp", "pp", "dp", "b", "recompute", "zero", "vpp", "ep", "fsep", "cp", "offload")
+                       + tuple(k.file for k in run.KEYS))
     zero = lay.integer("zero", 0, minimum=0, maximum=3)
-    precision = lay.string("precision", None, choices=PRECISIONS) or hardware_precision((gpu,))
-    if (problem := precision_problem(precision, (gpu,))) is not None:
+    if zero != 3:  # ZeRO-3's gathers: an era's way only where there is ZeRO-3
+        era = replace(era, zero3_per_tensor=False)
+    stated = {}
+    for key in run.KEYS:  # read with the file's own messages
+        if key.boolean:
+            stated[key.field] = lay.boolean(key.file, getattr(era, key.field))
+        else:
+            word = lay.string(key.file, None, choices=tuple(key.words))
+            stated[key.field] = getattr(era, key.field) if word is None else key.words[word]
+    # not stated: the precision of the hardware (bf16 where it has BF16 arithmetic, else fp16)
+    stated["precision"] = stated["precision"] or hardware_precision((gpu,))
+    if (problem := precision_problem(stated["precision"], (gpu,))) is not None:
         raise lay.error("precision", problem)
     layout = GivenLayout(
         tp=lay.integer("tp", minimum=1), pp=lay.integer("pp", minimum=1), dp=lay.integer("dp", minimum=1),
         microbatch=lay.integer("b", 0, minimum=0), recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
-        zero=zero,
-        overlap=lay.boolean("overlap", era["overlap"]), vpp=lay.integer("vpp", 1, minimum=0),
-        flash=lay.boolean("flash_attention", era["flash_attention"]),
-        sequence_parallel=lay.boolean("sequence_parallel", era["sequence_parallel"]),
-        tp_overlap=lay.boolean("tp_comm_overlap", False),
+        zero=zero, vpp=lay.integer("vpp", 1, minimum=0),
         ep=lay.integer("ep", 1, minimum=1), fsep=lay.boolean("fsep", False), cp=lay.integer("cp", 1, minimum=1),
-        offload=lay.boolean("offload", False),
-        zero3_per_tensor=ZERO3_GATHERS[lay.string("zero3_gather", era["zero3_gather"] if zero == 3 else "layer",
-                                                  choices=tuple(ZERO3_GATHERS))],
-        precision=precision,
-        grad_fp32=GRAD_REDUCES[lay.string("grad_reduce", "half", choices=tuple(GRAD_REDUCES))],
-        handover=lay.string("handover", DEFAULT_HANDOVER, choices=HANDOVERS),
-        host=lay.string("host", era["host"], choices=tuple(HOST_STACKS)),
+        offload=lay.boolean("offload", False), running=Running(**stated),
     )
     clash = contradiction(layout, gather_given="zero3_gather" in lay.data)
     if clash:  # the same rule as --layout, named by the file's key
         key, reason = clash
-        raise lay.error({"zero3gather": "zero3_gather"}.get(key, key), reason)
+        raise lay.error(run.BY_TEXT[key].file if key in run.BY_TEXT else key, reason)
     return layout
 
 
@@ -313,16 +314,12 @@ def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands
     )
 
 
-def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
+def _row_runtime(m: Fields, layout: GivenLayout) -> Framework:
     """The row's framework: its ``runtime`` key (``--runtime`` syntax, :data:`ROW_RUNTIME_KEYS`),
     running as the layout says; without the key, every choice a current runtime has."""
-    ran = {"overlap": layout.overlap, "flash": layout.flash, "sequence_parallel": layout.sequence_parallel,
-           "tp_overlap": layout.tp_overlap, "zero3_per_tensor": layout.zero3_per_tensor, "precision": layout.precision,
-           "grad_fp32": layout.grad_fp32, "handover": layout.handover,
-           "host": layout.host}
     text = m.data.get("runtime")
     if text is None:
-        return Runtime(**ran)
+        return Framework(running=layout.running)
     if not isinstance(text, str):
         raise m.error("runtime", f"must be a string such as \"recompute=none,full zero=0\" (got {text!r})")
     keys = [part.partition("=")[0] for part in text.split()]
@@ -330,11 +327,193 @@ def _row_runtime(m: Fields, layout: GivenLayout) -> Runtime:
         if key in LAYOUT_RUNTIME_KEYS:
             raise m.error("runtime", f"{key}: how the run ran belongs in layout (runtime takes {', '.join(ROW_RUNTIME_KEYS)})")
     try:
-        rt = replace(parse_runtime(text), **ran)
+        rt = replace(parse_runtime(text), running=layout.running)
         rt.layout(layout)  # the published layout must be one the framework could run
     except InputError as exc:
         raise m.error("runtime", ("the published layout's " if exc.field == "layout" else "") + exc.detail) from None
     return rt
+
+
+# ---- heterogeneous rows: a layout stated stage by stage ---------------------------------------
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One data-parallel replica of a stage: ``tp`` GPUs of one node of ``gpu``."""
+
+    gpu: GpuType
+    tp: int
+
+
+@dataclass(frozen=True)
+class HeteroStage:
+    """One pipeline stage of a heterogeneous layout: ``layers`` transformer layers (the
+    embedding with the first stage, the head with the last) on its replicas."""
+
+    layers: int
+    replicas: tuple[Replica, ...]
+
+
+@dataclass(frozen=True)
+class HeteroMeasurement:
+    """A measured run whose layout is stated stage by stage (docs/formats.md, "Heterogeneous rows").
+
+    Replica j of stage i feeds replica j of stage i + 1 (as Sailor runs it); every replica runs
+    ``global_batch / (microbatch · dp)`` micro-batches of ``microbatch`` samples; each replica
+    sits on its own node(s) of ``gpus_per_node`` GPUs, the nodes joined by ``inter_bandwidth``
+    (bytes/s of one node's network).
+    """
+
+    id: str
+    group: str
+    source: str
+    model: ModelConfig
+    global_batch: int
+    seq: int
+    metric: str
+    value: float
+    stages: tuple[HeteroStage, ...]
+    microbatch: int
+    gpus_per_node: int
+    inter_bandwidth: float
+    layout: GivenLayout  # how the run ran (recompute, zero, overlap, flash, sp, precision, host; tp/pp/dp unused)
+    peak_memory_bytes: float | None = None
+    transport: str | None = None
+    setting: str = ""
+
+    @property
+    def dp(self) -> int:
+        """Replicas per stage (every stage has as many: Sailor's runs do)."""
+        return len(self.stages[0].replicas)
+
+    @property
+    def gpus(self) -> int:
+        return sum(r.tp for st in self.stages for r in st.replicas)
+
+    def text(self) -> str:
+        """The layout in one line: ``S0[12L: RTX-3090 tp8 + RTX-2080 tp8] -> S1[...] b2``."""
+        parts = [f"S{i}[{st.layers}L: " + " + ".join(f"{r.gpu.name} tp{r.tp}" for r in st.replicas) + "]"
+                 for i, st in enumerate(self.stages)]
+        return " -> ".join(parts) + f" b{self.microbatch}"
+
+
+def load_heterogeneous(path: str | Path, catalog: dict[str, GpuType] | None = None) -> tuple[HeteroMeasurement, ...]:
+    """The heterogeneous rows of a published set: rows with ``[[measurement.stage]]`` tables, on a
+    cluster with ``nodes_by_gpu`` (docs/formats.md).
+
+    Raises
+    ------
+    InputError
+        With the file, the key path and the fix.
+    """
+    catalog = load_gpus() if catalog is None else catalog
+    top = Fields(read_toml(path), str(path))
+    top.reject_unknown(("models", "clusters", "measurement"))
+    models = _read_models(top)
+    clusters = {}
+    for key, table in top.table("clusters", required=True).data.items():
+        c = top.table("clusters").table(key, required=True)
+        if "nodes_by_gpu" not in c.data:
+            continue
+        c.reject_unknown(("nodes_by_gpu", "gpus_per_node", "inter_gbps", "transport", "note"))
+        nodes = c.table("nodes_by_gpu", required=True)
+        by_gpu = {}
+        for name in nodes.data:
+            try:
+                by_gpu[find_gpu(catalog, name).name] = nodes.integer(name, minimum=1, maximum=100_000)
+            except InputError as exc:
+                raise nodes.error(name, str(exc)) from None
+        clusters[key] = (by_gpu, c.integer("gpus_per_node", minimum=1, maximum=64),
+                         c.number("inter_gbps", minimum=MIN_INTER_GBPS) * GIGA / BITS_PER_BYTE,
+                         c.string("transport", None, choices=TRANSPORTS))
+    seen: dict[str, int] = {}
+    rows = []
+    for k, m in enumerate(top.tables("measurement", required=True)):
+        if "stage" in m.data:
+            rows.append(_read_hetero(m, k, models, clusters, catalog, seen))
+    return tuple(rows)
+
+
+def _read_hetero(m: Fields, k: int, models: dict[str, ModelConfig], clusters: dict, catalog: dict[str, GpuType],
+                 seen: dict[str, int]) -> HeteroMeasurement:
+    """Heterogeneous row ``k``: its stages and replicas checked against the model and the cluster."""
+    m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "layout",
+                      "stage", "peak_memory_gib", "note", "setting"))
+    ident = m.string("id")
+    if ident in seen:
+        raise m.error("id", f"{ident!r} also names measurement[{seen[ident]}] (every row needs its own id)")
+    seen[ident] = k
+    model, cluster = m.string("model"), m.string("cluster")
+    if model not in models:
+        raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
+    if cluster not in clusters:
+        raise m.error("cluster", f"unknown mixed cluster {cluster!r} (a heterogeneous row needs a cluster with "
+                                 f"nodes_by_gpu; defined: {', '.join(clusters) or 'none'})")
+    cfg = models[model]
+    by_gpu, gpn, inter, transport = clusters[cluster]
+    stages, used = [], {}
+    for i, st in enumerate(m.tables("stage", required=True)):
+        st.reject_unknown(("layers", "replicas"))
+        layers = st.integer("layers", minimum=1, maximum=cfg.layers)
+        raw = st.data.get("replicas")
+        if not isinstance(raw, list) or not raw or not all(isinstance(r, dict) for r in raw):
+            raise st.error("replicas", "give the stage's replicas, e.g. replicas = [{gpu = \"RTX-3090\", tp = 8}]")
+        reps = []
+        for j, r in enumerate(raw):
+            f = Fields(r, st.source, st.key(f"replicas[{j}]"))
+            f.reject_unknown(("gpu", "tp"))
+            try:
+                gpu_type = find_gpu(catalog, f.string("gpu"))
+            except InputError as exc:
+                raise f.error("gpu", str(exc)) from None
+            if gpu_type.name not in by_gpu:
+                raise f.error("gpu", f"{gpu_type.name} has no nodes in cluster {cluster!r} (its nodes_by_gpu: "
+                                     f"{', '.join(by_gpu)})")
+            tp = f.integer("tp", minimum=1, maximum=gpn)
+            if cfg.heads % tp:
+                raise f.error("tp", f"tp={tp} must divide the model's {cfg.heads} heads")
+            used[gpu_type.name] = used.get(gpu_type.name, 0) + 1
+            reps.append(Replica(gpu_type, tp))
+        stages.append(HeteroStage(layers, tuple(reps)))
+    if sum(st.layers for st in stages) != cfg.layers:
+        raise m.error("stage", f"the stages' layers add up to {sum(st.layers for st in stages)}, not the {cfg.layers} "
+                               f"layers of {cfg.name}")
+    if len({len(st.replicas) for st in stages}) > 1:
+        raise m.error("stage", "every stage needs as many replicas (replica j of a stage feeds replica j of the next)")
+    for name, count in used.items():
+        if count > by_gpu[name]:
+            raise m.error("stage", f"{count} replicas on {name} nodes, but cluster {cluster!r} has {by_gpu[name]} "
+                                   "(each replica runs on a node of its own)")
+    lay = m.table("layout", required=True)
+    lay.reject_unknown(("b", "recompute", "zero", "overlap", "flash_attention", "sequence_parallel", "precision",
+                        "handover", "host"))
+    gpus = sorted({r.gpu.name for st in stages for r in st.replicas})
+    precision = lay.string("precision", None, choices=tuple(run.BY_TEXT["precision"].words)) or hardware_precision([catalog[g] for g in gpus])
+    if (problem := precision_problem(precision, [catalog[g] for g in gpus])) is not None:
+        raise lay.error("precision", problem)
+    b = lay.integer("b", minimum=1, maximum=MAX_GLOBAL_BATCH)
+    global_batch = m.integer("global_batch", minimum=1, maximum=MAX_GLOBAL_BATCH)
+    if global_batch % (b * len(stages[0].replicas)):
+        raise lay.error("b", f"b · dp = {b * len(stages[0].replicas)} must divide the global batch {global_batch}")
+    layout = GivenLayout(tp=1, pp=len(stages), dp=len(stages[0].replicas), microbatch=b,
+                         recompute=lay.string("recompute", "none", choices=("none", "selective", "full")),
+                         zero=lay.integer("zero", 0, minimum=0, maximum=1),
+                         running=Running(overlap=lay.boolean("overlap", True), flash=lay.boolean("flash_attention", True),
+                                         sequence_parallel=lay.boolean("sequence_parallel", False), precision=precision,
+                                         handover=lay.string("handover", CURRENT_RUNTIME.handover,
+                                                             choices=tuple(run.BY_TEXT["handover"].words)),
+                                         host=lay.string("host", CURRENT_RUNTIME.host,
+                                                         choices=tuple(run.BY_TEXT["host"].words))))
+    metric = m.string("metric", "iteration_time_s", choices=LOWER_IS_BETTER)
+    peak = m.number("peak_memory_gib", None, minimum=0.0, maximum=1e6)
+    seq = m.integer("seq", cfg.sequence, minimum=1, maximum=MAX_SEQ)
+    return HeteroMeasurement(
+        id=ident, group=m.string("group", "ungrouped"), source=m.string("source", ""), model=cfg,
+        global_batch=global_batch, seq=seq, metric=metric,
+        value=m.number("value", minimum=VALUE_RANGE[0], maximum=VALUE_RANGE[1]), stages=tuple(stages), microbatch=b,
+        gpus_per_node=gpn, inter_bandwidth=inter, layout=layout, peak_memory_bytes=None if peak is None else peak * 2 ** 30,
+        transport=transport, setting=m.string("setting", f"{model} on {cluster}, batch {global_batch}, sequence {seq}"),
+    )
 
 
 def publisher_flops(m: Measurement) -> float:

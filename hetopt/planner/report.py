@@ -122,12 +122,12 @@ def _print_stages(p: HeteroPlan, names: Names, out: Console) -> None:
         rows.append([str(k), names.ids.get(s.island, s.island), f"{s.first_layer}-{last}" if s.layers > 1 else str(last),
                      s.layout if first else "",
                      *([f"{s.ep}{' fsep' if s.fsep else ''}", str(s.cp), "yes" if s.offload else "no"] * beyond),
-                     str(s.gpus), _f(s.time_s), _f(s.memory_gib, ".3g"), str(s.in_flight)])
+                     str(s.gpus), _f(s.time_s), _memory(s.memory_gib, s.capacity_gib), str(s.in_flight)])
     title = (f"composed pipeline: {counted(len(p.stages), 'stage')}, "
              f"{counted(p.microbatches, 'pipeline micro-batch')} of {counted(p.microbatch_size, 'sample')} "
              "(a stage's dp replicas split each)")
     print_table(out, _table(title, ["stage", "island", "layers", "layout", *(["EP", "CP", "offload"] * beyond), "GPUs",
-                                    "time_s", "memory_gib", "in flight"], rows))
+                                    "time_s", "memory_gib of", "in flight"], rows))
     out.print("layout: TP PP DP, recompute, ZeRO" + ("; on an island's first stage, its other stages run the same"
                                                     if any(not r[3] for r in rows) else ""), highlight=False)
 
@@ -164,6 +164,11 @@ def _print_replicas(p: HeteroPlan, out: Console, names: Names | None = None) -> 
               f"efficiency {_f(100 * r.efficiency, '.1f')}% of the ideal{speedup}", highlight=False)
 
 
+def _memory(memory_gib: float, capacity_gib: float | None) -> str:
+    """A stage's memory per GPU against its capacity: ``11.4 of 12``."""
+    return _f(memory_gib, ".3g") + ("" if capacity_gib is None else f" of {capacity_gib:.3g}")
+
+
 def print_plan(p: HeteroPlan, out: Console, *, verbose: bool = False) -> None:
     """The islands, the composed pipeline, its speed and efficiency, the alternatives; with
     ``verbose`` also the islands' member nodes and each micro-batch size's pruning counters."""
@@ -178,6 +183,10 @@ def print_plan(p: HeteroPlan, out: Console, *, verbose: bool = False) -> None:
     out.print(p.status_line, highlight=False, markup=False)
     if p.status.has_solution:
         _print_stages(p, names, out)
+        if p.memory:  # what each stage's memory holds beyond its tensors
+            parts = ", ".join(f"{part['what']} {part['gib']:.3g}" for part in p.memory["parts"])
+            out.print(f"memory_gib: per GPU, with a headroom of {p.memory['headroom_gib']:.3g} GiB ({parts}), of the "
+                      "nodes' memory_gib", highlight=False)
         if any(" vpp" in s.layout for s in p.stages):
             out.print("interleaved (vpp v): each stage shows what the 1F1B closed form sees, the slowest at its full time "
                       "and the others at 1/v of theirs, with activations scaled to Megatron's warm-up "

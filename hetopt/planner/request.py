@@ -29,11 +29,12 @@ from hetopt.budget import check_time_limit
 from hetopt.checks import (MAX_GLOBAL_BATCH, MAX_SEQ, check_bool, check_choice, check_int, check_names,
                            check_optional_int, check_real)
 from hetopt.errors import InputError
+from hetopt.hardware import MAX_HEADROOM_GIB
 from hetopt.catalog import instances_dir
 from hetopt.planner.cluster import Cluster, load_cluster, resolve
 from hetopt.planner.enumerate import DEFAULT_IMBALANCE, DEFAULT_TASKS, POLICIES
 from hetopt.planner.layout import GivenLayout, IslandBlock, parse_island_layouts, parse_layout
-from hetopt.planner.runtime import Runtime, layout_names_runtime, parse_runtime
+from hetopt.planner.runtime import Framework, layout_names_runtime, parse_runtime
 from hetopt.planner.schedule import TIME_MODELS
 from hetopt.runtimes import RUNTIMES
 from hetopt.workload import ModelConfig, load_model
@@ -119,6 +120,12 @@ class PlanRequest:
         Also plan the ``mixed-stages`` alternative: stages whose data-parallel replicas span
         GPU types (the mixed family, ``formulations/mixed.md``), exact on tables built from the
         built-in prices and so FEASIBLE as a plan of the cluster; it may take 30 s.
+    memory_headroom
+        GiB per GPU that training holds beyond its tensors (CUDA context, NCCL's buffers, the
+        allocator's fragmentation), 0 to ``hetopt.hardware.MAX_HEADROOM_GIB``: every stage must
+        fit its GPU's capacity (the node's ``memory_gib``) with it. None: the default,
+        ``hetopt.hardware.DEFAULT_HEADROOM_GIB``, the sum of ``HEADROOM_PARTS`` (each with its
+        source); the plan shows it (``HeteroPlan.memory``).
     """
 
     cluster: Cluster | str | os.PathLike
@@ -135,12 +142,13 @@ class PlanRequest:
     tasks: int = DEFAULT_TASKS
     layers_per_atom: int | None = None
     layout: GivenLayout | tuple[IslandBlock, ...] | str | None = None
-    runtime: Runtime | str | None = None
+    runtime: Framework | str | None = None
     time_model: str = "closed-form"
     target: str | None = None
     objective: str = "time"
     budget: float | None = None
     mixed_stages: bool = False
+    memory_headroom: float | None = None
 
     @classmethod
     def of(cls, **options: object) -> PlanRequest:
@@ -173,8 +181,8 @@ class PlanRequest:
         _check_source(self.cluster, "cluster", Cluster)
         _check_source(self.model, "model", ModelConfig)
         runtime = self.runtime
-        if runtime is not None and not isinstance(runtime, (str, Runtime)):
-            raise InputError(f"runtime: must be text such as 'recompute=none zero=0' or a Runtime (got {runtime!r})",
+        if runtime is not None and not isinstance(runtime, (str, Framework)):
+            raise InputError(f"runtime: must be text such as 'recompute=none zero=0' or a Framework (got {runtime!r})",
                              field="runtime")
         layout = self.layout
         if layout is not None and not isinstance(layout, (str, GivenLayout)) and not (
@@ -210,6 +218,7 @@ class PlanRequest:
             objective=check_choice(self.objective, "objective", OBJECTIVES),
             mixed_stages=check_bool(self.mixed_stages, "mixed_stages"),
             budget=None if self.budget is None else _check_budget(self.budget),
+            memory_headroom=None if self.memory_headroom is None else _check_headroom(self.memory_headroom),
         )
 
     @property
@@ -228,6 +237,21 @@ def _check_budget(value: object) -> float:
     if budget <= 0:
         raise InputError(f"budget: must be above 0 US dollars per hour (got {value!r})", field="budget")
     return budget
+
+
+def _check_headroom(value: object) -> float:
+    """A memory headroom in GiB per GPU: a finite number from 0 to ``MAX_HEADROOM_GIB``.
+
+    >>> _check_headroom(-1)
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: memory_headroom: must be >= 0 (got -1)
+    """
+    headroom = check_real(value, "memory_headroom", 0.0)
+    if headroom > MAX_HEADROOM_GIB:
+        raise InputError(f"memory_headroom: must be at most {MAX_HEADROOM_GIB:g} GiB per GPU (got {value!r})",
+                         field="memory_headroom")
+    return headroom
 
 
 def as_cluster(cluster: Cluster | str | os.PathLike) -> Cluster:

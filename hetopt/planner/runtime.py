@@ -1,4 +1,4 @@
-"""What the user's training framework can run: ``hetopt plan --runtime``.
+"""What the user's training framework has and how it runs: ``hetopt plan --runtime``.
 
 The built-in parallelizer searches every recomputation mode, ZeRO stage, EP, CP and
 offloading choice, and prices the attention, overlap and sequence parallelism of a current
@@ -9,15 +9,15 @@ run plans without them, so ``--runtime`` holds the search to what it has:
     hetopt plan ... --runtime "recompute=none,full zero=0 flash=no sp=no overlap=no"
 
 Keys: ``recompute`` and ``zero`` take the modes and stages the framework has (comma lists);
-``flash``, ``overlap``, ``sp``, ``tpoverlap``, ``zero3gather``, ``precision`` (bf16,
-fp16, fp32 or tf32: the training state it keeps, its element size and matmul peak), ``gradreduce`` (fp32 or half: the bytes of its
-data-parallel gradient reduction) and ``handover`` (split or deepspeed: how a micro-batch
-crosses between pipeline stages, ``cm.HANDOVERS``) and ``host`` (torch2 or torch1: the
-software stack whose host issues the ops, ``cm.HOST_STACKS``) say how it runs, with the
-meanings and spellings of ``--layout`` (:mod:`hetopt.planner.layout`); ``ep``, ``cp`` and
-``offload`` (yes/no) whether it has expert parallelism, context parallelism and activation
-offloading. A key left out keeps the built-in parallelizer's default (everything searched,
-a current runtime's behaviour).
+``ep``, ``cp`` and ``offload`` (yes/no) whether it has expert parallelism, context
+parallelism and activation offloading; the running settings (``overlap``, ``flash``, ``sp``,
+``tpoverlap``, ``zero3gather``, ``precision``, ``gradreduce``, ``handover``, ``host``) say how
+it runs, with the meanings and spellings of :data:`hetopt.costmodel.running.KEYS` (the same
+table ``--layout`` reads). A key left out keeps the built-in parallelizer's default
+(everything searched, a current runtime's behaviour).
+
+:class:`Framework` is the user's own framework; :class:`hetopt.runtimes.Runtime` is a stock
+runtime (Megatron-LM, torchtitan, DeepSpeed, Cephalo) and its rules for one job (``--target``).
 """
 
 from __future__ import annotations
@@ -25,47 +25,41 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from hetopt import costmodel as cm
+from hetopt.costmodel import running as run
+from hetopt.costmodel.running import Running
 from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
-from hetopt.planner.layout import (GRAD_REDUCES, OVERLAP_VALUES, ZERO3_GATHERS, GivenLayout, IslandBlock, key_values,
-                                   layout_error, precision_value)
+from hetopt.planner.layout import GivenLayout, IslandBlock, key_values, layout_error
 
-#: The keys of a ``--runtime`` string.
-RUNTIME_KEYS = ("recompute", "zero", "flash", "overlap", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce", "handover",
-                "host", "ep", "cp", "offload")
-#: The yes/no keys of a ``--runtime`` string and the :class:`Runtime` field each sets.
-SWITCH_FIELDS = (("flash", "flash"), ("overlap", "overlap"), ("sp", "sequence_parallel"), ("tpoverlap", "tp_overlap"),
-                 ("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload"))
+#: The keys of a ``--runtime`` string that say what the framework has.
+CAPABILITY_KEYS = ("recompute", "zero", "ep", "cp", "offload")
+#: Every key of a ``--runtime`` string: what it has, then how it runs (``running.TEXT_KEYS``).
+RUNTIME_KEYS = CAPABILITY_KEYS + run.TEXT_KEYS
+#: The yes/no capability keys of a ``--runtime`` string and the :class:`Framework` field each sets.
+SWITCH_FIELDS = (("ep", "expert_parallel"), ("cp", "context_parallel"), ("offload", "offload"))
 #: The ``--layout`` keys that say how a framework runs; with ``--runtime`` they belong there.
-LAYOUT_RUNTIME_KEYS = ("overlap", "flash", "sp", "tpoverlap", "zero3gather", "precision", "gradreduce", "handover", "host")
+LAYOUT_RUNTIME_KEYS = run.TEXT_KEYS
 
 
 @dataclass(frozen=True)
-class Runtime:
-    """A framework's capabilities and behaviour (the defaults: everything, as the built-in parallelizer searches).
+class Framework:
+    """The user's framework: what it has (the defaults: everything, as the built-in parallelizer
+    searches) and how it runs (:class:`~hetopt.costmodel.running.Running`).
 
     Examples
     --------
-    >>> rt = parse_runtime("recompute=none,full zero=0 flash=no")
-    >>> par = rt.parallelizer(BuiltinParallelizer())
-    >>> par.recompute, par.zero_stages, par.flash_attention
+    >>> fw = parse_runtime("recompute=none,full zero=0 flash=no")
+    >>> par = fw.parallelizer(BuiltinParallelizer())
+    >>> par.recompute, par.zero_stages, par.running.flash
     (('none', 'full'), (0,), False)
     """
 
     recompute: tuple[str, ...] = cm.RECOMPUTE_MODES
     zero: tuple[int, ...] = cm.ZERO_STAGES
-    flash: bool = True
-    overlap: bool = True
-    sequence_parallel: bool = True
-    tp_overlap: bool = False
-    zero3_per_tensor: bool = False
-    precision: str | None = None  # None: the hardware's (cm.hardware_precision)
-    grad_fp32: bool = False  # gradients reduced in fp32 (``gradreduce=fp32``)
-    handover: str = cm.DEFAULT_HANDOVER  # how a micro-batch crosses between stages (``handover=``, cm.HANDOVERS)
-    host: str = cm.DEFAULT_HOST  # the stack whose host issues the ops (``host=``, cm.HOST_STACKS)
     expert_parallel: bool = True
     context_parallel: bool = True
     offload: bool = True
+    running: Running = Running()
 
     def text(self) -> str:
         """The ``--runtime`` string of what differs from the defaults ("" when nothing does).
@@ -75,7 +69,7 @@ class Runtime:
         >>> parse_runtime("flash=no zero=1,0").text()
         'zero=0,1 flash=no'
         """
-        default, words = Runtime(), {True: "yes", False: "no"}
+        default, words = Framework(), {True: "yes", False: "no"}
         parts = []
         if self.recompute != default.recompute:
             parts.append(f"recompute={','.join(self.recompute)}")
@@ -84,34 +78,27 @@ class Runtime:
         for key, field in SWITCH_FIELDS:
             if getattr(self, field) != getattr(default, field):
                 parts.append(f"{key}={words[getattr(self, field)]}")
-        if self.zero3_per_tensor:
-            parts.append("zero3gather=tensor")
-        if self.precision:
-            parts.append(f"precision={self.precision}")
-        if self.grad_fp32:
-            parts.append("gradreduce=fp32")
-        if self.handover != cm.DEFAULT_HANDOVER:
-            parts.append(f"handover={self.handover}")
-        if self.host != cm.DEFAULT_HOST:
-            parts.append(f"host={self.host}")
+        if self.running.text():
+            parts.append(self.running.text())
         return " ".join(parts)
 
+    def with_running(self, **changes) -> Framework:
+        """This framework run with some settings changed (fields of :class:`Running`)."""
+        return replace(self, running=replace(self.running, **changes))
+
     def parallelizer(self, par: BuiltinParallelizer) -> BuiltinParallelizer:
-        """``par`` searching only what this runtime has, priced as it runs."""
-        runs = par.running(overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
-                           tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
-                           grad_fp32=self.grad_fp32, handover=self.handover, host=self.host)
-        return replace(runs, recompute=self.recompute, zero_stages=self.zero,
+        """``par`` searching only what this framework has, priced as it runs."""
+        return replace(par.run_as(self.running), recompute=self.recompute, zero_stages=self.zero,
                        expert_parallel=self.expert_parallel, fsep=par.fsep and self.expert_parallel,
                        cp=par.cp if self.context_parallel else (1,), offload=par.offload and self.offload)
 
     def layout(self, layout: GivenLayout) -> GivenLayout:
-        """``layout`` run by this runtime: its runtime flags set to this one's.
+        """``layout`` run by this framework: its running settings set to this one's.
 
         Raises
         ------
         InputError
-            When the layout uses what the runtime lacks (the plan could not be compared with it).
+            When the layout uses what the framework lacks (the plan could not be compared with it).
         """
         lacks = [
             (layout.recompute not in self.recompute, f"recompute={layout.recompute}", f"recompute={','.join(self.recompute)}"),
@@ -123,9 +110,7 @@ class Runtime:
         for bad, used, allowed in lacks:
             if bad:
                 raise layout_error(f"layout {used}: the runtime's {allowed} does not have it (give a layout the runtime can run)")
-        return replace(layout, overlap=self.overlap, flash=self.flash, sequence_parallel=self.sequence_parallel,
-                       tp_overlap=self.tp_overlap, zero3_per_tensor=self.zero3_per_tensor, precision=self.precision,
-                       grad_fp32=self.grad_fp32, handover=self.handover, host=self.host)
+        return replace(layout, running=self.running)
 
     def layouts(self, given: GivenLayout | tuple[IslandBlock, ...]) -> GivenLayout | tuple[IslandBlock, ...]:
         """:meth:`layout` of one layout or of every island's."""
@@ -139,7 +124,7 @@ def runtime_error(message: str) -> InputError:
     return InputError(message, field="runtime")
 
 
-def parse_runtime(text: str) -> Runtime:
+def parse_runtime(text: str) -> Framework:
     """Read ``"recompute=none,full zero=0,1 flash=no overlap=no sp=no"``.
 
     Raises
@@ -161,13 +146,13 @@ def parse_runtime(text: str) -> Runtime:
     values = key_values(text.replace(" ,", ",").replace(", ", ",").split(), RUNTIME_KEYS, "runtime", text)
     if not values:
         raise runtime_error(f"runtime {text!r}: give at least one key (keys: {', '.join(RUNTIME_KEYS)})")
-    rt = Runtime()
+    fw = Framework()
     if "recompute" in values:
         modes = tuple(dict.fromkeys(values["recompute"].lower().split(",")))
         bad = [m for m in modes if m not in cm.RECOMPUTE_MODES]
         if bad or not modes:
             raise runtime_error(f"runtime recompute={values['recompute']}: each must be one of {', '.join(cm.RECOMPUTE_MODES)}")
-        rt = replace(rt, recompute=tuple(m for m in cm.RECOMPUTE_MODES if m in modes))
+        fw = replace(fw, recompute=tuple(m for m in cm.RECOMPUTE_MODES if m in modes))
     if "zero" in values:
         try:
             stages = tuple(dict.fromkeys(int(z) for z in values["zero"].split(",")))
@@ -175,37 +160,15 @@ def parse_runtime(text: str) -> Runtime:
             stages = (-1,)
         if not stages or any(z not in cm.ZERO_STAGES for z in stages):
             raise runtime_error(f"runtime zero={values['zero']}: each must be one of {', '.join(map(str, cm.ZERO_STAGES))}")
-        rt = replace(rt, zero=tuple(z for z in cm.ZERO_STAGES if z in stages))
+        fw = replace(fw, zero=tuple(z for z in cm.ZERO_STAGES if z in stages))
     flags = {}
     for key, field in SWITCH_FIELDS:
         if key in values:
             word = values[key].lower()
-            if word not in OVERLAP_VALUES:
+            if word not in run.YES_NO:
                 raise runtime_error(f"runtime {key}={values[key]}: must be yes or no")
-            flags[field] = OVERLAP_VALUES[word]
-    if "zero3gather" in values:
-        gather = values["zero3gather"].lower()
-        if gather not in ZERO3_GATHERS:
-            raise runtime_error(f"runtime zero3gather={values['zero3gather']}: must be layer or tensor")
-        flags["zero3_per_tensor"] = ZERO3_GATHERS[gather]
-    if "precision" in values:
-        flags["precision"] = precision_value(values, "runtime")
-    if "gradreduce" in values:
-        reduce = values["gradreduce"].lower()
-        if reduce not in GRAD_REDUCES:
-            raise runtime_error(f"runtime gradreduce={values['gradreduce']}: must be fp32 or half")
-        flags["grad_fp32"] = GRAD_REDUCES[reduce]
-    if "handover" in values:
-        handover = values["handover"].lower()
-        if handover not in cm.HANDOVERS:
-            raise runtime_error(f"runtime handover={values['handover']}: must be {' or '.join(cm.HANDOVERS)}")
-        flags["handover"] = handover
-    if "host" in values:
-        host = values["host"].lower()
-        if host not in cm.HOST_STACKS:
-            raise runtime_error(f"runtime host={values['host']}: must be {' or '.join(cm.HOST_STACKS)}")
-        flags["host"] = host
-    return replace(rt, **flags)
+            flags[field] = run.YES_NO[word]
+    return replace(fw, running=fw.running.with_words(values, "runtime"), **flags)
 
 
 def layout_names_runtime(text: str) -> list[str]:
@@ -220,4 +183,4 @@ def layout_names_runtime(text: str) -> list[str]:
     return [k for k in LAYOUT_RUNTIME_KEYS if k in keys]
 
 
-__all__ = ["LAYOUT_RUNTIME_KEYS", "RUNTIME_KEYS", "Runtime", "layout_names_runtime", "parse_runtime"]
+__all__ = ["CAPABILITY_KEYS", "Framework", "LAYOUT_RUNTIME_KEYS", "RUNTIME_KEYS", "layout_names_runtime", "parse_runtime"]

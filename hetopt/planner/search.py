@@ -209,7 +209,9 @@ def _skipped_by_bound(ctx: SearchContext, m: int, attempts: list[Attempt]) -> At
     incumbent = min(times, default=None)
     # the bound rests on the built-in cost model's speeds; another parallelizer (a subclass
     # too: it may price stages its own way) gets every size planned
-    if type(ctx.parallelizer) is BuiltinParallelizer and incumbent is not None and bound >= incumbent:
+    # (and on the analytic model's: a measured profile's times may beat the GPUs' peak FLOP/s)
+    if (type(ctx.parallelizer) is BuiltinParallelizer and ctx.parallelizer.measured is None and incumbent is not None
+            and bound >= incumbent):
         return Attempt(m, None, True, [], EnumerationStats(), pruned_bound=bound)
     return None
 

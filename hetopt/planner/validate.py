@@ -127,10 +127,12 @@ def plan_published(m: Measurement, *, time_limit: float | None = None) -> Hetero
 
 
 def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = None, with_plan: bool = False,
-             on_row: Callable[[int, int, str], None] | None = None) -> list[Row]:
+             on_row: Callable[[int, int, str], None] | None = None,
+             parallelizer: BuiltinParallelizer | None = None) -> list[Row]:
     """Price every measurement's published layout (``only``: these ids); ``with_plan``: also
     run the planner on each row's cluster. ``on_row(done, total, id)`` before each row (for a
-    progress line). A stop requested meanwhile (Ctrl-C) ends the rows before the one it cut."""
+    progress line). A stop requested meanwhile (Ctrl-C) ends the rows before the one it cut.
+    ``parallelizer`` prices the layouts (``validate --profile``: one with a measured profile)."""
     rows = []
     chosen = [m for m in measurements if not only or m.id in only]
     for i, m in enumerate(chosen):
@@ -142,9 +144,28 @@ def validate(measurements: tuple[Measurement, ...], *, only: list[str] | None = 
         if m.unsupported:
             rows.append(Row(m, None, None, f"not priced: {m.unsupported}", planned))
             continue
-        priced, why, over = price_published(m)
+        priced, why, over = price_published(m, parallelizer)
         rows.append(Row(m, priced, None if priced is None else throughput(m, priced.iteration_time_s), why, planned, over))
     return rows
+
+
+def hetero_rows(rows, measured=None) -> list[dict]:
+    """Heterogeneous rows (:func:`~hetopt.planner.published.load_heterogeneous`) priced by
+    :func:`hetopt.profile.hetero.price_hetero` (``measured``: a profile where it covers), as
+    ``validate --json`` lists rows: the predicted time, the ratio published / predicted (> 1: the
+    model is optimistic), the predicted and the measured peak memory."""
+    from hetopt.profile.hetero import price_hetero
+
+    out = []
+    for m in rows:
+        price = price_hetero(m, measured)
+        t = price.iteration_time_s
+        out.append({"id": m.id, "group": m.group, "gpus": m.gpus, "metric": m.metric, "published": m.value,
+                    "predicted": t, "ratio": m.value / t, "layout": m.text(), "reason": "", "heterogeneous": True,
+                    "predicted_peak_gib": price.peak_bytes / 2 ** 30,
+                    "published_peak_gib": None if m.peak_memory_bytes is None else m.peak_memory_bytes / 2 ** 30,
+                    "priced_from": {"profile": list(price.profile_terms), "analytic": list(price.analytic_terms)}})
+    return out
 
 
 def summarize(rows: list[Row]) -> dict[str, dict]:
@@ -234,6 +255,8 @@ def rows_to_dict(rows: list[Row]) -> dict:
                   "reason": r.reason, "over_memory": r.over_memory, "assumed_runtime": list(r.measurement.assumed),
                   "year": r.measurement.year, "earlier_runtime": r.measurement.earlier_runtime,
                   "outside_calibration": outside_of(r.measurement),
+                  **({} if r.priced is None or not any(st.measured for st in r.priced.stages) else {
+                      "priced_from": sorted({t for st in r.priced.stages for t in st.measured})}),
                   **({} if r.planned is None else {
                       "plan": {"predicted": r.plan_predicted, "ratio": r.plan_ratio, "speedup_over_published": r.plan_speedup,
                                "layouts": sorted({st.layout for st in r.planned.stages}),
@@ -246,7 +269,7 @@ def rows_to_dict(rows: list[Row]) -> dict:
 
 __all__ = [
     # what this module does: price published layouts, summarize and rank them
-    "Row", "measurement_cluster", "outside_of", "plan_published", "price_published", "rank_settings", "rows_to_dict",
+    "Row", "hetero_rows", "measurement_cluster", "outside_of", "plan_published", "price_published", "rank_settings", "rows_to_dict",
     "summarize", "validate",
     # re-exported from published.py, for callers that price what they read
     "ASSUMED_RUNTIME", "CURRENT_RUNTIME_FROM", "LOWER_IS_BETTER", "UNSTATED_MICROBATCHES", "Measurement",

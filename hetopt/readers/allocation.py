@@ -62,8 +62,8 @@ def read_allocation(data: dict, source: str) -> AllocationInstance:
     top.reject_unknown(TOP_KEYS)
     global_batch = top.integer("global_batch")
     phi = top.number("memory_fraction", 0.8)
-    activation = top.number("activation_gib_per_sample") * GIB
-    state = top.number("state_gib") * GIB
+    activation = top.si("activation_gib_per_sample", GIB, "GiB")
+    state = top.si("state_gib", GIB, "GiB")
     groups = []
     for f in top.tables("gpu", required=True, max_len=MAX_GPUS):
         f.reject_unknown(GPU_KEYS)
@@ -71,8 +71,8 @@ def read_allocation(data: dict, source: str) -> AllocationInstance:
             GpuGroup(
                 type=f.string("type"),
                 count=f.integer("count", 1),
-                memory_bytes=f.number("memory_gib") * GIB,
-                memory_base_bytes=f.number("memory_base_gib", 0.0) * GIB,
+                memory_bytes=f.si("memory_gib", GIB, "GiB"),
+                memory_base_bytes=f.si("memory_base_gib", GIB, "GiB", 0.0),
                 forward=_latency(f, "forward"),
                 backward=_latency(f, "backward"),
                 max_microbatch=f.integer("max_microbatch", None),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import math
+import sys
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -121,6 +122,42 @@ class Fields:
         if maximum is not None and value > maximum:
             raise self.error(name, f"must be <= {maximum} (got {value})")
         return value
+
+    def si(self, name: str, scale: float, unit: str, default: Any = _MISSING, *, positive: bool = False) -> Any:
+        """A finite number given in ``unit`` (the unit its key names: GiB, Gb/s, ...), returned
+        times ``scale`` (SI per ``unit``: ``units.GIB``, ``units.GBPS``); ``default`` (already
+        SI) when absent.
+
+        The one conversion of a file's figure. A figure whose SI value overflows a float is
+        refused here, as written: past this point the instance would see inf and could not say
+        what the file held (issue 44). Ranges are the instance's to check.
+
+        Examples
+        --------
+        >>> Fields({"memory_gib": 2}, "x.toml").si("memory_gib", 2.0**30, "GiB")
+        2147483648.0
+        >>> Fields({"memory_gib": 1e300}, "x.toml").si("memory_gib", 2.0**30, "GiB")
+        Traceback (most recent call last):
+        ...
+        hetopt.errors.InputError: x.toml: memory_gib: must be a number of GiB within ±1.67e+299, the most a float holds once converted (got 1e+300)
+        """
+        if name not in self.data:
+            return self._default(name, default)
+        return self._to_si(name, self._check_number(name, self.data[name], None, None, positive), scale, unit)
+
+    def si_numbers(self, name: str, scale: float, unit: str, default: Any = _MISSING, *, max_len: int = 100_000) -> Any:
+        """A list of finite numbers in ``unit``, times ``scale`` (:meth:`si`, entry by entry)."""
+        values = self.numbers(name, default, max_len=max_len)
+        if name not in self.data:
+            return values
+        return tuple(self._to_si(f"{name}[{i}]", v, scale, unit) for i, v in enumerate(values))
+
+    def _to_si(self, name: str, value: float, scale: float, unit: str) -> float:
+        converted = value * scale
+        if not math.isfinite(converted):
+            raise self.error(name, f"must be a number of {unit} within ±{sys.float_info.max / scale:.3g}, the most a "
+                                   f"float holds once converted (got {value:.12g})")
+        return converted
 
     def integer(self, name: str, default: Any = _MISSING, *, minimum: int | None = None, maximum: int | None = None) -> Any:
         """An int; ``default`` when absent (may be None)."""

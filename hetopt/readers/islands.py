@@ -64,9 +64,9 @@ def _nodes(top: Fields) -> tuple[list[Node], list[Fields]]:
                 machine=f.string("machine", name),
                 gpu=f.string("gpu"),
                 gpus=f.integer("gpus"),
-                flops=f.number("tflops") * TFLOPS,
-                memory_bytes=f.number("memory_gib") * GIB,
-                intra_bytes_s=f.number("intra_gbs") * GBS,
+                flops=f.si("tflops", TFLOPS, "TFLOP/s"),
+                memory_bytes=f.si("memory_gib", GIB, "GiB"),
+                intra_bytes_s=f.si("intra_gbs", GBS, "GB/s"),
             )
         )
     return nodes, tables

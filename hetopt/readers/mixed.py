@@ -16,15 +16,15 @@ GPU_KEYS = ("name", "count", "unit", "memory_gib", "bandwidth_gbps", "tp", "desc
 TP_KEYS = ("degree", "time_s", "static_gib", "activation_gib")
 
 
-def _rows(f: Fields, name: str, scale: float = 1.0) -> tuple[tuple[float, ...], ...]:
-    """A list of lists of numbers (one row per share), each entry times ``scale``."""
+def _rows(f: Fields, name: str, scale: float = 1.0, unit: str = "s") -> tuple[tuple[float, ...], ...]:
+    """A list of lists of numbers in ``unit`` (one row per share), each entry times ``scale`` (:meth:`Fields.si`)."""
     value = f.data.get(name)
     if value is None:
         raise f.error(name, "missing (this key is required: one list per share y = 1, 2, ... up to microbatch_size)")
     if not isinstance(value, list) or not all(isinstance(row, list) for row in value):
         raise f.error(name, "must be a list of lists of numbers, one list per share y = 1..microbatch_size")
     rows = Fields({f"{name}[{y}]": row for y, row in enumerate(value)}, f.source, f.path)
-    return tuple(tuple(v * scale for v in rows.numbers(f"{name}[{y}]")) for y in range(len(value)))
+    return tuple(rows.si_numbers(f"{name}[{y}]", scale, unit) for y in range(len(value)))
 
 
 def _buckets(top: Fields) -> tuple:
@@ -51,18 +51,18 @@ def read_mixed(data: dict, source: str) -> MixedInstance:
         for t in f.tables("tp", required=True):
             t.reject_unknown(TP_KEYS)
             tables.append(TpTables(t.integer("degree"), _rows(t, "time_s"),
-                                   tuple(v * GIB for v in t.numbers("static_gib")), _rows(t, "activation_gib", GIB)))
-        gpus.append(GpuGroup(f.string("name"), f.integer("count"), f.number("memory_gib", positive=True) * GIB,
-                             f.number("bandwidth_gbps", positive=True) * GBPS, tuple(tables),
+                                   t.si_numbers("static_gib", GIB, "GiB"), _rows(t, "activation_gib", GIB, "GiB")))
+        gpus.append(GpuGroup(f.string("name"), f.integer("count"), f.si("memory_gib", GIB, "GiB", positive=True),
+                             f.si("bandwidth_gbps", GBPS, "Gb/s", positive=True), tuple(tables),
                              f.integer("unit", 1)))
     fields = {
         "name": top.string("name", source),
         "microbatches": top.integer("microbatches"),
         "microbatch_size": top.integer("microbatch_size"),
         "layers": top.integer("layers"),
-        "gradient_bytes": tuple(v * GIB for v in top.numbers("gradient_gib")),
+        "gradient_bytes": top.si_numbers("gradient_gib", GIB, "GiB"),
         "link_s": top.number("link_s", 0.0),
-        "cross_bandwidth": top.number("cross_bandwidth_gbps", positive=True) * GBPS,
+        "cross_bandwidth": top.si("cross_bandwidth_gbps", GBPS, "Gb/s", positive=True),
         "gpus": tuple(gpus),
         "overlap": top.number("overlap", 0.0),
         "buckets": _buckets(top),

@@ -45,7 +45,7 @@ def _islands(top: Fields) -> tuple[tuple[PipelineIsland, ...], dict[str, int]]:
         if name in index:  # names resolve the references below, so this is checked before the instance
             raise f.error("name", f"island {name!r} is defined twice (island[{index[name]}] has the same name)")
         index[name] = len(islands)
-        islands.append(PipelineIsland(name, f.integer("gpus"), f.number("memory_gib") * GIB))
+        islands.append(PipelineIsland(name, f.integer("gpus"), f.si("memory_gib", GIB, "GiB")))
     return tuple(islands), index
 
 
@@ -96,8 +96,8 @@ def _option(f: Fields, index: dict[str, int]) -> PipelineOption:
                 layers=s.integer("layers"),
                 forward_s=s.number("forward_s"),
                 backward_s=s.number("backward_s"),
-                static_bytes=s.number("static_gib") * GIB,
-                activation_bytes=s.number("activation_gib") * GIB,
+                static_bytes=s.si("static_gib", GIB, "GiB"),
+                activation_bytes=s.si("activation_gib", GIB, "GiB"),
                 gpus=s.integer("gpus", 1),
             )
         )

@@ -54,8 +54,8 @@ def read_replicas(data: dict, source: str) -> ReplicasInstance:
             uses=tuple(uses),
             fill_s=f.number("fill_s"),
             per_microbatch_s=f.number("per_microbatch_s"),
-            gradient_bytes=f.number("gradient_gib") * GIB,
-            bandwidth=f.number("bandwidth_gbps", positive=True) * GBPS,
+            gradient_bytes=f.si("gradient_gib", GIB, "GiB"),
+            bandwidth=f.si("bandwidth_gbps", GBPS, "Gb/s", positive=True),
             stages=f.string("stages", ""),
         ))
     fields = {

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import logging
 import math
+import re
 
 import pytest
 
@@ -87,7 +88,7 @@ def test_lists_from_code_are_accepted():
 @pytest.mark.parametrize(
     ("edit", "words"),
     [
-        (lambda t: t.replace("memory_gib = 48.0", "memory_gib = 1e308"), "gpu[0].memory_gib: must be in (0, 1048576] GiB"),
+        (lambda t: t.replace("memory_gib = 48.0", "memory_gib = 1e7"), "gpu[0].memory_gib: must be in (0, 1048576] GiB"),
         (lambda t: t.replace("forward_s = [0.010,", "forward_s = [1e308,"), "gpu[0].forward_s[0]: must be in [1e-06, 1000] s"),
         (lambda t: t.replace("forward_s = [0.010,", "forward_s = [1e12,"), "gpu[0].forward_s[0]: must be in"),
         (lambda t: t.replace("activation_gib_per_sample = 0.5", "activation_gib_per_sample = 1e-300"), "activation_gib_per_sample: must be in"),
@@ -172,3 +173,20 @@ def test_falling_table_in_a_file_warns_one_line_and_solves(tmp_path):
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in err
     assert lines[0].startswith(f"{path}: gpu[0].backward_s: the latency line beyond the table falls")
+
+
+@pytest.mark.parametrize(("edit", "key"), [
+    (lambda t: t.replace("memory_gib = 48.0", "memory_gib = 1e300"), "gpu[0].memory_gib"),
+    (lambda t: t.replace("activation_gib_per_sample = 0.5", "activation_gib_per_sample = 1e300"), "activation_gib_per_sample"),
+    (lambda t: t.replace("state_gib = 10.0", "state_gib = 1e300"), "state_gib"),
+    (lambda t: t.replace("memory_base_gib = 2.0", "memory_base_gib = -1e300"), "gpu[0].memory_base_gib"),
+])
+def test_a_value_too_large_for_bytes_is_shown_as_written(edit, key):
+    """Issue 44, item 4: a GiB figure whose bytes overflow said "(got inf)"."""
+    text = edit(GOOD)
+    assert text != GOOD
+    with pytest.raises(InputError) as info:
+        hetopt.loads(text, source="x.toml")
+    message = str(info.value)
+    assert message.startswith(f"x.toml: {key}: must be ") and " GiB" in message, message
+    assert re.search(r"\(got -?1e\+300\)$", message) and "\n" not in message, message

@@ -45,6 +45,10 @@ CHILD = textwrap.dedent("""\
     from ortools.sat.python import cp_model
     from hetopt import backends, interrupt
     point = sys.argv[1]
+    # a library caller's Python: Ctrl-C raises KeyboardInterrupt. A process started with SIGINT
+    # ignored (a background job of a non-interactive shell, as a CI script may run pytest)
+    # inherits SIG_IGN, and Python then installs no handler: say it here, not by inheritance
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     random.seed(1)
     model = cp_model.CpModel()
     x = [model.new_bool_var(f"x{i}") for i in range(300)]

@@ -6,12 +6,15 @@ family's code (no evaluate, no option lists, no instance-derived limits).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 
+import numpy as np
 import pytest
 
 from hetopt.allocation import tolerance
+from hetopt.units import GIB
 
 from . import assert_methods_agree, seeded_generator
 
@@ -106,3 +109,34 @@ def test_exact_methods_match_an_independent_optimum(chunk):
         inst = random_instance(20_000 + seed, max_gpus=3, max_batch=7)
         truth = brute_optimum(inst)
         assert_methods_agree(inst, truth, lambda sol: check(inst, sol), METHODS, tolerance(inst), seed)
+
+
+def filled_to_the_byte(seed: int):
+    """``random_instance`` with every GPU's usable memory φ·C exactly its base plus u samples
+    (C = (β + u·a)/φ in floating point, so φ·C lands on β + u·a or an ulp off it) and a state
+    that leaves no room: 0, a few bytes (the audit's 8.8e-17 GiB), or exactly what n samples
+    leave. The class of input where the state split refused valid answers (issue 44, item 6)."""
+    rng = np.random.default_rng([seed, 6])
+    inst = random_instance(20_000 + seed, max_gpus=3, max_batch=7)
+    a, phi = inst.activation_bytes_per_sample, inst.memory_fraction
+    groups = []
+    for grp in inst.groups:
+        base = round(float(rng.uniform(0.5, 2.0)), 15) * GIB  # decimal GiB, as files give them
+        groups.append(dataclasses.replace(grp, memory_base_bytes=base,
+                                          memory_bytes=(base + int(rng.integers(1, 4)) * a) / phi))
+    inst = dataclasses.replace(inst, groups=tuple(groups), max_microbatch=None)
+    leftover = sum(g.count * (phi * g.memory_bytes - g.memory_base_bytes - a) for g in groups)
+    state = [0.0, float(rng.uniform(1e-17, 1e-15)) * GIB, max(0.0, leftover)][seed % 3]
+    return dataclasses.replace(inst, state_bytes=state, name=f"full-{seed}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_memory_filled_to_the_byte_is_an_answer(chunk):
+    """Every exact method answers as the formulation does where memory is exactly full: the
+    split must accept what ``evaluate`` accepts (no "no state split fits", exit 2)."""
+    for seed in range(300)[chunk::CHUNKS]:
+        inst = filled_to_the_byte(seed)
+        truth = brute_optimum(inst)
+        assert_methods_agree(inst, truth, lambda sol: check(inst, sol), METHODS + ("bruteforce",), tolerance(inst),
+                             seed)

@@ -127,7 +127,7 @@ MALFORMED = [
     (text("[network]\ndefault_gbps = 1.0\n" + TREE.replace("[[network.switch]]", "[[network.switch]]"), ON_LEAF, ON_LEAF, ON_ROOT), "network.default_gbps: give either a switch tree"),
     (text(TREE.replace('name = "leaf"', 'name = "root"'), ON_LEAF, ON_LEAF, ON_ROOT), "network.switch[1].name: duplicate switch name 'root'"),
     (text(PAIRS + '[[network.machine]]\nname = "m9"\nhost_gbps = 1.0\n'), "network.machine[0].name: unknown machine 'm9'"),
-    (text(PAIRS).replace("tflops = 312.0", "tflops = 1e300", 1), "node[0].tflops (Node.flops): must be between"),
+    (text(PAIRS).replace("tflops = 312.0", "tflops = 1e300", 1), "node[0].tflops: must be a number of TFLOP/s within ±1.8e+296, the most a float holds once converted (got 1e+300)"),
     (text(PAIRS).replace("memory_gib = 80.0", "memory_gib = nan", 1), "node[0].memory_gib: must be finite"),
     (text(PAIRS).replace("gpus = 4", "gpus = 129", 1), "node[0].gpus: must be between 1 and 128 (got 129)"),
     (text(PAIRS + "[tolerance]\nintra = 11.0\n"), "tolerance.intra: must be between 0 and 10 (got 11)"),

@@ -124,3 +124,51 @@ def test_round_trip_keeps_units_overlap_buckets_and_short_rows():
     assert [g.unit for g in again.gpus] == [g.unit for g in inst.gpus]
     assert [[t.shares for t in g.tp] for g in again.gpus] == [[t.shares for t in g.tp] for g in inst.gpus]
     assert any(g.unit == 2 for g in inst.gpus) or any(t.shares < 4 for g in inst.gpus for t in g.tp)
+
+
+@pytest.mark.parametrize(("edit", "key", "got"), [
+    (("memory_gib = 40.0", "memory_gib = 1e300"), "gpu[0].memory_gib", "1e+300"),
+    (("memory_gib = 40.0", "memory_gib = 2e6"), "gpu[0].memory_gib", "2000000"),
+    (("static_gib = [1.0, 1.0]", "static_gib = [-1.0, 1.0]"), "gpu[0].tp[0].static_gib[0]", "-1"),
+    (("gradient_gib = [1.0, 1.0]", "gradient_gib = [1.0, -0.5]"), "gradient_gib[1]", "-0.5"),
+    (("activation_gib = [[1.0, 1.0], [2.0, 2.0]]", "activation_gib = [[1.0, 1.0], [2.0, 1e300]]"),
+     "gpu[0].tp[0].activation_gib[1][1]", "1e+300"),
+    (("bandwidth_gbps = 100.0", "bandwidth_gbps = 1e300"), "gpu[0].bandwidth_gbps", "1e+300"),
+    (("cross_bandwidth_gbps = 25.0", "cross_bandwidth_gbps = 1e308"), "cross_bandwidth_gbps", "1e+308"),
+])
+def test_an_out_of_range_value_is_shown_as_written_in_its_keys_unit(edit, key, got):
+    """Issue 44, item 4: "(got None)" for 1e300 GiB, bytes under a GiB key for negatives."""
+    text = GOOD.replace(*edit, 1)
+    assert text != GOOD
+    with pytest.raises(InputError) as err:
+        loads(text, source="bad.toml")
+    message = str(err.value)
+    assert message.startswith(f"bad.toml: {key}: "), message
+    assert message.endswith(f"(got {got})"), message
+    unit = "Gb/s" if "gbps" in key else "GiB"
+    assert unit in message and "bytes" not in message, message
+
+
+def test_a_falling_activation_row_is_shown_in_gib():
+    text = GOOD.replace("activation_gib = [[1.0, 1.0], [2.0, 2.0]]", "activation_gib = [[1.0, 1.0], [0.75, 2.0]]")
+    with pytest.raises(InputError) as err:
+        loads(text, source="bad.toml")
+    message = str(err.value)
+    assert message.startswith("bad.toml: gpu[0].tp[0].activation_gib[1][0]: 0.75 is below the row of one sample "
+                              "fewer (1);"), message
+    assert message.endswith("raise it to at least 1"), message
+
+
+def test_an_instance_built_in_code_is_told_in_the_files_units():
+    """The constructor shows an SI field in its key's unit: inf bytes as inf GiB, not None."""
+    import dataclasses
+    import math
+
+    inst = loads(GOOD, source="x.toml")
+    grp = inst.gpus[0]
+    with pytest.raises(InputError, match=r"^gpu\[0\]\.memory_gib: must be a finite number of GiB, > 0 .*\(got inf\)$"):
+        dataclasses.replace(inst, gpus=(dataclasses.replace(grp, memory_bytes=math.inf),))
+    with pytest.raises(InputError, match=r"^gpu\[0\]\.bandwidth_gbps: .*Gb/s.*\(got 'fast'\)$"):
+        dataclasses.replace(inst, gpus=(dataclasses.replace(grp, bandwidth="fast"),))
+    with pytest.raises(InputError, match=r"^gradient_gib\[0\]: must be a finite number of GiB, >= 0 .*\(got -0\.25\)$"):
+        dataclasses.replace(inst, gradient_bytes=(-0.25 * 2**30, 0.0))

@@ -21,6 +21,7 @@ from hetopt.planner.builtin import BuiltinParallelizer, best_single_island_plan,
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, Slice, concatenate, slice_model
 from hetopt.readers.pipeline import read_pipeline
 from hetopt.workload import ModelConfig, load_model
+from hetopt.costmodel.running import Running
 
 MODELS = instances_dir() / "models"
 GPUS = load_gpus()
@@ -237,14 +238,14 @@ def test_a_handover_across_nodes_carries_each_nodes_replicas_only():
 def test_the_loss_kernels_memory_traffic_is_on_the_heads_stage(monkeypatch):
     """Megatron's cross-entropy moves 38 bytes a logit in forward and 14 in backward, at the
     memory bandwidth, on the stage with the head only (s·b·V/t logits)."""
-    from hetopt import costmodel as cm
+    from hetopt.costmodel import kernels
     isl = IslandSpec("a100", GPUS["A100-PCIe-80GB"], nodes=1, gpus_per_node=4)
     sl = Slice(slice_model(SMALL_GPT))
     lay = next(x for x in PAR.layouts(sl, isl, microbatch_size=4)
                if (x.tp, x.pp, x.dp, x.recompute, x.zero_stage) == (2, 2, 1, "none", 0))
     with_loss = PAR.plan(sl, isl, lay, microbatch_size=4, microbatches=2).stages
-    monkeypatch.setattr(cm, "LOSS_FORWARD_BYTES", 0)
-    monkeypatch.setattr(cm, "LOSS_BACKWARD_BYTES", 0)
+    monkeypatch.setattr(kernels, "LOSS_FORWARD_BYTES", 0)  # the module that prices the loss reads them
+    monkeypatch.setattr(kernels, "LOSS_BACKWARD_BYTES", 0)
     without = BuiltinParallelizer().plan(sl, isl, lay, microbatch_size=4, microbatches=2).stages
     logits = 1024 * 4 * 50257 / 2  # s · b · V / t
     bw = GPUS["A100-PCIe-80GB"].memory_bandwidth
@@ -258,12 +259,12 @@ def test_tp_comm_overlap_hides_tp_traffic_behind_the_gemms_but_one_chunk(no_host
     instead of all of it; only with sequence parallelism; nothing else changes."""
     isl = IslandSpec("a100", GPUS["A100-SXM4-80GB"], nodes=1, gpus_per_node=8)
     sl = Slice(slice_model(SMALL_GPT)[2:4])
-    on, off = BuiltinParallelizer(tp_comm_overlap=True), BuiltinParallelizer()
+    on, off = BuiltinParallelizer(running=Running(tp_overlap=True)), BuiltinParallelizer()
     lay = next(x for x in off.layouts(sl, isl, microbatch_size=2)
                if (x.tp, x.pp, x.dp, x.recompute, x.zero_stage) == (4, 1, 1, "none", 0))
     hidden, plain = (p.plan(sl, isl, lay, microbatch_size=2, microbatches=1).stages[0] for p in (on, off))
-    no_sp = BuiltinParallelizer(tp_comm_overlap=True, sequence_parallel=False).plan(sl, isl, lay, microbatch_size=2, microbatches=1).stages[0]
-    unsplit = BuiltinParallelizer(sequence_parallel=False).plan(sl, isl, lay, microbatch_size=2, microbatches=1).stages[0]
+    no_sp = BuiltinParallelizer(running=Running(tp_overlap=True, sequence_parallel=False)).plan(sl, isl, lay, microbatch_size=2, microbatches=1).stages[0]
+    unsplit = BuiltinParallelizer(running=Running(sequence_parallel=False)).plan(sl, isl, lay, microbatch_size=2, microbatches=1).stages[0]
     assert no_sp.forward_s == unsplit.forward_s and no_sp.backward_s == unsplit.backward_s  # no SP: no overlap
     from hetopt import costmodel as cm
     intra, hop = isl.intra_achieved, cm.intra_hop_latency_s(isl.gpu)
@@ -283,7 +284,7 @@ def test_dp_allreduce_is_amortized_over_the_microbatches():
     """ZeRO-0: the per-micro-batch backward carries the iteration's all-reduce / M."""
     isl = IslandSpec("t4", GPUS["T4"], nodes=2, gpus_per_node=4, inter_bandwidth=4e9)
     sl = Slice(slice_model(SMALL_GPT)[2:4])
-    par = BuiltinParallelizer(overlap_communication=False)  # all of it on the critical path
+    par = BuiltinParallelizer(running=Running(overlap=False))  # all of it on the critical path
     lay = next(x for x in par.layouts(sl, isl, microbatch_size=8) if (x.tp, x.pp, x.dp, x.recompute, x.zero_stage) == (1, 1, 8, "none", 0))
     one = par.plan(sl, isl, lay, microbatch_size=8, microbatches=1).stages[0]
     four = par.plan(sl, isl, lay, microbatch_size=8, microbatches=4).stages[0]

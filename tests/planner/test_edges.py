@@ -82,7 +82,8 @@ def test_the_answer_is_feasible_when_only_the_replicas_found_a_plan():
 
 
 def test_export_says_why_a_replicas_only_plan_is_not_written(tmp_path):
-    doc = {"cluster": "c", "model": "m", "global_batch": 8, "microbatch_size": 0, "microbatches": 0, "seq": 2048,
+    doc = {"format": "hetopt-plan", "version": 1, "cluster": "c", "model": "m", "global_batch": 8, "microbatch_size": 0,
+           "microbatches": 0, "seq": 2048,
            "status": "TIME_LIMIT", "reason": "time limit reached before a pipeline was found",
            "islands": [], "stages": [], "replicas": {"status": "FEASIBLE"}}
     f = tmp_path / "plan.json"

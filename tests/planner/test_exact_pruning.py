@@ -20,6 +20,7 @@ from hetopt.planner import builtin
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig, load_model
+from hetopt.costmodel.running import Running
 
 GPUS = load_gpus()
 MODELS = instances_dir() / "models"
@@ -59,10 +60,10 @@ def _case(seed: int):
 
 
 def _both(sl, isl, flash, monkeypatch, **args):
-    got = BuiltinParallelizer(flash_attention=flash).parallelize(sl, isl, **args)
+    got = BuiltinParallelizer(running=Running(flash=flash)).parallelize(sl, isl, **args)
     with monkeypatch.context() as mp:
         _unpruned(mp)
-        want = BuiltinParallelizer(flash_attention=flash).parallelize(sl, isl, **args)
+        want = BuiltinParallelizer(running=Running(flash=flash)).parallelize(sl, isl, **args)
     return got, want
 
 
@@ -109,7 +110,7 @@ def test_flash_twins_and_zero1_dominance_hold_stage_by_stage(seed):
     checked = 0
     for lay in lays:
         p = par.plan(sl, isl, lay, microbatch_size=m, microbatches=M)
-        if lay.recompute == "selective" and par.flash_on(isl):  # GPUs without FlashAttention: no twins
+        if lay.recompute == "selective" and par.running_on(isl).flash:  # GPUs without FlashAttention: no twins
             twin = index[dataclasses.astuple(dataclasses.replace(lay, recompute="none"))]
             assert par.plan(sl, isl, twin, microbatch_size=m, microbatches=M).stages == p.stages
             checked += 1

@@ -16,6 +16,8 @@ from hetopt.planner import builtin
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
 from hetopt.workload import load_model
+from hetopt import costmodel as cm
+from hetopt.costmodel.running import Running
 from tests.planner.test_exact_pruning import GPUS, MODELS, _case
 
 
@@ -26,16 +28,14 @@ def test_the_floor_is_below_every_priced_stage(seed, host, handover):
     of every stage of every layout of seeded cases, dense and MoE, under either host stack and
     hand-over."""
     sl, isl, m, M, _, flash = _case(seed)
-    par = BuiltinParallelizer(flash_attention=flash, host=host, handover=handover)
-    tab = layer_table(sl, flash=par.flash_on(isl), element_bytes=par.element_bytes_on(isl))
+    par = BuiltinParallelizer(running=Running(flash=flash, host=host, handover=handover))
+    tab = layer_table(sl, flash=par.running_on(isl).flash, element_bytes=cm.element_bytes(par.running_on(isl).precision))
     checked = 0
     for lay in par.layouts(sl, isl, microbatch_size=m, microbatches=M):
         if lay.vpp > 1:
             continue  # interleaved stages are rescaled after pricing; never bounded (whole models)
         for q, st in enumerate(par.plan(sl, isl, lay, microbatch_size=m, microbatches=M).stages):
-            floor = path_floor_s(sl, isl, tab, lay, q, microbatch_size=m, sequence_parallel=par.sequence_parallel,
-                                 flash=par.flash_on(isl), tp_overlap=par.tp_comm_overlap,
-                                 precision=par.precision_on(isl), host=host)
+            floor = path_floor_s(sl, isl, tab, lay, q, microbatch_size=m, running=par.running_on(isl))
             assert 0.0 < floor <= st.time_s, (lay, q)
             checked += 1
     assert checked
@@ -45,7 +45,7 @@ def _both(sl, isl, par, monkeypatch, **args):
     got = par.parallelize(sl, isl, **args)
     with monkeypatch.context() as mp:
         mp.setattr(builtin, "FLOOR_FIRST", False)
-        want = type(par)(**{f: getattr(par, f) for f in ("flash_attention", "target")}).parallelize(sl, isl, **args)
+        want = type(par)(**{f: getattr(par, f) for f in ("running", "target")}).parallelize(sl, isl, **args)
     return got, want
 
 
@@ -53,7 +53,7 @@ def _both(sl, isl, par, monkeypatch, **args):
 @pytest.mark.parametrize("target", [None, "megatron", "torchtitan"])
 def test_floor_pruning_returns_exactly_what_pricing_every_layout_does(seed, target, monkeypatch):
     sl, isl, m, M, phi, flash = _case(seed)
-    par = BuiltinParallelizer(flash_attention=flash, target=target)
+    par = BuiltinParallelizer(target=target, running=Running(flash=flash))
     for fraction in (phi, 1.0):
         got, want = _both(sl, isl, par, monkeypatch, microbatch_size=m, microbatches=M, global_batch=m * M,
                           memory_fraction=fraction)

@@ -18,11 +18,11 @@ from hetopt.workload import parameters
 
 def test_the_key_reads_and_writes_back():
     lay = parse_layout("tp=1 pp=1 dp=4 gradreduce=fp32")
-    assert lay.grad_fp32 and lay.text().endswith("gradreduce=fp32")
-    assert not parse_layout("tp=1 pp=1 dp=4 gradreduce=half").grad_fp32
+    assert lay.running.grad_fp32 and lay.text().endswith("gradreduce=fp32")
+    assert not parse_layout("tp=1 pp=1 dp=4 gradreduce=half").running.grad_fp32
     rt = parse_runtime("zero=0 gradreduce=fp32")
-    assert rt.grad_fp32 and rt.text() == "zero=0 gradreduce=fp32"
-    assert rt.layout(parse_layout("tp=1 pp=1 dp=4")).grad_fp32
+    assert rt.running.grad_fp32 and rt.text() == "zero=0 gradreduce=fp32"
+    assert rt.layout(parse_layout("tp=1 pp=1 dp=4")).running.grad_fp32
 
 
 def test_a_fp32_reduction_costs_exactly_the_extra_two_bytes_a_parameter_on_the_ring():
@@ -31,10 +31,10 @@ def test_a_fp32_reduction_costs_exactly_the_extra_two_bytes_a_parameter_on_the_r
     across the nodes' 50 Gb/s (the hop latency is paid either way)."""
     rows = v.load_published(instances_dir() / "published" / "amp-t4-g4dn.toml")
     m = next(r for r in rows if r.id == "amp-t4-t00-tp1pp1dp16b1")
-    assert m.layout.grad_fp32 and not m.layout.overlap
+    assert m.layout.running.grad_fp32 and not m.layout.running.overlap
     fp32, _, _ = v.price_published(m)
-    half, _, _ = v.price_published(replace(m, layout=replace(m.layout, grad_fp32=False),
-                                           runtime=replace(m.runtime, grad_fp32=False)))
+    half, _, _ = v.price_published(replace(m, layout=m.layout.with_running(grad_fp32=False),
+                                           runtime=m.runtime.with_running(grad_fp32=False)))
     params = parameters(m.model)
     extra = cm.ring_allreduce_s(2.0 * params, 16, m.island.inter_achieved)
     assert fp32.iteration_time_s - half.iteration_time_s == pytest.approx(extra, rel=1e-6)

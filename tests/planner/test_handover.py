@@ -24,6 +24,7 @@ from hetopt.planner.layout import parse_layout
 from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
 from hetopt.planner.runtime import parse_runtime
 from hetopt.workload import load_model
+from hetopt.costmodel.running import Running
 from tests.planner.test_exact_pruning import MODELS
 
 GPUS = load_gpus()
@@ -37,20 +38,20 @@ def _stages(handover: str, *, tp: int, nodes: int, gpus_per_node: int, m: int = 
     sl = Slice(slice_model(cfg, seq=SEQ)[1:9])
     isl = IslandSpec("t4", GPUS["T4"], nodes=nodes, gpus_per_node=gpus_per_node, inter_bandwidth=50e9 / 8)
     lay = Layout(tp=tp, pp=2, dp=1, split=(4, 4), recompute="none", zero_stage=0)
-    par = BuiltinParallelizer(overlap_communication=False, sequence_parallel=False, handover=handover)
+    par = BuiltinParallelizer(running=Running(overlap=False, sequence_parallel=False, handover=handover))
     return par.plan(sl, isl, lay, microbatch_size=m, microbatches=8).stages, isl
 
 
 def test_the_keys_read_and_write_back():
     lay = parse_layout("tp=2 pp=2 dp=1 handover=deepspeed")
-    assert lay.handover == "deepspeed" and lay.text().endswith("handover=deepspeed")
-    assert parse_layout("tp=2 pp=2 dp=1").handover == "split"
+    assert lay.running.handover == "deepspeed" and lay.text().endswith("handover=deepspeed")
+    assert parse_layout("tp=2 pp=2 dp=1").running.handover == "split"
     rt = parse_runtime("zero=0 handover=deepspeed")
-    assert rt.text() == "zero=0 handover=deepspeed" and rt.layout(parse_layout("tp=1 pp=2")).handover == "deepspeed"
+    assert rt.text() == "zero=0 handover=deepspeed" and rt.layout(parse_layout("tp=1 pp=2")).running.handover == "deepspeed"
     with pytest.raises(Exception, match="handover=ring: must be split or deepspeed"):
         parse_layout("tp=1 pp=2 handover=ring")
     with pytest.raises(ValueError, match="handover must be one of"):
-        BuiltinParallelizer(handover="ring")
+        BuiltinParallelizer(running=Running(handover="ring"))
 
 
 def test_the_mask_by_hand():
@@ -102,12 +103,12 @@ def test_amps_rows_are_priced_with_it():
     """Every AMP row ran DeepSpeed's engine; a TP 4 × PP 4 row is slower with it, a PP 1 row is
     not touched (no hand-over)."""
     rows = {r.id: r for r in v.load_published(instances_dir() / "published" / "amp-t4-g4dn.toml")}
-    assert all(r.layout.handover == "deepspeed" for r in rows.values())
+    assert all(r.layout.running.handover == "deepspeed" for r in rows.values())
 
     def both(m):
         deep, _, _ = v.price_published(m)
-        split, _, _ = v.price_published(dataclasses.replace(m, layout=dataclasses.replace(m.layout, handover="split"),
-                                                            runtime=dataclasses.replace(m.runtime, handover="split")))
+        split, _, _ = v.price_published(dataclasses.replace(m, layout=m.layout.with_running(handover="split"),
+                                                            runtime=m.runtime.with_running(handover="split")))
         return deep.iteration_time_s, split.iteration_time_s
 
     deep, split = both(rows["amp-t4-t33-tp4pp4dp1b1"])

@@ -18,6 +18,7 @@ from hetopt.hardware import load_gpus
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
 from hetopt.workload import load_model
+from hetopt.costmodel.running import Running
 from tests.planner.test_exact_pruning import MODELS
 
 GPUS = load_gpus()
@@ -126,7 +127,7 @@ def test_a_stage_of_the_2021_stack_waits_for_its_host():
     lay = Layout(tp=1, pp=1, dp=1, split=(6,), recompute="none", zero_stage=0)
 
     def stage(host):
-        par = BuiltinParallelizer(flash_attention=False, sequence_parallel=False, precision="fp16", host=host)
+        par = BuiltinParallelizer(running=Running(flash=False, sequence_parallel=False, precision="fp16", host=host))
         return par.plan(sl, isl, lay, microbatch_size=1, microbatches=1).stages[0]
 
     old, new = stage("torch1"), stage("torch2")
@@ -139,8 +140,8 @@ def test_the_host_key_reads_and_writes_back():
     from hetopt.planner.runtime import parse_runtime
 
     lay = parse_layout("tp=1 pp=2 host=torch1")
-    assert lay.host == "torch1" and lay.text().endswith("host=torch1")
-    assert parse_runtime("host=torch1").layout(parse_layout("tp=1 pp=2")).host == "torch1"
+    assert lay.running.host == "torch1" and lay.text().endswith("host=torch1")
+    assert parse_runtime("host=torch1").layout(parse_layout("tp=1 pp=2")).running.host == "torch1"
     with pytest.raises(Exception, match="host=torch0: must be torch2 or torch1"):
         parse_layout("tp=1 pp=2 host=torch0")
 
@@ -153,7 +154,7 @@ def test_a_plan_on_an_older_stack_says_the_fsdp_alternative_has_no_floor(capsys)
     assert cli.main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "128",
                      "--runtime", "host=torch1", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["host"] == "torch1"
+    assert doc["running"]["host"] == "torch1"
     assert any("cephalo-fsdp alternative is priced without the host's time of host=torch1" in line
                for line in doc["outside_calibration"])
 
@@ -176,14 +177,14 @@ def test_expert_parallelism_leaves_each_gpu_fewer_experts_to_issue():
     tiny = ModelConfig("tiny-moe", "gpt", 3, 64, 4, 256, 0, 32, experts=8, top_k=2, expert_ffn=128)
     sl = Slice(slice_model(tiny, seq=32)[1:2])
     isl = IslandSpec("a", GPUS["A100-SXM4-80GB"], nodes=1, gpus_per_node=8)
-    par = BuiltinParallelizer(reserved_bytes=0.0, flash_attention=False)
+    par = BuiltinParallelizer(reserved_bytes=0.0, running=Running(flash=False))
 
     from hetopt.costmodel.stage import layer_table, path_floor_s
 
     def on_path(ep):  # kernels and collectives held to the floor, before the EP all-to-alls are added
         lay = Layout(tp=1, pp=1, dp=4, split=(1,), recompute="none", zero_stage=0, ep=ep)
         assert par.plan(sl, isl, lay, microbatch_size=4, microbatches=8).stages[0].host_bound
-        return path_floor_s(sl, isl, layer_table(sl), lay, 0, microbatch_size=4, sequence_parallel=True)
+        return path_floor_s(sl, isl, layer_table(sl), lay, 0, microbatch_size=4, running=Running(flash=False, precision="bf16"))
 
     def moe_floor(experts):
         return 1.37e-4 * (1.66 + experts * 0.167) + 2.05e-4 * (1.21 + experts * 0.167)

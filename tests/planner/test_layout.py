@@ -11,6 +11,7 @@ from hetopt.errors import InputError
 from hetopt.planner.cluster import load_cluster
 from hetopt.planner.layout import GivenLayout, parse_layout
 from hetopt.planner.plan import plan
+from hetopt.costmodel.running import Running
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,8 +48,8 @@ def dgx(tmp_path):
     ("", "give tp, pp "),
     ("tp=1 pp=1 dp=8 zero=3 zero3gather=bucket", "zero3gather=bucket: must be layer or tensor"),
     ("tp=1 pp=1 dp=8 zero=1 zero3gather=tensor", "only ZeRO-3 gathers parameters"),
-    ("tp=1 pp=1 dp=8 precision=fp8", "precision=fp8: must be one of bf16, fp16"),
-    ("tp=1 pp=1 dp=8 gradreduce=fp64", "gradreduce=fp64: must be fp32 or half"),
+    ("tp=1 pp=1 dp=8 precision=fp8", "precision=fp8: must be bf16, fp16, fp32 or tf32"),
+    ("tp=1 pp=1 dp=8 gradreduce=fp64", "gradreduce=fp64: must be half or fp32"),
 ])
 def test_bad_layouts_are_named(text, message):
     with pytest.raises(InputError, match=message):
@@ -241,7 +242,7 @@ def test_the_plan_is_made_for_the_runtime_the_layout_names(dgx):
     text = "tp=2 pp=2 dp=2 mbs=1 recompute=full zero=1 flash=no overlap=no sp=no"
     given = plan(dgx, "gpt3-1.3b", global_batch=16, alternatives=False, layout=text)
     same = plan(dgx, "gpt3-1.3b", global_batch=16, alternatives=False,
-                parallelizer=BuiltinParallelizer(flash_attention=False, overlap_communication=False, sequence_parallel=False))
+                parallelizer=BuiltinParallelizer(running=Running(flash=False, overlap=False, sequence_parallel=False)))
     default = plan(dgx, "gpt3-1.3b", global_batch=16, alternatives=False)
     assert given.iteration_time_s == same.iteration_time_s and given.stages == same.stages
     assert given.iteration_time_s > default.iteration_time_s  # stored scores and exposed traffic cost time
@@ -253,14 +254,14 @@ def test_islands_layouts_that_name_two_runtimes_are_refused():
     p = plan(cl, "gpt3-2.7b", global_batch=32, seq=512, alternatives=False)
     parts = _own_layout(p).split("; ")
     parts[0] += " flash=no"
-    with pytest.raises(InputError, match="name different runtimes"):
+    with pytest.raises(InputError, match="run differently"):
         plan(cl, "gpt3-2.7b", global_batch=32, seq=512, alternatives=False, layout="; ".join(parts))
 
 
 def test_fp16_keeps_two_bytes_a_parameter_more_than_bf16(dgx):
     """Megatron's mixed precision: bf16 with fp32 main gradients 18 bytes a parameter, fp16 20
     (Megatron-LM's distributed-optimizer table); the precision changes memory, not time."""
-    assert parse_layout("tp=2 pp=1 dp=4 precision=FP16").precision == "fp16"
+    assert parse_layout("tp=2 pp=1 dp=4 precision=FP16").running.precision == "fp16"
     assert parse_layout("tp=2 pp=1 dp=4 precision=fp16").text().endswith("precision=fp16")
     assert "precision" not in parse_layout("tp=2 pp=1 dp=4 precision=bf16").text()
     bf16 = plan(dgx, "gpt3-1.3b", global_batch=8, alternatives=False, layout="tp=2 pp=1 dp=4 mbs=1")
@@ -292,7 +293,7 @@ def test_a_gpu_without_bf16_trains_in_fp16_and_refuses_bf16(tmp_path, capsys):
         assert len(err.splitlines()) == 1 and "precision=bf16: the V100-SXM2-32GB has no BF16 arithmetic (use precision=fp16)" in err
     with pytest.raises(InputError, match="parallelizer precision=bf16"):
         from hetopt.planner.builtin import BuiltinParallelizer
-        plan(v100, "gpt3-1.3b", global_batch=8, alternatives=False, parallelizer=BuiltinParallelizer(precision="bf16"))
+        plan(v100, "gpt3-1.3b", global_batch=8, alternatives=False, parallelizer=BuiltinParallelizer(running=Running(precision="bf16")))
 
 
 def test_a_cluster_with_one_gpu_type_without_bf16_trains_all_of_it_in_fp16():

@@ -19,6 +19,7 @@ from hetopt.parallelism import expert as ex
 from hetopt.planner.builtin import BuiltinParallelizer, Layout
 from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig
+from hetopt.costmodel.running import Running
 
 GPUS = load_gpus()
 A100 = GPUS["A100-SXM4-80GB"]
@@ -27,8 +28,8 @@ TINY_MOE = ModelConfig("tiny-moe", "gpt", 3, 64, 4, 256, 0, 32, experts=8, top_k
 #: The same shape without experts.
 TINY = ModelConfig("tiny", "gpt", 3, 64, 4, 256, 0, 32)
 #: Nothing overlapped and no FlashAttention: every term is on the path, as the hand counts.
-SERIAL = dict(reserved_bytes=0.0, flash_attention=False, overlap_communication=False)
-OVERLAP = dict(reserved_bytes=0.0, flash_attention=False, overlap_communication=True)
+SERIAL = dict(reserved_bytes=0.0, running=Running(flash=False, overlap=False))
+OVERLAP = dict(reserved_bytes=0.0, running=Running(flash=False, overlap=True))
 
 
 @pytest.fixture(autouse=True)

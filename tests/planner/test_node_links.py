@@ -77,7 +77,7 @@ def test_a_published_row_with_peer_to_peer_prices_faster_at_tp_2():
     assert m.island.p2p is None
     # priced with today's host time: the row's own stack (torch1) is host-bound at TP 2 and
     # micro-batch 1, whatever the link
-    m = replace(m, layout=replace(m.layout, host="torch2"), runtime=replace(m.runtime, host="torch2"))
+    m = replace(m, layout=m.layout.with_running(host="torch2"), runtime=m.runtime.with_running(host="torch2"))
     default, _, _ = price_published(m)
     p2p = replace(m, island=replace(m.island, p2p=True))
     faster, _, _ = price_published(p2p)

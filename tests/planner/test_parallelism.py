@@ -21,6 +21,7 @@ from hetopt.planner.builtin import BuiltinParallelizer, Layout, _fsep_may_pay
 from hetopt.planner.layout import parse_layout
 from hetopt.planner.parallelizer import IslandSpec, Slice, slice_model
 from hetopt.workload import ModelConfig, load_model
+from hetopt.costmodel.running import Running
 
 GPUS = load_gpus()
 MODELS = instances_dir() / "models"
@@ -28,7 +29,7 @@ MODELS = instances_dir() / "models"
 TINY_MOE = ModelConfig("tiny-moe", "gpt", 3, 64, 4, 256, 0, 32, experts=8, top_k=2, expert_ffn=128)
 #: The same shape without experts.
 TINY = ModelConfig("tiny", "gpt", 3, 64, 4, 256, 0, 32)
-PAR0 = BuiltinParallelizer(reserved_bytes=0.0, flash_attention=False)  # Korthikanti's memory model, as the hand counts
+PAR0 = BuiltinParallelizer(reserved_bytes=0.0, running=Running(flash=False))  # Korthikanti's memory model, as the hand counts
 
 
 def middle(cfg: ModelConfig) -> Slice:
@@ -107,7 +108,7 @@ def test_ep_adds_all_to_alls_and_imbalance(no_host_floor):
     # at zero, the kernels and the all-to-alls are what is compared
     # (a parallelizer of its own: PAR0's memo may hold these stages priced with the floor)
     sl, isl = middle(TINY_MOE), one_node()
-    par = BuiltinParallelizer(reserved_bytes=0.0, flash_attention=False)
+    par = BuiltinParallelizer(reserved_bytes=0.0, running=Running(flash=False))
 
     def stage(**kw):
         lay = Layout(**{**dict(tp=1, pp=1, dp=4, split=(sl.layers,), recompute="none", zero_stage=0), **kw})
@@ -221,7 +222,7 @@ def test_cp_runs_only_on_flash_attention():
     sl = Slice(slice_model(llama, seq=8192)[1:3])
     assert {lay.cp for lay in BuiltinParallelizer().layouts(sl, one_node(), microbatch_size=1)} == {1, 2, 4, 8}
     assert {lay.cp for lay in BuiltinParallelizer().layouts(sl, one_node("V100-SXM2-32GB"), microbatch_size=1)} == {1}
-    assert {lay.cp for lay in BuiltinParallelizer(flash_attention=False).layouts(sl, one_node(), microbatch_size=1)} == {1}
+    assert {lay.cp for lay in BuiltinParallelizer(running=Running(flash=False)).layouts(sl, one_node(), microbatch_size=1)} == {1}
     v100 = ctx.flash_problem(2, load_gpus()["V100-SXM2-32GB"])
     assert "the V100-SXM2-32GB does not run" in v100 and ctx.flash_problem(2, load_gpus()["H100-SXM5"]) == ""
     assert "flash=no" in ctx.flash_problem(4, load_gpus()["H100-SXM5"], flash=False)

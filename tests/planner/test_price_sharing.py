@@ -20,6 +20,7 @@ from hetopt.planner.builtin import BuiltinParallelizer, _without_redundant
 from hetopt.planner.parallelizer import IslandSpec, Slice, divisors, slice_model
 from hetopt.planner.pricecache import FloorTable, PricingIsland, island_key
 from hetopt.workload import load_model
+from hetopt.costmodel.running import Running
 from tests.planner.test_exact_pruning import GPUS, MODELS, _case
 
 
@@ -47,14 +48,14 @@ def test_one_warm_parallelizer_answers_seeded_queries_as_fresh_ones_do(flash, mo
     """Seeded slices on islands all named "i" (shapes, GPUs and links differ), dense and MoE,
     whole models and parts, in one run through one parallelizer: every answer equals a fresh
     parallelizer's without sharing."""
-    warm = BuiltinParallelizer(flash_attention=flash)
+    warm = BuiltinParallelizer(running=Running(flash=flash))
     checked = 0
     for seed in range(64):
         sl, isl, m, M, phi, case_flash = _case(seed)
         if case_flash != flash:
             continue
         args = dict(microbatch_size=m, microbatches=M, global_batch=m * M, memory_fraction=phi)
-        assert warm.parallelize(sl, isl, **args) == _plain(monkeypatch, sl, isl, dict(flash_attention=flash), **args)
+        assert warm.parallelize(sl, isl, **args) == _plain(monkeypatch, sl, isl, dict(running=Running(flash=flash)), **args)
         checked += 1
     assert checked >= 10
 
@@ -81,22 +82,22 @@ def test_the_layouts_of_a_size_are_the_global_batchs_whose_d_divides_it(seed):
     """``_prepared``'s rule, checked on its own: for a dense slice of ordinary length, the layouts
     of m (redundant ones dropped) are those of B whose d divides m, in the same order."""
     sl, isl, _, _, _, flash = _case(seed)
-    par = BuiltinParallelizer(flash_attention=flash)
+    par = BuiltinParallelizer(running=Running(flash=flash))
     if par._broad(sl)[1] or (sl.embedding and sl.head):
         pytest.skip("MoE, long-sequence and whole-model slices are enumerated per size")
     B = 24
-    every = _without_redundant(par.layouts(sl, isl, microbatch_size=B), flash=par.flash_on(isl), whole=False)
+    every = _without_redundant(par.layouts(sl, isl, microbatch_size=B), flash=par.running_on(isl).flash, whole=False)
     for m in divisors(B):
-        own = _without_redundant(par.layouts(sl, isl, microbatch_size=m), flash=par.flash_on(isl), whole=False)
+        own = _without_redundant(par.layouts(sl, isl, microbatch_size=m), flash=par.running_on(isl).flash, whole=False)
         assert [x for x in every if m % x.dp == 0] == own
 
 
 @pytest.mark.parametrize("seed", range(12))
 def test_the_floor_table_gives_the_floors_and_order_of_the_layout_by_layout_path(seed):
     sl, isl, _, _, _, flash = _case(seed)
-    par = BuiltinParallelizer(flash_attention=flash)
+    par = BuiltinParallelizer(running=Running(flash=flash))
     tab = par._table(sl, isl)
-    every = _without_redundant(par.layouts(sl, isl, microbatch_size=12), flash=par.flash_on(isl), whole=False)
+    every = _without_redundant(par.layouts(sl, isl, microbatch_size=12), flash=par.running_on(isl).flash, whole=False)
     parts: dict = {}
     table = FloorTable(every, lambda lay: par._stage_parts(sl, tab, lay, parts))
     for m in (1, 2, 3, 4, 6, 12):

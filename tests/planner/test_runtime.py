@@ -9,11 +9,12 @@ from hetopt.errors import InputError
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import load_cluster
 from hetopt.planner.plan import plan
-from hetopt.planner.runtime import Runtime, parse_runtime
+from hetopt.planner.runtime import Framework, parse_runtime
+from hetopt.costmodel.running import Running
 
 #: Megatron-LM as of 2021: no selective recomputation, no distributed optimizer, no
 #: FlashAttention, no sequence parallelism, gradients all-reduced after the backward.
-MEGATRON_2021 = "recompute=none,full zero=0 flash=no overlap=no sp=no"
+MEGATRON_2021 = "recompute=none,full zero=0 overlap=no flash=no sp=no"  # as the runtime is written back: KEYS order
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +32,7 @@ def c2():
     ("zero=one", "zero=one: each must be one of"),
     ("flash=maybe", "flash=maybe: must be yes or no"),
     ("zero3gather=block", "must be layer or tensor"),
-    ("precision=fp8", "precision=fp8: must be one of bf16, fp16"),
+    ("precision=fp8", "precision=fp8: must be bf16, fp16, fp32 or tf32"),
 ])
 def test_a_bad_runtime_is_named(text, message):
     with pytest.raises(InputError, match=message):
@@ -41,14 +42,13 @@ def test_a_bad_runtime_is_named(text, message):
 def test_the_runtime_string_round_trips():
     rt = parse_runtime(MEGATRON_2021 + " ep=no zero3gather=tensor precision=fp16")
     assert parse_runtime(rt.text()) == rt
-    assert rt.precision == "fp16" and rt.parallelizer(BuiltinParallelizer()).precision == "fp16"
-    assert Runtime().text() == ""
+    assert rt.running.precision == "fp16" and rt.parallelizer(BuiltinParallelizer()).running.precision == "fp16"
+    assert Framework().text() == ""
 
 
 def test_the_plan_under_a_runtime_is_the_plan_of_that_parallelizer_and_uses_only_what_it_has(c2):
     held = plan(c2, "gpt3-1.3b", global_batch=32, alternatives=False, runtime=MEGATRON_2021)
-    par = BuiltinParallelizer(recompute=("none", "full"), zero_stages=(0,), flash_attention=False,
-                              sequence_parallel=False, overlap_communication=False)
+    par = BuiltinParallelizer(recompute=("none", "full"), zero_stages=(0,), running=Running(flash=False, sequence_parallel=False, overlap=False))
     same = plan(c2, "gpt3-1.3b", global_batch=32, alternatives=False, parallelizer=par)
     free = plan(c2, "gpt3-1.3b", global_batch=32, alternatives=False)
     assert held.iteration_time_s == same.iteration_time_s and held.stages == same.stages
@@ -97,7 +97,7 @@ def test_flash_attention_runs_only_where_the_gpu_runs_it():
 
     cat = load_gpus()
     gpt = ModelConfig("gpt-2k", "gpt", 4, 2048, 16, 8192, 50257, 2048)
-    on, off = BuiltinParallelizer(), BuiltinParallelizer(flash_attention=False)
+    on, off = BuiltinParallelizer(), BuiltinParallelizer(running=Running(flash=False))
     sl = on.concatenate(*on.slice_model(gpt)[1:3])
     lay = on.layouts(sl, IslandSpec("a", cat["A100-SXM4-80GB"], 1, 4), microbatch_size=2, microbatches=4)[0]
     args = dict(microbatch_size=2, microbatches=4)
@@ -118,7 +118,7 @@ def test_the_plan_names_the_gpus_whose_attention_runs_unfused(capsys):
     assert cli.main(["plan", "--cluster", "tangram-c1", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
                      "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["unfused_attention"] == ["T4", "V100-PCIe-16GB"] and doc["precision"] == "fp16"  # no BF16 either
+    assert doc["unfused_attention"] == ["T4", "V100-PCIe-16GB"] and doc["running"]["precision"] == "fp16"  # no BF16 either
     assert cli.main(["plan", "--cluster", "tangram-c1", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
                      "--runtime", "flash=no", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["unfused_attention"] == []
@@ -126,7 +126,7 @@ def test_the_plan_names_the_gpus_whose_attention_runs_unfused(capsys):
     assert "unfused" not in capsys.readouterr().out
     assert cli.main(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives",
                      "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["precision"] == "bf16"
+    assert json.loads(capsys.readouterr().out)["running"]["precision"] == "bf16"
 
 
 def test_a_schedule_not_simulated_is_said_so_never_printed_as_nan(capsys, monkeypatch):

@@ -23,6 +23,7 @@ from hetopt.planner.launchable import shape_of
 from hetopt.planner.parallelizer import Slice
 from hetopt.runtimes import RUNTIMES, Job
 from hetopt.workload import ModelConfig
+from hetopt.costmodel.running import Running
 
 CLUSTER = """
 name = "two-small-islands"
@@ -44,7 +45,7 @@ BATCH, MICRO = 8, 2
 
 def _brute_force(cluster, target: str, precision: str) -> float:
     runtime = RUNTIMES[target]
-    par = BuiltinParallelizer(precision=precision, overlap_communication=runtime.overlap is not False)
+    par = BuiltinParallelizer(running=Running(precision=precision, overlap=runtime.overlap is not False))
     members = [[0], [1]]
     specs = island_specs(cluster, members)
     atoms = par.slice_model(MODEL, seq=MODEL.sequence)

@@ -13,7 +13,8 @@ from hetopt.catalog import instances_dir
 from hetopt.errors import InputError
 from hetopt.planner import validate as v
 from hetopt.planner.layout import GivenLayout
-from hetopt.planner.runtime import Runtime
+from hetopt.planner.runtime import Framework
+from hetopt.costmodel.running import Running
 
 
 def test_every_shipped_measurement_is_read_and_its_layout_fills_its_cluster():
@@ -172,7 +173,8 @@ def test_a_catalog_model_and_a_publication_spelling_of_the_gpu_are_read(tmp_path
 
 @pytest.mark.parametrize("model, gpu, message", [
     ("gpt-9", "A100-SXM4-80GB", "models.m.catalog: gpt-9: unknown model"),
-    ("gpt3-175b", "A100", "clusters.c.gpu: ambiguous GPU type 'A100' (give one of: A100-SXM4-40GB, A100-SXM4-80GB)"),
+    ("gpt3-175b", "A100", "clusters.c.gpu: ambiguous GPU type 'A100': it matches A100-PCIe-40GB, A100-PCIe-80GB, A100-SXM4-40GB, "
+     "A100-SXM4-80GB (give one of them)"),
 ])
 def test_an_unknown_catalog_model_or_an_ambiguous_gpu_is_named(tmp_path, model, gpu, message):
     path = tmp_path / "pub.toml"
@@ -216,8 +218,8 @@ def test_a_row_without_sequence_parallelism_runs_the_wide_kernels_on_every_tp_ra
     rows = {m.id: m for m in v.load_published()}
     for key, tp in (("mlm-t1-18.4b", 8), ("mlm-t1-1.7b", 1)):
         m = rows[key]
-        assert m.layout.tp == tp and not m.layout.sequence_parallel  # as the data file says
-        with_sp = v.Measurement(**{**m.__dict__, "layout": dataclasses.replace(m.layout, sequence_parallel=True)})
+        assert m.layout.tp == tp and not m.layout.running.sequence_parallel  # as the data file says
+        with_sp = v.Measurement(**{**m.__dict__, "layout": m.layout.with_running(sequence_parallel=True)})
         off, on = v.price_published(m)[0], v.price_published(with_sp)[0]
         if tp > 1:
             assert off.iteration_time_s > on.iteration_time_s
@@ -292,9 +294,9 @@ def test_bad_expert_or_context_layouts_name_the_file_and_key(tmp_path, old, new,
 
 def test_the_zero3_rows_gather_tensor_by_tensor_and_the_key_is_checked(tmp_path):
     rows = v.load_published()
-    assert {m.id for m in rows if m.layout.zero == 3} == {m.id for m in rows if m.layout.zero3_per_tensor}
+    assert {m.id for m in rows if m.layout.zero == 3} == {m.id for m in rows if m.layout.running.zero3_per_tensor}
     m = next(m for m in rows if m.id == "mlm-t2-530b-2240-zero3")
-    per_layer = v.Measurement(**{**m.__dict__, "layout": dataclasses.replace(m.layout, zero3_per_tensor=False)})
+    per_layer = v.Measurement(**{**m.__dict__, "layout": m.layout.with_running(zero3_per_tensor=False)})
     # DeepSpeed's 2021 ZeRO-3 pays 12 ring latencies a GPT layer per pass where FSDP pays one
     assert v.validate((per_layer,))[0].predicted > 1.5 * v.validate((m,))[0].predicted
     bad = tmp_path / "bad.toml"
@@ -318,7 +320,7 @@ def test_the_bloom_run_is_read_by_name_with_its_script_layout_and_a_time_ratio()
 
     (m,) = v.load_published(instances_dir() / "published" / "bigscience-bloom-a100.toml")
     assert (m.layout.tp, m.layout.pp, m.layout.dp, m.layout.microbatch, m.gpus) == (4, 12, 8, 2, 384)
-    assert (m.layout.recompute, m.layout.zero, m.layout.overlap, m.layout.flash) == ("full", 1, False, False)
+    assert (m.layout.recompute, m.layout.zero, m.layout.running.overlap, m.layout.running.flash) == ("full", 1, False, False)
     # BLOOM's published 176,247M parameters (ALiBi: no position table, which this count holds)
     assert parameters(m.model) - m.model.sequence * m.model.hidden == pytest.approx(176_247e6, rel=5e-4)
     (row,) = v.validate((m,))
@@ -354,13 +356,13 @@ def test_the_shipped_rows_name_the_framework_they_ran_on():
     assert megatron_2021.recompute == ("none", "full") and megatron_2021.zero == (0,)
     assert deepspeed.recompute == ("none", "full") and deepspeed.zero == (0, 1, 2, 3)
     # how it ran comes from the layout: the plan runs the same way
-    assert not megatron_2021.flash and not megatron_2021.sequence_parallel and not megatron_2021.overlap
-    assert deepspeed.zero3_per_tensor
+    assert not megatron_2021.running.flash and not megatron_2021.running.sequence_parallel and not megatron_2021.running.overlap
+    assert deepspeed.running.zero3_per_tensor
     # the 2021 runs trained in fp16 (the paper's scripts pass --fp16): 20 bytes of state a parameter
-    assert rows["mlm-t1-39.1b"].layout.precision == "fp16" and megatron_2021.precision == "fp16"
+    assert rows["mlm-t1-39.1b"].layout.running.precision == "fp16" and megatron_2021.running.precision == "fp16"
     # without the key: everything a current runtime has, running as the layout says
     (h100,) = [m for m in v.load_published(instances_dir() / "published" / "megatron-core-h100.toml") if m.id == "mcore-h100-7.1b"]
-    assert h100.runtime.recompute == ("none", "selective", "full") and h100.runtime.tp_overlap
+    assert h100.runtime.recompute == ("none", "selective", "full") and h100.runtime.running.tp_overlap
 
 
 @pytest.mark.parametrize(("runtime", "message"), [
@@ -388,7 +390,7 @@ def test_the_plan_is_held_to_the_rows_framework():
     assert used and all(rc in ("none", "full") and zero == "zero0" for rc, zero in used), used
     assert row.plan_speedup >= 1 - 1e-9
     # the same row planned with a current runtime is at least as fast (it searches a superset)
-    free = dataclasses.replace(row.measurement, runtime=Runtime(overlap=True, flash=False, sequence_parallel=False))
+    free = dataclasses.replace(row.measurement, runtime=Framework(running=Running(overlap=True, flash=False, sequence_parallel=False)))
     assert v.plan_published(free).iteration_time_s <= row.planned.iteration_time_s * (1 + 1e-9)
 
 
@@ -428,8 +430,8 @@ def test_the_mpt_set_reproduces_the_llm_foundry_mfu_and_batches():
     rows = {m.id: m for m in v.load_published(instances_dir() / "published" / "mosaicml-mpt.toml")}
     groups = [m.group for m in rows.values()]
     assert (groups.count("mpt-a100-80gb"), groups.count("mpt-a100-40gb"), groups.count("mpt-h100")) == (61, 78, 37)
-    assert all(m.layout.tp == m.layout.pp == 1 and m.layout.dp == m.gpus and m.layout.zero == 3 and m.layout.flash
-               and not m.layout.zero3_per_tensor and m.layout.precision == "bf16" for m in rows.values())
+    assert all(m.layout.tp == m.layout.pp == 1 and m.layout.dp == m.gpus and m.layout.zero == 3 and m.layout.running.flash
+               and not m.layout.running.zero3_per_tensor and m.layout.running.precision == "bf16" for m in rows.values())
     # id: the table's NumParams, GradAccum, Activation Checkpointing and MFU (%)
     table = {
         "mpt-a80-70b-s2048-g64": (64_862_437_376, 4, True, 53.33),
@@ -464,11 +466,11 @@ def test_a_rows_precision_is_the_hardwares_unless_stated_and_bf16_needs_a_gpu_wi
     path = tmp_path / "pub.toml"
     path.write_text(row)
     (m,) = v.load_published(path)
-    assert m.layout.precision == "bf16"
+    assert m.layout.running.precision == "bf16"
     volta = row.replace("A100-SXM4-80GB", "V100-SXM2-32GB")
     path.write_text(volta)
     (m,) = v.load_published(path)
-    assert m.layout.precision == "fp16"  # no BF16 on Volta: the run trained in fp16
+    assert m.layout.running.precision == "fp16"  # no BF16 on Volta: the run trained in fp16
     path.write_text(volta.replace("layout = {", 'layout = { precision = "bf16",'))
     with pytest.raises(InputError, match=r"measurement\[0\]\.layout\.precision: precision=bf16: the V100-SXM2-32GB has no BF16"):
         v.load_published(path)
@@ -613,14 +615,14 @@ def test_rows_dated_before_2023_that_leave_the_runtime_out_ran_as_their_time_ran
     for key in ("mlm-t1-18.4b", "mlm-t2-530b-2240-zero3"):
         m = rows[key]
         assert m.year == 2021 and m.earlier_runtime
-        assert (m.layout.flash, m.layout.sequence_parallel, m.layout.overlap) == (False, False, False)
-        assert m.layout.zero3_per_tensor == (m.layout.zero == 3) == shipped[key].layout.zero3_per_tensor
+        assert (m.layout.running.flash, m.layout.running.sequence_parallel, m.layout.running.overlap) == (False, False, False)
+        assert m.layout.running.zero3_per_tensor == (m.layout.zero == 3) == shipped[key].layout.running.zero3_per_tensor
     # dated 2024 instead: FlashAttention, sequence parallelism, overlap, FSDP's per-layer gathers
     new = tmp_path / "dated-2024.toml"
     new.write_text(bare.replace("Narayanan et al. SC'21", "Narayanan et al. 2024, a rerun"))
     m = {m.id: m for m in v.load_published(new)}["mlm-t2-530b-2240-zero3"]
     assert m.year == 2024 and not m.earlier_runtime
-    assert (m.layout.flash, m.layout.sequence_parallel, m.layout.overlap, m.layout.zero3_per_tensor) == (True, True, True, False)
+    assert (m.layout.running.flash, m.layout.running.sequence_parallel, m.layout.running.overlap, m.layout.running.zero3_per_tensor) == (True, True, True, False)
     # the earlier runtime is what the shipped file states for the rows that ran so: the same price
     for key in ("mlm-t2-175b-384-ptd", "mlm-t2-530b-2240-zero3"):
         a, b = v.validate((rows[key],))[0], v.validate((shipped[key],))[0]

@@ -8,8 +8,13 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 NNODES=1
 # processes per node, in hostfile order: a100-80gb 4
 NPROC=(4)
-: "${NODE_RANK:?set NODE_RANK to this node's line in hostfile, 0 first}"
+: "${NODE_RANK:?set NODE_RANK to the line of this node in hostfile, 0 first}"
 : "${MASTER_ADDR:?set MASTER_ADDR to the address of the first node in hostfile}"
+case "$NODE_RANK" in
+    0) ;;
+    *) echo "launch.sh: NODE_RANK=$NODE_RANK is not a line of hostfile (give 0 to 0: it has $NNODES nodes)" >&2
+       exit 2 ;;
+esac
 exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "${NPROC[$NODE_RANK]}" \
     --master-addr "$MASTER_ADDR" --master-port "${MASTER_PORT:-29500}" \
     "${TRAIN_SCRIPT:?set TRAIN_SCRIPT to your DeepSpeed training script}" --deepspeed --deepspeed_config "$HERE/ds_config.json" "$@"

@@ -8,8 +8,19 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 NNODES=4
 # processes per node, in hostfile order: a100-80gb 4, t4 2, v100-32gb 8, v100-16gb 4
 NPROC=(4 2 8 4)
-: "${NODE_RANK:?set NODE_RANK to this node's line in hostfile, 0 first}"
+: "${NODE_RANK:?set NODE_RANK to the line of this node in hostfile, 0 first}"
 : "${MASTER_ADDR:?set MASTER_ADDR to the address of the first node in hostfile}"
+case "$NODE_RANK" in
+    0|1|2|3) ;;
+    *) echo "launch.sh: NODE_RANK=$NODE_RANK is not a line of hostfile (give 0 to 3: it has $NNODES nodes)" >&2
+       exit 2 ;;
+esac
+ARGS=()
+while read -r line || [ -n "$line" ]; do
+    case "$line" in "#"* | "") continue ;; esac
+    read -r -a words <<< "$line"
+    ARGS+=("${words[@]}")
+done < "$HERE/megatron.args"
 exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "${NPROC[$NODE_RANK]}" \
     --master-addr "$MASTER_ADDR" --master-port "${MASTER_PORT:-29500}" \
-    "${TRAIN_SCRIPT:-pretrain_gpt.py}" $(grep -v '^#' "$HERE/megatron.args") "$@"
+    "${TRAIN_SCRIPT:-pretrain_gpt.py}" "${ARGS[@]}" "$@"

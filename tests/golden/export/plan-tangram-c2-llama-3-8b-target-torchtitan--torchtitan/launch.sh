@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Launch the torchtitan job written by `hetopt export`: Llama-3 8B on tangram-c2: global batch 64, 16 micro-batches of 4 samples, sequence 8192, 4 stages (OPTIMAL).
+# Run it on every node of hostfile, with NODE_RANK the node's line in it (0 first) and MASTER_ADDR
+# the address of its first node. torchrun numbers ranks in node-rank order, so each stage runs on
+# the island the plan put it on.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+NNODES=6
+# processes per node, in hostfile order: a100-0 4, a100-1 4, h100nvl-0 2, h100nvl-1 2, h100nvl-2 2, h100nvl-3 2
+NPROC=(4 4 2 2 2 2)
+: "${NODE_RANK:?set NODE_RANK to the line of this node in hostfile, 0 first}"
+: "${MASTER_ADDR:?set MASTER_ADDR to the address of the first node in hostfile}"
+case "$NODE_RANK" in
+    0|1|2|3|4|5) ;;
+    *) echo "launch.sh: NODE_RANK=$NODE_RANK is not a line of hostfile (give 0 to 5: it has $NNODES nodes)" >&2
+       exit 2 ;;
+esac
+exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "${NPROC[$NODE_RANK]}" \
+    --master-addr "$MASTER_ADDR" --master-port "${MASTER_PORT:-29500}" \
+    -m torchtitan.train --job.config_file "$HERE/torchtitan.toml" "$@"
