@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from rich.console import Console
 
 from hetopt.catalog import CALIBRATION_SETS
+from hetopt.costmodel.running import help_keys as running_help_keys
 from hetopt.errors import InputError, SolverBug
 from hetopt.interrupt import stop_on_interrupt, stop_requested
 from hetopt.io import load
@@ -533,13 +534,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--layout", default=None, metavar="LAYOUT",
                    help='price your layout beside the plan, e.g. "tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1" '
                    "(mbs: the micro-batch per replica, as Megatron's --micro-batch-size; left out: its best under the "
-                   "model; dp left out: the GPUs over tp·pp·cp, as Megatron derives it; also vpp, overlap=no, flash=no, "
-                   "sp=no, tpoverlap=yes, precision=fp16, gradreduce=fp32, handover=deepspeed, host=torch1); on a cluster of "
+                   "model; dp left out: the GPUs over tp·pp·cp, as Megatron derives it; also vpp, ep, fsep, cp, offload, "
+                   f"split; how it runs: {running_help_keys()}); on a cluster of "
                    'several islands one per island, front first: "ISLAND: layers=K tp=.. pp=.. dp=..; ..."')
     p.add_argument("--runtime", default=None, metavar="RUNTIME",
                    help='what your framework can run: "recompute=none,full zero=0 flash=no sp=no overlap=no" '
-                   "(also tpoverlap, zero3gather, precision, gradreduce=fp32, handover, host, ep/cp/offload=no); the plan searches only that, and --layout is "
-                   "priced under it")
+                   f"(also ep, cp, offload=yes|no; how it runs: {running_help_keys()}); the plan searches only that, "
+                   "and --layout is priced under it")
     p.add_argument("--target", choices=EXPORT_TARGETS, default=None,
                    help="plan only what that runtime, unmodified, runs as one job (one TP, DP, micro-batch, "
                    "recompute and ZeRO for the job; its rules: docs/runtimes.md), shown beside the unrestricted plan; "

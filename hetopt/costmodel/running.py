@@ -283,6 +283,15 @@ def from_words(words: Mapping[str, str], option: str) -> dict[str, Any]:
     return out
 
 
+def help_keys() -> str:
+    """The settings and their values in one line, for ``--layout`` and ``--runtime`` help.
+
+    >>> help_keys().split(", ")[:2]
+    ['overlap=yes|no', 'flash=yes|no']
+    """
+    return ", ".join(f"{k.text}={k.choices().replace(' or ', '|').replace(', ', '|')}" for k in KEYS)
+
+
 def help_text() -> str:
     """One line per setting, for ``--layout`` and ``--runtime`` help and the docs (generated,
     so that every key is listed)."""
@@ -297,4 +306,4 @@ def help_text() -> str:
 
 assert [f.name for f in fields(Running)] == [k.field for k in KEYS], "one row of KEYS per field of Running"
 
-__all__ = ["BY_TEXT", "KEYS", "Key", "Running", "TEXT_KEYS", "YES_NO", "from_words", "help_text"]
+__all__ = ["BY_TEXT", "KEYS", "Key", "Running", "TEXT_KEYS", "YES_NO", "from_words", "help_keys", "help_text"]

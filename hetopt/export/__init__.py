@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from hetopt.errors import InputError
-from hetopt.export import cephalo, deepspeed, launch, megatron, torchtitan
+from hetopt.export import cephalo, deepspeed, launch, megatron, running, torchtitan
 from hetopt.export.common import FILL_IN
 from hetopt.export.source import (PlanView, allocation_view, check_solved, fsdp_from_plan, job_of, kind, plan_view,
                                   read_document, shapes)
@@ -51,6 +51,9 @@ TARGETS: dict[str, ModuleType] = {"megatron": megatron, "torchtitan": torchtitan
 LAUNCH_MODE = 0o755
 #: The file listing the gaps, written beside the exported files.
 GAPS_FILE = "GAPS.txt"
+#: How a plan exported as files per island runs each setting it was priced under
+#: (:mod:`hetopt.export.running`; a one-job export's README holds the same lines).
+RUNNING_FILE = "RUNNING.md"
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,9 @@ class ExportOutput:
     fill_in: tuple[str, ...] = ()
     #: the plan keeps the runtime's rules: one job, with ``launch.sh``, ``hostfile`` and ``README.md``
     one_job: bool = False
+    #: files per island: how the plan runs each setting it was priced under
+    #: (:func:`hetopt.export.running.readme_section`), written as ``RUNNING.md``
+    running: tuple[str, ...] = ()
 
 
 def export(plan: Any, to: str | None = None, *, out: str | Path | None = None, source: str = "plan",
@@ -163,8 +169,9 @@ def _export_plan(doc: dict[str, Any], to: str, module: ModuleType, source: str, 
                          f"--target {to}`, or allow gaps (`--allow-gaps`, allow_gaps=True) for files per island, "
                          "which are not one job as written")
     files, notes = module.build(view, model, one_job=not breaks)
-    if breaks:
-        return ExportOutput(to, files, *_gaps_and_fill_ins(notes))
+    if breaks:  # files per island: how the plan runs goes to RUNNING.md (a one-job README holds it)
+        return ExportOutput(to, files, *_gaps_and_fill_ins(notes),
+                            running=tuple(running.readme_section(view, to, runtime.title)))
     return _one_job(to, module, view, files, *_gaps_and_fill_ins(notes))
 
 
@@ -182,7 +189,8 @@ def _one_job(target: str, module: ModuleType, view: PlanView, files: dict[str, s
                                                        getattr(module, "ARGS_FILE", None)),
              "hostfile": launch.hostfile(view)}
     priced = {"iteration_time_s": view.iteration_time_s, "memory_gib": list(view.stage_memory_gib)}
-    files["README.md"] = launch.readme(view, title, list(files), list(fill_in), priced)
+    files["README.md"] = launch.readme(view, title, list(files), list(fill_in), priced,
+                                       running.readme_section(view, target, title))
     return ExportOutput(target, files, gaps, fill_in, one_job=True)
 
 
@@ -232,6 +240,8 @@ def write_output(out: ExportOutput, folder: str | Path) -> list[Path]:
         target.mkdir(parents=True, exist_ok=True)
         # a one-job export with nothing missing has no GAPS.txt (its README says what to fill in)
         extra = {} if out.one_job and not out.gaps else {GAPS_FILE: "".join(g + "\n" for g in out.gaps)}
+        if out.running:
+            extra[RUNNING_FILE] = "\n".join(out.running) + "\n"
         for name, text in {**out.files, **extra}.items():
             path = target / name
             path.write_text(text, encoding="utf-8")

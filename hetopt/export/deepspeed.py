@@ -123,7 +123,7 @@ def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = Fals
         "train_batch_size": plan.global_batch,
         "train_micro_batch_size_per_gpu": plan.microbatch_size // dp,
         "gradient_accumulation_steps": plan.microbatches,
-        "zero_optimization": {"stage": zero},
+        "zero_optimization": {"stage": zero, "overlap_comm": plan.running.overlap},
     }
     if plan.precision in ("bf16", "fp16"):  # DeepSpeed trains in fp32 without an fp16 or bf16 section
         config[plan.precision] = {"enabled": True}

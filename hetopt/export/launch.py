@@ -19,7 +19,8 @@ Examples
 
 from __future__ import annotations
 
-from hetopt.export.common import TF32_ENVIRONMENT, plan_line, split_text
+from hetopt.export.common import plan_line, split_text
+from hetopt.export.running import tf32_environment
 from hetopt.export.source import PlanView
 
 #: torchrun's rendezvous port when MASTER_PORT is not set (its own default).
@@ -89,8 +90,9 @@ def launch_script(plan: PlanView, command: str, runtime: str, args_file: str | N
         f'$NNODES nodes)" >&2',
         "       exit 2 ;;",
         "esac",
-        *([f"export {TF32_ENVIRONMENT}  # the matmuls in TF32, as the plan prices (precision tf32)"]
-          if plan.precision == "tf32" else []),
+        *([f"export {tf32_environment(plan.running)}  # matmuls on fp32 tensors: TF32 (1) or FP32 (0), as the plan "
+           f"prices (precision {plan.running.precision}, tf32={plan.running.tf32})"]
+          if tf32_environment(plan.running) else []),
         *(arguments_file_reader(args_file) if args_file else []),
         f'exec torchrun --nnodes "$NNODES" --node-rank "$NODE_RANK" --nproc-per-node "${{NPROC[$NODE_RANK]}}" \\',
         f'    --master-addr "$MASTER_ADDR" --master-port "${{MASTER_PORT:-{MASTER_PORT}}}" \\',
@@ -118,8 +120,10 @@ def arguments_file_reader(file_name: str) -> list[str]:
     ]
 
 
-def readme(plan: PlanView, runtime: str, files: list[str], fill_in: list[str], priced: dict) -> str:
-    """``README.md`` of the export folder: what was priced, how to launch, what to fill in."""
+def readme(plan: PlanView, runtime: str, files: list[str], fill_in: list[str], priced: dict,
+           running: list[str] = ()) -> str:
+    """``README.md`` of the export folder: what was priced, how it runs (``running``: the lines of
+    :func:`hetopt.export.running.readme_section`), how to launch, what to fill in."""
     lay = plan.blocks[0].layout
     rows = []
     rank = 0
@@ -145,6 +149,7 @@ def readme(plan: PlanView, runtime: str, files: list[str], fill_in: list[str], p
     if memory:
         lines.append(f"- peak memory per GPU: {max(memory):.3g} GiB (stages {', '.join(f'{m:.3g}' for m in memory)})")
     lines += ["", "| island | GPU | stages | layers per stage | global ranks |", "|---|---|---|---|---|", *rows, "",
+              *running,
               "## Launch", "",
               "1. Replace the node names in `hostfile` by their addresses (keep the order).",
               "2. On every node: `NODE_RANK=<its line in hostfile, 0 first> MASTER_ADDR=<first node> ./launch.sh`.",

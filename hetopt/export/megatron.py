@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from hetopt.export.common import (FILL_IN, gpu_types, handover_gaps, job_value, plan_line, precision_gaps, safe_name, split_text,
                                   without_bf16, without_flash_attention)
+from hetopt.export import running
 from hetopt.export.source import Block, Layout, PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -436,7 +437,11 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
         common.append(f"--num-virtual-stages-per-pipeline-rank {vpp}")
     common += split
     attention, attention_notes = attention_arguments(plan)
+    if not plan.running.flash:  # the plan prices attention unfused on every GPU (flash=no)
+        attention, attention_notes = [running.MEGATRON_UNFUSED], []
     common += attention
+    if running.megatron_tp_overlap(plan):  # Transformer Engine's userbuffers, as priced (tpoverlap=yes)
+        common.append(running.MEGATRON_TP_OVERLAP)
     if model is not None:
         common += model_arguments(model, plan.seq, gaps, expert_parallel=expert_parallel)
     common = attention_notes + common

@@ -25,6 +25,7 @@ import json
 
 from hetopt.export.common import gpu_types, handover_gaps, job_value, plan_line, precision_gaps, without_bf16
 from hetopt.errors import InputError
+from hetopt.export import running
 from hetopt.export.source import PlanView
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -250,6 +251,8 @@ def build(plan: PlanView, model: ModelConfig, *, one_job: bool = False) -> tuple
         f"tensor_parallel_degree = {tp}",
         f"pipeline_parallel_degree = {len(plan.stage_layers)}",
     ]
+    if plan.running.tp_overlap and tp > 1:  # async TP (tpoverlap=yes); it takes effect with [compile] on
+        lines.append(running.TORCHTITAN_ASYNC_TP)
     if cp > 1:
         lines.append(f"context_parallel_degree = {cp}")
     if ep > 1:

@@ -28,6 +28,7 @@ from hetopt.planner.builtin import best_single_island_plan, whole_model_slice
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import job_element_bytes, link_matrix, microbatch_candidates, pipeline_instance, split_layers
 from hetopt.costmodel import running as run
+from hetopt.planner.budget import fsdp_limit
 from hetopt.planner.fsdp import ignored as fsdp_ignored
 from hetopt.planner.fsdp import plan_fsdp
 from hetopt.planner.mixed import mixed_alternative
@@ -40,9 +41,6 @@ from hetopt.workload import ModelConfig
 #: allocation dp checks the clock between units of work, plus ``evaluate`` (the same slack
 #: as ``hetopt.family.TIME_LIMIT_SLACK_S``, of which this takes half).
 FSDP_KILL_SLACK_S = 0.5
-#: Under a time limit, the share of the time left that the FSDP alternative may use: the
-#: other three (in-process, quick) get the rest.
-FSDP_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -63,12 +61,8 @@ class Setting:
     #: the alternatives are planned over the same ones.
     microbatch_sizes: tuple[int, ...] | None = None
     #: plan the ``mixed-stages`` alternative too (``planner/mixed.py``; off by default: it takes
-    #: up to ``mixed.MIXED_BUDGET_S``, and its row is priced by block tables, not the planner's own prices)
+    #: up to ``budget.SHARES.mixed_cap_s``, and its row is priced by block tables, not the planner's own prices)
     mixed_stages: bool = False
-
-
-def _remaining(deadline: Deadline) -> float | None:
-    return None if deadline.limit == float("inf") else deadline.remaining()
 
 
 def fsdp_batches(result: Result) -> str:
@@ -154,8 +148,7 @@ def fsdp_alternative(s: Setting, deadline: Deadline) -> Alternative:
     if deadline.expired():
         return Alternative("cephalo-fsdp", None, "not planned: the time limit was spent", Status.TIME_LIMIT, PRICED_BY_ALLOCATION,
                            **under)
-    left = _remaining(deadline)
-    left = None if left is None else FSDP_SHARE * left
+    left = fsdp_limit(deadline)
     try:
         if left is not None and "fork" in multiprocessing.get_all_start_methods():
             result = _fsdp_within(s, left)
@@ -241,7 +234,7 @@ def _restricted(s: Setting, counts: list[int], m: int, deadline: Deadline) -> Re
     if deadline.expired():
         return no_solution(problem="pipeline", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
                            reason="time limit reached before a plan was found")
-    return solvers.solve(instance, "dp", time_limit=_remaining(deadline))
+    return solvers.solve(instance, "dp", time_limit=deadline.seconds_left())
 
 
 class _Best:

@@ -50,7 +50,6 @@ from hetopt.parallelism import context as ctx
 from hetopt.parallelism import expert as ex
 from hetopt.hardware import DEFAULT_HEADROOM_GIB, GpuType
 from hetopt.units import GIB
-from hetopt.planner import pricecache
 from hetopt.planner.pricecache import FloorTable, PricingIsland, Prepared, collector_paused, island_key
 from hetopt.planner.parallelizer import (
     Atom,
@@ -83,16 +82,6 @@ CP_DEGREES = (1, 2, 4, 8, 16)
 #: pipeline instances and findings) are unchanged: a choice of search space, not a proof
 #: that CP or offloading cannot help there.
 LONG_SEQUENCE = 8192
-#: ``parallelize`` computes a stage's memory before its time and stops pricing a layout at the
-#: first stage whose static bytes alone exceed the capacity: such a layout fits in no pipeline
-#: position (its stages-behind limit is -1 whatever the others cost), so it is dropped unpriced.
-#: Exact; False prices every stage in full (the tests compare both).
-STATIC_FIRST = True
-#: ``parallelize`` bounds a layout's stage times by their kernels and TP/CP collectives, held to the
-#: host's floor (``path_floor_s``; every other part of a stage adds to them) before pricing it, and leaves it unpriced when a layout already priced in the query fits in every pipeline
-#: position, has no more stages, and beats both bounds (its Σ t strictly): the layout cannot be on
-#: the Pareto front. Exact; False prices every layout (the tests compare both).
-FLOOR_FIRST = True
 #: Entries a parallelizer's memo of stage prices may hold before it is emptied (memory bound;
 #: see :class:`BuiltinParallelizer`).
 STAGE_CACHE_LIMIT = 1_000_000
@@ -341,7 +330,7 @@ def _by_group(groups: Sequence[tuple | None]) -> dict[tuple, list[int]]:
     return out
 
 
-def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]:
+def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float], python_rows: int = PARETO_PYTHON_ROWS) -> list[int]:
     """Rows of ``keys`` (Σ t, max t, stages, −limit) that no other row dominates, in key order.
 
     The Pareto filter of :meth:`BuiltinParallelizer.parallelize`. A plan A dominating B can
@@ -363,7 +352,7 @@ def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]
             stop += 1
         group = order[start:stop]
         n = int(group[0]) if len(group) == 1 else int(min(group, key=lambda j: (peak(j), j)))
-        if len(kept) <= PARETO_PYTHON_ROWS:  # few kept rows: two numpy calls cost more than the loop
+        if len(kept) <= python_rows:  # few kept rows: two numpy calls cost more than the loop
             t, w, g, lim = rows[n]
             dominated = any(a <= t and b <= w and c <= g and d <= lim for a, b, c, d in kept_rows)
         else:
@@ -379,7 +368,7 @@ def _pareto_indices(keys: np.ndarray, peak: Callable[[int], float]) -> list[int]
 def _beaten(floors: tuple[float, float], stages: int, fit_everywhere: dict[tuple | None, list[tuple[float, float, int]]],
             group: tuple | None, targeted: bool) -> bool:
     """Whether a priced row (Σ t, max t, stages) that fits in every position dominates every row
-    with these floors of Σ t and max t and ``stages`` stages (``FLOOR_FIRST``).
+    with these floors of Σ t and max t and ``stages`` stages (:attr:`BuiltinParallelizer.floor_first`).
 
     Such a row has a key no larger in any component and a smaller Σ t, so the bounded layout is
     on no Pareto front (``_pareto_indices``). With a ``target`` the row must be of the layout's
@@ -464,6 +453,22 @@ class BuiltinParallelizer:
     #: a measured profile (``hetopt.profile.measured.Measured``): the terms it covers are priced
     #: from it (``price_stage``'s ``measured``); None, the default: the analytic model alone
     measured: Measured | None = None
+    #: The exact shortcuts of the search (on by default; off, the plain search each must equal,
+    #: as the tests compare). ``static_first``: a stage's memory before its time, and a layout
+    #: dropped unpriced at the first stage whose static bytes alone exceed the capacity (it fits
+    #: in no pipeline position). ``floor_first``: a layout's stage times bounded by their kernels
+    #: and TP/CP collectives held to the host's floor (``path_floor_s``) before pricing it, and
+    #: left unpriced when a layout already priced in the query fits everywhere, has no more
+    #: stages and beats both bounds (its Σ t strictly): it cannot be on the Pareto front.
+    #: ``share_prices``: work shared between queries (``hetopt.planner.pricecache``: prices
+    #: between islands of one signature, layouts and floors between micro-batch sizes and slices
+    #: of equal layers, the answers a worker gave); off, every query answered on its own.
+    #: ``drop_redundant``: layouts another one enumerated beside them always matches or beats
+    #: (``_without_redundant``) are not priced.
+    static_first: bool = True
+    floor_first: bool = True
+    drop_redundant: bool = True
+    share_prices: bool = True
     _local: threading.local = field(default_factory=threading.local, init=False, repr=False, compare=False)
 
     @property
@@ -694,7 +699,7 @@ class BuiltinParallelizer:
     def _prices(self, sl: Slice, island: IslandSpec, m: int, M: int, phi: float) -> dict[tuple, tuple[StageCost, int | None, float]]:
         # one table per pricing context (the parallelizer's own settings are fixed); islands
         # that differ only in their names share one (``pricecache.island_key``)
-        return self._cache("prices").setdefault((sl.model, sl.seq, island_key(island) if pricecache.SHARING else island, m, M,
+        return self._cache("prices").setdefault((sl.model, sl.seq, island_key(island) if self.share_prices else island, m, M,
                                                   phi), {})
 
     def _table(self, sl: Slice, island: IslandSpec) -> LayerTable:
@@ -776,9 +781,9 @@ class BuiltinParallelizer:
         given), their times and its stages-behind limit.
 
         Unless ``complete``, (None, None, -1) as soon as a stage's static bytes alone do not fit
-        (``STATIC_FIRST``): the layout fits in no pipeline position, whatever its other stages.
+        (:attr:`static_first`): the layout fits in no pipeline position, whatever its other stages.
         """
-        static_first = STATIC_FIRST and not complete
+        static_first = self.static_first and not complete
         if keys is None:
             keys = self._stage_keys(sl, island, tab, lay)
         view, kwargs = pricing or self._pricing(island)
@@ -894,7 +899,7 @@ class BuiltinParallelizer:
         self._trim()
         answers = self._cache("answers")
         query = (sl, island, microbatch_size, microbatches, memory_fraction)
-        known = answers.get(query) if pricecache.SHARING else None
+        known = answers.get(query) if self.share_prices else None
         if known is not None:  # asked before (the alternatives ask the enumeration's queries again)
             return known
         # a query allocates hundreds of thousands of short-lived objects and makes no reference
@@ -909,7 +914,7 @@ class BuiltinParallelizer:
         """Whether :meth:`parallelize` has that query's answer at hand (asked before, or kept
         by :meth:`remember`), so it would not be priced again."""
         key = (as_slice(slice), island, microbatch_size, microbatches, memory_fraction)
-        return pricecache.SHARING and key in self._cache("answers")
+        return self.share_prices and key in self._cache("answers")
 
     def remember(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int, microbatches: int,
                  memory_fraction: float, plans: tuple[PartialPlan, ...]) -> None:
@@ -1013,12 +1018,13 @@ class BuiltinParallelizer:
         memo = self._cache("prepared")
         shared = (sl.model, sl.seq, tab.kinds, sl.head, whole, island_key(island), keep_zero0)
         key = shared + (m, M if whole else None, sl.embedding)  # the floors read the embedding (its TP all-reduces)
-        prepared = memo.get(key) if pricecache.SHARING else None
+        prepared = memo.get(key) if self.share_prices else None
         if prepared is None:
             flash = self.running_on(island).flash
-            if whole or self._broad(sl)[1] or not pricecache.SHARING:
-                layouts = _without_redundant(self.layouts(sl, island, microbatch_size=m, microbatches=M),
-                                             flash=flash, whole=whole, keep_zero0=keep_zero0)
+            if whole or self._broad(sl)[1] or not self.share_prices:
+                layouts = self.layouts(sl, island, microbatch_size=m, microbatches=M)
+                if self.drop_redundant:
+                    layouts = _without_redundant(layouts, flash=flash, whole=whole, keep_zero0=keep_zero0)
                 if whole:
                     layouts.sort(key=lambda x: -x.stage_gpus * x.pp)
             else:
@@ -1029,10 +1035,11 @@ class BuiltinParallelizer:
                 every_key = shared + ("every", M * m)
                 every = memo.get(every_key)
                 if every is None:
-                    every = memo[every_key] = Prepared(_without_redundant(
-                        self.layouts(sl, island, microbatch_size=M * m), flash=flash, whole=False, keep_zero0=keep_zero0),
-                        None, ())
-                if FLOOR_FIRST:
+                    every_layout = self.layouts(sl, island, microbatch_size=M * m)
+                    if self.drop_redundant:
+                        every_layout = _without_redundant(every_layout, flash=flash, whole=False, keep_zero0=keep_zero0)
+                    every = memo[every_key] = Prepared(every_layout, None, ())
+                if self.floor_first:
                     index, floors, visit = self._floor_table(sl, island, tab, every).order(
                         m, self._floor_of(sl, island, tab, m))
                     layouts = [every.layouts[n] for n in index]
@@ -1072,10 +1079,10 @@ class BuiltinParallelizer:
     def _visit_order(self, sl: Slice, island: IslandSpec, tab: LayerTable, layouts: list[Layout], m: int,
                      whole: bool) -> tuple[list[tuple[float, float]] | None, Sequence[int]]:
         """Each layout's compute floors and the order the query prices them in: the least floors
-        first (``FLOOR_FIRST``, not for a whole model), so that the rows that close the others
+        first (:attr:`floor_first`, not for a whole model), so that the rows that close the others
         are priced early; stable, so an offloading layout, of equal floors, stays right after
         its twin. (None, enumeration order) without floors."""
-        if not FLOOR_FIRST or whole:
+        if not self.floor_first or whole:
             return None, range(len(layouts))
         computed = self._cache("prices").setdefault(("floor", sl.model, sl.seq, island_key(island), m), {})
         by_shape: dict[tuple, tuple[float, float]] = {}  # ZeRO stages and offloading share their compute

@@ -26,7 +26,6 @@ from dataclasses import dataclass, field, replace
 
 from hetopt.family import Deadline
 from hetopt.planner.parallelizer import IslandSpec, Parallelizer, PartialPlan, Slice
-from hetopt.planner import pricecache
 from hetopt.planner.pricecache import collector_paused
 from hetopt.planner.workers import POLL_S, Gathering, ProcessPool
 
@@ -126,7 +125,7 @@ def _remember(par: Parallelizer, calls: list[_Query], answers: list[tuple[Partia
     queries again without pricing them (the planner's alternatives ask many of them)."""
     from hetopt.planner.builtin import BuiltinParallelizer
 
-    if type(par) is not BuiltinParallelizer or not pricecache.SHARING:
+    if type(par) is not BuiltinParallelizer or not par.share_prices:
         return
     for call, found in zip(calls, answers):
         if found is not None and call.parallelizer == par:
@@ -288,7 +287,7 @@ class Ahead:
         """Whether answers sent ahead would be kept: the built-in parallelizer, a local pool, sharing on."""
         from hetopt.planner.builtin import BuiltinParallelizer
 
-        return type(parallelizer) is BuiltinParallelizer and isinstance(executor, ProcessPool) and pricecache.SHARING
+        return type(parallelizer) is BuiltinParallelizer and isinstance(executor, ProcessPool) and parallelizer.share_prices
 
     def send(self, pairs: Sequence[tuple[Slice, IslandSpec]], *, microbatch_size: int, microbatches: int,
              global_batch: int, memory_fraction: float = 1.0) -> int:

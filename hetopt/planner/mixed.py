@@ -41,6 +41,7 @@ from collections import Counter
 
 from hetopt import costmodel as cm
 from hetopt.costmodel.running import Running
+from hetopt.planner.budget import mixed_deadline
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.costmodel.stage import Layout
@@ -62,10 +63,6 @@ BLOCK_ATOMS = 4
 UNIT = "node"
 #: The row's name in the alternatives table.
 NAME = "mixed-stages"
-#: Seconds the alternative may take without a time limit (its dp then answers FEASIBLE with
-#: the best plan found, or TIME_LIMIT), and its share of the time left under one.
-MIXED_BUDGET_S = 30.0
-MIXED_SHARE = 0.25
 
 
 def _node_specs(s) -> dict[str, IslandSpec]:
@@ -205,15 +202,14 @@ def _too_many_states(s, b: int) -> str | None:
 
 def mixed_alternative(s, deadline: Deadline):
     """The ``mixed-stages`` row (``answer.Alternative``): the best plan over the micro-batch
-    sizes (the user's, or the composed plan's candidates), within ``MIXED_SHARE`` of what is left of ``deadline`` and at most
-    ``MIXED_BUDGET_S`` seconds.
+    sizes (the user's, or the composed plan's candidates), within its share of what is left of ``deadline``
+    (:func:`hetopt.planner.budget.mixed_deadline`: a quarter, at most 30 s).
 
     Its status is FEASIBLE when the family's ``dp`` proved its optimum *of the tables* (the
     tables approximate the planner's stage prices, see the module docstring), else the
     family's status (TIME_LIMIT, DECLINED with the limit named, INFEASIBLE).
     """
-    left = deadline.seconds_left()
-    budget = Deadline(MIXED_BUDGET_S if left is None else min(MIXED_BUDGET_S, MIXED_SHARE * left))
+    budget = mixed_deadline(deadline)
     best, reasons, statuses, infeasible = None, [], [], []  # infeasible sizes are proofs, not gaps
     # the micro-batch size the user fixed, else the composed plan's candidates (every divisor of
     # the global batch, powers of two first): the tables' rows stop where a share no longer fits,

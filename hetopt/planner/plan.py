@@ -47,9 +47,10 @@ from hetopt.planner.layout import PricedLayout, PricedPipeline
 from hetopt.planner.outcome import Attempt, ChosenIslands, PlanOutcome, conclude_plan, stopped_by_user
 from hetopt.planner.parallelizer import Parallelizer, held_gpus
 from hetopt.planner.pricecache import collector_paused
-from hetopt.planner.replicas import REPLICAS_SHARE, ReplicasPlan, plan_replicas
+from hetopt.planner.replicas import ReplicasPlan, plan_replicas
 from hetopt.planner.request import PlanRequest, as_cluster, as_model
-from hetopt.planner.search import SearchContext, enumeration_summary, limited, search_sizes
+from hetopt.planner.budget import PlanBudget
+from hetopt.planner.search import SearchContext, enumeration_summary, search_sizes
 from hetopt import costmodel as cm
 from hetopt.result import Result, Status
 from hetopt.runtimes import RUNTIMES, Job
@@ -59,12 +60,6 @@ from hetopt.workload import ModelConfig, parameters
 __all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_ISLANDS", "MAX_COMPOSE_ISLANDS", "Alternative", "HeteroPlan", "PlanRequest", "StageRow", "as_cluster", "as_model", "choose_islands", "conclude_plan",
            "ideal_time", "microbatch_candidates", "model_training_flops", "plan"]
 
-#: Under a time limit, the share of it kept for the alternatives (the composed plan comes first).
-ALTERNATIVES_SHARE = 0.1
-#: Seconds before the time limit at which the planner's steps stop starting work (at most half
-#: the limit): a solver call returns a little after its own limit (its last unit of work and
-#: ``evaluate``; the 1F1B simulation of a long pipeline), and the steps run one after another.
-INNER_MARGIN_S = 0.5
 
 
 def plan(
@@ -193,7 +188,8 @@ def _check_collaborators(parallelizer: object, executor: object, on_progress: ob
 def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor | None,
           on_progress: Callable[[str, int, int], None] | None) -> HeteroPlan:
     """:func:`plan` of a checked request: the steps in order."""
-    inner, composing = _budget(r)
+    budget = PlanBudget(r.time_limit, alternatives=r.alternatives, replicas=r.replicas)
+    inner, composing = budget.inner, budget.composing
     cluster, cfg = as_cluster(r.cluster), as_model(r.model)
     layout = r.runtime.layouts(r.layout) if r.runtime is not None and r.layout is not None else r.layout
     seq = r.seq or cfg.sequence
@@ -344,22 +340,6 @@ def _outside_calibration(setup: Setup, best: Attempt, seq: int) -> list[str]:
     return lines
 
 
-def _budget(r: PlanRequest) -> tuple[Deadline, Deadline]:
-    """The deadline every step stops by, and the composed pipeline's share of it.
-
-    The inner deadline ends ``INNER_MARGIN_S`` before the limit: each step may overshoot by its
-    own last unit of work (a DP layer, an ``evaluate``), which the margin and the stated slack
-    absorb. The composition leaves ``ALTERNATIVES_SHARE`` for the alternatives and
-    ``REPLICAS_SHARE`` for the replicas when those are asked for.
-    """
-    limit = r.time_limit
-    inner = Deadline(None if limit is None else limit - min(INNER_MARGIN_S, limit / 2))
-    composing = inner.limit * (1 - ALTERNATIVES_SHARE) if r.alternatives else inner.limit
-    if r.replicas and limit is not None:
-        composing *= 1 - REPLICAS_SHARE
-    return inner, Deadline(None if limit is None else composing)
-
-
 def _state_exceeds_cluster(cluster: Cluster, cfg: ModelConfig, parallelizer: Parallelizer | None) -> str | None:
     """Why no plan fits, when the training state alone does not fit the whole cluster (None: it may).
 
@@ -386,7 +366,7 @@ def _state_exceeds_cluster(cluster: Cluster, cfg: ModelConfig, parallelizer: Par
 
 def _form_islands(cluster: Cluster, deadline: Deadline) -> Result:
     """The islands family's fewest homogeneous islands, within ``deadline``."""
-    return solvers.solve(cluster.islands, time_limit=limited(deadline))
+    return solvers.solve(cluster.islands, time_limit=deadline.seconds_left())
 
 
 def _with_every_island(answer: HeteroPlan, cluster: Cluster, islands: Result) -> HeteroPlan:

@@ -34,11 +34,6 @@ import numpy as np
 from hetopt.costmodel.stage import Layout
 from hetopt.planner.parallelizer import IslandSpec
 
-#: The built-in parallelizer shares work between queries as this module says (prices between
-#: islands of one signature, layouts and floors between micro-batch sizes and slices of equal
-#: layers, the answers a worker gave). Exact; False answers every query on its own, as before
-#: the sharing (``tests/planner/test_price_sharing.py`` compares both).
-SHARING = True
 
 
 def island_key(island: IslandSpec) -> tuple:
@@ -210,4 +205,4 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-__all__ = ["SHARING", "FloorTable", "PricingIsland", "Prepared", "collector_paused", "island_key"]
+__all__ = ["FloorTable", "PricingIsland", "Prepared", "collector_paused", "island_key"]

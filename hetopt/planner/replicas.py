@@ -38,9 +38,6 @@ from hetopt.workload import ModelConfig, layer_parameters
 #: Nodes per unit a large island is cut into: 8 nodes of 8 GPUs (64 GPUs) hold GPT-3 175B
 #: in one pipeline (tp4 pp16 on H100), and a 48-61-node island then gives 6-7 units.
 UNIT_NODES = 8
-#: Under a time limit, the share of the plan's budget kept for the replicas (pricing the
-#: candidates takes 0.2-0.5 s each, the datacenter has about 30 of them; the DP well under 1 s).
-REPLICAS_SHARE = 0.2
 #: Units one candidate pipeline may span (64 to 512 GPUs of one type with 8-node units).
 UNITS_PER_PIPELINE = (1, 2, 3, 4, 6, 8)
 
@@ -206,8 +203,7 @@ def plan_replicas(
         return ReplicasPlan(Status.INFEASIBLE if not deadline.expired() else Status.TIME_LIMIT,
                             reason="no unit of any island holds the model" if not deadline.expired()
                             else "time limit reached while pricing the candidates", planning_s=deadline.elapsed())
-    remaining = None if deadline.limit == float("inf") else deadline.remaining()
-    result = solvers.solve(instance, "dp", time_limit=remaining)
+    result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left())
     out = ReplicasPlan(Status.ERROR, candidates=len(instance.candidates), method_status=result.status.value,
                        shapes=[{"name": s.name, "count": s.count, "gpu": s.gpu, "gpus": s.gpus} for s in instance.shapes],
                        planning_s=deadline.elapsed())

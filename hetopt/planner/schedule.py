@@ -191,8 +191,8 @@ def _solve(instance: PipelineInstance, removed: frozenset[int], deadline: Deadli
     inst, keep = subset(instance, removed)
     if not inst.options:
         return Result(problem="pipeline", method="dp", status=Status.INFEASIBLE), keep
-    limit = None if math.isinf(deadline.limit) else max(deadline.remaining(), 1e-3)
-    return solvers.solve(inst, "dp", time_limit=limit), keep
+    limit = deadline.seconds_left()  # 0 with a stop requested: the dp answers at once
+    return solvers.solve(inst, "dp", time_limit=None if limit is None else max(limit, 1e-3)), keep
 
 
 def rerank(instance: PipelineInstance, composed: Result, deadline: Deadline,

@@ -25,6 +25,7 @@ from hetopt.budget import Deadline
 from hetopt.family import no_solution
 from hetopt.interrupt import armed
 from hetopt.pipeline.problem import MAX_MICROBATCHES
+from hetopt.planner.budget import enumeration_deadline
 from hetopt.planner.builtin import BuiltinParallelizer
 from hetopt.planner.cluster import Cluster
 from hetopt.planner.compose import job_element_bytes, link_matrix, pipeline_instance, pipeline_lower_bound, uncomposable_microbatch_sizes
@@ -39,17 +40,6 @@ from hetopt.result import Status
 from hetopt.runtimes import Job, Runtime
 from hetopt.tables import counted
 from hetopt.workload import ModelConfig
-
-#: Under a time limit, the share of one micro-batch size's budget its enumeration may use: the
-#: rest composes what it found (the composition of a few thousand plans takes about as long
-#: as their enumeration on the shipped clusters).
-ENUMERATION_SHARE = 0.5
-
-
-def limited(deadline: Deadline, share: float = 1.0) -> float | None:
-    """``share`` of what is left of ``deadline``, as a solver's ``time_limit`` (None: no limit)."""
-    return None if math.isinf(deadline.limit) else share * deadline.remaining()
-
 
 @dataclass(frozen=True)
 class SearchContext:
@@ -143,11 +133,11 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     """
     t0 = time.perf_counter()
     microbatches = ctx.global_batch // m
-    enumeration_deadline = Deadline(limited(deadline, ENUMERATION_SHARE))
+    enumeration = enumeration_deadline(deadline)
     started = started or start_enumeration(ctx, m)
     if ctx.on_progress is not None:  # the count is known now; answers arrive in batches
         ctx.on_progress(f"micro-batch {m}: enumeration", 0, started.stats.queried)
-    plans, stats = started.finish(enumeration_deadline)
+    plans, stats = started.finish(enumeration)
     t1 = time.perf_counter()
     if deadline.expired() and any(plans.values()):
         # stopped (the limit, or Ctrl-C) before composing: nothing more is started for this size,
@@ -182,7 +172,7 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     elif deadline.expired():
         result = None
     else:
-        result = solvers.solve(instance, "dp", time_limit=limited(deadline))
+        result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left())
         if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/schedule.py)
             # interleaved plans' stages are shaped for the closed form, not for the simulator
             interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
@@ -292,5 +282,5 @@ def enumeration_summary(attempts: list[Attempt]) -> dict:
             else {"not_planned": a.not_planned} if a.not_planned else a.stats.to_dict() for a in attempts}
 
 
-__all__ = ["ENUMERATION_SHARE", "WITHIN_POLL_S", "SearchContext", "attempt_size", "enumeration_summary", "limited",
-           "search_sizes", "start_enumeration", "within"]
+__all__ = ["WITHIN_POLL_S", "SearchContext", "attempt_size", "enumeration_summary", "search_sizes", "start_enumeration",
+           "within"]

@@ -24,9 +24,17 @@ PIPELINE = ROOT / "instances" / "pipeline"
 HANG_S = 60
 
 
+def default_sigint() -> None:
+    """In a child before it runs: Ctrl-C as a terminal delivers it. A test run started as a
+    background job of a non-interactive shell (a CI script, ``pytest &``) has SIGINT ignored,
+    and a child inherits that: a Ctrl-C sent before hetopt installs its own handler would then be
+    lost, and the test would wait for work that never hears it."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(argv: list[str]) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "hetopt", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=ROOT, text=True)
+                            stdin=subprocess.DEVNULL, cwd=ROOT, text=True, preexec_fn=default_sigint)
 
 
 def _lines_until(proc: subprocess.Popen, count: int) -> list[str]:
@@ -114,7 +122,8 @@ def test_ctrl_c_in_validate_plan_keeps_the_rows_planned_before_it():
 
     leader, follower = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "hetopt", "validate", "--plan"], stdout=follower, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=ROOT, text=True, env=dict(os.environ, COLUMNS="200"))
+                            stdin=subprocess.DEVNULL, cwd=ROOT, text=True, env=dict(os.environ, COLUMNS="200"),
+                            preexec_fn=default_sigint)
     os.close(follower)
     seen, deadline = "", time.monotonic() + HANG_S
     try:

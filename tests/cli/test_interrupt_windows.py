@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_interrupt import default_sigint
+
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a child may take in all before the test calls it a hang.
 HANG_S = 90
@@ -123,7 +125,7 @@ CHILD = textwrap.dedent("""\
 
 def _run(point: str) -> tuple[str, float | None]:
     done = subprocess.run([sys.executable, "-c", CHILD, point], capture_output=True, text=True, cwd=ROOT,
-                          timeout=HANG_S, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+                          timeout=HANG_S, env=dict(os.environ, PYTHONPATH=str(ROOT)), preexec_fn=default_sigint)
     assert done.returncode == 0, (done.returncode, done.stdout, done.stderr)  # not killed at exit
     words = done.stdout.split()
     assert len(words) in (2, 3), done.stdout

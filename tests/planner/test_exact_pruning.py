@@ -26,10 +26,8 @@ GPUS = load_gpus()
 MODELS = instances_dir() / "models"
 
 
-def _unpruned(monkeypatch) -> None:
-    """The search as it was before the prunings: every enumerated layout priced in full."""
-    monkeypatch.setattr(builtin, "_without_redundant", lambda layouts, **_: list(layouts))
-    monkeypatch.setattr(builtin, "STATIC_FIRST", False)
+#: The search as it was before the prunings: every enumerated layout priced in full.
+UNPRUNED = dict(drop_redundant=False, static_first=False)
 
 
 #: Shipped shapes the seeded cases cut down to a few layers (dense and MoE, GPT and Llama).
@@ -61,9 +59,7 @@ def _case(seed: int):
 
 def _both(sl, isl, flash, monkeypatch, **args):
     got = BuiltinParallelizer(running=Running(flash=flash)).parallelize(sl, isl, **args)
-    with monkeypatch.context() as mp:
-        _unpruned(mp)
-        want = BuiltinParallelizer(running=Running(flash=flash)).parallelize(sl, isl, **args)
+    want = BuiltinParallelizer(running=Running(flash=flash), **UNPRUNED).parallelize(sl, isl, **args)
     return got, want
 
 
@@ -92,9 +88,7 @@ def test_pruned_search_on_shipped_models(model, first, stop, m, monkeypatch):
     isl = IslandSpec("v100", GPUS["V100-SXM2-16GB"], nodes=2, gpus_per_node=4, inter_bandwidth=12.5e9)
     args = dict(microbatch_size=m, microbatches=8, global_batch=8 * m)
     got = BuiltinParallelizer().parallelize(sl, isl, **args)
-    with monkeypatch.context() as mp:
-        _unpruned(mp)
-        want = BuiltinParallelizer().parallelize(sl, isl, **args)
+    want = BuiltinParallelizer(**UNPRUNED).parallelize(sl, isl, **args)
     assert got == want and got
 
 
@@ -196,7 +190,5 @@ def test_the_pareto_filter_keeps_the_same_rows_in_python_and_in_numpy(monkeypatc
                                 -rng.choice([np.inf, 0, 1, 2], n)]).astype(float)
         peaks = rng.random(n)
         python = builtin._pareto_indices(keys, lambda j: peaks[j])
-        monkeypatch.setattr(builtin, "PARETO_PYTHON_ROWS", -1)
-        numpy_only = builtin._pareto_indices(keys, lambda j: peaks[j])
-        monkeypatch.setattr(builtin, "PARETO_PYTHON_ROWS", 16)
+        numpy_only = builtin._pareto_indices(keys, lambda j: peaks[j], python_rows=-1)
         assert python == numpy_only

@@ -43,9 +43,7 @@ def test_the_floor_is_below_every_priced_stage(seed, host, handover):
 
 def _both(sl, isl, par, monkeypatch, **args):
     got = par.parallelize(sl, isl, **args)
-    with monkeypatch.context() as mp:
-        mp.setattr(builtin, "FLOOR_FIRST", False)
-        want = type(par)(**{f: getattr(par, f) for f in ("running", "target")}).parallelize(sl, isl, **args)
+    want = type(par)(**{f: getattr(par, f) for f in ("running", "target")}, floor_first=False).parallelize(sl, isl, **args)
     return got, want
 
 

@@ -26,9 +26,7 @@ from tests.planner.test_exact_pruning import GPUS, MODELS, _case
 
 def _plain(monkeypatch, sl, isl, par_args, **args):
     """The answer of a fresh parallelizer with every sharing off."""
-    with monkeypatch.context() as mp:
-        mp.setattr(pricecache, "SHARING", False)
-        return BuiltinParallelizer(**par_args).parallelize(sl, isl, **args)
+    return BuiltinParallelizer(**par_args, share_prices=False).parallelize(sl, isl, **args)
 
 
 def _counting(monkeypatch) -> list:
@@ -184,8 +182,6 @@ def test_the_pricing_view_reads_as_the_island():
 def test_shipped_settings_plan_alike_with_and_without_sharing(cluster, model, batch, m, monkeypatch):
     args = dict(global_batch=batch, microbatch_size=m, alternatives=False)
     got = hetopt.plan(cluster, model, **args)
-    with monkeypatch.context() as mp:
-        mp.setattr(pricecache, "SHARING", False)
-        want = hetopt.plan(cluster, model, **args)
+    want = hetopt.plan(cluster, model, **args, parallelizer=BuiltinParallelizer(share_prices=False))
     assert got.status == want.status and got.iteration_time_s == want.iteration_time_s
     assert got.stages == want.stages and got.enumeration == want.enumeration
