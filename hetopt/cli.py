@@ -40,7 +40,7 @@ from hetopt.io import load
 from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
 from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
-from hetopt.tables import cell, markdown_lines, rows_table, show
+from hetopt.tables import cell, markdown_lines, print_table, rows_table, show
 from hetopt.terminal import on_terminal, progress
 
 if TYPE_CHECKING:  # the planner is imported by the plan command only
@@ -294,7 +294,7 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
     out.print(_result_line(result), highlight=False)
     if result.solution is not None:
         rows = result.solution.rows()
-        out.print(rows_table(rows[:MAX_TABLE_ROWS]))
+        print_table(out, rows_table(rows[:MAX_TABLE_ROWS]))
         if len(rows) > MAX_TABLE_ROWS:  # 20,000 rows took seconds to lay out, past the time limit
             out.print(f"... {len(rows) - MAX_TABLE_ROWS:,} more rows (every row: --json)", highlight=False)
         for line in result.solution.summary():
@@ -306,7 +306,10 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
 def cmd_draw(args: argparse.Namespace, out: Console) -> int:
     from hetopt.draw import draw_file
 
-    picture = draw_file(args.result, args.out)
+    try:
+        picture = draw_file(args.result, args.out, gantt=args.gantt)
+    except InputError as exc:
+        raise plan_flag_error(exc) from None  # "gantt: ..." -> "--gantt: ..."
     out.print(f"{picture.path}: {picture.kind} picture, {picture.width_px} x {picture.height_px} "
               f"{'pt' if picture.path.suffix.lower() == '.svg' else 'px'}", highlight=False)
     return EXIT_OK
@@ -373,7 +376,7 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
             }
             for r in check.results
         ]
-        out.print(rows_table(rows))
+        print_table(out, rows_table(rows))
         out.print(_agreement_line(check), highlight=False)
         for method, gap in check.heuristic_gaps.items():
             out.print(f"{method}: gap to the best proven bound {cell(gap)}", highlight=False)
@@ -566,6 +569,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "cover its setting, from the cost model elsewhere; --json says which (priced_from); "
                    "write one with `hetopt profile`")
     p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--verbose", "-v", action="store_true",
+                   help="also print each island's member nodes and each micro-batch size's pruning counters")
     p.add_argument("--draw", default=None, metavar="FILE", help="also draw the plan into FILE.svg or FILE.png (needs the plot extra)")
     p.set_defaults(run=cmd_plan)
 
@@ -576,6 +581,9 @@ def build_parser() -> argparse.ArgumentParser:
                        'pip install -e ".[plot]".')
     p.add_argument("result", metavar="RESULT.json")
     p.add_argument("-o", "--out", required=True, metavar="FILE", help="the picture to write: .svg or .png")
+    p.add_argument("--gantt", action="store_true",
+                   help="draw the 1F1B schedule of a plan (or pipeline) result as a Gantt chart: one lane per stage, "
+                   "forward, backward and idle time, each island's layout")
     p.set_defaults(run=cmd_draw)
 
     p = sub.add_parser("generate", help="rewrite generated instance files from catalogs and profiles")
@@ -808,18 +816,24 @@ def cmd_plan(args: argparse.Namespace, out: Console) -> int:
         return EXIT_USAGE
 
 
+#: What the counts of a plan's progress phase are (``plan()``'s ``on_progress``), by the phase's
+#: kind: its last part's first word ("micro-batch 4: enumeration" counts queries).
+PLAN_PROGRESS_UNITS = {"enumeration": "queries", "composing": "sizes"}
+
+
 def _run_plan(args: argparse.Namespace, out: Console, report) -> int:
     """Plan (with a progress line on a terminal), print, draw; the exit code."""
-    with progress(out, "enumeration", show=not args.json) as bar:
+    with progress(out, "reading the cluster and the model", 1, show=not args.json) as bar:
         def on_progress(phase: str, done: int, total: int) -> None:
-            bar.update(done, total, f"enumeration, {phase}")
+            kind = phase.rsplit(": ", 1)[-1].split(" ", 1)[0]
+            bar.update(done, total, phase, PLAN_PROGRESS_UNITS.get(kind, ""))
 
         result = run_plan(args, on_progress if bar.shown else None)
     document = plain(result)
     if args.json:
         print(json.dumps(document, indent=2))
     else:
-        report.print_plan(result, out)
+        report.print_plan(result, out, verbose=args.verbose)
     _draw(args, document, "hetopt plan", "plan", bool(document.get("stages")), out)
     return _STATUS_EXIT[result.answer_status]
 
@@ -1060,7 +1074,7 @@ def cmd_list(args: argparse.Namespace, out: Console) -> int:
         for r in rows:
             r["nodes × GPUs by type"] = r.pop("by_type")
             r["description"] = r.pop("description")
-    out.print(rows_table(rows))
+    print_table(out, rows_table(rows))
     return EXIT_OK
 
 

@@ -25,6 +25,11 @@ from typing import Any
 from rich.console import Console
 
 
+#: Characters of the progress bar: with a phase's description, "225/225 queries" and the elapsed
+#: time the line stays within 80 columns (rich's default of 40 wrapped it there).
+BAR_WIDTH = 20
+
+
 class Bar:
     """The handle a command moves its progress line with (a no-op off a terminal)."""
 
@@ -46,10 +51,11 @@ class Bar:
         if self._progress is not None:
             self._progress.update(self._task, description=text)
 
-    def update(self, done: int, total: int | None, text: str | None = None) -> None:
-        """``done`` of ``total`` units (None: unknown, a spinner), and optionally what."""
+    def update(self, done: int, total: int | None, text: str | None = None, unit: str | None = None) -> None:
+        """``done`` of ``total`` units (None: unknown, a spinner), and optionally what is being
+        done and what the units are (shown after the count: "57/225 queries")."""
         if self._progress is not None:
-            fields = {} if text is None else {"description": text}
+            fields = ({} if text is None else {"description": text}) | ({} if unit is None else {"unit": unit})
             self._progress.update(self._task, completed=done, total=total, **fields)
 
 
@@ -67,6 +73,7 @@ def progress(out: Console, description: str, total: int | None = None, *, show: 
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
+    columns = [SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=BAR_WIDTH), MofNCompleteColumn(),
+               TextColumn("{task.fields[unit]}"), TimeElapsedColumn()]
     with Progress(*columns, console=out, transient=True) as shown:
-        yield Bar(shown, shown.add_task(description, total=total))
+        yield Bar(shown, shown.add_task(description, total=total, unit=""))

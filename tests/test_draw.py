@@ -176,6 +176,72 @@ def test_svg_repeats_byte_for_byte(tmp_path):
     assert draw(fixture("plan"), tmp_path / "b.svg").path.read_bytes() == first
 
 
+# -- the plan's Gantt chart (hetopt draw plan.json --gantt) -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def plan_document() -> dict:
+    """A plan as ``hetopt plan --json`` writes it today: three islands of Tangram's C3 in use."""
+    import hetopt
+    from hetopt.jsonout import plain
+
+    return plain(hetopt.plan("tangram-c3", "gpt3-13b", global_batch=32, microbatch_size=2, alternatives=False))
+
+
+def test_a_plan_picture_keeps_each_islands_layout_at_any_number_of_stages(plan_document, tmp_path):
+    """Issue 44: the layouts were written in the stage bars only, where they fit, and were lost
+    past a few stages (here every bar is narrower than its layout)."""
+    text = draw(plan_document, tmp_path / "plan.svg").path.read_text(encoding="utf-8")
+    stages = plan_document["stages"]
+    for s in stages:
+        assert s["layout"] in text
+    assert f"{len(stages)} stages over {len({s['island'] for s in stages})} of" in text
+
+
+def test_the_plan_gantt_is_the_plans_own_simulation(plan_document, tmp_path):
+    doc = plan_document
+    stages = doc["stages"]
+    forward, backward = [s["forward_s"] for s in stages], [s["backward_s"] for s in stages]
+    links = [s["link_after_s"] for s in stages]
+    assert [s["time_s"] for s in stages] == pytest.approx([f + b for f, b in zip(forward, backward)], rel=1e-12)
+    assert sum(1 for x in links if x > 0) == len({s["island"] for s in stages}) - 1  # one link between two blocks
+    makespan, _ = schedule_1f1b(forward, backward, links, doc["microbatches"])
+    assert makespan == pytest.approx(doc["simulated_s"], rel=1e-12)  # the schedule the planner simulated
+    picture = draw(doc, tmp_path / "gantt.svg", gantt=True)
+    assert picture.kind == "gantt"
+    groups = svg_groups(picture.path)
+    for k in range(len(stages)):  # one forward and one backward bar per micro-batch on every lane
+        assert shapes(groups[f"stage-{k}-forward"]) == shapes(groups[f"stage-{k}-backward"]) == doc["microbatches"]
+    text = picture.path.read_text(encoding="utf-8")
+    for s in stages:  # each island's block is named with its layout
+        assert s["island"] in text and s["layout"] in text
+
+
+def test_draw_gantt_on_the_command_line(plan_document, tmp_path, capsys):
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan_document), encoding="utf-8")
+    assert main(["draw", str(path), "--gantt", "-o", str(tmp_path / "gantt.png")]) == 0
+    assert "gantt.png: gantt picture, 1000 x" in capsys.readouterr().out
+    _one_line_exit_2(capsys, ["draw", str(FIXTURES / "allocation.json"), "--gantt", "-o", str(tmp_path / "x.svg")],
+                     "--gantt: " + str(FIXTURES / "allocation.json") + " is an allocation result, which has no 1F1B schedule")
+    # a plan written before its stages carried their forward and backward times
+    _one_line_exit_2(capsys, ["draw", str(FIXTURES / "plan.json"), "--gantt", "-o", str(tmp_path / "x.svg")],
+                     "stages[0].forward_s: missing")
+    assert main(["draw", str(FIXTURES / "pipeline.json"), "--gantt", "-o", str(tmp_path / "p.svg")]) == 0  # one already
+
+
+def test_a_one_stage_schedule_says_stage(tmp_path):
+    """Counts in the pictures' titles are singular when one ("1 stages" before)."""
+    import hetopt
+    from hetopt.jsonout import plain
+
+    doc = plain(hetopt.plan("tangram-c2", "gpt3-1.3b", global_batch=128, alternatives=False))
+    assert len(doc["stages"]) == 1 and doc["microbatches"] == 1  # the README's plan: one stage, one micro-batch
+    text = draw(doc, tmp_path / "one.svg", gantt=True).path.read_text(encoding="utf-8")
+    assert "1 stage × 1 micro-batch" in text
+    assert "1 stage over 1 of" in draw(doc, tmp_path / "plan.svg").path.read_text(encoding="utf-8")
+
+
 # -- the schedule behind the Gantt chart ------------------------------------------------------------
 
 
@@ -337,7 +403,7 @@ def test_importing_the_draw_package_or_the_cli_does_not_import_matplotlib():
 
 def test_the_drawing_page_shows_a_committed_picture_of_each_kind():
     text = (ROOT / "docs" / "drawing.md").read_text(encoding="utf-8")
-    for kind in KINDS:
+    for kind in (*KINDS, "gantt"):
         shown = re.findall(rf"\]\((pictures/{kind}[\w.-]*\.(?:svg|png))\)", text)
         assert shown, kind
         assert all((ROOT / "docs" / path).is_file() for path in shown), shown

@@ -1,7 +1,8 @@
 """Pictures of results: ``hetopt draw RESULT.json -o FILE.svg|png`` and ``--draw FILE``.
 
 One module per kind of picture (:mod:`~hetopt.draw.pipeline`, :mod:`~hetopt.draw.allocation`,
-:mod:`~hetopt.draw.islands`, :mod:`~hetopt.draw.plan`), each a function
+:mod:`~hetopt.draw.islands`, :mod:`~hetopt.draw.plan`, and :mod:`~hetopt.draw.gantt` for a plan's
+schedule), each a function
 ``render(document, title, source) -> matplotlib.figure.Figure``: ``document`` is the plain JSON
 a result prints with ``--json`` (each module says which fields it reads), ``title`` the name in
 the picture's title, ``source`` the file name its messages give; a field missing or malformed
@@ -32,6 +33,9 @@ KINDS = {
     "pipeline": "hetopt.draw.pipeline",
     "plan": "hetopt.draw.plan",
 }
+#: The Gantt chart of a result's 1F1B schedule (``hetopt draw --gantt``), by the kind of result:
+#: a plan's (its own picture shows the stages over the islands), a pipeline's (its picture is one).
+GANTT = {"plan": "hetopt.draw.gantt", "pipeline": "hetopt.draw.pipeline"}
 
 #: The file types a picture is written as, by suffix (lower case).
 FORMATS = {".svg": "svg", ".png": "png"}
@@ -171,7 +175,8 @@ def read_result(path: str) -> Any:
     return read_json(path, what="a result", hint="give the output of hetopt solve --json or hetopt plan --json")
 
 
-def draw(document: Any, path: str | Path, *, title: str | None = None, source: str = "result") -> Picture:
+def draw(document: Any, path: str | Path, *, title: str | None = None, source: str = "result",
+         gantt: bool = False) -> Picture:
     """Draw a result document (``hetopt solve --json`` or ``hetopt plan --json``) into a file.
 
     Parameters
@@ -184,6 +189,8 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
         The name shown in the picture's title (default: ``source``).
     source
         The file the document came from, for messages.
+    gantt
+        Draw the 1F1B schedule of a plan or a pipeline result (:data:`GANTT`), kind ``gantt``.
 
     Returns
     -------
@@ -193,7 +200,7 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
     ------
     InputError
         A document that is not a drawable result, a field it lacks, a file type other than
-        SVG or PNG, or matplotlib missing.
+        SVG or PNG, matplotlib missing, or ``gantt`` for a result without a schedule.
 
     Examples
     --------
@@ -209,6 +216,10 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
     """
     target = check_target(str(path))
     kind = kind_of(document, source)
+    if gantt and kind not in GANTT:
+        raise InputError(f"gantt: {source} is {'an' if kind[0] in 'aeiou' else 'a'} {kind} result, which has no 1F1B "
+                         f"schedule (a Gantt chart is drawn of {' and '.join(GANTT)} results); draw it without",
+                         field="gantt")
     require_matplotlib()
     import matplotlib
 
@@ -216,7 +227,7 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
 
     from hetopt.readers.fields import located
 
-    module = importlib.import_module(KINDS[kind])
+    module = importlib.import_module(GANTT[kind] if gantt else KINDS[kind])
     with matplotlib.rc_context(style.RC), located(source), warnings.catch_warnings():  # e.g. the simulator's size limit names the file
         # numbers near the float limit (1e308 s) overflow in matplotlib's transforms: its
         # warning lines are not the one-line answer, its ValueError is the document's fault
@@ -229,11 +240,12 @@ def draw(document: Any, path: str | Path, *, title: str | None = None, source: s
                 raise
             raise InputError(f"{source}: a time or size too large to draw ({exc}); give a result hetopt wrote",
                              source=source) from None
-    return Picture(kind, target, width_px, height_px)
+    return Picture("gantt" if gantt else kind, target, width_px, height_px)
 
 
-def draw_file(result_path: str, picture_path: str) -> Picture:
-    """Draw the result JSON file ``result_path`` into ``picture_path`` (the ``hetopt draw`` command).
+def draw_file(result_path: str, picture_path: str, *, gantt: bool = False) -> Picture:
+    """Draw the result JSON file ``result_path`` into ``picture_path`` (the ``hetopt draw``
+    command; ``gantt``: its 1F1B schedule, ``--gantt``).
 
     Raises
     ------
@@ -249,8 +261,8 @@ def draw_file(result_path: str, picture_path: str) -> Picture:
     """
     check_target(picture_path)
     document = read_result(result_path)
-    return draw(document, picture_path, title=Path(result_path).stem, source=result_path)
+    return draw(document, picture_path, title=Path(result_path).stem, source=result_path, gantt=gantt)
 
 
-__all__ = ["FORMATS", "INSTALL_HINT", "KINDS", "Picture", "check_target", "draw", "draw_file", "kind_of", "read_result",
+__all__ = ["FORMATS", "GANTT", "INSTALL_HINT", "KINDS", "Picture", "check_target", "draw", "draw_file", "kind_of", "read_result",
            "require_matplotlib"]

@@ -15,6 +15,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from hetopt.draw import style
 from hetopt.pipeline.simulate import schedule_1f1b
+from hetopt.tables import counted
 
 #: Height of one stage's lane, inches, and of the title, axis and legend around them.
 LANE_IN = 0.42
@@ -63,11 +64,28 @@ def render(document: dict, title: str, source: str) -> Figure:
     # a link lies between the last stage of one block and the first of the next
     after = [links[block_of[s]] if s + 1 < len(stages) and block_of[s + 1] != block_of[s] else 0.0
              for s in range(len(stages))]
+    return schedule_figure(
+        f"{title}: 1F1B schedule", forward, backward, after, microbatches, block_of,
+        [st.text("island") for st in stages], [st.integer("gpus", optional=True) for st in stages],
+        analytic=sol.number("iteration_time_s", optional=True), link_bottleneck_s=sol.number("bottleneck_s", optional=True),
+        error=lambda problem: sol.error("stages", problem))
+
+
+def schedule_figure(title: str, forward: list[float], backward: list[float], after: list[float], microbatches: int,
+                    block_of: list[int], islands: list[str], gpus: list[int | None], *, analytic: float | None = None,
+                    link_bottleneck_s: float | None = None, block_labels: dict[int, str] | None = None,
+                    error=None) -> Figure:
+    """The Gantt chart of the 1F1B schedule of stages with these times (one micro-batch's
+    ``forward`` and ``backward``, the round-trip ``after`` each stage to the next), as
+    :func:`~hetopt.pipeline.simulate.schedule_1f1b` places them: the picture of a pipeline
+    result and of a plan (:mod:`hetopt.draw.gantt`). ``block_of`` numbers each stage's block,
+    ``islands`` names its island, ``block_labels`` (by block) what the bracket of a block says
+    beside its island's name (a plan's layout); ``error(problem)`` makes the document's error."""
     makespan, operations = schedule_1f1b(forward, backward, after, microbatches)
     if makespan <= 0:
-        raise sol.error("stages", "every stage and link takes 0 s: there is no schedule to draw")
+        raise error("every stage and link takes 0 s: there is no schedule to draw")
 
-    S = len(stages)
+    S = len(forward)
     fig = style.figure(FRAME_IN + LANE_IN * S)
     ax = fig.add_subplot()
     busy: list[dict[str, list[tuple[float, float]]]] = [{"F": [], "B": []} for _ in range(S)]
@@ -94,24 +112,21 @@ def render(document: dict, title: str, source: str) -> Figure:
         ax.add_patch(Rectangle((0, s - 0.5), makespan, 1.0, fill=False, edgecolor=style.HIGHLIGHT, linewidth=1.8,
                                zorder=3, gid=f"bottleneck-{s}"))
 
-    islands = [st.text("island") for st in stages]
-    gpus = [st.integer("gpus", optional=True) for st in stages]
-    ax.set_yticks(range(S), [f"{s}: {islands[s]}" + (f" ({gpus[s]} GPU{'s' * (gpus[s] != 1)})" if gpus[s] else "") for s in range(S)])
+    ax.set_yticks(range(S), [f"{s}: {islands[s]}" + (f" ({counted(gpus[s], 'GPU')})" if gpus[s] else "") for s in range(S)])
     for s in bottlenecks:
         ax.get_yticklabels()[s].set(color=style.HIGHLIGHT, fontweight="bold")
-    _bracket_blocks(ax, block_of, islands, after)
+    _bracket_blocks(ax, block_of, islands, after, block_labels or {})
     ax.set_ylim(S - 0.5, -0.5)
     ax.set_xlim(0, makespan)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("stage")
 
-    analytic = sol.number("iteration_time_s", optional=True)
-    link_bottleneck = (sol.number("bottleneck_s", optional=True) or 0.0) > slowest * (1 + BOTTLENECK_RTOL)
+    link_bottleneck = (link_bottleneck_s or 0.0) > slowest * (1 + BOTTLENECK_RTOL)
     ax.set_title(
-        f"{title}: 1F1B schedule, {S} stages × {microbatches} micro-batches\n"
+        f"{title}, {counted(S, 'stage')} × {counted(microbatches, 'micro-batch')}\n"
         f"simulated {style.seconds(makespan)}" + (f", analytic {style.seconds(analytic)}" if analytic else "")
         + f"; bottleneck: stage {', '.join(map(str, bottlenecks))} (F+B {style.seconds(slowest)})"
-        + (f", a link is slower ({style.seconds(sol.number('bottleneck_s'))})" if link_bottleneck else ""),
+        + (f", a link is slower ({style.seconds(link_bottleneck_s)})" if link_bottleneck else ""),
         loc="left")
     fig.legend(handles=[Patch(color=style.FORWARD, label="forward"), Patch(color=style.BACKWARD, label="backward"),
                         Patch(color=style.IDLE, label="idle"),
@@ -138,8 +153,9 @@ def _gaps(intervals: list[tuple[float, float]], end: float) -> list[tuple[float,
     return out
 
 
-def _bracket_blocks(ax, block_of: list[int], islands: list[str], after: list[float]) -> None:
-    """Bracket each block's lanes on the right and name its island; a line between blocks, with its link time."""
+def _bracket_blocks(ax, block_of: list[int], islands: list[str], after: list[float], labels: dict[int, str]) -> None:
+    """Bracket each block's lanes on the right and name its island (with its label, if any);
+    a line between blocks, with its link time."""
     colour = style.colours(islands)
     side = ax.get_yaxis_transform()  # x in axes fractions, y in lanes
     first = 0
@@ -149,8 +165,8 @@ def _bracket_blocks(ax, block_of: list[int], islands: list[str], after: list[flo
         k, island = block_of[first], islands[first]
         ax.plot([1.01, 1.01], [first - BAR / 2, s - 1 + BAR / 2], transform=side, clip_on=False, linewidth=4,
                 solid_capstyle="butt", color=colour[island], gid=f"block-{k}")
-        ax.text(1.02, (first + s - 1) / 2, island, transform=side, va="center", ha="left", color=colour[island],
-                fontweight="bold")
+        ax.text(1.02, (first + s - 1) / 2, island + (f"\n{labels[k]}" if labels.get(k) else ""), transform=side,
+                va="center", ha="left", color=colour[island], fontweight="bold")
         if s < len(block_of):
             ax.axhline(s - 0.5, color="black", linewidth=0.8)
             if after[s - 1] > 0:

@@ -2,7 +2,9 @@
 
 Left, one row per island of the cluster (unused ones stay empty) and the model's layers
 across: each stage is a bar over the layers it holds, on the island that runs it, with its
-layout and time; the slowest stage is outlined. Right, the iteration time of the composed
+time where the bar has room; each island's name, GPU and layout (TP, PP, DP, recompute, ZeRO:
+the same on all its stages) beside its row, so they stay at any number of stages; the slowest
+stage is outlined. Right, the iteration time of the composed
 plan beside every alternative the planner priced on the same cost model (and ``--layout``
 when given), each with the composed plan's speed-up over it. Below, when the document holds a
 mixed-stages plan (the alternative's or a given layout's), its stages over the GPU types
@@ -14,6 +16,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from hetopt.draw import mixed, style
+from hetopt.tables import counted
 
 #: Height of one island or alternative row, inches, and of the title, axes and legend.
 ROW_IN = 0.6
@@ -86,17 +89,22 @@ def render(document: dict, title: str, source: str) -> Figure:
         stage_ax.barh(row, width, BAR, left=first[s], color=colour[on[s]], edgecolor=style.HIGHLIGHT if worst else "white",
                       linewidth=2.0 if worst else 0.8, gid=f"stage-{s}")
         room = width / depth * PANEL_PX - 6  # px inside the bar, less a margin
-        full = [f"stage {s}", f"{width} layers, {style.seconds(times[s])}"] + ([layouts[s]] if layouts[s] else [])
+        full = [f"stage {s}", f"{counted(width, 'layer')}, {style.seconds(times[s])}"]
         label = next((lines for lines in (full, [str(s)]) if max(map(len, lines)) * CHAR_PX <= room), None)
         if label:
             stage_ax.text(first[s] + width / 2, row, "\n".join(label), ha="center", va="center", color="white",
                           fontsize=style.FONT_PT - 2)
-    stage_ax.set_yticks(range(len(names)), [f"{n}" + (f"\n{gpu_of[n]}" if gpu_of[n] and gpu_of[n] != n else "")
-                                            for n in names])
+    # an island's layout (the same on each of its stages) beside its name: written in the bars
+    # only where they are wide enough, it was lost past a few stages
+    layout_of = {}
+    for name, layout in zip(on, layouts):
+        layout_of.setdefault(name, layout)
+    stage_ax.set_yticks(range(len(names)), ["\n".join(x for x in (n, gpu_of[n] if gpu_of[n] != n else None,
+                                                                   layout_of.get(n)) if x) for n in names])
     stage_ax.set_ylim(len(names) - 0.5, -0.5)
     stage_ax.set_xlim(0, depth)
     stage_ax.set_xlabel("layers of the model")
-    stage_ax.set_title(f"{len(stages)} stages over {len(set(on))} of {len(names)} islands; the slowest "
+    stage_ax.set_title(f"{counted(len(stages), 'stage')} over {len(set(on))} of {counted(len(names), 'island')}; the slowest "
                        f"({style.seconds(slowest)}) outlined", loc="left", fontsize=style.FONT_PT)
 
     plan_time = bars[0][1]

@@ -95,6 +95,12 @@ class StageRow:
     tp: int = 1  # tensor-parallel degree of the stage's island layout
     pp: int = 1  # pipeline stages of that layout on its island (this row is one of them)
     dp: int = 1  # data-parallel replicas of every stage of that layout
+    #: one micro-batch's forward and backward (``time_s`` is their sum), and the round-trip time of
+    #: the link to the next stage (0 inside an island's block): what the 1F1B schedule of the plan
+    #: is simulated from (``hetopt draw --gantt``)
+    forward_s: float | None = None
+    backward_s: float | None = None
+    link_after_s: float = 0.0
 
     @property
     def layout(self) -> str:
@@ -341,16 +347,19 @@ def plan_figures(best: Attempt, specs: list[IslandSpec], cluster: Cluster, cfg: 
     """The plan's figures and stages from the best composition's solution."""
     res, sol = best.result, best.result.solution
     stages, reports = [], iter(sol.stages)
-    for block in sol.blocks:
+    for k, block in enumerate(sol.blocks):
         pp, first = best.plans[block.option], block.first_layer
-        for s in pp.stages:
+        for n, s in enumerate(pp.stages):
             report = next(reports)
+            last = n == len(pp.stages) - 1 and k < len(sol.link_s)  # the link to the next block follows
             stages.append(StageRow(
                 island=specs[block.island].name, gpu=specs[block.island].gpu.name, first_layer=first,
                 layers=s.layers, layout_text=pp.layout, gpus=s.gpus, time_s=report.time_s,
                 memory_bytes=report.memory_bytes, in_flight=report.in_flight,
                 ep=pp.ep, fsep=pp.fsep, cp=pp.cp, offload=pp.offload, tp=pp.tp, pp=pp.pp, dp=pp.dp,
                 capacity_bytes=specs[block.island].memory_bytes,
+                forward_s=report.forward_s, backward_s=report.backward_s,
+                link_after_s=sol.link_s[k] if last else 0.0,
             ))
             first += s.layers
     return {

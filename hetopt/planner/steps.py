@@ -30,6 +30,7 @@ from concurrent.futures import Executor
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.errors import InputError
+from hetopt.interrupt import stop_requested
 from hetopt.planner.alternatives.baselines import Setting, alternative_queries, plan_alternatives
 from hetopt.planner.answer import (Alternative, HeteroPlan, StageRow, given_layout_figures, ideal_time, model_training_flops,
                                    plan_cost, plan_figures, rank, self_contained)
@@ -43,7 +44,7 @@ from hetopt.planner.setup.configure import (LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_I
 from hetopt.planner.search.enumerate import Ahead, all_slices
 from hetopt.planner.search.launchable import launch_summary
 from hetopt.planner.setup.layout import PricedLayout, PricedPipeline
-from hetopt.planner.search.outcome import Attempt, PlanOutcome, conclude_plan
+from hetopt.planner.search.outcome import Attempt, ChosenIslands, PlanOutcome, conclude_plan, stopped_by_user
 from hetopt.planner.parallelizer.protocol import Parallelizer, held_gpus
 from hetopt.planner.parallelizer.pricecache import collector_paused
 from hetopt.planner.alternatives.replicas import ReplicasPlan, plan_replicas
@@ -90,7 +91,11 @@ def plan(
         replaces dead workers, any process pool, a Dask client's executor); None runs them
         here, in this process (``hetopt plan`` uses a pool unless ``--workers 1``).
     on_progress
-        Called as ``on_progress(phase, done, total)`` while parallelizer queries complete.
+        Called as ``on_progress(phase, done, total)`` as the planner goes: ``"islands"`` (0 of 1,
+        then 1 of 1), ``"micro-batch M: enumeration"`` (parallelizer queries answered of those
+        sent; the count is known when they are sent, the answers come in batches),
+        ``"micro-batch M: composing N plans"`` (micro-batch sizes done of all, while the
+        pipeline family composes this one), ``"replicas"`` and ``"alternatives"`` (0 of 1, 1 of 1).
 
     Returns
     -------
@@ -131,6 +136,8 @@ def plan(
     # every answer carries its model's shape, the cluster's nodes and its memory headroom (hetopt.planfile)
     reserved = getattr(parallelizer or BuiltinParallelizer(), "reserved_bytes", None)
     answer = replace(answer, **self_contained(as_cluster(request.cluster), as_model(request.model), reserved))
+    if stop_requested():  # a Ctrl-C (the command line's first): the answer says so, not "time limit"
+        answer = _stopped_by_user(answer)
     if request.target is not None and answer.launchability is None:
         # stopped before the search (no time, no islands, a model too large for the cluster):
         # the target is still named, with nothing planned beside it
@@ -138,6 +145,25 @@ def plan(
         answer = replace(answer, target=runtime.name,
                          launchability=launch_summary(runtime, None, None, answer.status, "this plan", None))
     return answer
+
+
+def _stopped_by_user(answer: HeteroPlan) -> HeteroPlan:
+    """The plan after a Ctrl-C stopped it: every step stopped as at its time limit and said so,
+    but the plan had no limit (or not that one); its reason, the cut alternatives' and replicas'
+    and the launchability line speak of Ctrl-C instead (``outcome.stopped_by_user``)."""
+    cut = (Status.FEASIBLE, Status.TIME_LIMIT)  # what a stop leaves; a proven answer was not cut
+    changes: dict = {}
+    if answer.status in cut:
+        changes["reason"] = stopped_by_user(answer.reason)
+    if answer.alternatives:
+        changes["alternatives"] = [replace(a, detail=stopped_by_user(a.detail, lead=False)) if a.status in cut else a
+                                   for a in answer.alternatives]
+    if answer.replicas is not None and answer.replicas.status in cut and answer.replicas.reason:
+        changes["replicas"] = replace(answer.replicas, reason=stopped_by_user(answer.replicas.reason))
+    if answer.launchability is not None:
+        changes["launchability"] = {**answer.launchability,
+                                    "summary": stopped_by_user(answer.launchability["summary"], lead=False)}
+    return replace(answer, **changes)
 
 
 def _check_collaborators(parallelizer: object, executor: object, on_progress: object, request: PlanRequest) -> None:
@@ -176,14 +202,17 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     if too_large is not None:  # proven before any search: no layout of any plan holds the training state
         return _answer(r, cluster, cfg, seq, ideal, PlanOutcome(Status.INFEASIBLE, too_large), timing=timing)
     t0 = time.perf_counter()
+    _progress(on_progress, "islands", 0)
     islands = _form_islands(cluster, composing)
+    _progress(on_progress, "islands", 1)
     timing["islands_s"] = time.perf_counter() - t0
     if not islands.status.has_solution:
         outcome = conclude_plan(islands, None, [], len(microbatch_candidates(r.global_batch, r.microbatch_size)),
                                 cluster=cluster.name, model=cfg.name, ideal_s=ideal_bound)
         return _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing)
     if r.priced:  # the cheapest plan, or the fastest within a budget: over the sets of islands it pays for
-        return plan_priced(r, cluster, cfg, seq, islands, inner, lambda q: _plan(q, parallelizer, executor, on_progress))
+        answer = plan_priced(r, cluster, cfg, seq, islands, inner, lambda q: _plan(q, parallelizer, executor, on_progress))
+        return _with_every_island(answer, cluster, islands)
     setup = configure(r, parallelizer, layout, cluster, cfg, islands)
     given = None if setup.layout is None else price_given(setup.layout, setup.chosen, cluster, cfg, r.global_batch, seq,
                                                                     r.memory_headroom, parallelizer=setup.parallelizer)
@@ -214,16 +243,20 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
     replicas = None
     if r.replicas:
         t1 = time.perf_counter()
+        _progress(on_progress, "replicas", 0)
         replicas = plan_replicas(cluster, cfg, islands, global_batch=r.global_batch, ideal_s=ideal,
                                  microbatch_size=r.microbatch_size or 1, seq=seq, deadline=inner)
         timing["replicas_s"] = time.perf_counter() - t1
+        _progress(on_progress, "replicas", 1)
     alternatives = None
     if wants_alternatives:
         t1 = time.perf_counter()
+        _progress(on_progress, "alternatives", 0)
         if ahead is not None:
             ahead.collect(inner)
         alternatives = plan_alternatives(setting, inner)
         timing["alternatives_s"] = time.perf_counter() - t1
+        _progress(on_progress, "alternatives", 1)
     answer = _answer(r, cluster, cfg, seq, ideal, outcome, timing=timing, setup=setup, attempts=attempts, given=given,
                      replicas=replicas, alternatives=alternatives)
     if runtime is None:
@@ -243,6 +276,12 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
                          f"({', '.join(sorted({spec.gpu.name for spec in setup.chosen.specs}))})")
     return replace(answer, target=runtime.name,
                    launchability=launch_summary(runtime, job, *launch, free, setup.chosen.excluded))
+
+
+def _progress(on_progress: Callable[[str, int, int], None] | None, phase: str, done: int) -> None:
+    """A one-step phase begun (``done`` 0) or ended (1), for :func:`plan`'s ``on_progress``."""
+    if on_progress is not None:
+        on_progress(phase, done, 1)
 
 
 def _sender(ahead: Ahead, setting: Setting) -> Callable[[int], None]:
@@ -330,6 +369,20 @@ def _form_islands(cluster: Cluster, deadline: Deadline) -> Result:
     return solvers.solve(cluster.islands, time_limit=deadline.seconds_left())
 
 
+def _with_every_island(answer: HeteroPlan, cluster: Cluster, islands: Result) -> HeteroPlan:
+    """A priced plan (``planner/cheapest.py``) listing every island of the cluster: each set of
+    them was planned over, not only the one the plan runs on (whose islands come first)."""
+    held = {node for i in answer.islands for node in i["members"]}
+    others = [row for row in _island_rows(choose_islands(cluster, islands, None, "")) if held.isdisjoint(row["members"])]
+    return replace(answer, islands=answer.islands + others)
+
+
+def _island_rows(chosen: ChosenIslands) -> list[dict]:
+    """The plan's ``islands``: each island's name, GPU type, nodes, GPUs and member nodes."""
+    return [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
+            for s, names in zip(chosen.specs, chosen.names)]
+
+
 def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal: float, outcome: PlanOutcome, *,
             timing: dict[str, float], setup: Setup | None = None, attempts: list[Attempt] = (),
             given: PricedLayout | PricedPipeline | None = None, replicas: ReplicasPlan | None = None,
@@ -344,8 +397,7 @@ def _answer(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, ideal:
         replace(a, cost=plan_cost(a.gpus_by_type, cluster.prices, a.iteration_time_s, tokens)) for a in alternatives]
     ranked = {} if alternatives is None else rank(time_s, alternatives)
     extra = {} if setup is None else {
-        "islands": [{"name": s.name, "gpu": s.gpu.name, "nodes": s.nodes, "gpus": s.gpus, "members": names}
-                    for s, names in zip(setup.chosen.specs, setup.chosen.names)],
+        "islands": _island_rows(setup.chosen),
         "left_out": setup.chosen.left_out, "runtime": setup.runtime,
         "unfused_attention": setup.unfused_attention, "enumeration": enumeration_summary(attempts),
         # every setting the plan was priced under, its precision the job's

@@ -73,3 +73,29 @@ def test_no_line_is_wider_than_the_terminal_and_no_name_is_cut():
     lines = screen.replace("\r", "\n").split("\n")
     assert max(len(line) for line in lines) <= 100, max(lines, key=len)
     assert "…" not in screen  # folded onto a second line, never cut
+
+
+def test_a_plan_reports_every_phase_with_its_counts():
+    """Issue 44: the plan showed "enumeration 0/?" for 13 s and nothing while it composed (the
+    bar sat at 225/225 for 45 s). Each phase now reports counts with a known total."""
+    import hetopt
+
+    seen: list[tuple[str, int, int]] = []
+    hetopt.plan("tangram-c2", "gpt3-1.3b", global_batch=32, on_progress=lambda *call: seen.append(call))
+    assert seen[:2] == [("islands", 0, 1), ("islands", 1, 1)] and seen[-2:] == [("alternatives", 0, 1), ("alternatives", 1, 1)]
+    assert all(isinstance(total, int) and 0 <= done <= total for _, done, total in seen)
+    composed = [call for call in seen if ": composing " in call[0]]
+    sizes = [int(phase.split()[1].rstrip(":")) for phase, _, _ in composed]
+    assert sizes and sizes == sorted(sizes) and [done for _, done, _ in composed] == sorted({done for _, done, _ in composed})
+    for m in sizes:  # each size composed was enumerated first: from 0 of its queries to all of them
+        counts = [(done, total) for phase, done, total in seen if phase == f"micro-batch {m}: enumeration"]
+        assert counts[0][0] == 0 and counts[-1][0] == counts[-1][1] > 0
+        assert seen.index((f"micro-batch {m}: enumeration", *counts[-1])) < seen.index(composed[sizes.index(m)])
+
+
+def test_the_plan_progress_line_names_its_units_and_never_an_unknown_total():
+    code, screen = _on_terminal(["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "32",
+                                 "--workers", "1"], columns=80)
+    assert code == 0, screen[-2000:]
+    assert "micro-batch 1: enumeration" in screen and " queries " in screen
+    assert "/?" not in screen  # a count of an unknown total

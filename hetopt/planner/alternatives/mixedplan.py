@@ -105,7 +105,7 @@ class MixedLayout:
 
     def text(self) -> str:
         """The ``--layout`` text (running settings that differ from the defaults once, after the
-        first member; bf16 left unsaid, as :meth:`GivenLayout.text <hetopt.planner.layout.GivenLayout.text>`)."""
+        first member; bf16 left unsaid, as :meth:`GivenLayout.text <hetopt.planner.setup.layout.GivenLayout.text>`)."""
         shown = self.running if self.running.precision != "bf16" else replace(self.running, precision=None)
         tail = f" {shown.text()}" if shown.text() else ""
         parts = []

@@ -32,6 +32,7 @@ from hetopt.planner.search.compose import island_specs
 from hetopt.planner.parallelizer.protocol import IslandSpec
 from hetopt.replicas.problem import Candidate, IslandShape, ReplicasInstance
 from hetopt.result import Result, Status, relative_gap
+from hetopt.tables import counted
 from hetopt.workload import ModelConfig, layer_parameters
 
 #: Nodes per unit a large island is cut into: 8 nodes of 8 GPUs (64 GPUs) hold GPT-3 175B
@@ -136,7 +137,7 @@ def replicas_instance(
                 per_microbatch_s=plan.max_time_s,
                 gradient_bytes=GRADIENT_BYTES * stage_params / (plan.tp * plan.dp),
                 bandwidth=link / shape.gpus_per_node,
-                stages=f"{plan.layout}, {len(plan.stages)} stages on {plan.gpus} GPUs",
+                stages=f"{plan.layout}, {counted(len(plan.stages), 'stage')} on {counted(plan.gpus, 'GPU')}",
             )))
         if mine:
             kept.append(shape)

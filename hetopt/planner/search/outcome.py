@@ -13,9 +13,25 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from hetopt.interrupt import STOPPED_BY_USER
 from hetopt.planner.search.enumerate import EnumerationStats
 from hetopt.planner.parallelizer.protocol import IslandSpec, PartialPlan
 from hetopt.result import Result, Status, relative_gap
+
+
+#: How a plan stopped by Ctrl-C begins its reason (:func:`stopped_by_user`).
+STOPPED = "stopped by Ctrl-C"
+#: A plan's texts after a Ctrl-C, in order: a first Ctrl-C makes every deadline read as
+#: expired, so each step stops and words it as its time limit; the plan had none.
+_STOP_WORDS = (
+    (STOPPED_BY_USER, ""),  # a solver's own prefix (``solvers.solve``), which goes on to speak of the limit
+    ("time limit reached", STOPPED),
+    ("the time limit was spent", STOPPED),
+    ("cut by the time limit", STOPPED),
+    ("within the time limit", "before Ctrl-C"),
+    ("the time limit came", "Ctrl-C came"),
+    ("time limit", "Ctrl-C"),
+)
 
 @dataclass(frozen=True)
 class ChosenIslands:
@@ -64,6 +80,25 @@ class PlanOutcome:
     bound_s: float | None = None
     gap: float | None = None
     best: Attempt | None = None
+
+
+def stopped_by_user(text: str, *, lead: bool = True) -> str:
+    """``text`` (a reason, an alternative's detail) of a plan stopped by Ctrl-C, which speaks of
+    the time limit because every step stops at a Ctrl-C as at its limit: the limit's words
+    become Ctrl-C's, and with ``lead`` the text begins with :data:`STOPPED`.
+
+    Examples
+    --------
+    >>> stopped_by_user("time limit reached before a pipeline was found: micro-batch 1: time limit during the enumeration")
+    'stopped by Ctrl-C before a pipeline was found: micro-batch 1: Ctrl-C during the enumeration'
+    >>> stopped_by_user("composed over 4 of 30 islands: not proven optimal")
+    'stopped by Ctrl-C: composed over 4 of 30 islands: not proven optimal'
+    >>> stopped_by_user("not planned: the time limit was spent", lead=False)
+    'not planned: stopped by Ctrl-C'
+    """
+    for old, new in _STOP_WORDS:
+        text = text.replace(old, new)
+    return f"{STOPPED}: {text}" if lead and not text.startswith(STOPPED) else text
 
 
 def _attempt_bound(a: Attempt) -> float | None:

@@ -13,14 +13,17 @@ family composes are not planned, unless their bound rules them out. The result i
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
+from typing import Any
 
 from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.family import no_solution
+from hetopt.interrupt import armed
 from hetopt.pipeline.problem import MAX_MICROBATCHES
 from hetopt.planner.budget import enumeration_deadline
 from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
@@ -35,6 +38,7 @@ from hetopt.planner.search.schedule import rescore, simulated_lower_bound
 from hetopt.planner.search.workers import ProcessPool
 from hetopt.result import Status
 from hetopt.runtimes import Job, Runtime
+from hetopt.tables import counted
 from hetopt.workload import ModelConfig
 
 @dataclass(frozen=True)
@@ -65,40 +69,97 @@ class SearchContext:
     ahead: Callable[[int], None] | None = None
 
 
+#: Seconds between two looks at the deadline while :func:`within` waits for its work.
+WITHIN_POLL_S = 0.05
+
+
+def within(deadline: Deadline, work: Callable[[], Any]) -> Any:
+    """``work()``, or None when ``deadline`` expires (a time limit, or Ctrl-C) before it ends.
+
+    For work that cannot look at a clock itself: building the composition's instance checks
+    every option of every plan (12 s for the datacenter's 12,891 plans on a loaded machine),
+    which kept a Ctrl-C waiting and ran past a time limit. It runs in a thread of its own that
+    is left to finish unread (a daemon thread: it does not hold the process at exit) when the
+    deadline comes first; an error it raises is raised here.
+
+    Examples
+    --------
+    >>> within(Deadline(None), lambda: 6 * 7)
+    42
+    >>> within(Deadline(0.0), lambda: 6 * 7) is None
+    True
+    """
+    if math.isinf(deadline.limit) and not armed():  # nothing can stop it: no thread needed
+        return work()
+    if deadline.expired():
+        return None
+    done, out = threading.Event(), {}
+
+    def run() -> None:
+        try:
+            out["value"] = work()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            out["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="hetopt-within", daemon=True).start()
+    while not done.wait(WITHIN_POLL_S):
+        if deadline.expired():
+            return None
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
 def start_enumeration(ctx: SearchContext, m: int) -> Enumeration:
     """Micro-batch size ``m``'s queries, pruned and (with an executor) sent to the workers."""
-    progress = None if ctx.on_progress is None else (lambda done, total: ctx.on_progress(f"micro-batch {m}", done, total))
+    progress = None if ctx.on_progress is None else (
+        lambda done, total: ctx.on_progress(f"micro-batch {m}: enumeration", done, total))
     return Enumeration(ctx.parallelizer, ctx.slices, ctx.islands.specs, microbatch_size=m,
                        microbatches=ctx.global_batch // m, global_batch=ctx.global_batch, policies=ctx.policies,
                        imbalance=ctx.imbalance, executor=ctx.executor, on_progress=progress, tasks=ctx.tasks)
 
 
 def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumeration | None = None,
-                 then: Callable[[], None] | None = None) -> Attempt:
+                 then: Callable[[], None] | None = None, *, sizes: tuple[int, int] = (0, 1)) -> Attempt:
     """Enumerate and compose one micro-batch size within ``deadline``.
 
     ``started``: its enumeration, already sent to the workers (:func:`start_enumeration`);
     ``then``: called once the enumeration is in, before composing (the search starts the next
-    size's enumeration there). The attempt's ``enumerate_s`` is the time this process waited
-    for the enumeration.
+    size's enumeration there); ``sizes``: the sizes done before this one and all of them, for
+    the progress of the composition. The attempt's ``enumerate_s`` is the time this process
+    waited for the enumeration.
     """
     t0 = time.perf_counter()
     microbatches = ctx.global_batch // m
     enumeration = enumeration_deadline(deadline)
-    plans, stats = (started or start_enumeration(ctx, m)).finish(enumeration)
+    started = started or start_enumeration(ctx, m)
+    if ctx.on_progress is not None:  # the count is known now; answers arrive in batches
+        ctx.on_progress(f"micro-batch {m}: enumeration", 0, started.stats.queried)
+    plans, stats = started.finish(enumeration)
     t1 = time.perf_counter()
+    if deadline.expired() and any(plans.values()):
+        # stopped (the limit, or Ctrl-C) before composing: nothing more is started for this size,
+        # and the composition's instance alone takes seconds to build on the datacenter
+        return Attempt(m, None, stats.complete, [], stats, t1 - t0, 0.0)
     if then is not None:
         then()
     if ctx.ahead is not None:
         ctx.ahead(m)
+    if ctx.on_progress is not None:
+        ctx.on_progress(f"micro-batch {m}: composing {counted(stats.plans, 'plan')}", *sizes)
     links = link_matrix(ctx.cluster, ctx.islands.members, ctx.cfg, ctx.seq, m, job_element_bytes(ctx.parallelizer))
     if ctx.target is not None:
         # the plans on a query's overall Pareto set first, so that an option two plans share is
         # the front one's (pipeline_instance keeps the first of equal options); without a
         # target every plan is on a front
         plans = {i: sorted(ps, key=lambda p: not p.front) for i, ps in plans.items()}
-    whole, whole_behind = pipeline_instance(f"{ctx.cluster.name}-{ctx.cfg.name}-m{m}", ctx.cfg, ctx.islands.specs, plans,
-                                            links, microbatches, 1.0)
+    built = within(deadline, lambda: pipeline_instance(f"{ctx.cluster.name}-{ctx.cfg.name}-m{m}", ctx.cfg,
+                                                       ctx.islands.specs, plans, links, microbatches, 1.0))
+    if built is None:  # the deadline (or Ctrl-C) came while the instance was built
+        return Attempt(m, None, stats.complete, [], stats, t1 - t0, time.perf_counter() - t1)
+    whole, whole_behind = built
     instance, behind = whole, whole_behind
     if ctx.target is not None:
         # the unrestricted composition needs only the fronts; the plans a target added are the
@@ -191,13 +252,14 @@ def _search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size
                     started[nxt] = start_enumeration(ctx, nxt)
             # in turn, each with what is left: one micro-batch size composed completely is worth
             # more than five enumerated in part
-            attempt = attempt_size(ctx, m, deadline, started.pop(m, None), then)
+            attempt = attempt_size(ctx, m, deadline, started.pop(m, None), then, sizes=(n, len(candidates)))
             if _imbalance_hid_plans(attempt) and not deadline.expired():
                 # imbalance pruning is Tangram's heuristic: an infeasibility it may have caused is
                 # no proof, so this size is enumerated again without it
                 timing["enumeration_s"] += attempt.enumerate_s
                 timing["composition_s"] += attempt.compose_s
-                attempt = attempt_size(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, deadline)
+                attempt = attempt_size(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, deadline,
+                                       sizes=(n, len(candidates)))
             attempts.append(attempt)
             timing["enumeration_s"] += attempt.enumerate_s
             timing["composition_s"] += attempt.compose_s
@@ -220,5 +282,5 @@ def enumeration_summary(attempts: list[Attempt]) -> dict:
             else {"not_planned": a.not_planned} if a.not_planned else a.stats.to_dict() for a in attempts}
 
 
-__all__ = ["SearchContext", "attempt_size", "enumeration_summary", "search_sizes",
-           "start_enumeration"]
+__all__ = ["WITHIN_POLL_S", "SearchContext", "attempt_size", "enumeration_summary", "search_sizes", "start_enumeration",
+           "within"]

@@ -33,7 +33,7 @@ def upgrade(path: Path) -> bool:
     from hetopt.hardware import load_gpus
     from hetopt.planfile import PLAN_FORMAT, PLAN_VERSION, model_shape
     from hetopt.planner.answer import self_contained
-    from hetopt.planner.cluster import load_cluster
+    from hetopt.planner.setup.cluster import load_cluster
     from hetopt.units import GIB
     from hetopt.workload import load_model
 
@@ -60,7 +60,7 @@ def swap_model(path: Path, model_name: str, out: Path) -> None:
     """Write the plan in ``path`` as a plan of the shipped model ``model_name`` into ``out``."""
     from hetopt.catalog import instances_dir
     from hetopt.planfile import model_shape
-    from hetopt.planner.cluster import resolve
+    from hetopt.planner.setup.cluster import resolve
     from hetopt.workload import load_model
 
     doc = json.loads(path.read_text(encoding="utf-8"))
