@@ -67,7 +67,7 @@ def print_rows(rows: list[Row], *, with_plan: bool, out: Console | None = None, 
         regimes = sorted({note.split(":")[0] for notes in outside.values() for note in notes})
         say(f"{len(outside)} rows outside the calibration ({'; '.join(regimes)}; --json: outside_calibration)")
     for g, s in summary.items():
-        say(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
+        say(f"{g}: {s['rows']} rows, median {s['median']:.2f}, mean absolute error {100 * s['mae']:.1f}%, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
     for setting, rank in rank_settings(rows).items():
         rho = "-" if rank["spearman"] is None else f"{rank['spearman']:.2f}"
         say(f"ranking of {setting}: {rank['rows']} layouts, rank correlation {rho}, regret {rank['regret']:.2f} "

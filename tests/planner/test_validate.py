@@ -707,3 +707,27 @@ def test_the_amp_t4_set_is_ranked_as_one_setting(capsys):
     assert rank["rows"] == 47 and -1.0 <= rank["spearman"] <= 1.0 and rank["regret"] >= 1.0
     assert cli.main(["validate", "--file", "amp-t4-g4dn"]) == 0
     assert "ranking of amp-gpt2-345m on g4dn-12xl-4" in capsys.readouterr().out
+
+
+def test_mean_absolute_error_beside_the_median_by_hand(capsys):
+    """issue 41: the summary reports the mean of |predicted − published| / published in each row's
+    metric (a time row's error is on its time, a throughput row's on its throughput), in --json
+    per row and per group and on the printed summary line."""
+    sc21 = v.validate(v.load_published(), only=["mlm-t1-1.7b", "mlm-t1-3.6b"])
+    assert all(r.error == pytest.approx(abs(r.ratio - 1.0)) for r in sc21)  # TFLOP/s: the ratio's distance to 1
+    sailor = v.validate(v.load_published(instances_dir() / "published" / "sailor-gh200.toml"),
+                        only=["sailor-gh200-opt-350m-n1-g1-tp4pp1dp1b1", "sailor-gh200-gpt-neo-2_7b-n4-g128-tp4pp1dp4b4"])
+    for r in sailor:  # seconds: the error of the predicted time, not of the ratio
+        assert r.error == pytest.approx(abs(1.0 / r.ratio - 1.0))
+    summary = v.summarize(sailor)["all"]
+    assert summary["mae"] == pytest.approx(sum(abs(r.predicted - r.measurement.value) / r.measurement.value
+                                               for r in sailor) / 2)
+    # a set whose ratios straddle 1 has a median near 1 and a large error: the two differ
+    assert summary["mae"] > abs(summary["median"] - 1.0)
+    assert cli.main(["validate", "--file", "sailor-gh200", "--json", "--only",
+                     "sailor-gh200-opt-350m-n1-g1-tp4pp1dp1b1,sailor-gh200-gpt-neo-2_7b-n4-g128-tp4pp1dp4b4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"]["all"]["mae"] == pytest.approx(summary["mae"])
+    assert [row["error"] for row in doc["rows"]] == pytest.approx([r.error for r in sailor])
+    assert cli.main(["validate", "--file", "sailor-gh200", "--only", "sailor-gh200-opt-350m-n1-g1-tp4pp1dp1b1"]) == 0
+    assert f"mean absolute error {100 * sailor[0].error:.1f}%" in capsys.readouterr().out
