@@ -26,6 +26,7 @@ import costmodel as cm; cm.ring_allreduce_s(...)`` reads as before:
 - :mod:`~hetopt.costmodel.host`: the host's floor per layer by software stack;
 - :mod:`~hetopt.costmodel.optimizer`: the optimizer step and ZeRO-3's per-tensor copies;
 - :mod:`~hetopt.costmodel.network`: links, rings, TP, hand-overs and data-parallel traffic;
+- :mod:`~hetopt.costmodel.nccl`: NCCL's tuner, the algorithm and protocol of a collective by size;
 - :mod:`~hetopt.costmodel.running`: how a framework runs a layout (:class:`Running`, one table of its keys);
 - :mod:`~hetopt.costmodel.stage`: the price of one pipeline stage, where the terms meet.
 
@@ -76,8 +77,9 @@ from hetopt.costmodel.network import (  # noqa: F401
     SIMPLE_POST_FACTOR, ring_step_floor_s, intra_hop_latency_s, ring_latency_s, ring_hop_latency_s,
     ring_allreduce_s, ring_allgather_s, ring_reduce_scatter_s, boundary_bytes, tp_layer_comm_s,
     p2p_transfer_s, HANDOVERS, DEFAULT_HANDOVER, PIPE_MASK_BYTES, pipe_mask_bytes, pipeline_link_s,
-    DataParallelComm, exposed_s, data_parallel_comm,
+    DataParallelComm, exposed_s, data_parallel_comm, is_rdma, intra_hardware, fabric, tp_collective_s,
 )
+from hetopt.costmodel.nccl import Fabric, collective_s  # noqa: F401  (NCCL's tuner: algorithm and protocol by size)
 from hetopt.costmodel.running import Running  # noqa: F401  (how a framework runs a layout)
 
 __all__ = [
@@ -108,5 +110,6 @@ __all__ = [
     "elements_of", "check_recompute", "OPTIMIZER_STEP_BYTES", "optimizer_step_s", "LINK_EFFICIENCY",
     "SHM_EFFICIENCY", "TCP_EFFICIENCY", "TRANSPORTS", "RDMA_MIN_BANDWIDTH", "network_efficiency",
     "intra_link_efficiency", "link_efficiency", "NET_POST_OVERHEAD_S", "DEFAULT_NET_POST_OVERHEAD_S",
-    "SIMPLE_POST_FACTOR", "ring_step_floor_s",
+    "SIMPLE_POST_FACTOR", "ring_step_floor_s", "is_rdma", "intra_hardware", "fabric", "tp_collective_s",
+    "Fabric", "collective_s",
 ]

@@ -52,6 +52,8 @@ class IslandLike(Protocol):
     gpus_per_node: int
     intra_achieved: float  # bytes/s per GPU inside a node, as NCCL achieves it
     inter_achieved: float  # bytes/s of one node's network, as NCCL achieves it
+    inter_bandwidth: float  # bytes/s of one node's network, its datasheet figure
+    transport: str | None  # "rdma", "tcp" or None (by the bandwidth: cm.is_rdma)
 
 
 class SliceLike(Protocol):
@@ -487,18 +489,23 @@ def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares
     """Tensor parallelism's collectives (inside a node) on the path, forward and backward; folded
     EP keeps experts whole, so an MoE layer's FFN has no TP all-reduce."""
     cfg, s, tp = sl.model, sl.seq, lay.tp
-    intra, intra_hop = island.intra_achieved, cm.intra_hop_latency_s(island.gpu)
-    allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, sh.samples, sh.element), tp, intra, intra_hop)
-    tp_pass = sh.ell * cm.tp_layer_comm_s(cfg, s, sh.samples, tp, intra, intra_hop, sh.element)
+    intra, fab = island.intra_achieved, cm.fabric(island.gpu, tp)
+    output = cm.boundary_bytes(cfg, s, sh.samples, sh.element)
+    # each collective at the algorithm and protocol NCCL's tuner picks for its size (a layer's
+    # output at micro-batch 1 is 1-4 MB: LL or LL128, where latency, not bandwidth, dominates);
+    # with sequence parallelism a reduce-scatter and an all-gather in place of each all-reduce
+    allreduce = cm.collective_s("allreduce", output, intra, fab)
+    per_layer = cm.tp_collective_s(output, intra, fab, sequence_parallel=sh.sp)
+    tp_pass = sh.ell * cm.TP_ALLREDUCES_PER_PASS * per_layer
     if sh.etp != tp:
-        tp_pass -= sh.n_moe * allreduce
+        tp_pass -= sh.n_moe * per_layer
     elif tp > 1 and lay.ep > 1 and sh.n_moe:
         # experts split over TP (EP inside DP, the all-to-all dispatcher): the FFN's sequence-
         # parallel all-gather and reduce-scatter carry the routed rows the GPU received, k copies
         # a token on the busiest rank (``expert.tp_routed_factor``), where a dense FFN's carry the
         # tokens once (without EP, Megatron's all-gather dispatcher gathers the tokens once too)
-        routed = ex.tp_routed_factor(sl.model, sh.imbalance) * cm.boundary_bytes(cfg, s, sh.samples, sh.element)
-        tp_pass += sh.n_moe * (cm.ring_allreduce_s(routed, tp, intra, intra_hop) - allreduce)
+        routed = ex.tp_routed_factor(sl.model, sh.imbalance) * output
+        tp_pass += sh.n_moe * (cm.tp_collective_s(routed, intra, fab, sequence_parallel=sh.sp) - per_layer)
     tp_fwd, tp_bwd = tp_pass, tp_pass * (2.0 if lay.recompute == "full" else 1.0)
     if tp_overlap and sh.sp:
         # Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): each sequence-
@@ -561,7 +568,7 @@ def _handovers(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: i
 
     # DeepSpeed's partitioned activations are gathered over the TP group (inside a node) where
     # they are used: by the receiver before its forward, by the sender before its backward
-    gather = (cm.ring_allgather_s(replica, lay.tp, island.intra_achieved, cm.intra_hop_latency_s(island.gpu))
+    gather = (cm.collective_s("allgather", replica, island.intra_achieved, cm.fabric(island.gpu, lay.tp))
               if deepspeed else 0.0)
     v, forward, backward = lay.vpp, 0.0, 0.0
     if q + 1 < lay.pp:
@@ -662,11 +669,12 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
     else:
         collectives = sh.ell + int(sh.embed) + int(sh.head and not (sh.embed and cfg.tied_embeddings))
     span = nodes[q][1] - nodes[q][0] + 1
+    rdma = cm.is_rdma(island.inter_bandwidth, island.transport)
     comm = cm.data_parallel_comm(
         sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, intra if one_node else inter, zero_stage=z,
         microbatches=microbatches, hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
         collectives=collectives, recompute_gather=rc == "full", overlap=overlap, buckets=sh.ell,
-        gradient_bytes=gradient_bytes, weight_bytes=sh.element,
+        gradient_bytes=gradient_bytes, weight_bytes=sh.element, fabric=cm.fabric(gpu, sh.replicas, span, rdma=rdma),
     )
     forward += comm.forward_s
     backward += comm.backward_s
@@ -695,7 +703,7 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
             zero_stage=z, microbatches=microbatches,
             hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
             collectives=collectives, recompute_gather=rc == "full", gradient_bytes=gradient_bytes,
-            weight_bytes=sh.element,
+            weight_bytes=sh.element, fabric=cm.fabric(gpu, sh.replicas, span, rdma=rdma),
         ) if overlap is not None else None
         ecomm = cm.data_parallel_comm(
             sh.exp_params / (ep * etp) if one_node else ex.reduction_parameters(sh.exp_params, ep=ep, etp=etp,
@@ -704,6 +712,7 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
             hop_latency_s=cm.ring_hop_latency_s(sh.expert_replicas, span, intra_hop, inter_hop, step_floor),
             collectives=n_moe, recompute_gather=rc == "full", overlap=_expert_overlap(overlap, dense_busy, z, microbatches),
             buckets=n_moe, gradient_bytes=gradient_bytes, weight_bytes=sh.element,
+            fabric=cm.fabric(gpu, sh.expert_replicas, span, rdma=rdma),
         )
         forward += ecomm.forward_s
         backward += ecomm.backward_s

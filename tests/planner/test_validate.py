@@ -296,8 +296,10 @@ def test_the_zero3_rows_gather_tensor_by_tensor_and_the_key_is_checked(tmp_path)
     assert {m.id for m in rows if m.layout.zero == 3} == {m.id for m in rows if m.layout.running.zero3_per_tensor}
     m = next(m for m in rows if m.id == "mlm-t2-530b-2240-zero3")
     per_layer = v.Measurement(**{**m.__dict__, "layout": m.layout.with_running(zero3_per_tensor=False)})
-    # DeepSpeed's 2021 ZeRO-3 pays 12 ring latencies a GPT layer per pass where FSDP pays one
-    assert v.validate((per_layer,))[0].predicted > 1.5 * v.validate((m,))[0].predicted
+    # DeepSpeed's 2021 ZeRO-3 pays 12 collectives' latencies a GPT layer per pass where FSDP pays
+    # one (NCCL runs the small ones, biases and norms, with its LL protocol: a third of the Simple
+    # ring's latency, so the gap is less than the 12 Simple latencies once made it)
+    assert v.validate((per_layer,))[0].predicted > 1.3 * v.validate((m,))[0].predicted
     bad = tmp_path / "bad.toml"
     bad.write_text(v.default_published().read_text().replace("zero = 0, overlap = true,", 'zero = 0, zero3_gather = "tensor", overlap = true,', 1))
     with pytest.raises(InputError, match=r"bad.toml: measurement\[0\]\.layout\.zero3_gather: only ZeRO-3 gathers parameters"):
