@@ -60,7 +60,8 @@ from hetopt.costmodel.kernels import (  # noqa: F401
     LOSS_FORWARD_BYTES, LOSS_BACKWARD_BYTES, loss_traffic_bytes, efficiency, compute_time_s, gemm_efficiency,
     gemm_time_s, gemm_operand_widths, gemm_traffic_bytes, attention_time_s, FLASH_SCORE_BACKWARD_PER_FORWARD,
     NORM_BYTES, RESIDUAL_BYTES, RESIDUALS_PER_LAYER, FFN_ACTIVATION_BYTES, SCORE_BYTES, SCORE_DROPOUT_BYTES,
-    score_elementwise_widths, elementwise_widths, elementwise_bytes, memory_time_s,
+    score_elementwise_widths, elementwise_widths, elementwise_bytes, memory_time_s, GEMM_TILES, gemm_waves,
+    dense_gemm_shapes, quantization_flops,
 )
 from hetopt.costmodel.host import (  # noqa: F401
     HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S, HOST_STACKS, DEFAULT_HOST, HOST_MOE_LAYER,
@@ -111,5 +112,5 @@ __all__ = [
     "SHM_EFFICIENCY", "TCP_EFFICIENCY", "TRANSPORTS", "RDMA_MIN_BANDWIDTH", "network_efficiency",
     "intra_link_efficiency", "link_efficiency", "NET_POST_OVERHEAD_S", "DEFAULT_NET_POST_OVERHEAD_S",
     "SIMPLE_POST_FACTOR", "ring_step_floor_s", "is_rdma", "intra_hardware", "fabric", "tp_collective_s",
-    "Fabric", "collective_s",
+    "Fabric", "collective_s", "GEMM_TILES", "gemm_waves", "dense_gemm_shapes", "quantization_flops",
 ]

@@ -463,8 +463,14 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
     # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
     loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)
     backward_passes = cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)  # full recomputation: one forward more
-    gemm_fwd = gemm(dense, expert_fwd, 1.0)
-    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, backward_passes * expert_fwd, backward_passes)
+    # what the dense GEMMs lose to their tiles' waves on the GPU's SMs, as FLOPs at e_g (forward,
+    # backward; a full recomputation runs the layers' forward GEMMs again)
+    waves_fwd, waves_bwd = _wave_flops(sl, gpu, sh, tp)
+    head_waves = (cm.quantization_flops(gpu.sms, ((sh.tokens, cfg.vocab / tp, h),)) if head and cfg.vocab
+                  else (0.0, 0.0))
+    gemm_fwd = gemm(dense + waves_fwd + head_waves[0], expert_fwd, 1.0)
+    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra + waves_bwd + head_waves[1]
+                    + (waves_fwd if rc == "full" else 0.0), backward_passes * expert_fwd, backward_passes)
     forward = gemm_fwd + cm.attention_time_s(attn, gpu, sh.peak) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
     backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu, sh.peak)
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
@@ -482,6 +488,28 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
             forward += cm.memory_time_s(act, gpu)
             backward += cm.memory_time_s((cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)) * act, gpu)
     return forward, backward, gemm_fwd, gemm_bwd
+
+
+def _wave_flops(sl: SliceLike, gpu: GpuType, sh: _Shares, tp: int) -> tuple[float, float]:
+    """The FLOPs (forward, backward) the stage's dense layer GEMMs lose to tile and wave
+    quantization on the GPU's SMs (``cm.quantization_flops``), summed over its layers."""
+    cfg = sl.model
+    first = sl.first_layer + sh.a
+    if sh.uniform:  # a run of layers of one kind: the first's times ℓ
+        f, b = _layer_wave_flops(gpu.sms, cfg, cfg.is_moe_layer(first), sh.tokens, tp)
+        return sh.ell * f, sh.ell * b
+    forward = backward = 0.0
+    for i in range(first, first + sh.ell):
+        f, b = _layer_wave_flops(gpu.sms, cfg, cfg.is_moe_layer(i), sh.tokens, tp)
+        forward, backward = forward + f, backward + b
+    return forward, backward
+
+
+@functools.lru_cache(maxsize=4096)
+def _layer_wave_flops(sms: int, cfg: ModelConfig, moe: bool, tokens: float, tp: int) -> tuple[float, float]:
+    """One layer's ``cm.quantization_flops`` (an MoE layer's dense GEMMs have no FFN)."""
+    index = next(i for i in range(cfg.layers) if cfg.is_moe_layer(i) == moe)
+    return cm.quantization_flops(sms, cm.dense_gemm_shapes(cfg, index, tokens, tp))
 
 
 def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, tp_overlap: bool, gemm_fwd: float,
