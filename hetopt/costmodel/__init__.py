@@ -61,15 +61,17 @@ from hetopt.costmodel.kernels import (  # noqa: F401
     gemm_time_s, gemm_operand_widths, gemm_traffic_bytes, attention_time_s, FLASH_SCORE_BACKWARD_PER_FORWARD,
     NORM_BYTES, RESIDUAL_BYTES, RESIDUALS_PER_LAYER, FFN_ACTIVATION_BYTES, SCORE_BYTES, SCORE_DROPOUT_BYTES,
     score_elementwise_widths, elementwise_widths, elementwise_bytes, memory_time_s, GEMM_TILES, gemm_waves,
-    dense_gemm_shapes, quantization_flops,
+    dense_gemm_shapes, quantization_flops, GPU_KERNEL_S, LAYER_KERNELS, UNFUSED_ATTENTION_KERNELS,
+    FLASH_ATTENTION_KERNELS, EMBEDDING_KERNELS, HEAD_KERNELS, layer_kernels, kernels_time_s,
 )
 from hetopt.costmodel.host import (  # noqa: F401
     HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S, HOST_STACKS, DEFAULT_HOST, HOST_MOE_LAYER,
-    HOST_LOCAL_EXPERT, host_floor_s,
+    HOST_LOCAL_EXPERT, host_floor_s, HOST_LAUNCH_S, STACKS_MEASURED_ON_GPUS,
 )
 from hetopt.costmodel.optimizer import (  # noqa: F401
     OPTIMIZER_STEP_BYTES, FP32_OPTIMIZER_STEP_BYTES, optimizer_step_s, ZERO3_TENSOR_GATHER_COPY_BYTES,
-    ZERO3_TENSOR_SCATTER_COPY_BYTES, zero3_tensor_copies_s,
+    ZERO3_TENSOR_SCATTER_COPY_BYTES, zero3_tensor_copies_s, list_copies_s, FUSED_STEP_PASSES,
+    FP32_FUSED_STEP_PASSES, MULTI_TENSOR_ELEMENTS,
 )
 from hetopt.costmodel.network import (  # noqa: F401
     TP_ALLREDUCES_PER_PASS, EMBEDDING_TP_ALLREDUCES, HEAD_TP_ALLREDUCES, LINK_EFFICIENCY, SHM_EFFICIENCY,
@@ -113,4 +115,7 @@ __all__ = [
     "intra_link_efficiency", "link_efficiency", "NET_POST_OVERHEAD_S", "DEFAULT_NET_POST_OVERHEAD_S",
     "SIMPLE_POST_FACTOR", "ring_step_floor_s", "is_rdma", "intra_hardware", "fabric", "tp_collective_s",
     "Fabric", "collective_s", "GEMM_TILES", "gemm_waves", "dense_gemm_shapes", "quantization_flops",
+    "GPU_KERNEL_S", "LAYER_KERNELS", "UNFUSED_ATTENTION_KERNELS", "FLASH_ATTENTION_KERNELS", "EMBEDDING_KERNELS",
+    "HEAD_KERNELS", "layer_kernels", "kernels_time_s", "HOST_LAUNCH_S", "STACKS_MEASURED_ON_GPUS", "list_copies_s",
+    "FUSED_STEP_PASSES", "FP32_FUSED_STEP_PASSES", "MULTI_TENSOR_ELEMENTS",
 ]

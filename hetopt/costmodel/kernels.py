@@ -232,6 +232,50 @@ def quantization_flops(sms: int, shapes: tuple[tuple[float, float, float], ...])
     return forward, backward
 
 
+# ----------------------------------------------------------------- kernels: the GPU's side of a launch
+
+#: Seconds the GPU spends on a kernel beyond its work: taking the queued launch, starting its
+#: blocks and draining them before the next kernel of the stream starts. CUDA.jl's documentation
+#: ("Graphs": an RK4 integration of 80 broadcast kernels of 1,024 elements takes 70 µs launched as
+#: one CUDA graph, the host out of the way) measures 70/80 = 0.875 µs a kernel on the GPU, the
+#: kernels' own work included: a tiny kernel's whole time, so an upper bound of the fixed part.
+GPU_KERNEL_S = 70e-6 / 80
+
+#: Kernels a dense layer launches in its forward, by role (Megatron-LM's GPT layer, the op
+#: sequence ``hetopt.generate.host_overhead`` times): the two norms, the four GEMMs (QKV,
+#: projection, the FFN's two; SwiGLU's gate and up are one GEMM), the two bias-dropout-adds, the
+#: FFN's activation; attention unfused: Q·Kᵀ, the fused scale-mask-softmax, P·V and the copy of the
+#: context back to [s, b, h] (and the scores' dropout in GPT and ViT); FlashAttention: one kernel.
+LAYER_KERNELS = {"norm": 2, "gemm": 4, "residual": 2, "activation": 1}
+UNFUSED_ATTENTION_KERNELS = 4
+FLASH_ATTENTION_KERNELS = 1
+#: The embedding's forward (the lookup; GPT adds the learned positions) and the head's (its GEMM
+#: and the cross-entropy's six: cast, max, subtract, exp, sum, divide: ``LOSS_FORWARD_BYTES``).
+EMBEDDING_KERNELS = 2
+HEAD_KERNELS = 1 + 6
+
+
+def layer_kernels(cfg: ModelConfig, *, flash: bool = False) -> int:
+    """Kernels one dense layer launches in its forward (:data:`LAYER_KERNELS`); the backward
+    launches ``BACKWARD_PER_FORWARD`` times as many (each GEMM its input and weight gradients,
+    each element-wise kernel its input gradient and a reduction for its bias or weight).
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
+    >>> layer_kernels(gpt), layer_kernels(gpt, flash=True)
+    (14, 10)
+    """
+    attention = FLASH_ATTENTION_KERNELS if flash else (
+        UNFUSED_ATTENTION_KERNELS + (1 if cfg.architecture in DROPOUT_ARCHITECTURES else 0))
+    return sum(LAYER_KERNELS.values()) + attention
+
+
+def kernels_time_s(kernels: float) -> float:
+    """The GPU's seconds for ``kernels`` launches beyond their work (:data:`GPU_KERNEL_S` each)."""
+    return kernels * GPU_KERNEL_S
+
+
 def attention_time_s(flops: float, gpu: GpuType, peak_flops: float | None = None) -> float:
     """Seconds of FlashAttention: its FLOPs at the catalog's ``attention_efficiency`` of peak.
 

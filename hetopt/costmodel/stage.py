@@ -357,7 +357,8 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
     """The first sums of a stage's price, forward and backward: its kernels, then its TP and CP
     collectives, each pass held to the host's floor; with the kernels alone (what data-parallel
     traffic can hide behind: TP's cannot, it is on the path) and whether the floor set a pass."""
-    forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
+    kernels = _kernels(sl, lay, sh, flash)
+    forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash, kernels)
     compute = (forward, backward)
     tp_fwd, tp_bwd = _tensor_parallel(sl, island, lay, sh, tp_overlap, gemm_fwd, gemm_bwd)
     forward, backward = forward + tp_fwd, backward + tp_bwd
@@ -369,8 +370,14 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
     # an MoE layer issues its router, permutation and one FFN per local expert (FSEP: a shard of
     # every expert)
     local = (sl.model.experts if lay.fsep else sl.model.experts // lay.ep) if sh.n_moe else 0
+    # the host also launches every kernel and every TP collective (a reduce-scatter and an
+    # all-gather each with sequence parallelism; the embedding's and the head's all-reduces)
+    collectives = (sh.ell * cm.TP_ALLREDUCES_PER_PASS * (2 if sh.sp else 1)) if lay.tp > 1 else 0
+    edges = (int(sh.embed), int(sh.head)) if lay.tp > 1 else (0, 0)
+    recomputed = collectives if lay.recompute == "full" else 0
+    launches = (kernels[0] + collectives + edges[0], kernels[1] + collectives + recomputed + edges[1])
     host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute, stack=host, moe_layers=sh.n_moe,
-                                         local_experts=local)
+                                         local_experts=local, launches=launches)
     host_bound = host_fwd > forward or host_bwd > backward
     return max(forward, host_fwd), max(backward, host_bwd), compute, host_bound
 
@@ -420,11 +427,30 @@ def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_b
     return static + off.resident_bytes(activation, layers=ell), 0.0, activation
 
 
+def _kernels(sl: SliceLike, lay: Layout, sh: _Shares, flash: bool) -> tuple[float, float]:
+    """The kernels the stage launches per micro-batch (forward, backward): its layers'
+    (``cm.layer_kernels``; an MoE layer in the proportion its ops bear to a dense layer's,
+    ``cm.HOST_MOE_LAYER`` and ``cm.HOST_LOCAL_EXPERT``), the embedding's and the head's; the
+    backward ``BACKWARD_PER_FORWARD`` times the forward's, the layers' forward again under full
+    recomputation."""
+    cfg = sl.model
+    per_layer = cm.layer_kernels(cfg, flash=flash)
+    layers = float(sh.ell)
+    if sh.n_moe:
+        local = cfg.experts if lay.fsep else cfg.experts // lay.ep
+        layers += sh.n_moe * (cm.HOST_MOE_LAYER[0] + local * cm.HOST_LOCAL_EXPERT[0] - 1.0)
+    forward = layers * per_layer
+    edges = (cm.EMBEDDING_KERNELS if sh.embed else 0) + (cm.HEAD_KERNELS if sh.head else 0)
+    backward = cm.BACKWARD_PER_FORWARD * (forward + edges) + (forward if lay.recompute == "full" else 0.0)
+    return forward + edges, backward
+
+
 def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Shares,
-             flash: bool) -> tuple[float, float, float, float]:
+             flash: bool, kernels: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float, float, float]:
     """(forward s, backward s, the forward GEMMs' s, the backward GEMMs' s) of the stage's kernels:
     the matrix multiplications at the GEMM efficiency, the memory-bound kernels at the memory
-    bandwidth (formulations/costmodel.md, "Time")."""
+    bandwidth, and the GPU's own time for each of the ``kernels`` (forward, backward) it launches
+    (``cm.kernels_time_s``) (formulations/costmodel.md, "Time")."""
     cfg, s, tp, rc = sl.model, sl.seq, lay.tp, lay.recompute
     a, b, ell, samples, head, imbalance = sh.a, sh.b, sh.ell, sh.samples, sh.head, sh.imbalance
     h = cfg.hidden
@@ -472,7 +498,8 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
     gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra + waves_bwd + head_waves[1]
                     + (waves_fwd if rc == "full" else 0.0), backward_passes * expert_fwd, backward_passes)
     forward = gemm_fwd + cm.attention_time_s(attn, gpu, sh.peak) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
-    backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu, sh.peak)
+    forward += cm.kernels_time_s(kernels[0])
+    backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu, sh.peak) + cm.kernels_time_s(kernels[1])
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
     if sh.n_moe:
         # the MoE layers' token permutations (memory-bound; again in a full recomputation)
@@ -715,6 +742,12 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
                     + (sh.exp_params / (ep * etp) if n_moe and sh.expert_replicas > 1 else 0.0))
         forward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1, scatters=0, element_bytes=sh.element)
         backward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1 + (rc == "full"), scatters=1, element_bytes=sh.element)
+        # ... and each such collective copies its d rank pieces one by one (PyTorch's
+        # ProcessGroupNCCL: d copy_ calls out of, or into, its flat buffer), d launches the host
+        # issues between the device synchronizations DeepSpeed makes around every gather
+        pieces = collectives * sh.replicas if sh.replicas > 1 else 0
+        forward += cm.list_copies_s(pieces, gathers=1, scatters=0)
+        backward += cm.list_copies_s(pieces, gathers=1 + (rc == "full"), scatters=1)
     # the optimizer step over this GPU's shard of the state (ZeRO >= 1 shards it over the
     # data-parallel group), once per iteration: amortized over M as the gradient reduction
     step_params = sh.dense_params / tp / (sh.replicas if z >= 1 else 1)

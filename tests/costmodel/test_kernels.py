@@ -94,3 +94,76 @@ def test_the_stage_pays_the_lost_flops_at_the_gemm_efficiency(no_host_floor):
     tab = st.layer_table(sl, element_bytes=cm.element_bytes(running.precision))
     floor = st.path_floor_s(sl, IslandSpec("a", A100, 1, 8), tab, lay, 0, microbatch_size=1, running=running)
     assert floor <= with_waves.time_s * (1 + 1e-12)
+
+
+# ------------------------------------------------------- kernel launches: the GPU's and the host's
+
+
+def test_layer_kernels_by_hand():
+    assert cm.layer_kernels(GPT350) == 2 + 4 + 2 + 1 + 4 + 1  # norms, GEMMs, residuals, GELU, attention, its dropout
+    assert cm.layer_kernels(GPT350, flash=True) == 2 + 4 + 2 + 1 + 1
+    llama = ModelConfig("l", "llama", 2, 1024, 8, 2816, 32000, 1024)
+    assert cm.layer_kernels(llama) == 13  # no dropout on the scores
+
+
+def test_the_host_pays_a_launch_per_kernel_on_a_stack_measured_without_a_gpu():
+    fwd, bwd = cm.host_floor_s(3, launches=(40, 80))
+    assert fwd == pytest.approx(3 * cm.HOST_LAYER_FORWARD_S + 40 * cm.HOST_LAUNCH_S)
+    assert bwd == pytest.approx(3 * cm.HOST_LAYER_BACKWARD_S + 80 * cm.HOST_LAUNCH_S)
+    assert cm.HOST_LAUNCH_S == pytest.approx(6e-6)
+    # torch1 was measured on GPU hosts, its launches inside its per-layer time
+    assert cm.host_floor_s(3, stack="torch1", launches=(40, 80)) == cm.host_floor_s(3, stack="torch1")
+
+
+def _gpt_stage(par_running, lay, m=1, M=4, gpu=A100, layers=2):
+    sl = Slice(slice_model(GPT350)[1:1 + layers])
+    isl = IslandSpec("a", gpu, 1, 8)
+    return BuiltinParallelizer(running=par_running).plan(sl, isl, lay, microbatch_size=m, microbatches=M).stages[0]
+
+
+def test_the_gpu_pays_its_fixed_time_for_every_kernel(no_host_floor, monkeypatch):
+    running = Running(flash=False, overlap=False)
+    lay = Layout(tp=1, pp=1, dp=1, split=(2,), recompute="none", zero_stage=0)
+    with_gpu = _gpt_stage(running, lay)
+    monkeypatch.setattr(cm.kernels, "GPU_KERNEL_S", 0.0)
+    without = _gpt_stage(running, lay)
+    assert with_gpu.forward_s - without.forward_s == pytest.approx(2 * 14 * 70e-6 / 80, rel=1e-9)
+    assert with_gpu.backward_s - without.backward_s == pytest.approx(2 * 2 * 14 * 70e-6 / 80, rel=1e-9)
+
+
+def test_a_small_tp8_layer_is_set_by_the_host_and_its_launches():
+    """GPT-350M at TP 8, micro-batch 1: two layers' kernels take less than the host needs to issue
+    them and their TP all-reduces (2 a pass a layer without sequence parallelism)."""
+    running = Running(flash=False, overlap=False, sequence_parallel=False)
+    lay = Layout(tp=8, pp=1, dp=1, split=(2,), recompute="none", zero_stage=0)
+    st8 = _gpt_stage(running, lay)
+    assert st8.host_bound
+    launches = 2 * (14 + 2)
+    assert st8.forward_s == pytest.approx(2 * cm.HOST_LAYER_FORWARD_S + launches * cm.HOST_LAUNCH_S, rel=1e-12)
+    assert st8.backward_s >= 2 * cm.HOST_LAYER_BACKWARD_S + (2 * 2 * 14 + 2 * 2) * cm.HOST_LAUNCH_S - 1e-12
+
+
+def test_zero3_list_collectives_pay_a_copy_launch_a_rank_piece(no_host_floor, monkeypatch):
+    """DeepSpeed's 2021 ZeRO-3 tensor by tensor: each collective copies its d rank pieces one at a
+    time (PyTorch's list collectives), d launches the host issues on the path."""
+    running = Running(flash=False, overlap=False, zero3_per_tensor=True)
+    lay = Layout(tp=1, pp=1, dp=8, split=(2,), recompute="none", zero_stage=3)
+    priced = _gpt_stage(running, lay, m=8)
+    monkeypatch.setattr(cm.optimizer, "HOST_LAUNCH_S", 0.0)
+    monkeypatch.setattr(cm.optimizer, "GPU_KERNEL_S", 0.0)
+    without = _gpt_stage(running, lay, m=8)
+    tensors = 2 * cm.parameter_tensors(GPT350)  # two layers, 12 tensors each
+    pieces = tensors * 8
+    assert priced.forward_s - without.forward_s == pytest.approx(pieces * cm.HOST_LAUNCH_S, rel=1e-9)  # one gather
+    # gather + scatter; and the optimizer step's five fused kernels' fixed GPU time, amortized over M = 4
+    assert priced.backward_s - without.backward_s == pytest.approx(2 * pieces * cm.HOST_LAUNCH_S + 5 * cm.GPU_KERNEL_S / 4,
+                                                                   rel=1e-9)
+
+
+def test_a_small_optimizer_shard_is_stepped_at_the_hosts_launch_rate():
+    # 10^5 parameters: 5.2 MB at 2 TB/s is 2.6 µs, five fused kernels' launches 30 µs
+    assert cm.optimizer_step_s(1e5, A100) == pytest.approx(5 * cm.HOST_LAUNCH_S)
+    # a big shard: its bytes plus the GPU's fixed time of its kernels
+    big = 2e9
+    kernels = 5 * math.ceil(big / cm.MULTI_TENSOR_ELEMENTS)
+    assert cm.optimizer_step_s(big, A100) == pytest.approx(52 * big / A100.memory_bandwidth + kernels * cm.GPU_KERNEL_S)

@@ -206,7 +206,8 @@ def test_zero3_per_tensor_pays_the_collective_latency_per_tensor_and_per_layer_o
     instead of per layer cuts each pass's bytes into more collectives, each priced as NCCL's tuner
     runs its size (its latency once a collective), the bytes on the wire the same, and the list
     collectives' copies of every gathered tensor and reduced gradient
-    (two gathers and a reduce-scatter of all the model's parameters a micro-batch)."""
+    (two gathers and a reduce-scatter of all the model's parameters a micro-batch), a launch a
+    rank piece."""
     from hetopt import costmodel as cm
     from hetopt.planner.compose import island_specs
     from hetopt.planner.layout import price_layout
@@ -239,6 +240,8 @@ def test_zero3_per_tensor_pays_the_collective_latency_per_tensor_and_per_layer_o
     copies = microbatches * cm.zero3_tensor_copies_s(params, gpu, gathers=2, scatters=1)
     assert copies == pytest.approx(microbatches * 20 * params / gpu.memory_bandwidth)  # 6 bytes a gather, 8 a reduce-scatter
     expected += copies
+    # and the list collectives copy every tensor's 32 rank pieces one launch at a time (issue 41)
+    expected += microbatches * cm.list_copies_s(tensors * 32, gathers=2, scatters=1)
     assert per_tensor.iteration_time_s - per_layer.iteration_time_s == pytest.approx(expected, rel=1e-9)
     assert "zero3gather=tensor" in parse_layout(text + " zero3gather=tensor").text()
 
