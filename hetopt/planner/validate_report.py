@@ -7,7 +7,7 @@ import statistics
 from rich.console import Console
 
 from hetopt.planner.published import ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, layout_text
-from hetopt.planner.validate import (Row, outside_of, rank_settings,
+from hetopt.planner.validate import (MEMORY_BAND, MEMORY_SHORTFALL, Row, memory_summary, outside_of, rank_settings,
                                      summarize)
 from hetopt.tables import show
 
@@ -72,6 +72,12 @@ def print_rows(rows: list[Row], *, with_plan: bool, out: Console | None = None, 
         rho = "-" if rank["spearman"] is None else f"{rank['spearman']:.2f}"
         say(f"ranking of {setting}: {rank['rows']} layouts, rank correlation {rho}, regret {rank['regret']:.2f} "
               f"(the model picks {rank['pick']}; fastest measured {rank['best']})")
+    memory = memory_summary(rows)
+    if memory:
+        say(f"peak memory: {memory['rows']} rows state their measured peak, predicted / measured median "
+            f"{memory['median']:.2f}, range {memory['min']:.2f}..{memory['max']:.2f}, mean absolute error "
+            f"{100 * memory['mae']:.1f}%; {memory['within']} within ±{100 * MEMORY_BAND:.0f}%, {memory['below']} more than "
+            f"{100 * MEMORY_SHORTFALL:.0f}% below (--json: memory_ratio)")
     plans = [r.plan_ratio for r in rows if r.plan_ratio is not None]
     if plans:
         say(f"the plans over the published figures: {len(plans)} rows, median {statistics.median(plans):.2f}, "

@@ -733,3 +733,37 @@ def test_mean_absolute_error_beside_the_median_by_hand(capsys):
     assert [row["error"] for row in doc["rows"]] == pytest.approx([r.error for r in sailor])
     assert cli.main(["validate", "--file", "sailor-gh200", "--only", "sailor-gh200-opt-350m-n1-g1-tp4pp1dp1b1"]) == 0
     assert f"mean absolute error {100 * sailor[0].error:.1f}%" in capsys.readouterr().out
+
+
+def test_measured_peak_memory_is_compared_with_the_models_peak(capsys, tmp_path):
+    """issue 41: a row that states its measured peak memory (``peak_memory_gib``) gets the model's
+    peak beside it: predicted / measured per row, and over the rows the median, the mean absolute
+    error, how many lie within ±10% and how many more than 5% below (a false fit)."""
+    path = instances_dir() / "published" / "sailor-gh200.toml"
+    rows = v.validate(v.load_published(path))
+    stated = [r for r in rows if r.measurement.peak_memory_bytes is not None]
+    assert len(stated) == 27  # Sailor's files state every run's max_mem
+    first = next(r for r in rows if r.measurement.id == "sailor-gh200-opt-350m-n1-g1-tp4pp1dp1b1")
+    assert first.measurement.peak_memory_bytes == pytest.approx(9551478784, rel=1e-4)  # max_mem in bytes
+    assert first.memory_ratio == pytest.approx(first.priced.peak_bytes / first.measurement.peak_memory_bytes)
+    summary = v.memory_summary(rows)
+    ratios = [r.memory_ratio for r in stated]
+    assert summary["rows"] == 27 and summary["median"] == pytest.approx(sorted(ratios)[13])
+    assert summary["within"] == sum(abs(x - 1) <= 0.1 for x in ratios)
+    assert summary["below"] == sum(x < 0.95 for x in ratios)
+    assert summary["mae"] == pytest.approx(sum(abs(x - 1) for x in ratios) / 27)
+    assert cli.main(["validate", "--file", "sailor-gh200", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["memory"]["rows"] == 27
+    by_id = {r["id"]: r for r in doc["rows"]}
+    assert by_id[first.measurement.id]["memory_ratio"] == pytest.approx(first.memory_ratio)
+    assert by_id[first.measurement.id]["peak_memory_gib"] == pytest.approx(9551478784 / 2**30, rel=1e-4)
+    assert cli.main(["validate", "--file", "sailor-gh200", "--only", first.measurement.id]) == 0
+    assert "peak memory: 1 rows state their measured peak" in capsys.readouterr().out
+    # a set that states none prints no memory line and has no memory summary
+    assert v.memory_summary(v.validate(v.load_published(), only=["mlm-t1-1.7b"])) is None
+    # a bad figure is refused with the file and the key
+    bad = tmp_path / "bad.toml"
+    bad.write_text(path.read_text().replace("peak_memory_gib = 8.8955", "peak_memory_gib = -1", 1))
+    with pytest.raises(InputError, match=r"bad.toml: measurement\[0\]\.peak_memory_gib"):
+        v.load_published(bad)
