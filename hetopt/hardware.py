@@ -28,10 +28,13 @@ GPU_KEYS = (
     "memory_gib", "fp16_tflops", "fp32_tflops", "tf32_tflops", "training_tflops", "memory_gbs", "intra_link",
     "intra_gbs", "profile", "efficiency", "half_efficiency_tokens", "gemm_efficiency",
     "calibration", "attention_efficiency", "host_gbs", "host_cpu", "bf16", "flash_attention",
-    "usd_per_hour", "price_source",
+    "usd_per_hour", "price_source", "arch", "sms",
 )
 #: Host CPU vendors the catalog's ``host_cpu`` names (``hetopt.costmodel.ring_step_floor_s``).
 HOST_CPUS = ("amd", "intel", "arm")
+#: GPU generations the catalog's ``arch`` names (NCCL's tuner keys its constants on them:
+#: ``hetopt.costmodel.nccl``).
+ARCHS = ("pascal", "volta", "turing", "ampere", "ada", "hopper", "blackwell", "cdna2", "cdna3")
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,12 @@ class GpuType:
     #: Dense TF32 tensor-core FLOP/s (Ampere and later); None where the part has no TF32
     #: (``precision = "tf32"`` is refused there: ``hetopt.costmodel.precision_problem``).
     tf32_flops: float | None = None
+    #: The GPU's generation (``ARCHS``; "" not stated): NCCL's tuner keys its latencies and
+    #: protocol bandwidths on it (``hetopt.costmodel.nccl``).
+    arch: str = ""
+    #: Streaming multiprocessors (AMD: compute units), where a GEMM's tiles run in waves of one
+    #: tile per SM (``hetopt.costmodel.gemm_waves``); 0 not stated (no wave quantization priced).
+    sms: int = 0
 
     @property
     def sustained_flops(self) -> float:
@@ -163,6 +172,8 @@ def load_gpus(path: str | Path | None = None) -> dict[str, GpuType]:
             usd_per_hour=f.number("usd_per_hour", None, positive=True),
             price_source=f.string("price_source", ""),
             tf32_flops=None if (tf32 := f.number("tf32_tflops", None, positive=True)) is None else tf32 * TERA,
+            arch=f.string("arch", "", choices=ARCHS),
+            sms=f.integer("sms", 0, minimum=0, maximum=4096),
         )
     return catalog
 

@@ -43,4 +43,5 @@ def no_host_floor(monkeypatch) -> None:
     from hetopt import costmodel as cm
 
     monkeypatch.setitem(cm.HOST_STACKS, cm.DEFAULT_HOST, (0.0, 0.0))
+    monkeypatch.setattr(cm.host, "HOST_LAUNCH_S", 0.0)  # and its launches (issue 41)
 

@@ -26,6 +26,7 @@ import costmodel as cm; cm.ring_allreduce_s(...)`` reads as before:
 - :mod:`~hetopt.costmodel.host`: the host's floor per layer by software stack;
 - :mod:`~hetopt.costmodel.optimizer`: the optimizer step and ZeRO-3's per-tensor copies;
 - :mod:`~hetopt.costmodel.network`: links, rings, TP, hand-overs and data-parallel traffic;
+- :mod:`~hetopt.costmodel.nccl`: NCCL's tuner, the algorithm and protocol of a collective by size;
 - :mod:`~hetopt.costmodel.running`: how a framework runs a layout (:class:`Running`, one table of its keys);
 - :mod:`~hetopt.costmodel.stage`: the price of one pipeline stage, where the terms meet.
 
@@ -59,15 +60,18 @@ from hetopt.costmodel.kernels import (  # noqa: F401
     LOSS_FORWARD_BYTES, LOSS_BACKWARD_BYTES, loss_traffic_bytes, efficiency, compute_time_s, gemm_efficiency,
     gemm_time_s, gemm_operand_widths, gemm_traffic_bytes, attention_time_s, FLASH_SCORE_BACKWARD_PER_FORWARD,
     NORM_BYTES, RESIDUAL_BYTES, RESIDUALS_PER_LAYER, FFN_ACTIVATION_BYTES, SCORE_BYTES, SCORE_DROPOUT_BYTES,
-    score_elementwise_widths, elementwise_widths, elementwise_bytes, memory_time_s,
+    score_elementwise_widths, elementwise_widths, elementwise_bytes, memory_time_s, GEMM_TILES, gemm_waves,
+    dense_gemm_shapes, quantization_flops, GPU_KERNEL_S, LAYER_KERNELS, UNFUSED_ATTENTION_KERNELS,
+    FLASH_ATTENTION_KERNELS, EMBEDDING_KERNELS, HEAD_KERNELS, layer_kernels, kernels_time_s,
 )
 from hetopt.costmodel.host import (  # noqa: F401
     HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S, HOST_STACKS, DEFAULT_HOST, HOST_MOE_LAYER,
-    HOST_LOCAL_EXPERT, host_floor_s,
+    HOST_LOCAL_EXPERT, host_floor_s, HOST_LAUNCH_S, STACKS_MEASURED_ON_GPUS,
 )
 from hetopt.costmodel.optimizer import (  # noqa: F401
     OPTIMIZER_STEP_BYTES, FP32_OPTIMIZER_STEP_BYTES, optimizer_step_s, ZERO3_TENSOR_GATHER_COPY_BYTES,
-    ZERO3_TENSOR_SCATTER_COPY_BYTES, zero3_tensor_copies_s,
+    ZERO3_TENSOR_SCATTER_COPY_BYTES, zero3_tensor_copies_s, list_copies_s, FUSED_STEP_PASSES,
+    FP32_FUSED_STEP_PASSES, MULTI_TENSOR_ELEMENTS,
 )
 from hetopt.costmodel.network import (  # noqa: F401
     TP_ALLREDUCES_PER_PASS, EMBEDDING_TP_ALLREDUCES, HEAD_TP_ALLREDUCES, LINK_EFFICIENCY, SHM_EFFICIENCY,
@@ -76,8 +80,9 @@ from hetopt.costmodel.network import (  # noqa: F401
     SIMPLE_POST_FACTOR, ring_step_floor_s, intra_hop_latency_s, ring_latency_s, ring_hop_latency_s,
     ring_allreduce_s, ring_allgather_s, ring_reduce_scatter_s, boundary_bytes, tp_layer_comm_s,
     p2p_transfer_s, HANDOVERS, DEFAULT_HANDOVER, PIPE_MASK_BYTES, pipe_mask_bytes, pipeline_link_s,
-    DataParallelComm, exposed_s, data_parallel_comm,
+    DataParallelComm, exposed_s, data_parallel_comm, is_rdma, intra_hardware, fabric, tp_collective_s,
 )
+from hetopt.costmodel.nccl import Fabric, collective_s  # noqa: F401  (NCCL's tuner: algorithm and protocol by size)
 from hetopt.costmodel.running import Running  # noqa: F401  (how a framework runs a layout)
 
 __all__ = [
@@ -108,5 +113,9 @@ __all__ = [
     "elements_of", "check_recompute", "OPTIMIZER_STEP_BYTES", "optimizer_step_s", "LINK_EFFICIENCY",
     "SHM_EFFICIENCY", "TCP_EFFICIENCY", "TRANSPORTS", "RDMA_MIN_BANDWIDTH", "network_efficiency",
     "intra_link_efficiency", "link_efficiency", "NET_POST_OVERHEAD_S", "DEFAULT_NET_POST_OVERHEAD_S",
-    "SIMPLE_POST_FACTOR", "ring_step_floor_s",
+    "SIMPLE_POST_FACTOR", "ring_step_floor_s", "is_rdma", "intra_hardware", "fabric", "tp_collective_s",
+    "Fabric", "collective_s", "GEMM_TILES", "gemm_waves", "dense_gemm_shapes", "quantization_flops",
+    "GPU_KERNEL_S", "LAYER_KERNELS", "UNFUSED_ATTENTION_KERNELS", "FLASH_ATTENTION_KERNELS", "EMBEDDING_KERNELS",
+    "HEAD_KERNELS", "layer_kernels", "kernels_time_s", "HOST_LAUNCH_S", "STACKS_MEASURED_ON_GPUS", "list_copies_s",
+    "FUSED_STEP_PASSES", "FP32_FUSED_STEP_PASSES", "MULTI_TENSOR_ELEMENTS",
 ]

@@ -25,12 +25,28 @@ HOST_LAYER_BACKWARD_S = 2.05e-4
 #: measurement above. ``torch1``: a PyTorch 1.x stack, measured on Megatron-LM v1.1.5 layers in
 #: DeepSpeed v0.3.13's pipeline module (AMP's runs, 2021), read off that stack's own per-layer profile
 #: on a T4 and a V100 by ``python -m hetopt.generate.stack_host``: the profiled forward less this
-#: model's kernels, 3.43 ms on the T4 and 3.20 ms on the V100, whose kernels differ 3.3-fold
-#: (the mean, 3.31 ms); the backward in today's proportion (×1.50), 4.95 ms. Seconds.
-HOST_STACKS = {"torch2": (HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S), "torch1": (3.31e-3, 4.95e-3)}
+#: model's kernels (the GPU's fixed time a kernel and the GEMMs' waves included since issue 41),
+#: 3.35 ms on the T4 and 3.15 ms on the V100, whose kernels differ 3.1-fold (the mean, 3.25 ms;
+#: 3.31 before those terms); the backward in today's proportion (×1.50), 4.86 ms. Seconds.
+HOST_STACKS = {"torch2": (HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S), "torch1": (3.25e-3, 4.86e-3)}
 
 #: The stack a layout or runtime that does not say runs on.
 DEFAULT_HOST = "torch2"
+
+#: Host seconds a PyTorch op spends on the CUDA path that the CPU-tensor measurement of
+#: ``torch2`` does not include (the caching allocator, the device guard and stream, the driver's
+#: launch), per kernel or collective launched: an eager ``add`` of two 512×512 tensors on an
+#: A100 host is submitted in 8 µs an op (back to back, one synchronization at the end:
+#: flagos-ai/Torch-FL PR #27, "cuda_sub", NVIDIA A100, July 2026), where the same op on CPU
+#: tensors takes about 2 µs (pytorch/pytorch issue #41383, a PyTorch maintainer's figure for
+#: ``x*x`` without autograd): 6 µs. Cross-checks: the driver's ``cuLaunchKernel`` alone takes
+#: 3.0-3.3 µs (meta-pytorch/tritonbench PR #1017, GB200 host), and Meta's Holistic Trace Analysis
+#: documentation puts the CPU side of a launch in PyTorch traces at usually 5-20 µs.
+HOST_LAUNCH_S = 8e-6 - 2e-6
+
+#: The stacks whose per-layer time was measured on GPU hosts, launches included (``torch1``: read
+#: off AMP's per-layer profiles on a T4 and a V100); the others' launches are added (``host_floor_s``).
+STACKS_MEASURED_ON_GPUS = ("torch1",)
 
 #: An MoE layer's host time, (forward, backward) in units of a dense layer's, with no local
 #: expert: Megatron-Core's router (linear, softmax, top-k), permutation (argsort, gather, per-
@@ -47,7 +63,7 @@ HOST_LOCAL_EXPERT = (0.167, 0.167)
 
 
 def host_floor_s(layers: float, *, recompute: str = "none", stack: str = DEFAULT_HOST, moe_layers: float = 0,
-                 local_experts: float = 0) -> tuple[float, float]:
+                 local_experts: float = 0, launches: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float]:
     """The least (forward, backward) seconds ``layers`` transformer layers take per micro-batch,
     whatever their kernels: the host issues every op, and a GPU whose kernels finish sooner
     waits for the next (formulations/costmodel.md, "The host's floor").
@@ -56,6 +72,9 @@ def host_floor_s(layers: float, *, recompute: str = "none", stack: str = DEFAULT
     few attention ops are not counted. ``stack`` names the software stack (``HOST_STACKS``).
     ``moe_layers`` of the ``layers`` are MoE layers with ``local_experts`` experts each on the
     GPU: each takes ``HOST_MOE_LAYER`` + ``local_experts`` · ``HOST_LOCAL_EXPERT`` dense layers' time.
+    ``launches`` (forward, backward): the CUDA kernels and collectives the passes launch (the
+    recomputed forward's included), each :data:`HOST_LAUNCH_S` more on a stack measured without a
+    GPU (not in :data:`STACKS_MEASURED_ON_GPUS`).
 
     Examples
     --------
@@ -65,18 +84,22 @@ def host_floor_s(layers: float, *, recompute: str = "none", stack: str = DEFAULT
     >>> host_floor_s(1, recompute="full")[1] == HOST_LAYER_BACKWARD_S + HOST_LAYER_FORWARD_S
     True
     >>> host_floor_s(2, stack="torch1")
-    (0.00662, 0.0099)
+    (0.0065, 0.00972)
     >>> [round(t * 1e6, 1) for t in host_floor_s(2, moe_layers=1, local_experts=8)]  # one dense, one MoE of 8 experts
     [547.5, 726.9]
+    >>> [round(t * 1e6, 1) for t in host_floor_s(1, launches=(16, 32))]  # a layer's 16 and 32 launches
+    [233.0, 397.0]
     """
     check_recompute(recompute)
     if stack not in HOST_STACKS:
         raise ValueError(f"unknown host stack {stack!r} (valid: {', '.join(HOST_STACKS)})")
     per_forward, per_backward = HOST_STACKS[stack]
+    launch = 0.0 if stack in STACKS_MEASURED_ON_GPUS else HOST_LAUNCH_S
     if moe_layers:
         dense = layers - moe_layers
         forward = (dense + moe_layers * (HOST_MOE_LAYER[0] + local_experts * HOST_LOCAL_EXPERT[0])) * per_forward
         backward = (dense + moe_layers * (HOST_MOE_LAYER[1] + local_experts * HOST_LOCAL_EXPERT[1])) * per_backward
-        return forward, backward + (forward if recompute == "full" else 0.0)
-    forward = layers * per_forward
-    return forward, layers * per_backward + (forward if recompute == "full" else 0.0)
+    else:
+        forward, backward = layers * per_forward, layers * per_backward
+    backward += forward if recompute == "full" else 0.0
+    return forward + launch * launches[0], backward + launch * launches[1]

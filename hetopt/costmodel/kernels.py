@@ -6,6 +6,9 @@ Part of the cost model (:mod:`hetopt.costmodel`); every formula, constant and so
 
 from __future__ import annotations
 
+import functools
+import math
+
 from hetopt.hardware import GpuType
 from hetopt.workload import ACTIVATION_BYTES, ModelConfig, ffn_matrices
 from hetopt.costmodel.precision import WEIGHT_BYTES, elements_of, element_bytes
@@ -153,6 +156,124 @@ def gemm_traffic_bytes(tokens: float, widths: tuple[float, float], weight_parame
     """
     wide, sharded = widths
     return element_bytes * tokens * (wide + sharded / tp) + elements_of(WEIGHT_BYTES, element_bytes) * weight_parameters
+
+
+# ------------------------------------------------------------------ GEMM shapes: tiles in waves
+
+#: The output tiles cuBLAS's tensor-core GEMM kernels compute, one thread block (one SM) a tile,
+#: rows × columns (NVIDIA, "Matrix Multiplication Background User's Guide", DU-09799-001, §2.3
+#: "Typical Tile Dimensions in cuBLAS and Performance": 256×128 and 128×256, 128×128, 256×64 and
+#: 64×256, 128×64 and 64×128, 64×64).
+GEMM_TILES = ((256, 128), (128, 256), (128, 128), (256, 64), (64, 256), (128, 64), (64, 128), (64, 64))
+
+
+@functools.lru_cache(maxsize=65536)
+def gemm_waves(sms: int, m: float, n: float) -> float:
+    """How much longer (≥ 1) a GEMM with an m×n output runs on ``sms`` SMs than if its work were
+    spread evenly over them: tile and wave quantization (the user's guide above, §3.1 and §3.2).
+
+    The output is cut into ⌈m/bm⌉·⌈n/bn⌉ tiles (a partial tile at an edge costs a whole one),
+    which run in waves of one tile an SM, the last wave partly idle; the time is the waves × one
+    tile's work, against m·n/SMs of work spread evenly. cuBLAS picks among its tile shapes
+    (:data:`GEMM_TILES`); every shape is taken at the same rate per SM, so the smallest tiles,
+    which fill the waves best, are not charged for their lower data reuse: a lower bound of what
+    a small GEMM loses. 1 where the catalog gives no SM count (``sms`` 0).
+
+    Examples
+    --------
+    >>> round(gemm_waves(108, 8192, 8192), 3)  # a big GEMM on an A100: its waves nearly full
+    1.002
+    >>> round(gemm_waves(108, 1024, 384), 2)  # a TP-8 QKV at micro-batch 1: 96 tiles of 64×64 on 108 SMs
+    1.12
+    >>> gemm_waves(108, 2048, 128)  # a narrow shard: 64 tiles of 64×64, one wave on 108 SMs
+    1.6875
+    """
+    if sms <= 0 or m <= 0 or n <= 0:
+        return 1.0
+    work = min(math.ceil(math.ceil(m / bm) * math.ceil(n / bn) / sms) * bm * bn for bm, bn in GEMM_TILES)
+    return work * sms / (m * n)
+
+
+def dense_gemm_shapes(cfg: ModelConfig, index: int, tokens: float, tp: int = 1) -> tuple[tuple[float, float, float], ...]:
+    """(m, n, k) of the forward GEMMs of layer ``index`` on one GPU: QKV, the output projection
+    and (not in an MoE layer) the FFN's first matrix (gate and up fused for SwiGLU) and last;
+    m the tokens (``tokens`` rows), the column-parallel n and row-parallel k split over t
+    (:func:`gemm_operand_widths`' widths). The experts' and the attention scores' are not here.
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
+    >>> dense_gemm_shapes(gpt, 0, 1024, tp=8)
+    ((1024, 384.0, 1024), (1024, 1024, 128.0), (1024, 512.0, 1024), (1024, 1024, 512.0))
+    """
+    h, w = cfg.hidden, cfg.attention_width
+    shapes = [(tokens, (w + 2 * cfg.kv_width) / tp, h), (tokens, h, w / tp)]
+    if not cfg.is_moe_layer(index):
+        inner = ffn_matrices(cfg) - 1  # the first matrix, or gate and up fused
+        shapes += [(tokens, inner * cfg.ffn / tp, h), (tokens, h, cfg.ffn / tp)]
+    return tuple(shapes)
+
+
+def quantization_flops(sms: int, shapes: tuple[tuple[float, float, float], ...]) -> tuple[float, float]:
+    """The FLOPs (forward, backward) that GEMMs of ``shapes`` lose to their tiles and waves
+    (:func:`gemm_waves`), beyond their 2·m·n·k: the forward's m×n outputs, the backward's input
+    gradient (m×k, inner n) and weight gradient (k×n, inner m).
+
+    Examples
+    --------
+    >>> quantization_flops(108, ((8192, 8192, 8192),))[0] / (2 * 8192**3) < 0.01
+    True
+    """
+    forward = backward = 0.0
+    for m, n, k in shapes:
+        flops = 2.0 * m * n * k
+        forward += flops * (gemm_waves(sms, m, n) - 1.0)
+        backward += flops * (gemm_waves(sms, m, k) - 1.0) + flops * (gemm_waves(sms, k, n) - 1.0)
+    return forward, backward
+
+
+# ----------------------------------------------------------------- kernels: the GPU's side of a launch
+
+#: Seconds the GPU spends on a kernel beyond its work: taking the queued launch, starting its
+#: blocks and draining them before the next kernel of the stream starts. CUDA.jl's documentation
+#: ("Graphs": an RK4 integration of 80 broadcast kernels of 1,024 elements takes 70 µs launched as
+#: one CUDA graph, the host out of the way) measures 70/80 = 0.875 µs a kernel on the GPU, the
+#: kernels' own work included: a tiny kernel's whole time, so an upper bound of the fixed part.
+GPU_KERNEL_S = 70e-6 / 80
+
+#: Kernels a dense layer launches in its forward, by role (Megatron-LM's GPT layer, the op
+#: sequence ``hetopt.generate.host_overhead`` times): the two norms, the four GEMMs (QKV,
+#: projection, the FFN's two; SwiGLU's gate and up are one GEMM), the two bias-dropout-adds, the
+#: FFN's activation; attention unfused: Q·Kᵀ, the fused scale-mask-softmax, P·V and the copy of the
+#: context back to [s, b, h] (and the scores' dropout in GPT and ViT); FlashAttention: one kernel.
+LAYER_KERNELS = {"norm": 2, "gemm": 4, "residual": 2, "activation": 1}
+UNFUSED_ATTENTION_KERNELS = 4
+FLASH_ATTENTION_KERNELS = 1
+#: The embedding's forward (the lookup; GPT adds the learned positions) and the head's (its GEMM
+#: and the cross-entropy's six: cast, max, subtract, exp, sum, divide: ``LOSS_FORWARD_BYTES``).
+EMBEDDING_KERNELS = 2
+HEAD_KERNELS = 1 + 6
+
+
+def layer_kernels(cfg: ModelConfig, *, flash: bool = False) -> int:
+    """Kernels one dense layer launches in its forward (:data:`LAYER_KERNELS`); the backward
+    launches ``BACKWARD_PER_FORWARD`` times as many (each GEMM its input and weight gradients,
+    each element-wise kernel its input gradient and a reduction for its bias or weight).
+
+    Examples
+    --------
+    >>> gpt = ModelConfig("x", "gpt", 1, 1024, 16, 4096, 0, 1024)
+    >>> layer_kernels(gpt), layer_kernels(gpt, flash=True)
+    (14, 10)
+    """
+    attention = FLASH_ATTENTION_KERNELS if flash else (
+        UNFUSED_ATTENTION_KERNELS + (1 if cfg.architecture in DROPOUT_ARCHITECTURES else 0))
+    return sum(LAYER_KERNELS.values()) + attention
+
+
+def kernels_time_s(kernels: float) -> float:
+    """The GPU's seconds for ``kernels`` launches beyond their work (:data:`GPU_KERNEL_S` each)."""
+    return kernels * GPU_KERNEL_S
 
 
 def attention_time_s(flops: float, gpu: GpuType, peak_flops: float | None = None) -> float:

@@ -12,6 +12,7 @@ from hetopt.hardware import GpuType
 from hetopt.workload import ACTIVATION_BYTES, ModelConfig
 from hetopt.costmodel.precision import FP32_GRADIENT_BYTES, GRADIENT_BYTES, WEIGHT_BYTES, element_bytes, gradient_bytes
 from hetopt.costmodel.memory import ZERO_STAGES
+from hetopt.costmodel.nccl import Fabric, collective_s
 
 
 #: Megatron tensor parallelism all-reduces the layer's activations twice per pass (after
@@ -77,19 +78,31 @@ TRANSPORTS = ("tcp", "rdma")
 RDMA_MIN_BANDWIDTH = 100e9 / 8
 
 
-def network_efficiency(bandwidth: float, transport: str | None = None) -> float:
-    """The share of a node's network bandwidth (bytes/s) that NCCL achieves over ``transport``.
+def is_rdma(bandwidth: float, transport: str | None = None) -> bool:
+    """Whether NCCL crosses a node's network of ``bandwidth`` bytes/s with RDMA (``transport``
+    "rdma"), not its socket transport over TCP ("tcp"); ``transport`` None: RDMA from
+    :data:`RDMA_MIN_BANDWIDTH` up, TCP sockets below.
 
-    ``transport`` None: RDMA from :data:`RDMA_MIN_BANDWIDTH` up, TCP sockets below.
+    Examples
+    --------
+    >>> is_rdma(200e9 / 8), is_rdma(50e9 / 8), is_rdma(50e9 / 8, "rdma")
+    (True, False, True)
+    """
+    if transport is None:
+        return bandwidth >= RDMA_MIN_BANDWIDTH * (1.0 - 1e-9)
+    return transport == "rdma"
+
+
+def network_efficiency(bandwidth: float, transport: str | None = None) -> float:
+    """The share of a node's network bandwidth (bytes/s) that NCCL achieves over ``transport``
+    (:func:`is_rdma`: RDMA or TCP sockets).
 
     Examples
     --------
     >>> network_efficiency(200e9 / 8), network_efficiency(50e9 / 8), network_efficiency(50e9 / 8, "rdma")
     (0.96, 0.6, 0.96)
     """
-    if transport is None:
-        transport = "rdma" if bandwidth >= RDMA_MIN_BANDWIDTH * (1.0 - 1e-9) else "tcp"
-    return LINK_EFFICIENCY["network"] if transport == "rdma" else TCP_EFFICIENCY
+    return LINK_EFFICIENCY["network"] if is_rdma(bandwidth, transport) else TCP_EFFICIENCY
 
 
 def intra_link_efficiency(link: str, peer_to_peer: bool | None = None) -> float:
@@ -173,10 +186,36 @@ def ring_step_floor_s(host_cpu: str = "") -> float:
     return SIMPLE_POST_FACTOR * NET_POST_OVERHEAD_S.get(host_cpu, DEFAULT_NET_POST_OVERHEAD_S)
 
 
+def intra_hardware(gpu: GpuType) -> str:
+    """The hardware a step inside a node crosses, as NCCL's tuner names it: "nvlink" for
+    NVLink-class links (and AMD's xGMI), "pcie" otherwise (the catalog's ``intra_link``)."""
+    link = gpu.intra_link.lower()
+    return "nvlink" if ("nvlink" in link or "xgmi" in link) else "pcie"
+
+
 def intra_hop_latency_s(gpu: GpuType) -> float:
     """Per-step ring latency inside a node: NVLink-class links or PCIe (the catalog's ``intra_link``)."""
-    link = gpu.intra_link.lower()
-    return HOP_LATENCY_S["nvlink"] if ("nvlink" in link or "xgmi" in link) else HOP_LATENCY_S["pcie"]
+    return HOP_LATENCY_S[intra_hardware(gpu)]
+
+
+def fabric(gpu: GpuType, gpus: int, nodes: int = 1, *, rdma: bool = True) -> Fabric:
+    """What NCCL's tuner reads of ``gpus`` GPUs of type ``gpu`` on ``nodes`` nodes
+    (:class:`~hetopt.costmodel.nccl.Fabric`): the link a step inside a node crosses, the GPU's
+    generation and host CPU, and whether LL128 is enabled: NVLink inside the node and, across
+    nodes, a GPUDirect RDMA network (``rdma``: :func:`is_rdma`; NCCL enables LL128 only up to a
+    NIC on the GPU's own PCIe switch, which sockets over TCP are not).
+
+    Examples
+    --------
+    >>> from hetopt.hardware import load_gpus
+    >>> gpus = load_gpus()
+    >>> fabric(gpus["A100-SXM4-80GB"], 8)
+    Fabric(gpus=8, nodes=1, link='nvlink', arch='ampere', host_cpu='amd', ll128=True)
+    >>> fabric(gpus["T4"], 4).ll128, fabric(gpus["A100-SXM4-80GB"], 16, 2, rdma=False).ll128
+    (False, False)
+    """
+    link = intra_hardware(gpu)
+    return Fabric(gpus, max(1, nodes), link, gpu.arch, gpu.host_cpu, link == "nvlink" and (nodes <= 1 or rdma))
 
 
 def ring_latency_s(steps: int, hop_latency_s: float) -> float:
@@ -261,9 +300,9 @@ def boundary_bytes(cfg: ModelConfig, seq: int, samples: float, element_bytes: in
 
 def tp_layer_comm_s(cfg: ModelConfig, seq: int, samples: float, tp: int, bandwidth: float, hop_latency_s: float = 0.0,
                     element_bytes: int = ACTIVATION_BYTES) -> float:
-    """Seconds of Megatron TP communication per layer per pass (forward, or backward).
-
-    Two ring all-reduces of 2·s·b·h bytes over t GPUs of a node (each with its latency α).
+    """Seconds of Megatron TP communication per layer per pass (forward, or backward), as the
+    Simple ring prices it: two ring all-reduces of 2·s·b·h bytes over t GPUs of a node (each with
+    its latency α). A stage's TP traffic is priced by NCCL's tuner (:func:`tp_collective_s`).
 
     Examples
     --------
@@ -273,6 +312,23 @@ def tp_layer_comm_s(cfg: ModelConfig, seq: int, samples: float, tp: int, bandwid
     """
     return TP_ALLREDUCES_PER_PASS * ring_allreduce_s(boundary_bytes(cfg, seq, samples, element_bytes), tp, bandwidth,
                                                      hop_latency_s)
+
+
+def tp_collective_s(nbytes: float, bandwidth: float, fab: Fabric, *, sequence_parallel: bool = False) -> float:
+    """Seconds of one of a layer's TP all-reduces of ``nbytes`` (the layer output, 2·s·b·h) over
+    the TP group ``fab``, as NCCL's tuner runs it (:func:`~hetopt.costmodel.nccl.collective_s`):
+    one all-reduce, or with sequence parallelism the reduce-scatter and the all-gather that
+    replace it (the same bytes, two launches and their latencies).
+
+    Examples
+    --------
+    >>> f = Fabric(8, 1, "nvlink", "ampere")
+    >>> round(tp_collective_s(2**21, 240e9, f) * 1e6, 1), round(tp_collective_s(2**21, 240e9, f, sequence_parallel=True) * 1e6, 1)
+    (56.8, 63.4)
+    """
+    if not sequence_parallel:
+        return collective_s("allreduce", nbytes, bandwidth, fab)
+    return collective_s("reducescatter", nbytes, bandwidth, fab) + collective_s("allgather", nbytes, bandwidth, fab)
 
 
 def p2p_transfer_s(cfg: ModelConfig, seq: int, samples: float, bandwidth: float, element_bytes: int = ACTIVATION_BYTES) -> float:
@@ -363,7 +419,7 @@ def data_parallel_comm(
     parameters: float, dp: int, bandwidth: float, *, zero_stage: int, microbatches: int,
     hop_latency_s: float = 0.0, collectives: int = 1, recompute_gather: bool = False,
     overlap: tuple[float, float] | None = None, buckets: int = 1, gradient_bytes: float = GRADIENT_BYTES,
-    weight_bytes: float = WEIGHT_BYTES,
+    weight_bytes: float = WEIGHT_BYTES, fabric: Fabric | None = None,
 ) -> DataParallelComm:
     """Data-parallel (and ZeRO) traffic of a stage holding ``parameters`` per ring.
 
@@ -386,6 +442,11 @@ def data_parallel_comm(
     ``gradient_bytes`` per gradient element reduced: ``GRADIENT_BYTES`` (16-bit), or
     ``FP32_GRADIENT_BYTES`` when the runtime reduces in fp32 (the bytes double, the ring does not
     change). ``weight_bytes`` per weight ZeRO gathers: ``WEIGHT_BYTES``, 4 in fp32 and tf32.
+
+    ``fabric``: the data-parallel group as NCCL's tuner sees it (:func:`fabric`); each collective
+    then runs the algorithm and protocol NCCL picks for its size (:func:`~hetopt.costmodel.nccl.
+    collective_s`, ``bandwidth`` the Simple ring's), ZeRO-3's ``collectives`` each of their share
+    of the bytes. None: the ring with the Simple protocol and ``hop_latency_s`` a step.
 
     Examples
     --------
@@ -413,16 +474,41 @@ def data_parallel_comm(
     def hidden(comm_s: float, compute_s: float) -> float:
         return exposed_s(comm_s, compute_s, buckets) if overlap is not None else comm_s
 
+    if fabric is not None:  # NCCL's tuner: each collective at the algorithm and protocol it picks
+
+        def allreduce(n: float) -> float:
+            return collective_s("allreduce", n, bandwidth, fabric)
+
+        def allgather(n: float) -> float:
+            return collective_s("allgather", n, bandwidth, fabric)
+
+        def reduce_scatter(n: float) -> float:
+            return collective_s("reducescatter", n, bandwidth, fabric)
+    else:
+
+        def allreduce(n: float) -> float:
+            return ring_allreduce_s(n, dp, bandwidth, hop_latency_s)
+
+        def allgather(n: float) -> float:
+            return ring_allgather_s(n, dp, bandwidth, hop_latency_s)
+
+        def reduce_scatter(n: float) -> float:
+            return ring_reduce_scatter_s(n, dp, bandwidth, hop_latency_s)
+
     if zero_stage <= 1:
-        once = ring_allreduce_s(grads, dp, bandwidth, hop_latency_s)
+        once = allreduce(grads)
         return DataParallelComm(0.0, hidden(once, bwd) / microbatches, once)
     if zero_stage == 2:
-        once = ring_allgather_s(weights, dp, bandwidth, hop_latency_s)
-        scatter = ring_reduce_scatter_s(grads, dp, bandwidth, hop_latency_s)
+        once = allgather(weights)
+        scatter = reduce_scatter(grads)
         return DataParallelComm(0.0, hidden(scatter, bwd) + hidden(once, fwd) / microbatches, once)
     # ZeRO-3: the traffic is cut into `collectives` pieces, each paying its own latency
-    latency = collectives * ring_latency_s(dp - 1, hop_latency_s)
-    gather = ring_allgather_s(weights, dp, bandwidth) + latency
-    scatter = ring_reduce_scatter_s(grads, dp, bandwidth) + latency
+    if fabric is not None:
+        gather = collectives * allgather(weights / collectives)
+        scatter = collectives * reduce_scatter(grads / collectives)
+    else:
+        latency = collectives * ring_latency_s(dp - 1, hop_latency_s)
+        gather = ring_allgather_s(weights, dp, bandwidth) + latency
+        scatter = ring_reduce_scatter_s(grads, dp, bandwidth) + latency
     backward = gather + scatter + (gather if recompute_gather else 0.0)
     return DataParallelComm(hidden(gather, fwd), hidden(backward, bwd), 0.0)

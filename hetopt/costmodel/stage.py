@@ -55,6 +55,8 @@ class IslandLike(Protocol):
     gpus_per_node: int
     intra_achieved: float  # bytes/s per GPU inside a node, as NCCL achieves it
     inter_achieved: float  # bytes/s of one node's network, as NCCL achieves it
+    inter_bandwidth: float  # bytes/s of one node's network, its datasheet figure
+    transport: str | None  # "rdma", "tcp" or None (by the bandwidth: cm.is_rdma)
 
 
 class SliceLike(Protocol):
@@ -380,9 +382,10 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
     collectives, each pass held to the host's floor; with the kernels alone (what data-parallel
     traffic can hide behind: TP's cannot, it is on the path) and whether the floor set a pass."""
     measured = _measured_compute(sl, island, lay, sh)
+    kernels = _kernels(sl, lay, sh, flash)  # the GPU's fixed time a kernel, the host's launches
     if measured is None:
-        forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash)
-    else:  # the profile's layers: what TP overlap can hide behind is their whole time
+        forward, backward, gemm_fwd, gemm_bwd = _compute(sl, island.gpu, tab, lay, sh, flash, kernels)
+    else:  # the profile's layers (their kernels' fixed time included): what TP overlap can hide behind is their whole time
         forward, backward, with_tp = measured
         gemm_fwd, gemm_bwd = forward, backward
         sh.taken.append("compute")
@@ -402,9 +405,15 @@ def _on_path(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layout, sh
     local = (sl.model.experts if lay.fsep else sl.model.experts // lay.ep) if sh.n_moe else 0
     host_layer = sh.measured.host_s(island.gpu.name, host) if sh.measured is not None and not sh.n_moe else None
     if host_layer is None:
+        # the host also launches every kernel and every TP collective (a reduce-scatter and an
+        # all-gather each with sequence parallelism; the embedding's and the head's all-reduces)
+        collectives = (sh.ell * cm.TP_ALLREDUCES_PER_PASS * (2 if sh.sp else 1)) if lay.tp > 1 else 0
+        edges = (int(sh.embed), int(sh.head)) if lay.tp > 1 else (0, 0)
+        recomputed = collectives if lay.recompute == "full" else 0
+        launches = (kernels[0] + collectives + edges[0], kernels[1] + collectives + recomputed + edges[1])
         host_fwd, host_bwd = cm.host_floor_s(sh.ell, recompute=lay.recompute, stack=host, moe_layers=sh.n_moe,
-                                             local_experts=local)
-    else:  # the profile's host time per layer, counted as cm.host_floor_s counts it (full: the forward again)
+                                             local_experts=local, launches=launches)
+    else:  # the profile's host time per layer (its launches included), counted as cm.host_floor_s counts it
         host_fwd = sh.ell * host_layer[0]
         host_bwd = sh.ell * (host_layer[1] + (host_layer[0] if lay.recompute == "full" else 0.0))
         sh.taken.append("host")
@@ -505,11 +514,30 @@ def _memory(sl: SliceLike, tab: LayerTable, lay: Layout, sh: _Shares, reserved_b
     return static + off.resident_bytes(activation, layers=ell), 0.0, activation
 
 
+def _kernels(sl: SliceLike, lay: Layout, sh: _Shares, flash: bool) -> tuple[float, float]:
+    """The kernels the stage launches per micro-batch (forward, backward): its layers'
+    (``cm.layer_kernels``; an MoE layer in the proportion its ops bear to a dense layer's,
+    ``cm.HOST_MOE_LAYER`` and ``cm.HOST_LOCAL_EXPERT``), the embedding's and the head's; the
+    backward ``BACKWARD_PER_FORWARD`` times the forward's, the layers' forward again under full
+    recomputation."""
+    cfg = sl.model
+    per_layer = cm.layer_kernels(cfg, flash=flash)
+    layers = float(sh.ell)
+    if sh.n_moe:
+        local = cfg.experts if lay.fsep else cfg.experts // lay.ep
+        layers += sh.n_moe * (cm.HOST_MOE_LAYER[0] + local * cm.HOST_LOCAL_EXPERT[0] - 1.0)
+    forward = layers * per_layer
+    edges = (cm.EMBEDDING_KERNELS if sh.embed else 0) + (cm.HEAD_KERNELS if sh.head else 0)
+    backward = cm.BACKWARD_PER_FORWARD * (forward + edges) + (forward if lay.recompute == "full" else 0.0)
+    return forward + edges, backward
+
+
 def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Shares,
-             flash: bool) -> tuple[float, float, float, float]:
+             flash: bool, kernels: tuple[float, float] = (0.0, 0.0)) -> tuple[float, float, float, float]:
     """(forward s, backward s, the forward GEMMs' s, the backward GEMMs' s) of the stage's kernels:
     the matrix multiplications at the GEMM efficiency, the memory-bound kernels at the memory
-    bandwidth (formulations/costmodel.md, "Time")."""
+    bandwidth, and the GPU's own time for each of the ``kernels`` (forward, backward) it launches
+    (``cm.kernels_time_s``) (formulations/costmodel.md, "Time")."""
     cfg, s, tp, rc = sl.model, sl.seq, lay.tp, lay.recompute
     a, b, ell, samples, head, imbalance = sh.a, sh.b, sh.ell, sh.samples, sh.head, sh.imbalance
     h = cfg.hidden
@@ -548,10 +576,17 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
     # the loss's memory-bound kernels over the stage's vocabulary-sharded logits (the head's stage)
     loss_fwd, loss_bwd = cm.loss_traffic_bytes(cfg, s, samples, tp=tp) if head else (0.0, 0.0)
     backward_passes = cm.BACKWARD_PER_FORWARD + (1.0 if rc == "full" else 0.0)  # full recomputation: one forward more
-    gemm_fwd = gemm(dense, expert_fwd, 1.0)
-    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra, backward_passes * expert_fwd, backward_passes)
+    # what the dense GEMMs lose to their tiles' waves on the GPU's SMs, as FLOPs at e_g (forward,
+    # backward; a full recomputation runs the layers' forward GEMMs again)
+    waves_fwd, waves_bwd = _wave_flops(sl, gpu, sh, tp)
+    head_waves = (cm.quantization_flops(gpu.sms, ((sh.tokens, cfg.vocab / tp, h),)) if head and cfg.vocab
+                  else (0.0, 0.0))
+    gemm_fwd = gemm(dense + waves_fwd + head_waves[0], expert_fwd, 1.0)
+    gemm_bwd = gemm(cm.BACKWARD_PER_FORWARD * dense + extra + waves_bwd + head_waves[1]
+                    + (waves_fwd if rc == "full" else 0.0), backward_passes * expert_fwd, backward_passes)
     forward = gemm_fwd + cm.attention_time_s(attn, gpu, sh.peak) + cm.memory_time_s(ew_fwd + loss_fwd, gpu)
-    backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu, sh.peak)
+    forward += cm.kernels_time_s(kernels[0])
+    backward = gemm_bwd + cm.attention_time_s(attn_bwd, gpu, sh.peak) + cm.kernels_time_s(kernels[1])
     backward += cm.memory_time_s(cm.BACKWARD_PER_FORWARD * ew_fwd + ew_extra + loss_bwd, gpu)
     if sh.n_moe:
         # the MoE layers' token permutations (memory-bound; again in a full recomputation)
@@ -569,27 +604,54 @@ def _compute(sl: SliceLike, gpu: GpuType, tab: LayerTable, lay: Layout, sh: _Sha
     return forward, backward, gemm_fwd, gemm_bwd
 
 
+def _wave_flops(sl: SliceLike, gpu: GpuType, sh: _Shares, tp: int) -> tuple[float, float]:
+    """The FLOPs (forward, backward) the stage's dense layer GEMMs lose to tile and wave
+    quantization on the GPU's SMs (``cm.quantization_flops``), summed over its layers."""
+    cfg = sl.model
+    first = sl.first_layer + sh.a
+    if sh.uniform:  # a run of layers of one kind: the first's times ℓ
+        f, b = _layer_wave_flops(gpu.sms, cfg, cfg.is_moe_layer(first), sh.tokens, tp)
+        return sh.ell * f, sh.ell * b
+    forward = backward = 0.0
+    for i in range(first, first + sh.ell):
+        f, b = _layer_wave_flops(gpu.sms, cfg, cfg.is_moe_layer(i), sh.tokens, tp)
+        forward, backward = forward + f, backward + b
+    return forward, backward
+
+
+@functools.lru_cache(maxsize=4096)
+def _layer_wave_flops(sms: int, cfg: ModelConfig, moe: bool, tokens: float, tp: int) -> tuple[float, float]:
+    """One layer's ``cm.quantization_flops`` (an MoE layer's dense GEMMs have no FFN)."""
+    index = next(i for i in range(cfg.layers) if cfg.is_moe_layer(i) == moe)
+    return cm.quantization_flops(sms, cm.dense_gemm_shapes(cfg, index, tokens, tp))
+
+
 def _tensor_parallel(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, tp_overlap: bool, gemm_fwd: float,
                      gemm_bwd: float) -> tuple[float, float]:
     """Tensor parallelism's collectives (inside a node) on the path, forward and backward; folded
     EP keeps experts whole, so an MoE layer's FFN has no TP all-reduce."""
     cfg, s, tp = sl.model, sl.seq, lay.tp
-    intra, intra_hop = island.intra_achieved, cm.intra_hop_latency_s(island.gpu)
-    allreduce = cm.ring_allreduce_s(cm.boundary_bytes(cfg, s, sh.samples, sh.element), tp, intra, intra_hop)
-    tp_pass = sh.ell * cm.tp_layer_comm_s(cfg, s, sh.samples, tp, intra, intra_hop, sh.element)
-    measured = None if sh.n_moe else _measured_allreduce(island, sh, cm.boundary_bytes(cfg, s, sh.samples, sh.element), tp)
+    intra, fab = island.intra_achieved, cm.fabric(island.gpu, tp)
+    output = cm.boundary_bytes(cfg, s, sh.samples, sh.element)
+    # each collective at the algorithm and protocol NCCL's tuner picks for its size (a layer's
+    # output at micro-batch 1 is 1-4 MB: LL or LL128, where latency, not bandwidth, dominates);
+    # with sequence parallelism a reduce-scatter and an all-gather in place of each all-reduce
+    allreduce = cm.collective_s("allreduce", output, intra, fab)
+    per_layer = cm.tp_collective_s(output, intra, fab, sequence_parallel=sh.sp)
+    measured = None if sh.n_moe else _measured_allreduce(island, sh, output, tp)
     if measured is not None:  # a dense layer's TP_ALLREDUCES_PER_PASS all-reduces, as measured
-        allreduce, tp_pass = measured, sh.ell * cm.TP_ALLREDUCES_PER_PASS * measured
+        allreduce = per_layer = measured
         sh.taken.append("tp_collectives")
+    tp_pass = sh.ell * cm.TP_ALLREDUCES_PER_PASS * per_layer
     if sh.etp != tp:
-        tp_pass -= sh.n_moe * allreduce
+        tp_pass -= sh.n_moe * per_layer
     elif tp > 1 and lay.ep > 1 and sh.n_moe:
         # experts split over TP (EP inside DP, the all-to-all dispatcher): the FFN's sequence-
         # parallel all-gather and reduce-scatter carry the routed rows the GPU received, k copies
         # a token on the busiest rank (``expert.tp_routed_factor``), where a dense FFN's carry the
         # tokens once (without EP, Megatron's all-gather dispatcher gathers the tokens once too)
-        routed = ex.tp_routed_factor(sl.model, sh.imbalance) * cm.boundary_bytes(cfg, s, sh.samples, sh.element)
-        tp_pass += sh.n_moe * (cm.ring_allreduce_s(routed, tp, intra, intra_hop) - allreduce)
+        routed = ex.tp_routed_factor(sl.model, sh.imbalance) * output
+        tp_pass += sh.n_moe * (cm.tp_collective_s(routed, intra, fab, sequence_parallel=sh.sp) - per_layer)
     tp_fwd, tp_bwd = tp_pass, tp_pass * (2.0 if lay.recompute == "full" else 1.0)
     if tp_overlap and sh.sp:
         # Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers): each sequence-
@@ -661,7 +723,7 @@ def _handovers(sl: SliceLike, island: IslandLike, lay: Layout, sh: _Shares, q: i
 
     # DeepSpeed's partitioned activations are gathered over the TP group (inside a node) where
     # they are used: by the receiver before its forward, by the sender before its backward
-    gather = (cm.ring_allgather_s(replica, lay.tp, island.intra_achieved, cm.intra_hop_latency_s(island.gpu))
+    gather = (cm.collective_s("allgather", replica, island.intra_achieved, cm.fabric(island.gpu, lay.tp))
               if deepspeed else 0.0)
     v, forward, backward = lay.vpp, 0.0, 0.0
     if q + 1 < lay.pp:
@@ -764,15 +826,17 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
     span = nodes[q][1] - nodes[q][0] + 1
     ring_bandwidth = intra if one_node else inter
     ring_hop = cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor)
+    rdma = cm.is_rdma(island.inter_bandwidth, island.transport)
+    fabric = cm.fabric(gpu, sh.replicas, span, rdma=rdma)
     measured_step = _measured_ring_bandwidth(sh, gpu.name, one_node, gradient_bytes)
     if measured_step is not None:  # the ring's steps as the profile measured them (their latency included)
-        ring_bandwidth, ring_hop = measured_step, 0.0
+        ring_bandwidth, ring_hop, fabric = measured_step, 0.0, None
         sh.taken.append("dp_collectives")
     comm = cm.data_parallel_comm(
         sh.dense_params / tp if one_node else sh.dense_params, sh.replicas, ring_bandwidth, zero_stage=z,
         microbatches=microbatches, hop_latency_s=ring_hop,
         collectives=collectives, recompute_gather=rc == "full", overlap=overlap, buckets=sh.ell,
-        gradient_bytes=gradient_bytes, weight_bytes=sh.element,
+        gradient_bytes=gradient_bytes, weight_bytes=sh.element, fabric=fabric,
     )
     forward += comm.forward_s
     backward += comm.backward_s
@@ -785,6 +849,12 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
                     + (sh.exp_params / (ep * etp) if n_moe and sh.expert_replicas > 1 else 0.0))
         forward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1, scatters=0, element_bytes=sh.element)
         backward += cm.zero3_tensor_copies_s(gathered, gpu, gathers=1 + (rc == "full"), scatters=1, element_bytes=sh.element)
+        # ... and each such collective copies its d rank pieces one by one (PyTorch's
+        # ProcessGroupNCCL: d copy_ calls out of, or into, its flat buffer), d launches the host
+        # issues between the device synchronizations DeepSpeed makes around every gather
+        pieces = collectives * sh.replicas if sh.replicas > 1 else 0
+        forward += cm.list_copies_s(pieces, gathers=1, scatters=0)
+        backward += cm.list_copies_s(pieces, gathers=1 + (rc == "full"), scatters=1)
     # the optimizer step over this GPU's shard of the state (ZeRO >= 1 shards it over the
     # data-parallel group), once per iteration: amortized over M as the gradient reduction
     step_params = sh.dense_params / tp / (sh.replicas if z >= 1 else 1)
@@ -806,7 +876,7 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
             zero_stage=z, microbatches=microbatches,
             hop_latency_s=cm.ring_hop_latency_s(sh.replicas, span, intra_hop, inter_hop, step_floor),
             collectives=collectives, recompute_gather=rc == "full", gradient_bytes=gradient_bytes,
-            weight_bytes=sh.element,
+            weight_bytes=sh.element, fabric=cm.fabric(gpu, sh.replicas, span, rdma=rdma),
         ) if overlap is not None else None
         ecomm = cm.data_parallel_comm(
             sh.exp_params / (ep * etp) if one_node else ex.reduction_parameters(sh.exp_params, ep=ep, etp=etp,
@@ -815,6 +885,7 @@ def _data_parallel(sl: SliceLike, island: IslandLike, tab: LayerTable, lay: Layo
             hop_latency_s=cm.ring_hop_latency_s(sh.expert_replicas, span, intra_hop, inter_hop, step_floor),
             collectives=n_moe, recompute_gather=rc == "full", overlap=_expert_overlap(overlap, dense_busy, z, microbatches),
             buckets=n_moe, gradient_bytes=gradient_bytes, weight_bytes=sh.element,
+            fabric=cm.fabric(gpu, sh.expert_replicas, span, rdma=rdma),
         )
         forward += ecomm.forward_s
         backward += ecomm.backward_s

@@ -137,10 +137,12 @@ def test_routed_tp_collectives_are_in_the_price(monkeypatch):
     monkeypatch.setattr(ex, "tp_routed_factor", lambda cfg, imbalance: 1.0)
     without = stage(SERIAL, sl, isl, **lay)
     # samples a replica = 4/4 = 1: the FFN's all-reduce-equivalent moves 2·32·64 = 4,096 bytes;
-    # routed, k·1.25 = 2.5 times as many; the ring of 2 GPUs moves 2·(1/2) = 1 times the bytes
-    # (the α's cancel in the difference)
-    w = isl.intra_achieved
-    per_pass = (2.5 * 4096 - 4096) / w
+    # routed, k·1.25 = 2.5 times as many; each priced as NCCL's tuner runs it on the TP pair
+    # (sequence parallelism: a reduce-scatter and an all-gather)
+    w, fab = isl.intra_achieved, cm.fabric(isl.gpu, 2)
+    per_pass = (cm.tp_collective_s(2.5 * 4096, w, fab, sequence_parallel=True)
+                - cm.tp_collective_s(4096, w, fab, sequence_parallel=True))
+    assert per_pass > 0
     assert with_term.forward_s - without.forward_s == pytest.approx(per_pass, rel=1e-9)
     assert with_term.backward_s - without.backward_s == pytest.approx(per_pass, rel=1e-9)
 
@@ -178,9 +180,11 @@ def test_node_carries_every_expert_shard(monkeypatch):
     old = stage(SERIAL, sl, isl, m=16, M=M, dp=16, ep=8)
     phi = ex.expert_parameters(TINY_MOE, 1)
     assert phi == 8 * (2 * 64 * 128 + 128 + 64)
-    # a ring all-reduce of 2 GPUs moves 2·(1/2) = 1 times its 16-bit gradients, once an
-    # iteration (amortized over M); the α's cancel
-    delta = cm.GRADIENT_BYTES * (phi - phi / 8) / isl.inter_achieved / M
+    # an all-reduce of 16-bit gradients over a pair on two nodes, as NCCL's tuner runs it, once an
+    # iteration (amortized over M)
+    fab, w = cm.fabric(isl.gpu, 2, 2), isl.inter_achieved
+    delta = (cm.collective_s("allreduce", cm.GRADIENT_BYTES * phi, w, fab)
+             - cm.collective_s("allreduce", cm.GRADIENT_BYTES * phi / 8, w, fab)) / M
     assert with_term.backward_s - old.backward_s == pytest.approx(delta, rel=1e-9)
     assert with_term.forward_s == old.forward_s
 

@@ -297,8 +297,10 @@ def test_the_zero3_rows_gather_tensor_by_tensor_and_the_key_is_checked(tmp_path)
     assert {m.id for m in rows if m.layout.zero == 3} == {m.id for m in rows if m.layout.running.zero3_per_tensor}
     m = next(m for m in rows if m.id == "mlm-t2-530b-2240-zero3")
     per_layer = v.Measurement(**{**m.__dict__, "layout": m.layout.with_running(zero3_per_tensor=False)})
-    # DeepSpeed's 2021 ZeRO-3 pays 12 ring latencies a GPT layer per pass where FSDP pays one
-    assert v.validate((per_layer,))[0].predicted > 1.5 * v.validate((m,))[0].predicted
+    # DeepSpeed's 2021 ZeRO-3 pays 12 collectives' latencies a GPT layer per pass where FSDP pays
+    # one (NCCL runs the small ones, biases and norms, with its LL protocol: a third of the Simple
+    # ring's latency, so the gap is less than the 12 Simple latencies once made it)
+    assert v.validate((per_layer,))[0].predicted > 1.3 * v.validate((m,))[0].predicted
     bad = tmp_path / "bad.toml"
     bad.write_text(v.default_published().read_text().replace("zero = 0, overlap = true,", 'zero = 0, zero3_gather = "tensor", overlap = true,', 1))
     with pytest.raises(InputError, match=r"bad.toml: measurement\[0\]\.layout\.zero3_gather: only ZeRO-3 gathers parameters"):
@@ -708,3 +710,61 @@ def test_the_amp_t4_set_is_ranked_as_one_setting(capsys):
     assert rank["rows"] == 47 and -1.0 <= rank["spearman"] <= 1.0 and rank["regret"] >= 1.0
     assert cli.main(["validate", "--file", "amp-t4-g4dn"]) == 0
     assert "ranking of amp-gpt2-345m on g4dn-12xl-4" in capsys.readouterr().out
+
+
+def test_mean_absolute_error_beside_the_median_by_hand(capsys):
+    """issue 41: the summary reports the mean of |predicted − published| / published in each row's
+    metric (a time row's error is on its time, a throughput row's on its throughput), in --json
+    per row and per group and on the printed summary line."""
+    sc21 = v.validate(v.load_published(), only=["mlm-t1-1.7b", "mlm-t1-3.6b"])
+    assert all(r.error == pytest.approx(abs(r.ratio - 1.0)) for r in sc21)  # TFLOP/s: the ratio's distance to 1
+    sailor = v.validate(v.load_published(instances_dir() / "published" / "sailor-gh200.toml"),
+                        only=["sailor-gh200-opt-350m-n1-g1-tp4pp1dp1b1", "sailor-gh200-gpt-neo-2_7b-n4-g128-tp4pp1dp4b4"])
+    for r in sailor:  # seconds: the error of the predicted time, not of the ratio
+        assert r.error == pytest.approx(abs(1.0 / r.ratio - 1.0))
+    summary = v.summarize(sailor)["all"]
+    assert summary["mae"] == pytest.approx(sum(abs(r.predicted - r.measurement.value) / r.measurement.value
+                                               for r in sailor) / 2)
+    # a set whose ratios straddle 1 has a median near 1 and a large error: the two differ
+    assert summary["mae"] > abs(summary["median"] - 1.0)
+    assert cli.main(["validate", "--file", "sailor-gh200", "--json", "--only",
+                     "sailor-gh200-opt-350m-n1-g1-tp4pp1dp1b1,sailor-gh200-gpt-neo-2_7b-n4-g128-tp4pp1dp4b4"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["summary"]["all"]["mae"] == pytest.approx(summary["mae"])
+    assert [row["error"] for row in doc["rows"]] == pytest.approx([r.error for r in sailor])
+    assert cli.main(["validate", "--file", "sailor-gh200", "--only", "sailor-gh200-opt-350m-n1-g1-tp4pp1dp1b1"]) == 0
+    assert f"mean absolute error {100 * sailor[0].error:.1f}%" in capsys.readouterr().out
+
+
+def test_measured_peak_memory_is_compared_with_the_models_peak(capsys, tmp_path):
+    """issue 41: a row that states its measured peak memory (``peak_memory_gib``) gets the model's
+    peak beside it: predicted / measured per row, and over the rows the median, the mean absolute
+    error, how many lie within ±10% and how many more than 5% below (a false fit)."""
+    path = instances_dir() / "published" / "sailor-gh200.toml"
+    rows = v.validate(v.load_published(path))
+    stated = [r for r in rows if r.measurement.peak_memory_bytes is not None]
+    assert len(stated) == 27  # Sailor's files state every run's max_mem
+    first = next(r for r in rows if r.measurement.id == "sailor-gh200-opt-350m-n1-g1-tp4pp1dp1b1")
+    assert first.measurement.peak_memory_bytes == pytest.approx(9551478784, rel=1e-4)  # max_mem in bytes
+    assert first.memory_ratio == pytest.approx(first.priced.peak_bytes / first.measurement.peak_memory_bytes)
+    summary = v.memory_summary(rows)
+    ratios = [r.memory_ratio for r in stated]
+    assert summary["rows"] == 27 and summary["median"] == pytest.approx(sorted(ratios)[13])
+    assert summary["within"] == sum(abs(x - 1) <= 0.1 for x in ratios)
+    assert summary["below"] == sum(x < 0.95 for x in ratios)
+    assert summary["mae"] == pytest.approx(sum(abs(x - 1) for x in ratios) / 27)
+    assert cli.main(["validate", "--file", "sailor-gh200", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["memory"]["rows"] == 27
+    by_id = {r["id"]: r for r in doc["rows"]}
+    assert by_id[first.measurement.id]["memory_ratio"] == pytest.approx(first.memory_ratio)
+    assert by_id[first.measurement.id]["peak_memory_gib"] == pytest.approx(9551478784 / 2**30, rel=1e-4)
+    assert cli.main(["validate", "--file", "sailor-gh200", "--only", first.measurement.id]) == 0
+    assert "peak memory: 1 rows state their measured peak" in capsys.readouterr().out
+    # a set that states none prints no memory line and has no memory summary
+    assert v.memory_summary(v.validate(v.load_published(), only=["mlm-t1-1.7b"])) is None
+    # a bad figure is refused with the file and the key
+    bad = tmp_path / "bad.toml"
+    bad.write_text(path.read_text().replace("peak_memory_gib = 8.8955", "peak_memory_gib = -1", 1))
+    with pytest.raises(InputError, match=r"bad.toml: measurement\[0\]\.peak_memory_gib"):
+        v.load_published(bad)

@@ -79,8 +79,9 @@ def test_priced_as_the_sum_of_measured_stages(tmp_path):
     m = Measured.of(Profile(Provenance("t", "t"), layers=tuple(rows), collectives=tuple(net)))
     price = price_hetero(row, m)
     M = 16 // 2
-    step0 = cm.optimizer_step_s(price_params(row, 0), row.stages[0].replicas[0].gpu, element_bytes=4) / 8 / M
-    step1 = cm.optimizer_step_s(price_params(row, 1), row.stages[1].replicas[0].gpu, element_bytes=4) / 8 / M
+    # the step over the GPU's TP-8 shard (not linear in it: its fused kernels' fixed time, issue 41)
+    step0 = cm.optimizer_step_s(price_params(row, 0) / 8, row.stages[0].replicas[0].gpu, element_bytes=4) / M
+    step1 = cm.optimizer_step_s(price_params(row, 1) / 8, row.stages[1].replicas[0].gpu, element_bytes=4) / M
     send = boundary / 1e9  # log-log between two points of a constant bandwidth: exact
     t0 = 3 * 0.01 * 2 * (10 + 1) + step0 + send
     t1 = 3 * 0.02 * 2 * (14 + 1) + step1 + send

@@ -24,7 +24,7 @@ from hetopt.catalog import CALIBRATION_SETS, instances_dir
 from hetopt.costmodel import TRANSPORTS, hardware_precision, precision_problem
 from hetopt.costmodel import running as run
 from hetopt.costmodel.running import Running
-from hetopt.units import BITS_PER_BYTE
+from hetopt.units import BITS_PER_BYTE, GIB
 from hetopt.checks import MAX_GLOBAL_BATCH, MAX_SEQ
 from hetopt.errors import InputError
 from hetopt.hardware import GIGA, GpuType, load_gpus
@@ -55,6 +55,8 @@ MIN_INTER_GBPS = 1e-6
 #: γ = 3/2 for a SwiGLU FFN: three passes, no recomputation, no causal halving of the scores
 #: (for GPT shapes 72·B·s·l·h²·(1 + s/6h + V/12lh)).
 FLOP_CONVENTIONS = ("megatron-eq3", "megatron-core")
+#: The largest measured peak memory a row may state, GiB per GPU (a sanity limit: no GPU has more).
+MAX_PEAK_MEMORY_GIB = 4096
 #: Micro-batch sizes (samples per replica) tried when the publication does not state it:
 #: the layout is then priced at its best micro-batch size under the model.
 UNSTATED_MICROBATCHES = (1, 2, 4, 8)
@@ -157,6 +159,11 @@ class Measurement:
     #: are ranked against each other (:func:`rank_settings`); the file's ``setting`` key, or
     #: those four by default
     setting: str = ""
+    #: the run's measured peak memory per GPU, bytes: the device's used memory as ``nvidia-smi``
+    #: reports it (the CUDA context, NCCL's buffers and the caching allocator's reserve included),
+    #: the largest over the run's GPUs; the file's ``peak_memory_gib`` (None: not stated).
+    #: ``validate`` compares it with the model's peak (issue 41)
+    peak_memory_bytes: float | None = None
 
     @property
     def earlier_runtime(self) -> bool:
@@ -267,7 +274,7 @@ def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands
                       seen: dict[str, int]) -> Measurement:
     """Measurement ``k``: its model, cluster, layout (checked as ``--layout`` is), metric and value."""
     m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
-                      "layout", "runtime", "note", "setting"))
+                      "layout", "runtime", "note", "setting", "peak_memory_gib"))
     ident = m.string("id")
     if ident in seen:
         raise m.error("id", f"{ident!r} also names measurement[{seen[ident]}] (every row needs its own id)")
@@ -311,6 +318,8 @@ def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands
         assumed=tuple(k for k in ASSUMED_RUNTIME if k not in lay.data and (k != "zero3_gather" or layout.zero == 3)
                       and (k != "host" or dated_earlier(year))),
         year=year, setting=m.string("setting", f"{model} on {cluster}, batch {global_batch}, sequence {seq}"),
+        peak_memory_bytes=None if (peak := m.number("peak_memory_gib", None, positive=True, maximum=MAX_PEAK_MEMORY_GIB)) is None
+        else peak * GIB,
     )
 
 

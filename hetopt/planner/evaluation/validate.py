@@ -23,7 +23,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from hetopt.units import BITS_PER_BYTE, GBPS
+from hetopt.units import BITS_PER_BYTE, GBPS, GIB
 from hetopt.hardware import GIGA
 from hetopt.interrupt import stop_requested
 from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
@@ -74,6 +74,29 @@ class Row:
     def ratio(self) -> float | None:
         """Predicted / published throughput, published / predicted time (> 1: the model is optimistic)."""
         return _ratio(self.measurement, self.predicted)
+
+    @property
+    def error(self) -> float | None:
+        """The prediction's absolute error relative to the published figure, |predicted − published| /
+        published, in the row's own metric (0.1: 10% off, in either direction); None when not priced."""
+        if self.predicted is None:
+            return None
+        return abs(self.predicted - self.measurement.value) / self.measurement.value
+
+    @property
+    def predicted_memory(self) -> float | None:
+        """The model's peak memory per GPU for the published layout, bytes (its largest stage's
+        static bytes and activations in flight, ``PartialPlan.peak_bytes``); None when not priced."""
+        return None if self.priced is None else self.priced.peak_bytes
+
+    @property
+    def memory_ratio(self) -> float | None:
+        """Predicted over measured peak memory per GPU (> 1: the model counts more than the run
+        used); None when the row states no measured peak or is not priced."""
+        measured = self.measurement.peak_memory_bytes
+        if measured is None or self.predicted_memory is None:
+            return None
+        return self.predicted_memory / measured
 
     @property
     def plan_ratio(self) -> float | None:
@@ -170,21 +193,59 @@ def hetero_rows(rows, measured=None) -> list[dict]:
 
 def summarize(rows: list[Row]) -> dict[str, dict]:
     """Per group, over the best published rows and overall: rows, median and worst ratio
-    (worst = farthest from 1 in log)."""
+    (worst = farthest from 1 in log), and the mean absolute error (``mae``: the mean of
+    :attr:`Row.error`, |predicted − published| / published in each row's metric), which shows
+    a set's spread where the median hides it (a set half 0.7 and half 1.3 has median 1.0).
+
+    Examples
+    --------
+    >>> rows = validate(load_published(), only=["mlm-t1-1.7b", "mlm-t1-3.6b"])
+    >>> s = summarize(rows)["all"]
+    >>> s["rows"], round(s["mae"], 6) == round(sum(r.error for r in rows) / 2, 6)
+    (2, True)
+    """
     import math
 
-    groups: dict[str, list[float]] = {}
+    groups: dict[str, list[Row]] = {}
     for r in rows:
         if r.ratio is not None:
-            groups.setdefault(r.measurement.group, []).append(r.ratio)
+            groups.setdefault(r.measurement.group, []).append(r)
             if r.measurement.best:  # the best published figure of each setting, without the foils
-                groups.setdefault("best published", []).append(r.ratio)
-            groups.setdefault("all", []).append(r.ratio)
-    return {
-        g: {"rows": len(v), "median": statistics.median(v), "worst": max(v, key=lambda x: abs(math.log(x))),
-            "min": min(v), "max": max(v)}
-        for g, v in groups.items()
-    }
+                groups.setdefault("best published", []).append(r)
+            groups.setdefault("all", []).append(r)
+    out = {}
+    for g, members in groups.items():
+        v = [r.ratio for r in members]
+        out[g] = {"rows": len(v), "median": statistics.median(v), "worst": max(v, key=lambda x: abs(math.log(x))),
+                  "min": min(v), "max": max(v), "mae": statistics.fmean(r.error for r in members)}
+    return out
+
+
+#: The band a predicted peak memory should fall in around the measured one (issue 41): within
+#: ±10% of it, and never more than 5% below it (a model that counts less than a run used would
+#: call a layout that does not fit a fit).
+MEMORY_BAND = 0.10
+MEMORY_SHORTFALL = 0.05
+
+
+def memory_summary(rows: list[Row]) -> dict | None:
+    """Over the rows that state their measured peak memory and are priced: predicted / measured
+    (median, min, max), the mean absolute error, how many lie within ±``MEMORY_BAND`` and how many
+    more than ``MEMORY_SHORTFALL`` below (the model would call a run that ran over the GPU's memory a
+    fit, or a run's layout that does not fit a fit); None when no row states one.
+
+    Examples
+    --------
+    >>> memory_summary(validate(load_published(), only=["mlm-t1-1.7b"])) is None  # SC'21 states no memory
+    True
+    """
+    ratios = [r.memory_ratio for r in rows if r.memory_ratio is not None]
+    if not ratios:
+        return None
+    return {"rows": len(ratios), "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+            "mae": statistics.fmean(abs(x - 1.0) for x in ratios),
+            "within": sum(abs(x - 1.0) <= MEMORY_BAND + 1e-12 for x in ratios),
+            "below": sum(x < 1.0 - MEMORY_SHORTFALL - 1e-12 for x in ratios)}
 
 
 #: Fewest priced rows a setting needs for its ranking to be reported (a rank correlation of two
@@ -248,7 +309,10 @@ def rows_to_dict(rows: list[Row]) -> dict:
     return {
         "rows": [{"id": r.measurement.id, "group": r.measurement.group, "gpus": r.measurement.gpus,
                   "metric": r.measurement.metric, "published": r.measurement.value, "predicted": r.predicted,
-                  "ratio": r.ratio, "layout": layout_text(r.measurement.layout),
+                  "ratio": r.ratio, "error": r.error,
+                  "peak_memory_gib": None if r.measurement.peak_memory_bytes is None else r.measurement.peak_memory_bytes / GIB,
+                  "predicted_memory_gib": None if r.predicted_memory is None else r.predicted_memory / GIB,
+                  "memory_ratio": r.memory_ratio, "layout": layout_text(r.measurement.layout),
                   "runtime": r.measurement.runtime.text(),
                   "priced_microbatch": None if r.priced is None else r.priced.microbatch_size // r.priced.dp,
                   "priced_vpp": None if r.priced is None else r.priced.vpp,
@@ -264,13 +328,14 @@ def rows_to_dict(rows: list[Row]) -> dict:
                  for r in rows],
         "summary": summarize(rows),
         "settings": rank_settings(rows),
+        "memory": memory_summary(rows),
     }
 
 
 __all__ = [
     # what this module does: price published layouts, summarize and rank them
-    "Row", "hetero_rows", "measurement_cluster", "outside_of", "plan_published", "price_published", "rank_settings", "rows_to_dict",
-    "summarize", "validate",
+    "MEMORY_BAND", "MEMORY_SHORTFALL", "Row", "hetero_rows", "measurement_cluster", "memory_summary", "outside_of",
+    "plan_published", "price_published", "rank_settings", "rows_to_dict", "summarize", "validate",
     # re-exported from published.py, for callers that price what they read
     "ASSUMED_RUNTIME", "CURRENT_RUNTIME_FROM", "LOWER_IS_BETTER", "UNSTATED_MICROBATCHES", "Measurement",
     "default_published", "layout_text", "load_published", "publication_year", "publisher_flops", "select_only",

@@ -7,7 +7,7 @@ import statistics
 from rich.console import Console
 
 from hetopt.planner.evaluation.published import ASSUMED_RUNTIME, CURRENT_RUNTIME_FROM, layout_text
-from hetopt.planner.evaluation.validate import (Row, outside_of, rank_settings,
+from hetopt.planner.evaluation.validate import (MEMORY_BAND, MEMORY_SHORTFALL, Row, memory_summary, outside_of, rank_settings,
                                      summarize)
 from hetopt.tables import show
 
@@ -67,11 +67,17 @@ def print_rows(rows: list[Row], *, with_plan: bool, out: Console | None = None, 
         regimes = sorted({note.split(":")[0] for notes in outside.values() for note in notes})
         say(f"{len(outside)} rows outside the calibration ({'; '.join(regimes)}; --json: outside_calibration)")
     for g, s in summary.items():
-        say(f"{g}: {s['rows']} rows, median {s['median']:.2f}, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
+        say(f"{g}: {s['rows']} rows, median {s['median']:.2f}, mean absolute error {100 * s['mae']:.1f}%, range {s['min']:.2f}..{s['max']:.2f}, worst {s['worst']:.2f}")
     for setting, rank in rank_settings(rows).items():
         rho = "-" if rank["spearman"] is None else f"{rank['spearman']:.2f}"
         say(f"ranking of {setting}: {rank['rows']} layouts, rank correlation {rho}, regret {rank['regret']:.2f} "
               f"(the model picks {rank['pick']}; fastest measured {rank['best']})")
+    memory = memory_summary(rows)
+    if memory:
+        say(f"peak memory: {memory['rows']} rows state their measured peak, predicted / measured median "
+            f"{memory['median']:.2f}, range {memory['min']:.2f}..{memory['max']:.2f}, mean absolute error "
+            f"{100 * memory['mae']:.1f}%; {memory['within']} within ±{100 * MEMORY_BAND:.0f}%, {memory['below']} more than "
+            f"{100 * MEMORY_SHORTFALL:.0f}% below (--json: memory_ratio)")
     plans = [r.plan_ratio for r in rows if r.plan_ratio is not None]
     if plans:
         say(f"the plans over the published figures: {len(plans)} rows, median {statistics.median(plans):.2f}, "
