@@ -29,8 +29,8 @@ METHODS = ("dp", "milp", "cpsat")
 def ring(g: float, replicas: int, w: float, hop: float) -> float:
     if replicas <= 1:
         return 0.0
-    base = RING_BASE_LATENCY_S if hop > 0 else 0.0  # the formulation's α is 0 with no hop latency
-    return 2.0 * (replicas - 1) / replicas * g / w + base + 2 * (replicas - 1) * hop
+    # the launch latency is paid at any hop latency (issue 44: the objective is continuous at 0)
+    return 2.0 * (replicas - 1) / replicas * g / w + RING_BASE_LATENCY_S + 2 * (replicas - 1) * hop
 
 
 def objective(inst, replicas: list[tuple[int, int]]) -> float:
