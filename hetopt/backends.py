@@ -246,14 +246,22 @@ def solve_pulp(
     if backend == "highs":
         silence_highs_banner()
         solver = pulp.HiGHS(msg=False, timeLimit=limit, threads=threads, mip_rel_gap=0.0, mip_abs_gap=0.0)
+        started = time.perf_counter()
         prob.solve(solver)
+        import highspy
+
+        if prob.solverModel.getModelStatus() == highspy.HighsModelStatus.kSolveError:
+            # HiGHS 1.16's presolve can post-solve a point that breaks a row and then report a
+            # solve error (a 99-column pipeline model of the differential suite, issue 43: it
+            # read as a time limit); the same model solves without presolve
+            left = None if limit is None else max(limit - (time.perf_counter() - started), 0.01)
+            prob.solve(pulp.HiGHS(msg=False, timeLimit=left, threads=threads, mip_rel_gap=0.0, mip_abs_gap=0.0,
+                                  presolve="off"))
         outcome = _highs_outcome(prob)
         # HiGHS keeps its worker threads alive after a solve. A process that forks later (a
         # MILP with a deadline runs in a forked child, solve_pulp_by) copies none of them but
         # may copy a lock one of them held, and the child's solve then waits forever (seen
         # once in a full test run). So end them here and wait for them: a fork finds none.
-        import highspy
-
         highspy.Highs.resetGlobalScheduler(True)
         return outcome
     with warnings.catch_warnings():  # PuLP 3.x announces the bundled CBC's removal in 4.0; we pin <4

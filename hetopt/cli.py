@@ -39,7 +39,7 @@ from hetopt.interrupt import stop_on_interrupt, stop_requested
 from hetopt.io import load
 from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
-from hetopt.solvers import FAMILIES, check_options, crosscheck, family, solve, writes_model
+from hetopt.solvers import CROSSCHECK_TIME_LIMIT_S, FAMILIES, check_options, crosscheck, family, solve, writes_model
 from hetopt.tables import cell, markdown_lines, print_table, rows_table, show
 from hetopt.terminal import on_terminal, progress
 
@@ -342,6 +342,8 @@ def _crosscheck_exit(check: CrossCheck) -> int:
 
 def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
     options = _options(args)
+    default_limit = "time_limit" not in options
+    options.setdefault("time_limit", CROSSCHECK_TIME_LIMIT_S)  # the library's default; the file is read within it too
     names = [n.strip() for n in args.methods.split(",") if n.strip()] if args.methods is not None else None
     if names is not None and len(set(names)) < 2:
         raise InputError(f"--methods {args.methods}: a crosscheck compares at least two different methods "
@@ -378,6 +380,8 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
         ]
         print_table(out, rows_table(rows))
         out.print(_agreement_line(check), highlight=False)
+        out.print(f"time limit: {options['time_limit']:g} s per method"
+                  + (" (the default; --time-limit S sets another)" if default_limit else ""), highlight=False)
         for method, gap in check.heuristic_gaps.items():
             out.print(f"{method}: gap to the best proven bound {cell(gap)}", highlight=False)
     return _crosscheck_exit(check)

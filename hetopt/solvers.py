@@ -85,6 +85,13 @@ def _resolve(fam: Family, method: str) -> tuple[str, Any]:
 #: and ignores the others (``backend`` means nothing to ``dp``); any other name is an error.
 COMMON_OPTIONS = ("time_limit", "backend", "threads", "seed")
 
+#: Seconds each method of a ``crosscheck`` gets when the caller gives no ``time_limit``
+#: (issue 44: a crosscheck without a limit ran a model that could not prove its instance
+#: forever). 300 s is the longest a shipped instance's exact method is meant to take (issue
+#: 43: MILP and CP-SAT on scale-16x128); a method stopped by it answers FEASIBLE with its
+#: bound, or TIME_LIMIT, as under any limit. ``time_limit=`` (``--time-limit``) sets another.
+CROSSCHECK_TIME_LIMIT_S = 300.0
+
 #: Deprecated option names and what replaced them (kept for one release).
 DEPRECATED_OPTIONS = {"workers": "threads"}
 
@@ -282,7 +289,8 @@ def crosscheck(instance: Any, methods: Sequence[str] | None = None, *,
     on_method
         Called with each method's name before it runs (for a progress line).
     **options
-        As for :func:`solve`, passed to every method (``time_limit`` applies to each).
+        As for :func:`solve`, passed to every method (``time_limit`` applies to each;
+        without one each method gets ``CROSSCHECK_TIME_LIMIT_S``).
 
     Returns
     -------
@@ -309,6 +317,7 @@ def crosscheck(instance: Any, methods: Sequence[str] | None = None, *,
         raise ValueError(f"a crosscheck compares at least two different methods (got {', '.join(names) or 'none'}; "
                          f"known: {', '.join(['auto', *fam.methods])})")
     checked = check_options(**options)
+    checked.setdefault("time_limit", CROSSCHECK_TIME_LIMIT_S)  # a crosscheck always ends
     results = []
     for name in names:
         if on_method is not None:

@@ -1,13 +1,17 @@
-"""The pipeline problem as an OR-Tools CP-SAT model: the position model of ``milp.py``, in integers.
+"""The pipeline problem as an OR-Tools CP-SAT model, in the two formulations of ``milp.py``.
+
+``formulation="signatures"`` (the default): the level model over island signatures
+(``levels.py``) with Booleans y[b,o], threshold Booleans v_t for the bottleneck and link
+Booleans λ; its rows are the MILP's. ``formulation="positions"``: the position model, with the
+1F1B memory rule written with enforcement literals (behind_p ≤ b_o if y[p,o]) instead of the
+MILP's aggregated inequality.
 
 Times are scaled to integers: x̂ = floor(x / q) with q = ``TIME_QUANTUM_S`` = 1 ns. For any
 plan with B blocks the scaled objective Ô satisfies q·Ô ≤ T < q·Ô + q·(2B − 1 + M − 1)
 (each of the B block sums, B − 1 link terms and the (M − 1)-fold bottleneck loses less
-than q), so q·(CP-SAT's bound) is a valid lower bound on T*, and the plan CP-SAT proves
-optimal has T < T* + q·(2·islands + M). That is the family's absolute tolerance.
-
-The 1F1B memory rule is written with enforcement literals here (behind_p ≤ b_o if y[p,o])
-instead of the MILP's aggregated inequality.
+than q; in the level model the bottleneck is a threshold value, the plan's own β), so
+q·(CP-SAT's bound) is a valid lower bound on T*, and the plan CP-SAT proves optimal has
+T < T* + q·(2·islands + M). That is the family's absolute tolerance.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ import os
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
 from hetopt.pipeline.heuristic import greedy_plan
-from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
+from hetopt.pipeline.levels import LevelsTooLarge, NoPlan, known_plan, level_floor, warm_start
+from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
 from hetopt.pipeline.positions import canonical_plan, position_data, too_large
@@ -51,8 +56,15 @@ def error_bound(instance: PipelineInstance) -> float:
 
 @threads_alias
 def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = None, threads: int | None = None,
-                      seed: int = 0, write_model: str | os.PathLike[str] | None = None) -> Result:
-    """Solve the position model with CP-SAT, warm-started from the greedy plan.
+                      seed: int = 0, write_model: str | os.PathLike[str] | None = None,
+                      formulation: str = "signatures") -> Result:
+    """Solve the pipeline problem with CP-SAT, warm-started from the greedy plan.
+
+    Parameters
+    ----------
+    formulation
+        ``"signatures"`` (the level model over island signatures; the default, may change) or
+        ``"positions"`` (one Boolean per position and concrete option). Both are exact.
 
     Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
@@ -60,9 +72,19 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
     -------
     Result
         OPTIMAL means optimal for the scaled times, within ``error_bound`` of the true
-        optimum (bound = objective, as for every OPTIMAL); otherwise ``bound`` is q times CP-SAT's bound. ``stats``: positions, branches,
-        conflicts, hinted.
+        optimum (bound = objective, as for every OPTIMAL); otherwise ``bound`` is q times
+        CP-SAT's bound. ``stats``: formulation, branches, conflicts, hinted; positions
+        (positions) or cells, thresholds, signatures (signatures).
+
+    Examples
+    --------
+    >>> from hetopt import load
+    >>> from hetopt.catalog import instances_dir
+    >>> r = solve_cpsat_model(load(instances_dir() / "pipeline" / "tiny.toml"))
+    >>> r.status.value, round(r.objective, 3), r.stats["formulation"]
+    ('OPTIMAL', 1.262, 'signatures')
     """
+    check_formulation(formulation)
     deadline, _ = start(time_limit, "cpsat", write_model=write_model)
     # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
     # not pay for it; after the deadline starts, so that its import counts against the limit
@@ -71,6 +93,8 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    if formulation == "signatures":
+        return _levels(instance, cp_model, deadline, time_limit, threads, seed, write_model)
     data = position_data(instance)
     if not data.at[0]:
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
@@ -199,7 +223,7 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
     built = BuiltModel(
         problem="pipeline", method="cpsat", instance=instance, evaluate=evaluate, model=model, kind="cpsat", decode=decode,
         bound=lambda b: floor if b is None else max(floor, b * TIME_QUANTUM_S), floor=floor,
-        stats={"positions": P, "hinted": hint is not None},
+        stats={"formulation": "positions", "positions": P, "hinted": hint is not None},
         infeasible_reason=None if hint is not None else GENERIC_INFEASIBLE.format(layers=instance.layers),
         known=None if hint is None else (lambda reason, bound, stats: _feasible(
             instance, hint, deadline, bound, stats, f"{reason}; the greedy warm start's plan")),
@@ -216,3 +240,135 @@ def _feasible(instance: PipelineInstance, plan: list[int], deadline: Deadline, b
         solution=build_solution(instance, blocks_from_choices(instance, plan)), evaluate=evaluate, deadline=deadline,
         proven_optimal=False, bound=bound, stats=dict(stats, from_hint=True), reason=reason
     )
+
+
+def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit, threads, seed, write_model) -> Result:
+    """The level model over island signatures (``formulation="signatures"``): the MILP's rows."""
+    try:
+        data, hint = warm_start(instance, deadline)
+    except NoPlan as exc:
+        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
+                           reason=f"{GENERIC_INFEASIBLE.format(layers=instance.layers)} ({exc})")
+    except LevelsTooLarge as exc:
+        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
+                           reason=f"{exc}; {after_model_declines(instance)}")
+    opts, sig, M, thetas = instance.options, data.sig, instance.microbatches, data.thresholds
+    reach = (sum(scaled(opts[o].total_time_s) for _, o in data.cells) + sum(scaled(c) for *_, c in data.junctions)
+             + (M - 1) * scaled(thetas[-1]))
+    if reach > CPSAT_MAX_INT:
+        return no_solution(
+            problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
+            reason=f"the objective in {TIME_QUANTUM_S:g} s units could reach {reach:.3g}, above CP-SAT's integer "
+            f"range {CPSAT_MAX_INT:.3g} (times this long with M = {M}); use milp (the same model in floating point) or dp",
+        )
+    floor = level_floor(instance, data)
+    stats = {"formulation": "signatures", "cells": len(data.cells), "thresholds": len(thetas),
+             "signatures": len(sig.kinds), "hinted": hint is not None}
+
+    def stopped(reason: str, bound: float | None, stats: dict) -> Result:
+        return known_plan(instance, "cpsat", hint, deadline, bound, stats, reason)
+
+    def out_of_time() -> Result:
+        why = "time limit reached while building the CP-SAT model"
+        if hint is not None:
+            return stopped(why, floor, stats)
+        return no_solution(problem="pipeline", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
+                           reason=why, stats=stats)
+
+    model = cp_model.CpModel()
+    Sum, Weighted = cp_model.LinearExpr.sum, cp_model.LinearExpr.weighted_sum  # far faster than Python's sum
+    y = {cell: model.new_bool_var(f"y_{cell[0]}_{cell[1]}") for cell in data.cells}
+    v = [None] + [model.new_bool_var(f"v_{t}") for t in range(1, len(thetas))]
+    if deadline.expired():
+        return out_of_time()
+    starts, ends, by_kind_start, by_kind_end = {}, {}, {}, {}
+    for (b, o), var in y.items():
+        e = b + len(opts[o].stages)
+        starts.setdefault(b, []).append(var)
+        ends.setdefault(e, []).append(var)
+        by_kind_start.setdefault((b, data.kind[o]), []).append(var)
+        by_kind_end.setdefault((e, data.kind[o]), []).append(var)
+    if 0 not in starts:  # no option may be the last block (its role, or the window of a known plan: none)
+        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
+                           reason="no usable option may be the last block: every one has role first or middle")
+    out = {b: Sum(vs) for b, vs in starts.items()}
+    # one chain of blocks from the back: a last block, and a block at level ℓ only on one ending there
+    model.add(out[0] == 1)
+    for b in out:
+        if b > 0:
+            model.add(out[b] <= Sum(ends.get(b, [])))
+    # the slices tile the layers; the islands of each signature
+    model.add(Weighted(list(y.values()), [opts[o].layers for (b, o) in y]) == instance.layers)
+    for K, count in enumerate(sig.counts):
+        members = [var for (b, o), var in y.items() if data.kind[o] == K]
+        if members:
+            model.add(Sum(members) <= count)
+    # roles: first and whole blocks have none in front, middle and last ones have one
+    for n_done, ((b, o), var) in enumerate(y.items()):
+        if n_done % 4096 == 0 and deadline.expired():
+            return out_of_time()
+        e, role = b + len(opts[o].stages), opts[o].role
+        if role in ("first", "whole") and e in out:
+            model.add(out[e] + var <= 1)
+        elif role in ("middle", "last"):
+            model.add(var <= (out[e] if e in out else 0))
+    # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
+    lam = {(lv, K, K2): model.new_bool_var(f"l_{lv}_{K}_{K2}") for lv, K, K2, _ in data.junctions}
+    link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
+    into: dict = {}
+    outof: dict = {}
+    for (lv, K, K2), var in lam.items():
+        into.setdefault((lv, K2), []).append(var)
+        outof.setdefault((lv, K), []).append(var)
+    for (b, K2), members in by_kind_start.items():
+        if b > 0:
+            model.add(Sum(into.get((b, K2), [])) == Sum(members))
+    for (lv, K), members in outof.items():
+        model.add(Sum(members) <= Sum(by_kind_end.get((lv, K), [])))
+    if deadline.expired():
+        return out_of_time()
+    # the bottleneck: v_t ⇔ β ≥ θ_t; a signature's blocks needing θ_t or more are at most n_K·v_t
+    for t in range(2, len(thetas)):
+        model.add_implication(v[t], v[t - 1])
+    for K, count in enumerate(sig.counts):
+        need: dict[int, list] = {}
+        for (b, o), var in y.items():
+            if data.kind[o] == K and data.first[o] >= 1:
+                need.setdefault(data.first[o], []).append(var)
+        tail = None
+        for t in sorted(need, reverse=True):
+            acc = model.new_int_var(0, count, f"g_{K}_{t}")
+            model.add(acc == Sum(need[t] + ([tail] if tail is not None else [])))
+            model.add(acc <= count * v[t])
+            tail = acc
+    for key, var in lam.items():
+        t = data.threshold_index(link_cost[key])
+        if link_cost[key] > 0 and t >= 1:
+            model.add_implication(var, v[t])
+    steps = [scaled(thetas[t]) - scaled(thetas[t - 1]) for t in range(1, len(thetas))]
+    model.minimize(Weighted(
+        list(y.values()) + [var for key, var in lam.items() if link_cost[key] > 0] + v[1:],
+        [scaled(opts[o].total_time_s) for (b, o) in y] + [scaled(link_cost[key]) for key in lam if link_cost[key] > 0]
+        + [(M - 1) * step for step in steps],
+    ) + (M - 1) * scaled(thetas[0]))
+    if hint is not None:
+        chosen = data.cells_of(instance, hint)
+        for cell, var in y.items():
+            model.add_hint(var, cell in chosen)
+        beta = evaluate(instance, PipelineSolution(blocks_from_choices(instance, hint))).details["bottleneck"]
+        for t in range(1, len(thetas)):
+            model.add_hint(v[t], thetas[t] <= beta)
+    if deadline.expired():
+        return out_of_time()
+
+    def decode(solver) -> PipelineSolution:
+        chosen = [cell for cell, var in y.items() if solver.value(var)]
+        return build_solution(instance, blocks_from_choices(instance, data.plan(instance, chosen)))
+
+    built = BuiltModel(
+        problem="pipeline", method="cpsat", instance=instance, evaluate=evaluate, model=model, kind="cpsat", decode=decode,
+        bound=lambda b: floor if b is None else max(floor, b * TIME_QUANTUM_S), floor=floor, stats=stats,
+        infeasible_reason=None if hint is not None else GENERIC_INFEASIBLE.format(layers=instance.layers),
+        known=None if hint is None else stopped, deadline=deadline,
+    )
+    return solve_model(built, time_limit=time_limit, threads=threads, seed=seed, write_model=write_model)

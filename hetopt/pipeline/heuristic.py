@@ -60,13 +60,22 @@ def greedy_plan(instance: PipelineInstance, deadline: Deadline | None = None) ->
 
     With a ``deadline``, stops trying thresholds once it has expired (the best so far).
     """
-    usable = usable_options(instance)
     cands = bottleneck_candidates(instance)
     if not cands:
         return None
     step = max(1, len(cands) // GREEDY_THRESHOLDS)
-    taus = sorted(set(cands[::step]) | {cands[-1]})
-    best, best_plan = float("inf"), None
+    return greedy_at(instance, sorted(set(cands[::step]) | {cands[-1]}), deadline)[0]
+
+
+def greedy_at(instance: PipelineInstance, taus: list[float], deadline: Deadline | None = None,
+              best: tuple[list[int] | None, float] = (None, float("inf"))) -> tuple[list[int] | None, float]:
+    """The best greedy plan over the thresholds ``taus`` and its T, starting from ``best``.
+
+    The level models call it with the thresholds just above their bottleneck floor, where the
+    spread of :func:`greedy_plan` often has none: a better warm start narrows their window.
+    """
+    usable = usable_options(instance)
+    best_plan, best_value = best
     for tau in taus:
         if deadline is not None and deadline.expired():
             break
@@ -74,9 +83,9 @@ def greedy_plan(instance: PipelineInstance, deadline: Deadline | None = None) ->
         if plan is None:
             continue
         ev = evaluate(instance, PipelineSolution(blocks_from_choices(instance, plan)))
-        if ev.feasible and ev.objective < best:
-            best, best_plan = ev.objective, plan
-    return best_plan
+        if ev.feasible and ev.objective < best_value:
+            best_value, best_plan = ev.objective, plan
+    return best_plan, best_value
 
 
 def solve_greedy(instance: PipelineInstance, *, time_limit: float | None = None) -> Result:

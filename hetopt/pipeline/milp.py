@@ -1,4 +1,19 @@
-"""The pipeline problem as a position-indexed MILP (PuLP; HiGHS by default, CBC on request).
+"""The pipeline problem as a MILP (PuLP; HiGHS by default, CBC on request), in two formulations.
+
+``formulation="signatures"`` (the default): the *level model* over island signatures
+(``levels.py``): option o of signature K at level b (b stages behind it) is y[b,o]; islands of
+one signature are counted; the bottleneck is a chain of threshold binaries:
+
+    out_ℓ = Σ_o y[ℓ,o],  in_ℓ = Σ_{b + n_o = ℓ} y[b,o]
+    out_0 = 1;  out_ℓ ≤ in_ℓ (ℓ ≥ 1)                        one chain of blocks from the back
+    Σ k_o y = L;  Σ_{b, o ∈ K} y ≤ n_K                      tiling; islands of each signature
+    first/whole at (b,o): out_{b+n_o} ≤ 1 − y;  middle/last: y ≤ out_{b+n_o}
+    Σ_K λ[ℓ,K,K'] = Σ_o∈K' y[ℓ,o];  Σ_K' λ[ℓ,K,K'] ≤ Σ_{o ∈ K, b + n_o = ℓ} y[b,o]   links
+    v_t ∈ {0,1}, v_t ≤ v_{t−1};  Σ_{o ∈ K, τ_o ≥ θ_t} Σ_b y[b,o] ≤ n_K v_t;  λ ≤ v_{t(c)}
+    minimize Σ T_o y + Σ c λ + (M − 1)·(θ_0 + Σ_t (θ_t − θ_{t−1}) v_t)
+
+The 1F1B memory rule is in the cells (b ≤ b_o). ``formulation="positions"``: the position
+model below, one binary per (position, option) with concrete islands.
 
     y[p,o] ∈ {0,1}   option o is the block at position p (front = 0)
     w[p,i,j] ∈ [0,1] islands i at p and j at p + 1 (the link between them is used)
@@ -25,7 +40,8 @@ import os
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.family import no_solution
 from hetopt.modelmethod import BuiltModel, solve_model, start
-from hetopt.pipeline.options import GENERIC_INFEASIBLE, why_infeasible
+from hetopt.pipeline.levels import LevelsTooLarge, NoPlan, known_plan, level_floor, warm_start
+from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
 from hetopt.pipeline.positions import position_data, too_large
@@ -34,24 +50,43 @@ from hetopt.result import Result, Status
 
 
 def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, backend: str = DEFAULT_MILP_BACKEND,
-               threads: int | None = None, write_model: str | os.PathLike[str] | None = None) -> Result:
-    """Solve the position MILP above.
+               threads: int | None = None, write_model: str | os.PathLike[str] | None = None,
+               formulation: str = "signatures") -> Result:
+    """Solve one of the MILPs above.
 
-    The aggregates a[p,i] = Σ_{o on i} y[p,o], u_p = Σ_o y[p,o] and the stages behind
-    position p, h_p = h_{p+1} + Σ_o n_o y[p+1,o], are continuous variables fixed by equality
-    rows (an exact reformulation: every row then has few terms, so building the model is
-    linear in its size instead of quadratic). The deadline is checked while the model is
-    built; the backend gets only the time that is left.
+    Both build their rows from (variable, coefficient) lists with aggregates (the level
+    model's out_ℓ, in_ℓ and per-signature counts; the position model's a[p,i], u_p and the
+    stages behind position p, h_p = h_{p+1} + Σ_o n_o y[p+1,o]) as continuous variables fixed
+    by equality rows (an exact reformulation: every row then has few terms, so building the
+    model is linear in its size instead of quadratic). The deadline is checked while the
+    model is built; the backend gets only the time that is left.
+
+    Parameters
+    ----------
+    formulation
+        ``"signatures"`` (the level model over island signatures; the default, may change) or
+        ``"positions"`` (one binary per position and concrete option). Both are exact.
 
     Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
     Returns
     -------
     Result
-        FEASIBLE with the gap when the time limit stops the solver with a plan; TIME_LIMIT
-        without one (also when the limit runs out while the model is built).
-        ``stats``: variables, constraints, positions, backend, nodes (HiGHS).
+        FEASIBLE with the gap when the time limit stops the solver with a plan (the level
+        model's greedy warm start when the solver has none); TIME_LIMIT without one (also when
+        the limit runs out while the model is built). ``stats``: formulation, variables,
+        constraints, backend, nodes (HiGHS); positions (positions) or cells, thresholds,
+        signatures (signatures).
+
+    Examples
+    --------
+    >>> from hetopt import load
+    >>> from hetopt.catalog import instances_dir
+    >>> r = solve_milp(load(instances_dir() / "pipeline" / "tiny.toml"))
+    >>> r.status.value, round(r.objective, 3), r.stats["formulation"]
+    ('OPTIMAL', 1.262, 'signatures')
     """
+    check_formulation(formulation)
     deadline, method = start(time_limit, "milp", write_model=write_model, backend=backend)
     # PuLP is imported here, not at the top of the module, so that ``import hetopt`` does not
     # pay for it; after the deadline starts, so that its import counts against the limit
@@ -60,6 +95,13 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
+    if formulation == "signatures":
+        return _levels(instance, pulp, deadline, method, time_limit, threads, backend, write_model)
+    return _positions(instance, pulp, deadline, method, time_limit, threads, backend, write_model)
+
+
+def _positions(instance, pulp, deadline, method, time_limit, threads, backend, write_model) -> Result:
+    """The position model (``formulation="positions"``)."""
     data = position_data(instance)
     if not data.at[0]:
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
@@ -150,7 +192,142 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
         problem="pipeline", method=method, instance=instance, evaluate=evaluate, model=prob, kind="milp", decode=decode,
         read=lambda: [key for key, v in y.items() if (v.value() or 0.0) > 0.5],
         bound=lambda b: floor if b is None else max(floor, b), floor=floor,
-        stats={"variables": len(y) + len(w) + len(on) + 2 * P + 1, "constraints": prob.numConstraints(), "positions": P},
+        stats={"formulation": "positions", "variables": len(y) + len(w) + len(on) + 2 * P + 1,
+               "constraints": prob.numConstraints(), "positions": P},
         infeasible_reason=GENERIC_INFEASIBLE.format(layers=instance.layers), deadline=deadline,
+    )
+    return solve_model(built, time_limit=time_limit, threads=threads, backend=backend, write_model=write_model)
+
+
+def _levels(instance, pulp, deadline, method, time_limit, threads, backend, write_model) -> Result:
+    """The level model over island signatures (``formulation="signatures"``)."""
+    try:
+        data, hint = warm_start(instance, deadline)
+    except NoPlan as exc:
+        return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
+                           reason=f"{GENERIC_INFEASIBLE.format(layers=instance.layers)} ({exc})")
+    except LevelsTooLarge as exc:
+        return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline,
+                           reason=f"{exc}; {after_model_declines(instance)}")
+    floor = level_floor(instance, data)
+    stats = {"formulation": "signatures", "cells": len(data.cells), "thresholds": len(data.thresholds),
+             "signatures": len(data.sig.kinds)}
+
+    def stopped(reason: str, bound: float | None, stats: dict) -> Result:
+        return known_plan(instance, method, hint, deadline, bound, stats, reason)
+
+    def out_of_time() -> Result:
+        why = "time limit reached while building the MILP"
+        if hint is not None:
+            return stopped(why, floor, stats)
+        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
+                           reason=why, stats=stats)
+
+    opts, sig, M = instance.options, data.sig, instance.microbatches
+    prob = pulp.LpProblem("pipeline", pulp.LpMinimize)
+    EQ, LE = pulp.LpConstraintEQ, pulp.LpConstraintLE
+
+    def row(terms: list, sense: int, rhs: float, name: str) -> None:
+        """Σ coef·var (sense) rhs, built from (var, coef) pairs (PuLP's operators are slow)."""
+        prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
+
+    def aggregate(name: str, variables: list):
+        """A continuous variable equal to the sum of ``variables`` (keeps every row short)."""
+        var = prob.add_variable(name, lowBound=0)
+        row([(v, 1) for v in variables] + [(var, -1)], EQ, 0, f"def_{name}")
+        return var
+
+    y = {(b, o): prob.add_variable(f"y_{b}_{o}", lowBound=0, upBound=1, cat=pulp.LpInteger) for b, o in data.cells}
+    if deadline.expired():
+        return out_of_time()
+    thetas = data.thresholds
+    v = [None] + [prob.add_variable(f"v_{t}", lowBound=0, upBound=1, cat=pulp.LpInteger) for t in range(1, len(thetas))]
+    starts, ends = {}, {}
+    by_kind_start, by_kind_end = {}, {}
+    for (b, o), var in y.items():
+        e = b + len(opts[o].stages)
+        starts.setdefault(b, []).append(var)
+        ends.setdefault(e, []).append(var)
+        by_kind_start.setdefault((b, data.kind[o]), []).append(var)
+        by_kind_end.setdefault((e, data.kind[o]), []).append(var)
+    if 0 not in starts:  # no option may be the last block (its role, or the window of a known plan: none)
+        return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
+                           reason="no usable option may be the last block: every one has role first or middle")
+    out = {b: aggregate(f"out_{b}", vs) for b, vs in starts.items()}
+    arrive = {e: aggregate(f"in_{e}", vs) for e, vs in ends.items() if e in out}
+    # one chain of blocks from the back: a last block, and a block at level ℓ only on one ending there
+    row([(out[0], 1)], EQ, 1, "back")
+    for b in out:
+        if b > 0:
+            row([(out[b], 1)] + ([(arrive[b], -1)] if b in arrive else []), LE, 0, f"chain_{b}")
+    # the slices tile the layers; the islands of each signature
+    row([(var, opts[o].layers) for (b, o), var in y.items()], EQ, instance.layers, "tiling")
+    for K, count in enumerate(sig.counts):
+        members = [var for (b, o), var in y.items() if data.kind[o] == K]
+        if members:
+            row([(var, 1) for var in members], LE, count, f"signature_{K}")
+    if deadline.expired():
+        return out_of_time()
+    # roles: first and whole blocks have none in front, middle and last ones have one
+    for (b, o), var in y.items():
+        e, role = b + len(opts[o].stages), opts[o].role
+        if role in ("first", "whole") and e in out:
+            row([(out[e], 1), (var, 1)], LE, 1, f"front_{b}_{o}")
+        elif role in ("middle", "last"):
+            row([(var, 1)] + ([(out[e], -1)] if e in out else []), LE, 0, f"ahead_{b}_{o}")
+    # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
+    lam = {(lv, K, K2): prob.add_variable(f"l_{lv}_{K}_{K2}", lowBound=0, upBound=1) for lv, K, K2, _ in data.junctions}
+    link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
+    into: dict = {}
+    outof: dict = {}
+    for (lv, K, K2), var in lam.items():
+        into.setdefault((lv, K2), []).append(var)
+        outof.setdefault((lv, K), []).append(var)
+    for (b, K2), members in by_kind_start.items():
+        if b > 0:
+            row([(var, 1) for var in into.get((b, K2), [])] + [(var, -1) for var in members], EQ, 0, f"follows_{b}_{K2}")
+    for (lv, K), members in outof.items():
+        row([(var, 1) for var in members] + [(var, -1) for var in by_kind_end.get((lv, K), [])], LE, 0, f"leads_{lv}_{K}")
+    if deadline.expired():
+        return out_of_time()
+    # the bottleneck: v_t ⇔ β ≥ θ_t; a signature's blocks needing θ_t or more are at most n_K·v_t
+    for t in range(2, len(thetas)):
+        row([(v[t], 1), (v[t - 1], -1)], LE, 0, f"order_{t}")
+    for K, count in enumerate(sig.counts):
+        need: dict[int, list] = {}
+        for (b, o), var in y.items():
+            if data.kind[o] == K and data.first[o] >= 1:
+                need.setdefault(data.first[o], []).append(var)
+        tail = None
+        for t in sorted(need, reverse=True):
+            terms = [(var, 1) for var in need[t]] + ([(tail, 1)] if tail is not None else [])
+            tail = prob.add_variable(f"g_{K}_{t}", lowBound=0)
+            row(terms + [(tail, -1)], EQ, 0, f"def_g_{K}_{t}")
+            row([(tail, 1), (v[t], -count)], LE, 0, f"bottleneck_{K}_{t}")
+    for key, var in lam.items():
+        c = link_cost[key]
+        t = data.threshold_index(c)
+        if c > 0 and t >= 1:
+            row([(var, 1), (v[t], -1)], LE, 0, f"link_bottleneck_{key[0]}_{key[1]}_{key[2]}")
+    prob.setObjective(pulp.LpAffineExpression(
+        [(var, opts[o].total_time_s) for (b, o), var in y.items()]
+        + [(var, link_cost[key]) for key, var in lam.items() if link_cost[key] > 0]
+        + [(v[t], (M - 1) * (thetas[t] - thetas[t - 1])) for t in range(1, len(thetas))]
+        # the window's floor as a column fixed at 1, not the expression's constant: PuLP leaves
+        # a constant out of the .mps and .lp files --write-model writes (HiGHS read 0.137 for 1.262)
+        + [(prob.add_variable("floor_one", lowBound=1, upBound=1), (M - 1) * thetas[0])]))
+    if deadline.expired():
+        return out_of_time()
+
+    def decode(chosen) -> PipelineSolution:
+        return build_solution(instance, blocks_from_choices(instance, data.plan(instance, list(chosen or ()))))
+
+    built = BuiltModel(
+        problem="pipeline", method=method, instance=instance, evaluate=evaluate, model=prob, kind="milp", decode=decode,
+        read=lambda: [key for key, var in y.items() if (var.value() or 0.0) > 0.5],
+        bound=lambda b: floor if b is None else max(floor, b), floor=floor,
+        stats=dict(stats, variables=len(prob.variables()), constraints=prob.numConstraints()),
+        infeasible_reason=None if hint is not None else GENERIC_INFEASIBLE.format(layers=instance.layers),
+        known=None if hint is None else stopped, deadline=deadline,
     )
     return solve_model(built, time_limit=time_limit, threads=threads, backend=backend, write_model=write_model)

@@ -301,8 +301,8 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
     >>> inst = ReplicasInstance("x", 8, (IslandShape("A", 2),),
     ...                         (Candidate("a", (1,), 1.0, 0.5, 1e9, 1e11),), hop_latency_s=0.0)
     >>> r = solve_dp(inst)
-    >>> r.status.value, round(r.objective, 6)  # two replicas of 4: 2.5 + 0.01
-    ('OPTIMAL', 2.51)
+    >>> r.status.value, round(r.objective, 6)  # two replicas of 4: 2.5 + 0.01 + the ring's 8.4 µs launch
+    ('OPTIMAL', 2.510008)
     """
     deadline = Deadline(time_limit)
     reason = infeasible_reason(instance)

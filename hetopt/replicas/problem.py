@@ -7,7 +7,7 @@ micro-batch) and syncs g_c gradient bytes per network endpoint at bandwidth w_c.
 micro-batches are split among the chosen replicas (each n_r ≥ 1, Σ n_r = N); the iteration
 time is max_r T_r(n_r) + sync, the cross-replica ring all-reduce among R replicas
 (0 for R = 1), whose ring runs at its slowest member: max_r of the cost model's
-``ring_allreduce_s(g_r, R, w_r, α_hop)`` (``ring_s`` here).
+``ring_allreduce_s(g_r, R, w_r, α_hop)``, its launch latency kept at α_hop = 0 (``ring_s``).
 """
 
 from __future__ import annotations
@@ -58,16 +58,28 @@ DEFAULT_HOP_LATENCY_S = 14.0e-6
 
 
 def ring_s(nbytes: float, replicas: int, bandwidth: float, hop_latency_s: float) -> float:
-    """The cost model's ring all-reduce (``hetopt.costmodel.ring_allreduce_s``), 0 for one replica.
+    """The cross-replica ring all-reduce, seconds: 2(R − 1)/R · g/w + RING_BASE_LATENCY_S + 2(R − 1)·α_hop.
+
+    0 for one replica. For α_hop > 0 it is the cost model's ``ring_allreduce_s``. At α_hop = 0
+    the cost model drops the launch latency as well (its "bandwidth-only" switch for its own
+    callers); here α_hop is a physical per-step latency, and a ring whose steps cost nothing
+    still launches, so the launch latency stays and the iteration time is continuous in α_hop
+    (issue 44: it jumped by 8.4 µs between 0 and 1e-12).
 
     Examples
     --------
-    >>> ring_s(1e9, 4, 1e10, 0.0)
-    0.15
+    >>> ring_s(1e9, 4, 1e10, 0.0)  # 0.15 s of bandwidth + NCCL's 8.4 µs launch
+    0.1500084
+    >>> ring_s(1e9, 1, 1e10, 0.0)
+    0.0
     """
-    from hetopt.costmodel import ring_allreduce_s  # see DEFAULT_HOP_LATENCY_S: not at module level
+    from hetopt.costmodel import RING_BASE_LATENCY_S, ring_allreduce_s  # see DEFAULT_HOP_LATENCY_S: not at module level
 
-    return ring_allreduce_s(nbytes, replicas, bandwidth, hop_latency_s)
+    if replicas <= 1:
+        return 0.0
+    if hop_latency_s > 0:
+        return ring_allreduce_s(nbytes, replicas, bandwidth, hop_latency_s)
+    return ring_allreduce_s(nbytes, replicas, bandwidth, 0.0) + RING_BASE_LATENCY_S
 
 
 def _is_int(value) -> bool:
@@ -360,8 +372,8 @@ def evaluate(instance: ReplicasInstance, solution: ReplicasSolution) -> Evaluati
     >>> inst = ReplicasInstance("x", 4, (IslandShape("A", 2),),
     ...                         (Candidate("a", (1,), 1.0, 0.5, 1e9, 1e10),), hop_latency_s=0.0)
     >>> ev = evaluate(inst, build_solution(inst, [(0, 2), (0, 2)]))
-    >>> ev.feasible, ev.objective  # max(1.5, 1.5) + 2·1/2·1e9/1e10
-    (True, 1.6)
+    >>> ev.feasible, ev.objective  # max(1.5, 1.5) + 2·1/2·1e9/1e10 + the ring's launch, 8.4 µs
+    (True, 1.6000084)
     """
     violations: list[str] = []
     replicas = solution.replicas

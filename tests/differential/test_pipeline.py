@@ -8,15 +8,25 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
+from hetopt import solve
 from hetopt.pipeline import tolerance
+from hetopt.pipeline.problem import PipelineInstance, PipelineIsland, PipelineOption
+from hetopt.pipeline.signatures import signatures
+from hetopt.result import Status
 
 from . import assert_methods_agree, seeded_generator
 
 SEEDS = range(1000)
 CHUNKS = 10
 METHODS = ("dp", "milp", "cpsat")
+#: The models' per-island formulation, beside their default (the level model over island
+#: signatures): both must prove the brute-force optimum on every seed.
+PER_ISLAND = (("milp", {"formulation": "positions"}), ("cpsat", {"formulation": "positions"}))
+#: Seeds of the suite with repeated signatures (islands copied with their options and links).
+TWIN_SEEDS = range(300)
 
 
 random_instance = seeded_generator("pipeline")
@@ -74,3 +84,71 @@ def test_exact_methods_match_an_independent_optimum(chunk):
         truth = brute_optimum(inst)
         assert_methods_agree(inst, truth, lambda sol: cost(inst, [b.option for b in sol.blocks]), METHODS, tolerance(inst),
                              seed)
+
+
+def with_twins(seed: int) -> PipelineInstance:
+    """A random instance whose islands repeat: 1-2 islands are copied with their options and
+    links (c(x, i') = c(x, i) for every other island x), so signatures hold 2-3 islands."""
+    base = random_instance(40_000 + seed, max_islands=3, max_layers=5)
+    rng = np.random.default_rng(seed)
+    n = len(base.islands)
+    copies = [int(i) for i in rng.choice(n, size=int(rng.integers(1, 3)), replace=True)]
+    islands, options = list(base.islands), list(base.options)
+    link = [list(row) for row in base.link_s]
+    twin_link = float(rng.choice([0.0, 0.01, 0.03]))
+    for i in copies:
+        j = len(islands)
+        islands.append(PipelineIsland(f"{base.islands[i].name}-twin{j}", base.islands[i].gpus, base.islands[i].memory_bytes))
+        options += [PipelineOption(j, o.layers, o.stages, o.role) for o in base.options if o.island == i]
+        for row in link:
+            row.append(0.0)
+        link.append([0.0] * (j + 1))
+        for x in range(j):
+            # the copy sees every island as its original does; the original and its copies see
+            # each other at one time (the copies of an island form one signature)
+            same = x == i or islands[x].name.startswith(f"{base.islands[i].name}-twin")
+            link[x][j] = link[j][x] = twin_link if same else link[x][i]
+    return PipelineInstance(name=f"twins-{seed}", layers=base.layers, microbatches=base.microbatches,
+                            islands=tuple(islands), options=tuple(options), link_s=tuple(tuple(r) for r in link),
+                            memory_fraction=base.memory_fraction)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_per_island_formulations_match_an_independent_optimum(chunk):
+    for seed in SEEDS[chunk::CHUNKS]:
+        inst = random_instance(30_000 + seed)
+        truth = brute_optimum(inst)
+        for method, options in PER_ISLAND:
+            _check(inst, truth, method, options, seed)
+
+
+def _check(inst, truth: float, method: str, options: dict, seed) -> float | None:
+    """One method's answer against the brute-force optimum and this file's checker."""
+    rtol, atol = tolerance(inst)
+    r = solve(inst, method, time_limit=30, **options)
+    if math.isinf(truth):
+        assert r.status is Status.INFEASIBLE, (seed, method, options, r.status, r.reason)
+        return None
+    assert r.status is Status.OPTIMAL, (seed, method, options, r.status, r.reason)
+    mine = cost(inst, [b.option for b in r.solution.blocks])
+    assert math.isclose(mine, r.objective, rel_tol=rtol, abs_tol=atol), (seed, method, options, mine, r.objective)
+    assert math.isclose(mine, truth, rel_tol=rtol, abs_tol=atol), (seed, method, options, mine, truth)
+    return r.objective
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_signature_and_per_island_models_agree_where_islands_repeat(chunk):
+    """Issue 43: the aggregated formulation (signature counts) and the per-island one prove the
+    same optimum, the brute force's, on instances whose signatures hold several islands."""
+    repeated = 0
+    for seed in TWIN_SEEDS[chunk::CHUNKS]:
+        inst = with_twins(seed)
+        repeated += signatures(inst).repeated
+        truth = brute_optimum(inst)
+        found = {}
+        for method, options in (("dp", {}), ("milp", {}), ("cpsat", {}), *PER_ISLAND):
+            found[method, tuple(options.items())] = _check(inst, truth, method, options, seed)
+        assert len({None if v is None else round(v, 6) for v in found.values()}) == 1, (seed, found)
+    assert repeated >= len(TWIN_SEEDS[chunk::CHUNKS]) // 2, repeated

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from hetopt.costmodel import HOP_LATENCY_S, ring_allreduce_s
+from hetopt.costmodel import HOP_LATENCY_S, RING_BASE_LATENCY_S, ring_allreduce_s
 from hetopt.errors import InputError
 from hetopt.replicas.problem import (
     DEFAULT_HOP_LATENCY_S,
@@ -55,13 +55,14 @@ def test_constructor_names_the_key(change, key):
 
 def test_evaluate_by_hand():
     inst = two_shapes()
-    # two replicas of "a" with 3 micro-batches each: T = 1 + 0.5·2 = 2; ring of 2: 2·(1/2)·1e9/1e10 = 0.1
+    # two replicas of "a" with 3 micro-batches each: T = 1 + 0.5·2 = 2; ring of 2: 2·(1/2)·1e9/1e10 = 0.1,
+    # plus NCCL's launch latency (8.4 µs; the instance has no per-step latency)
     ev = evaluate(inst, build_solution(inst, [(0, 3), (0, 3)]))
-    assert ev.feasible and ev.objective == pytest.approx(2.1, rel=1e-12)
-    assert ev.details["sync_s"] == pytest.approx(0.1, rel=1e-12)
+    assert ev.feasible and ev.objective == pytest.approx(2.1 + RING_BASE_LATENCY_S, rel=1e-12)
+    assert ev.details["sync_s"] == pytest.approx(0.1 + RING_BASE_LATENCY_S, rel=1e-12)
     # "a" (4) and "ab" (2): max(1 + 1.5, 2 + 1) + ring at the slower member: 2·(1/2)·2e9/1e10 = 0.2
     ev = evaluate(inst, build_solution(inst, [(0, 4), (1, 2)]))
-    assert ev.feasible and ev.objective == pytest.approx(3.2, rel=1e-12)
+    assert ev.feasible and ev.objective == pytest.approx(3.2 + RING_BASE_LATENCY_S, rel=1e-12)
     # one replica syncs nothing
     ev = evaluate(inst, build_solution(inst, [(0, 6)]))
     assert ev.objective == pytest.approx(3.5, rel=1e-12) and ev.details["sync_s"] == 0.0
