@@ -529,7 +529,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also plan data-parallel replicas: islands cut into units, pipelines on units of one shape, "
                         "the replicas family choosing them and their batch shares")
     p.add_argument("--max-islands", type=int, default=None, metavar="K",
-                   help="compose only the K islands with the most compute (default: all, or the 4 fastest past 16 islands); leaving islands out gives a FEASIBLE plan")
+                   help="compose only the K islands with the most compute (default: all); leaving islands out gives a FEASIBLE plan")
     p.add_argument("--tasks", type=int, default=None, metavar="N",
                    help="send each enumeration's parallelizer queries in at most N batches (default 64; "
                    "a slow external parallelizer on a large Dask cluster wants one query per task)")

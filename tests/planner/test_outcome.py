@@ -89,3 +89,19 @@ def test_no_islands_passes_the_islands_status_on(status):
     islands = Result(problem="islands", method="exact", status=status, reason="why")
     out, best = conclude([], islands=islands, chosen=None, planned=3)
     assert best is None and out.status is status and out.bound_s is None
+
+
+def test_a_narrowed_search_proven_everywhere_says_it_is_optimal_within_its_narrowing():
+    # issue 43: every island composed, every size proven, only the large-cluster narrowing left
+    narrowing = ["narrowed for a cluster of more than 16 islands: atoms of 4 layers, micro-batch sizes 1, 2"]
+    out = conclude_plan(ISLANDS_OK, ALL, [attempt(1, pipeline(Status.OPTIMAL, 14.0)), attempt(2, pipeline(Status.OPTIMAL, 12.0))],
+                        2, narrowing, cluster="c", model="m", ideal_s=IDEAL)
+    assert out.status is Status.FEASIBLE and out.bound_s == IDEAL  # the narrowing is no proof for the whole cluster
+    assert "optimal over every island within that narrowing (each of the 2 micro-batch sizes composed and proven)" in out.reason
+    # not when a composition stopped unproven, nor when islands were left out
+    out = conclude_plan(ISLANDS_OK, ALL, [attempt(1, pipeline(Status.FEASIBLE, 13.0, 11.0))], 1, narrowing, cluster="c",
+                        model="m", ideal_s=IDEAL)
+    assert "within that narrowing" not in out.reason
+    out = conclude_plan(ISLANDS_OK, SOME, [attempt(1, pipeline(Status.OPTIMAL, 14.0))], 1, narrowing, cluster="c",
+                        model="m", ideal_s=IDEAL)
+    assert "within that narrowing" not in out.reason

@@ -172,7 +172,7 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     elif deadline.expired():
         result = None
     else:
-        result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left())
+        result = compose_exactly(instance, deadline)
         if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/search/schedule.py)
             # interleaved plans' stages are shaped for the closed form, not for the simulator
             interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
@@ -187,6 +187,16 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
         return Attempt(m, launch, stats.complete, launch_behind, stats, t1 - t0, time.perf_counter() - t1,
                        free=result, free_plans=behind)
     return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
+
+
+def compose_exactly(instance, deadline: Deadline):
+    """The pipeline family's exact composition of ``instance``: ``dp``, or, when the DP declines
+    (more usage vectors than it lists: many islands of different signatures), the ``milp``'s
+    level model over island signatures with what is left of the time (issue 43)."""
+    result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left())
+    if result.status is Status.DECLINED and not deadline.expired():
+        result = solvers.solve(instance, "milp", time_limit=deadline.seconds_left())
+    return result
 
 
 def _skipped_by_bound(ctx: SearchContext, m: int, attempts: list[Attempt]) -> Attempt | None:

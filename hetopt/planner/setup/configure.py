@@ -1,7 +1,7 @@
 """The planner's configure step: which islands are composed, and how the search runs on them.
 
-From the islands the islands family formed: the islands composed (every one, or the fastest
-on very large clusters), the parallelizer held to the runtime and to the islands' precision, the
+From the islands the islands family formed: the islands composed (every one, or the
+``max_islands`` fastest when asked), the parallelizer held to the runtime and to the islands' precision, the
 micro-batch sizes to try, the model's atoms, and what narrows the search short of the whole
 space (which keeps the plan from OPTIMAL). A given layout is priced here too, on the islands
 composed, by the same cost model as the plan.
@@ -28,15 +28,17 @@ from hetopt.result import Result
 from hetopt.runtimes import RUNTIMES, Runtime
 from hetopt.workload import ModelConfig
 
-#: Most islands the planner composes exactly: the pipeline DP's state grows with the subsets
-#: of islands used, and it declines past about 16 (formulations/pipeline.md).
+#: Islands past which a cluster is *large*: its composition is narrowed (atoms, micro-batch
+#: sizes, below) so that every island can be composed within minutes on two cores. Every
+#: island is composed (issue 43: the composition counts islands of one signature and the
+#: pipeline family's level model takes over where the DP's usage states run out); before, only
+#: ``LARGE_CLUSTER_ISLANDS`` were.
 MAX_COMPOSE_ISLANDS = 16
-#: Islands composed when a cluster forms more than ``MAX_COMPOSE_ISLANDS`` and no
-#: ``max_islands`` is given: the ones with the most sustained FLOP/s. The plan is then
-#: FEASIBLE, not OPTIMAL, with its gap to the ideal (a lower bound for the whole cluster).
-#: Four keeps the 512-node datacenter's planning within minutes on two cores (README).
-LARGE_CLUSTER_ISLANDS = 4
-#: On that default path, when no parallelizer is given, the built-in one cuts the model into
+#: Islands composed on a large cluster when no ``max_islands`` is given: None, every one (it was
+#: 4, the ones with the most sustained FLOP/s, until issue 43). Kept as a name for callers
+#: that read it; ``max_islands`` still composes the fastest few on request.
+LARGE_CLUSTER_ISLANDS = None
+#: On a large cluster, when no parallelizer is given, the built-in one cuts the model into
 #: at most this many atoms: the slices, and so the queries, shrink with the atoms squared.
 #: GPT-3 175B's 96 layers become 24 atoms of 4.
 LARGE_CLUSTER_ATOMS = 24
@@ -88,6 +90,8 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
         candidates = [m for m in candidates if m in LARGE_CLUSTER_MICROBATCHES] or candidates[:1]
         coarsened += f", micro-batch sizes {', '.join(map(str, candidates))}"
     chosen = choose_islands(cluster, islands, r.max_islands, coarsened)
+    large_note = ([f"narrowed for a cluster of more than {MAX_COMPOSE_ISLANDS} islands: {coarsened.removeprefix(', ')}"]
+                  if large and coarsened else [])
     if r.target is not None:
         runtime = RUNTIMES[r.target]
         chosen = target_islands(chosen, runtime)
@@ -103,6 +107,8 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
     # islands out does (the large-cluster default already says so in its note)
     narrowed = [] if len(atoms) >= cfg.layers or auto_atoms else [
         f"atoms of {atoms[0].layers} layers (stage boundaries only every {atoms[0].layers} layers)"]
+    if not chosen.left_out:  # the large-cluster narrowing, said by the islands' note when islands are left out
+        narrowed += large_note
     return Setup(chosen, par, candidates, atoms, narrowed, layout, precision, unfused,
                   None if r.runtime is None else r.runtime.text())
 
@@ -146,14 +152,13 @@ def target_islands(chosen: ChosenIslands, runtime: Runtime) -> ChosenIslands:
 
 
 def choose_islands(cluster: Cluster, found: Result, max_islands: int | None, coarsened: str) -> ChosenIslands:
-    """Every island, or the ``max_islands`` (by default ``LARGE_CLUSTER_ISLANDS`` past
-    ``MAX_COMPOSE_ISLANDS``) with the most sustained FLOP/s."""
+    """Every island, or the ``max_islands`` with the most sustained FLOP/s."""
     index = cluster.islands.index
     names = [list(isl.nodes) for isl in found.solution.islands]
     members = [[index[n] for n in group] for group in names]
     specs = island_specs(cluster, members)
     large = max_islands is None and len(specs) > MAX_COMPOSE_ISLANDS
-    limit = max_islands or (LARGE_CLUSTER_ISLANDS if large else len(specs))
+    limit = max_islands or (LARGE_CLUSTER_ISLANDS if large and LARGE_CLUSTER_ISLANDS else len(specs))
     if len(specs) <= limit:
         return ChosenIslands(specs, members, names, [], "")
     speed = [s.sustained_flops for s in specs]

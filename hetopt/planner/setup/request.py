@@ -80,10 +80,10 @@ class PlanRequest:
     max_islands
         Compose only the ``max_islands`` islands with the most sustained FLOP/s (a heuristic:
         the plan is then exact over those islands only, and FEASIBLE with its gap to the ideal
-        when islands are left out). None: every island, or the ``LARGE_CLUSTER_ISLANDS``
-        fastest when the cluster forms more than ``MAX_COMPOSE_ISLANDS`` (and then, with the
-        built-in parallelizer, the model is cut into at most ``LARGE_CLUSTER_ATOMS`` atoms;
-        constants of ``hetopt.planner.steps``).
+        when islands are left out). None: every island (when the cluster forms more than
+        ``MAX_COMPOSE_ISLANDS``, the built-in parallelizer cuts the model into at most
+        ``LARGE_CLUSTER_ATOMS`` atoms and the search tries fewer micro-batch sizes; constants
+        of ``hetopt.planner.setup.configure``).
     tasks
         With an executor, the queries of one enumeration go out in at most this many batches.
     layers_per_atom

@@ -1,0 +1,42 @@
+"""Issue 43: the planner composes every island of a large cluster (no default cap), and the
+composition falls back to the pipeline family's level model where the DP declines."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from hetopt.budget import Deadline
+from hetopt.cli import main
+from hetopt.planner.search.sizes import compose_exactly
+from hetopt.result import Status
+
+BASE = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1"]
+
+
+def test_a_cluster_of_many_islands_is_composed_over_every_island(capsys, monkeypatch):
+    # the 512-node datacenter (30 islands) in miniature: Cluster A's 5 islands against a limit of 3.
+    # Until issue 43 the 2 fastest were kept by default (a heuristic); now all 5 are composed, the
+    # search narrowed only by the large-cluster atoms and sizes
+    configure = sys.modules["hetopt.planner.setup.configure"]
+    monkeypatch.setattr(configure, "MAX_COMPOSE_ISLANDS", 3)
+    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json", "--no-alternatives"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["left_out"] == [] and len(doc["islands"]) == 5
+    assert doc["status"] == "FEASIBLE" and "narrowed for a cluster of more than 3 islands" in doc["reason"]
+    assert "optimal over every island within that narrowing" in doc["reason"]
+    assert 0 < doc["bound_s"] == doc["ideal_time_s"] < doc["iteration_time_s"]
+
+
+def test_the_composition_falls_back_to_the_level_model_where_dp_declines(monkeypatch):
+    import hetopt
+    import hetopt.pipeline.dp_table as dp_table
+    from hetopt.catalog import instances_dir
+
+    inst = hetopt.load(instances_dir() / "pipeline" / "tangram-gpt3-13b-a100x4-v100-32x8.toml")
+    monkeypatch.setattr(dp_table, "MAX_USAGE_STATES", 1)  # dp declines every instance
+    r = compose_exactly(inst, Deadline(120))
+    assert r.status is Status.OPTIMAL and r.method == "milp" and r.stats["formulation"] == "signatures"
+    assert r.objective == pytest.approx(171.07616690222412, rel=1e-9)
