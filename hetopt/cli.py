@@ -3,8 +3,9 @@
 Start-up is kept short: a subcommand's ``cmd_*`` function imports what only it needs (the
 planner, the generators, the catalogs), and the solver registries import a method's module
 (and PuLP, OR-Tools, networkx) only when it runs; ``tests/cli/test_startup.py`` guards that.
-A new subcommand is a ``cmd_NAME(args, out) -> exit code`` function and a
-``sub.add_parser`` block in :func:`build_parser` that sets ``run=cmd_NAME``.
+A new subcommand is a ``cmd_NAME(args, out) -> exit code`` function (here, or in a module of
+:mod:`hetopt.commands`, which never imports argparse) and a ``sub.add_parser`` block in
+:func:`build_parser` that sets ``run=cmd_NAME``.
 
 Exit codes: 0 a solution (or crosscheck agreed); 1 proven infeasible or a disagreement;
 2 bad input or usage (one line on stderr), or a method that declines or fails (DECLINED,
@@ -16,9 +17,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import errno
-import itertools
 import json
 import os
 import signal
@@ -26,32 +25,34 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 
 from hetopt.catalog import CALIBRATION_SETS
+from hetopt.commands.bench import cmd_bench
+from hetopt.commands.catalogs import (GENERATORS, IMPORTERS, PROFILE_COLLECTIVES, PROFILE_PARTS, cmd_export, cmd_generate,
+                                      cmd_list, cmd_profile, cmd_profile_import, cmd_profile_sailor)
+from hetopt.commands.common import (EXIT_BROKEN_PIPE, EXIT_INFEASIBLE, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK,
+                                    EXIT_TIME_LIMIT, EXIT_USAGE, check_draw, draw_picture, exit_code, plan_flag_error, seconds_text,
+                                    solver_options)
+from hetopt.commands.evaluation import FINDING_NAMES, cmd_calibrate, cmd_findings, cmd_scaling, cmd_validate
+from hetopt.commands.plan import cmd_plan
 from hetopt.costmodel.running import help_keys as running_help_keys
 from hetopt.errors import InputError, SolverBug
 from hetopt.interrupt import stop_on_interrupt, stop_requested
 from hetopt.io import load
-from hetopt.jsonout import crosscheck_to_dict, plain, result_to_dict
+from hetopt.jsonout import crosscheck_to_dict, result_to_dict
 from hetopt.result import CrossCheck, Result, Status
-from hetopt.solvers import CROSSCHECK_TIME_LIMIT_S, FAMILIES, check_options, crosscheck, family, solve, writes_model
-from hetopt.tables import cell, markdown_lines, print_table, rows_table, show
+from hetopt.solvers import CROSSCHECK_TIME_LIMIT_S, FAMILIES, crosscheck, family, solve, writes_model
+from hetopt.tables import cell, print_table, rows_table
 from hetopt.terminal import on_terminal, progress
 
 if TYPE_CHECKING:  # the planner is imported by the plan command only
-    from hetopt.planner.answer import HeteroPlan
-    from hetopt.planner.setup.request import PlanRequest
+    pass
 
-EXIT_OK, EXIT_INFEASIBLE, EXIT_USAGE, EXIT_TIME_LIMIT, EXIT_INTERNAL = 0, 1, 2, 3, 4
-#: Stopped by Ctrl-C (SIGINT): the shell's status of a program killed by SIGINT (128 + 2).
-EXIT_INTERRUPTED = 130
-#: The reader of stdout went away: the shell's status of a program killed by SIGPIPE (128 + 13).
-EXIT_BROKEN_PIPE = 141
 
 #: Errors of writing the output (a full disk or device, a closed or unwritable descriptor):
 #: bad surroundings, not a bug, so exit 2 with one line.
@@ -74,47 +75,6 @@ EXIT_CODES_HELP = """exit codes:
 
 #: Rows of a solution table ``solve`` prints; the rest are counted (``--json`` has them all).
 MAX_TABLE_ROWS = 200
-
-
-#: The exit code of every status, for ``solve``, ``crosscheck`` and ``plan`` alike: a method
-#: that declines or fails (ERROR, with its reason) is not a proof of infeasibility.
-_STATUS_EXIT = {
-    Status.OPTIMAL: EXIT_OK, Status.FEASIBLE: EXIT_OK, Status.INFEASIBLE: EXIT_INFEASIBLE,
-    Status.TIME_LIMIT: EXIT_TIME_LIMIT, Status.DECLINED: EXIT_USAGE, Status.ERROR: EXIT_USAGE,
-}
-
-
-def _exit_code(result: Result) -> int:
-    return _STATUS_EXIT[result.status]
-
-
-#: Command-line flag of each solver-layer option, for messages.
-_FLAGS = {"time_limit": "--time-limit", "backend": "--backend", "threads": "--threads", "seed": "--seed"}
-
-
-def _options(args: argparse.Namespace) -> dict[str, Any]:
-    """The solver options of solve/crosscheck/bench, checked before any file is read.
-
-    ``--workers`` is a deprecated alias of ``--threads`` (one note on stderr).
-
-    Raises
-    ------
-    InputError
-        A value out of range, naming the flag.
-    """
-    threads = args.threads
-    if args.workers is not None:
-        print("hetopt: note: --workers is deprecated for solve/crosscheck/bench; use --threads (same meaning)", file=sys.stderr)
-        if threads is not None and threads != args.workers:
-            raise InputError(f"--workers {args.workers} and --threads {threads}: give only --threads")
-        threads = args.workers
-    options = {"time_limit": args.time_limit, "backend": args.backend, "threads": threads, "seed": args.seed}
-    try:
-        return check_options(**options)
-    except InputError as exc:  # named by its field; the command line names the flag
-        if exc.field is None:
-            raise
-        raise InputError(f"{_FLAGS.get(exc.field, exc.field)}: {exc.detail}", field=exc.field) from None
 
 
 def _result_line(result: Result) -> str:
@@ -156,29 +116,6 @@ def _check_write_model(instance: Any, method: str, path: str) -> None:
         models = [m for m in fam.methods if writes_model(instance, m)]
         raise InputError(f"--write-model {path}: method {method} builds no model to write "
                          f"(for {fam.name}: {', '.join(models)})")
-
-
-def _check_draw(args: argparse.Namespace) -> None:
-    """``--draw FILE`` of solve and plan, checked before any work: the file type and the plot extra."""
-    if args.draw is not None:
-        from hetopt.draw import check_target, require_matplotlib
-
-        check_target(args.draw, "--draw")
-        require_matplotlib("--draw")
-
-
-def _draw(args: argparse.Namespace, document: dict, title: str, source: str, has_plan: bool, out: Console) -> None:
-    """Draw ``document`` into ``--draw FILE``; a result without a plan gets a note instead."""
-    if args.draw is None:
-        return
-    if not has_plan:
-        print(f"hetopt: note: --draw {args.draw}: no picture, the result has no plan", file=sys.stderr)
-        return
-    from hetopt.draw import draw
-
-    picture = draw(document, args.draw, title=title, source=source)
-    if not args.json:
-        out.print(f"picture: {picture.path} ({picture.kind})", highlight=False)
 
 
 #: The longest time limit the reading alarm is armed for (about 115 days).
@@ -255,11 +192,11 @@ def _check_drawable(args: argparse.Namespace, instance: Any) -> None:
 
 
 def cmd_solve(args: argparse.Namespace, out: Console) -> int:
-    options = _options(args)
+    options = solver_options(args)
     target = _check_out(args.out) if args.out else None
     if args.write_model:
         _check_out(args.write_model, "--write-model")
-    _check_draw(args)
+    check_draw(args)
     try:
         instance = _load_within(args, options)
     except _ReadingStopped:
@@ -288,8 +225,8 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
             raise InputError(f"--out {args.out}: cannot write ({exc.strerror})") from None
     if args.json:
         print(json.dumps(document, indent=2))
-        _draw(args, document, name, args.file, result.solution is not None, out)
-        return _exit_code(result)
+        draw_picture(args, document, name, args.file, result.solution is not None, out)
+        return exit_code(result)
     out.print(f"[bold]{getattr(instance, 'name', args.file)}[/bold]  ({args.file})", highlight=False)
     out.print(_result_line(result), highlight=False)
     if result.solution is not None:
@@ -299,8 +236,8 @@ def cmd_solve(args: argparse.Namespace, out: Console) -> int:
             out.print(f"... {len(rows) - MAX_TABLE_ROWS:,} more rows (every row: --json)", highlight=False)
         for line in result.solution.summary():
             out.print(line, highlight=False)
-    _draw(args, document, name, args.file, result.solution is not None, out)
-    return _exit_code(result)
+    draw_picture(args, document, name, args.file, result.solution is not None, out)
+    return exit_code(result)
 
 
 def cmd_draw(args: argparse.Namespace, out: Console) -> int:
@@ -333,7 +270,7 @@ def _crosscheck_exit(check: CrossCheck) -> int:
         return EXIT_INFEASIBLE
     if check.agree:
         return EXIT_OK
-    codes = [_exit_code(r) for r in check.results]
+    codes = [exit_code(r) for r in check.results]
     for code in (EXIT_OK, EXIT_INFEASIBLE, EXIT_TIME_LIMIT):
         if code in codes:
             return code
@@ -341,7 +278,7 @@ def _crosscheck_exit(check: CrossCheck) -> int:
 
 
 def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
-    options = _options(args)
+    options = solver_options(args)
     default_limit = "time_limit" not in options
     options.setdefault("time_limit", CROSSCHECK_TIME_LIMIT_S)  # the library's default; the file is read within it too
     names = [n.strip() for n in args.methods.split(",") if n.strip()] if args.methods is not None else None
@@ -373,7 +310,7 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
                 "objective": r.objective,
                 "bound": r.bound,
                 "gap": r.gap,
-                "wall_s": _seconds(r.wall_s),
+                "wall_s": seconds_text(r.wall_s),
                 "note": r.reason,
             }
             for r in check.results
@@ -385,70 +322,6 @@ def cmd_crosscheck(args: argparse.Namespace, out: Console) -> int:
         for method, gap in check.heuristic_gaps.items():
             out.print(f"{method}: gap to the best proven bound {cell(gap)}", highlight=False)
     return _crosscheck_exit(check)
-
-
-def _seconds(value: float) -> str:
-    """Wall time for tables: fixed point, never the 6g exponent form ("5.5e-05" reads as 5.5 s)."""
-    return f"{value:.3f}"
-
-
-BENCH_FIELDS = ("instance", "method", "status", "objective", "bound", "gap", "wall_s", "agree")
-
-
-class _BenchOutput:
-    """Where ``bench`` puts its rows: CSV and JSON Lines are written as each instance finishes
-    (its rows need all its methods, for ``agree``); the table and the JSON document are
-    printed at the end, or at Ctrl-C with the rows finished so far."""
-
-    def __init__(self, args: argparse.Namespace, out: Console) -> None:
-        self.args, self.out, self.rows = args, out, []
-        self.writer = csv.writer(sys.stdout, lineterminator="\n") if args.csv else None
-        if self.writer is not None:
-            self.writer.writerow(BENCH_FIELDS)
-            sys.stdout.flush()
-
-    def add(self, rows: list) -> None:
-        self.rows.extend(rows)
-        if self.writer is not None:
-            for r in rows:
-                self.writer.writerow(["" if getattr(r, k) is None else getattr(r, k) for k in BENCH_FIELDS])
-        elif self.args.jsonl:
-            for r in rows:
-                print(json.dumps(plain(r)))
-        sys.stdout.flush()  # a reader of the pipe sees each instance as it ends
-
-    def close(self) -> None:
-        if self.args.json:
-            print(json.dumps([plain(r) for r in self.rows], indent=2))
-        elif not (self.args.csv or self.args.jsonl):
-            table = [{k: getattr(r, k) for k in BENCH_FIELDS} for r in self.rows]
-            for row in table:
-                row["wall_s"] = _seconds(row["wall_s"])
-            show(self.out, table, markdown=self.args.markdown)
-
-
-def cmd_bench(args: argparse.Namespace, out: Console) -> int:
-    from hetopt import bench as benchmod
-
-    options = {k: v for k, v in _options(args).items() if k != "time_limit"}
-    if args.repeat < 1:
-        raise InputError(f"--repeat {args.repeat}: must be >= 1 (runs per method)")
-    names = [n.strip() for n in args.methods.split(",") if n.strip()] if args.methods is not None else None
-    jobs = benchmod.collect_jobs(args.targets, names, args.time_limit)
-    output = _BenchOutput(args, out)
-    table_mode = not (args.json or args.csv or args.jsonl)
-    total = sum(benchmod.count_steps(j) for j in jobs) if table_mode and on_terminal() else None
-    with progress(out, "bench", total, show=table_mode) as bar:
-        for job in jobs:
-            bar.describe(job.path.name)
-            rows = benchmod.run_job(job, repeat=args.repeat, on_step=bar.advance, **options)
-            if stop_requested():  # its methods were cut short by Ctrl-C: not a measurement
-                print(f"hetopt: bench: interrupted during {job.path}; its rows are left out", file=sys.stderr)
-                break
-            output.add(rows)
-    output.close()
-    disagree = any(r.agree is False for r in output.rows)
-    return EXIT_INFEASIBLE if disagree else EXIT_OK
 
 
 class _Parser(argparse.ArgumentParser):
@@ -718,370 +591,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: ``hetopt plan``'s flag for each ``PlanRequest`` field whose flag is not ``--`` and the
-#: field's name with dashes: the library names fields, the command line its flags.
-PLAN_FLAGS = {"policies": "--no-prune"}
-
-
-def policies_from(no_prune: str | None) -> tuple[str, ...]:
-    """The pruning policies left on after ``--no-prune a,b`` (or ``all``)."""
-    from hetopt.planner.search.enumerate import POLICIES
-
-    if not no_prune:
-        return POLICIES
-    off = set(POLICIES) if no_prune == "all" else {p.strip() for p in no_prune.split(",")}
-    unknown = off - set(POLICIES)
-    if unknown:
-        raise InputError(f"--no-prune: unknown policy {', '.join(sorted(unknown))} (known: {', '.join(POLICIES)}, all)")
-    return tuple(p for p in POLICIES if p not in off)
-
-
-def request_from(args: argparse.Namespace) -> PlanRequest:
-    """The :class:`PlanRequest` of parsed ``hetopt plan`` arguments (not yet checked)."""
-    from hetopt.planner.search.enumerate import DEFAULT_TASKS
-    from hetopt.planner.setup.request import PlanRequest
-
-    return PlanRequest(
-        cluster=args.cluster, model=args.model, global_batch=args.global_batch, microbatch_size=args.microbatch_size,
-        seq=args.seq, policies=policies_from(args.no_prune), time_limit=args.time_limit,
-        alternatives=not args.no_alternatives, max_islands=args.max_islands,
-        tasks=DEFAULT_TASKS if args.tasks is None else args.tasks,
-        # unset: plan() picks the atoms (coarser on clusters of very many islands)
-        layers_per_atom=args.layers_per_atom, layout=getattr(args, "layout", None),
-        time_model=getattr(args, "time_model", "closed-form"), replicas=getattr(args, "replicas", False),
-        runtime=getattr(args, "runtime", None), target=getattr(args, "target", None),
-        objective=getattr(args, "objective", "time"), budget=getattr(args, "budget", None),
-        mixed_stages=getattr(args, "mixed_stages", False), memory_headroom=getattr(args, "memory_headroom", None),
-    )
-
-
-def run_plan(args: argparse.Namespace, on_progress: Callable[[str, int, int], None] | None = None) -> HeteroPlan:
-    """Run the planner for parsed ``hetopt plan`` arguments.
-
-    Every option is checked (:meth:`PlanRequest.checked`) and the cluster and model read
-    before any worker starts.
-
-    Raises
-    ------
-    InputError
-        Unknown cluster or model, bad sizes or time limit (``field`` names the option), a
-        scheduler address that is malformed or where no Dask scheduler answers.
-    hetopt.planner.search.workers.WorkersLost
-        When the worker processes keep dying or the Dask cluster has no worker left.
-    """
-    from dataclasses import replace
-
-    from hetopt.planner.setup.cluster import load_cluster
-    from hetopt.planner.steps import plan
-    from hetopt.planner.setup.request import as_model
-    from hetopt.planner.search.workers import executor_for
-
-    request = request_from(args).checked()
-    request = replace(request, cluster=load_cluster(request.cluster), model=as_model(request.model))
-    parallelizer = None
-    if getattr(args, "profile", None):  # the built-in parallelizer pricing from the profiles where they cover it
-        from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
-        from hetopt.profile.command import load_measured
-
-        parallelizer = BuiltinParallelizer(layers_per_atom=request.layers_per_atom or 1, measured=load_measured(args.profile))
-        request = replace(request, layers_per_atom=None)
-    started = time.monotonic()
-    with executor_for(args.workers, args.scheduler, request.time_limit) as executor:
-        # the limit bounds the whole call: what connecting to a scheduler took is not the plan's
-        limit = None if request.time_limit is None else max(request.time_limit - (time.monotonic() - started), 0.0)
-        return plan(replace(request, time_limit=limit), executor=executor, on_progress=on_progress,
-                    parallelizer=parallelizer)
-
-
-def plan_flag_error(exc: InputError) -> InputError:
-    """``exc`` with the field it starts with replaced by the command line's flag for it
-    (``hetopt plan``'s, and ``--to``, ``--profiles``, ``--only`` of the other commands).
-
-    >>> str(plan_flag_error(InputError("microbatch_size 4: must divide 30", field="microbatch_size")))
-    '--microbatch-size 4: must divide 30'
-    """
-    if exc.field is None or exc.detail == str(exc):
-        return exc
-    flag = PLAN_FLAGS.get(exc.field, "--" + exc.field.replace("_", "-"))
-    return InputError(flag + str(exc)[len(exc.field):], field=exc.field)
-
-
-def cmd_plan(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.planner import report
-    from hetopt.planner.search.workers import WorkersLost
-
-    _check_draw(args)
-    try:
-        return _run_plan(args, out, report)
-    except InputError as exc:
-        raise plan_flag_error(exc) from None
-    except WorkersLost as exc:  # the pool or the cluster is gone: one line, like bad input
-        print(f"hetopt: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-
-
-#: What the counts of a plan's progress phase are (``plan()``'s ``on_progress``), by the phase's
-#: kind: its last part's first word ("micro-batch 4: enumeration" counts queries).
-PLAN_PROGRESS_UNITS = {"enumeration": "queries", "composing": "sizes"}
-
-
-def _run_plan(args: argparse.Namespace, out: Console, report) -> int:
-    """Plan (with a progress line on a terminal), print, draw; the exit code."""
-    with progress(out, "reading the cluster and the model", 1, show=not args.json) as bar:
-        def on_progress(phase: str, done: int, total: int) -> None:
-            kind = phase.rsplit(": ", 1)[-1].split(" ", 1)[0]
-            bar.update(done, total, phase, PLAN_PROGRESS_UNITS.get(kind, ""))
-
-        result = run_plan(args, on_progress if bar.shown else None)
-    document = plain(result)
-    if args.json:
-        print(json.dumps(document, indent=2))
-    else:
-        report.print_plan(result, out, verbose=args.verbose)
-    _draw(args, document, "hetopt plan", "plan", bool(document.get("stages")), out)
-    return _STATUS_EXIT[result.answer_status]
-
-
-#: ``hetopt generate NAME``: the module whose ``write(folder, ...)`` rewrites the shipped files,
-#: and the folder under ``instances/``. ``pipeline`` writes the planner's ``planner-*`` files,
-#: ``pipeline-synthetic`` the synthetic generator's (``tangram-*``, ``scale-*``, ...) beside them.
-GENERATORS = {
-    "allocation": ("hetopt.generate.allocation", "allocation"),
-    "pipeline": ("hetopt.generate.pipeline", "pipeline"),
-    "pipeline-synthetic": ("hetopt.pipeline.synthetic", "pipeline"),
-    "clusters": ("hetopt.generate.clusters", "clusters"),
-    "islands": ("hetopt.islands.generate", "islands"),
-    "replicas": ("hetopt.generate.replicas", "replicas"),
-}
-
-
-def cmd_generate(args: argparse.Namespace, out: Console) -> int:
-    import importlib
-    from pathlib import Path
-
-    from hetopt.catalog import instances_dir
-
-    module_name, folder = GENERATORS[args.family]
-    module = importlib.import_module(module_name)
-    target = Path(args.out) if args.out else instances_dir() / folder
-    if target.exists() and not target.is_dir():
-        raise InputError(f"--out {target}: exists and is not a folder (give a folder name)")
-    # only the allocation generator reads Cephalo's profiles
-    if args.profiles and args.family != "allocation":
-        raise InputError(f"--profiles {args.profiles}: only `hetopt generate allocation` reads profiles "
-                         f"(the {args.family} generator reads none)")
-    extra = (Path(args.profiles) if args.profiles else None,) if args.family == "allocation" else ()
-    try:
-        for path in module.write(target, *extra):
-            out.print(str(path), highlight=False)
-    except OSError as exc:  # the folder cannot be made or written (permissions, a full disk)
-        raise InputError(f"--out {target}: cannot write ({exc.strerror or exc})") from None
-    except InputError as exc:
-        raise plan_flag_error(exc) from None  # "profiles ..." -> "--profiles ..."
-    return EXIT_OK
-
-
-#: ``hetopt findings --only`` (the keys of ``hetopt.planner.evaluation.findings.FINDINGS``; the test
-#: ``tests/planner/test_findings.py`` holds them equal, so the CLI starts without the planner).
-FINDING_NAMES = ("fig8", "fig11", "fig11-what-if", "fig9", "gshard-c1", "moe-c2")
-
-
-def cmd_findings(args: argparse.Namespace, out: Console) -> int:
-    from dataclasses import asdict
-
-    from hetopt.planner.evaluation import findings
-
-    names = [args.only] if args.only else list(FINDING_NAMES)
-    with progress(out, "findings", len(names), show=not args.json) as bar:
-        def started(name: str) -> None:
-            bar.update(names.index(name), len(names), f"finding {name}")
-
-        found = findings.run_findings(args.only, on_start=started)
-    if args.json:
-        print(json.dumps([asdict(f) for f in found], indent=2))
-        return EXIT_OK
-    for f in found:
-        claim = f"claim: {f.claim}" + (f" ({f.note})" if f.note else "")
-        show(out, f.rows, title=f"{f.name}: {findings.verdict(f)}", caption=claim, digits=4, markdown=args.markdown)
-        out.print()
-    return EXIT_OK
-
-
-def _counts(text: str, flag: str) -> list[int]:
-    """Comma-separated whole numbers >= 1 of a flag."""
-    try:
-        counts = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 1:
-        raise InputError(f"{flag} {text}: give whole numbers >= 1, comma-separated (e.g. 1,2,4)")
-    return counts
-
-
-def cmd_scaling(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.budget import check_time_limit
-    from hetopt.pipeline.scaling import scaling_rows
-
-    islands, layers = _counts(args.islands, "--islands"), _counts(args.layers, "--layers")
-    try:
-        limit = check_time_limit(args.time_limit)
-    except InputError as exc:
-        raise InputError(f"--time-limit: {exc.detail}") from None
-    cells = len(islands) * len(layers)
-    rows: list[dict] = []
-    with progress(out, "scaling", cells, show=not args.markdown) as bar:
-        ran = itertools.count()
-
-        def started(n: int, L: int) -> None:
-            bar.update(next(ran), cells, f"dp on {n} islands, {L} layers")
-
-        for row in scaling_rows(islands, layers, time_limit=limit, on_cell=started):
-            if args.markdown:  # a row as soon as it is measured
-                lines = markdown_lines([row])
-                print("\n".join(lines if not rows else lines[2:]), flush=True)
-            rows.append(row)
-    if not args.markdown:
-        show(out, rows, title="dp wall time (s) by islands and layers")
-    return EXIT_OK
-
-
-def cmd_calibrate(args: argparse.Namespace, out: Console) -> int:
-    from pathlib import Path
-
-    from hetopt.generate.calibrate import calibration_lines
-
-    for line in calibration_lines(None if args.profiles is None else Path(args.profiles)):
-        print(line)
-    return EXIT_OK
-
-
-def cmd_validate(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.catalog import instances_dir
-    from hetopt.planner.evaluation import published
-    from hetopt.planner.evaluation import validate
-    from hetopt.planner.evaluation import validate_report
-    from hetopt.planner.setup.cluster import resolve
-
-    try:
-        path = None if args.file is None else resolve(args.file, instances_dir() / "published", "published measurement set")
-        measurements = published.load_published(path)
-        # rows stating a heterogeneous layout stage by stage (docs/formats.md), priced beside the others
-        hetero_all = published.load_heterogeneous(path or published.default_published())
-        only = published.select_only([*measurements, *hetero_all], args.only, path or published.default_published())
-    except InputError as exc:
-        raise plan_flag_error(exc) from None  # "only ..." -> "--only ..."
-    parallelizer = measured = None
-    if args.profile:
-        from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
-        from hetopt.profile.command import load_measured
-
-        measured = load_measured(args.profile)
-        parallelizer = BuiltinParallelizer(measured=measured)
-    hetero = [m for m in hetero_all if only is None or m.id in only]
-    with progress(out, "validate", show=not args.json) as bar:
-        rows = validate.validate(measurements, only=only, with_plan=args.plan, parallelizer=parallelizer,
-                                 on_row=lambda done, total, name: bar.update(done, total, f"validate {name}"))
-    mixed = validate.hetero_rows(hetero, measured)
-    if args.json:
-        doc = validate.rows_to_dict(rows)
-        doc["rows"] += mixed
-        print(json.dumps(doc, indent=2, allow_nan=False))
-    else:
-        if rows:
-            validate_report.print_rows(rows, with_plan=args.plan, out=out, markdown=args.markdown)
-        if mixed:
-            keys = ("id", "layout", "published", "predicted", "ratio", "published_peak_gib", "predicted_peak_gib")
-            show(out, [{k: r[k] for k in keys} for r in mixed], markdown=args.markdown)
-    return EXIT_OK
-
-
-#: ``hetopt profile``'s parts, collectives and importers (hetopt.profile's names, kept here so the
-#: parser does not import them; tests/profile/test_cli.py checks the two agree).
-PROFILE_PARTS = ("layer", "embedding", "head")
-PROFILE_COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all")
-IMPORTERS = ("nccl-tests", "sailor", "metis")
-
-
-def cmd_profile(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.planner.setup.request import as_model
-    from hetopt.profile import command as pc
-    from hetopt.profile.measure import Options, device_memory, run
-
-    if args.model is None or args.out is None:
-        raise InputError("hetopt profile: give --model and --out (or `hetopt profile import ...`)")
-    device = args.device
-    if device is None:
-        device = "cpu"
-        with contextlib.suppress(ImportError):
-            import torch
-
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-    gpu = args.gpu or "cpu"
-    if args.gpu is None and device.startswith("cuda"):
-        import torch
-
-        gpu = torch.cuda.get_device_name()
-    try:
-        o = Options(model=as_model(args.model), gpu=gpu, microbatches=pc.parse_ints(args.microbatch, "microbatch"),
-                    tps=pc.parse_ints(args.tp, "tp"), recompute=pc.parse_names(args.recompute, "recompute", ("none", "full")),
-                    precision=args.precision, seq=args.seq, parts=pc.parse_names(args.parts, "parts", PROFILE_PARTS),
-                    collectives=pc.parse_names(args.collectives, "collectives", PROFILE_COLLECTIVES),
-                    sizes=pc.parse_sizes(args.sizes), ranks=args.ranks, parameters=pc.parse_ints(args.parameters, "parameters"),
-                    stack=args.stack, device=device,
-                    memory_bytes=None if args.memory_gib is None else args.memory_gib * 2 ** 30,
-                    warmup=args.warmup, repeats=args.repeats)
-        target = Path(args.out)
-        if args.dry_run:
-            for line in pc.dry_run_lines(o, target, device_memory(o)):
-                out.print(line, highlight=False)
-            return EXIT_OK
-        with progress(out, "profile", show=True) as bar:
-            report = run(o, target, on_step=lambda done, total, label: bar.update(done, total, f"profile {label}"))
-    except InputError as exc:
-        raise plan_flag_error(exc) from None
-    for line in report.refused:
-        print(f"hetopt profile: refused before running: {line}", file=sys.stderr)
-    out.print(pc.summary_line(report, target), highlight=False)
-    return EXIT_INTERRUPTED if report.stopped else EXIT_OK
-
-
-def cmd_profile_sailor(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.profile.sidebyside import report
-
-    print(report(args.checkout, sailor_sim=args.sailor_sim, profiles_out=args.profiles_out, as_json=args.json))
-    return EXIT_OK
-
-
-def cmd_profile_import(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.profile import importers
-
-    profile = importers.IMPORT[args.kind](args.files, gpu=args.gpu, model=args.model, precision=args.precision,
-                                          scope=args.scope, source=args.source, sailor_gpu=args.sailor_gpu,
-                                          sailor_model=args.sailor_model)
-    from hetopt.profile.format import write_profile
-
-    write_profile(profile, args.out)
-    out.print(f"{profile.rows} rows ({len(profile.layers)} layer, {len(profile.optimizer)} optimizer, "
-              f"{len(profile.collectives)} collective) imported into {args.out}", highlight=False)
-    return EXIT_OK
-
-
-def cmd_list(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.listing import CATALOGS, by_type_text
-
-    rows = CATALOGS[args.what]()
-    if args.json:
-        print(json.dumps(rows, indent=2))
-        return EXIT_OK
-    if args.what == "clusters":  # one line per cluster: the node kinds as text
-        rows = [dict(r, by_type=by_type_text(r["by_type"])) for r in rows]
-        for r in rows:
-            r["nodes × GPUs by type"] = r.pop("by_type")
-            r["description"] = r.pop("description")
-    print_table(out, rows_table(rows))
-    return EXIT_OK
-
-
 def installed_version() -> str:
     """The installed distribution's version (package metadata), or the source tree's.
 
@@ -1115,26 +624,6 @@ class _Version(argparse.Action):
 #: ``hetopt export --to``: the names of ``hetopt.export.TARGETS`` (kept here so the parser
 #: does not import the exporters; tests/test_export.py checks the two agree).
 EXPORT_TARGETS = ("megatron", "torchtitan", "deepspeed", "cephalo")
-
-
-def cmd_export(args: argparse.Namespace, out: Console) -> int:
-    from hetopt.export import export_file, write_output
-
-    if args.out is not None and Path(args.out).exists() and not Path(args.out).is_dir():
-        raise InputError(f"-o {args.out}: exists and is not a folder (give a folder name)")
-    try:  # the plan alone: it carries its model's shape and its cluster's nodes
-        result = export_file(args.file, args.to, allow_gaps=args.allow_gaps, alternative=args.alternative)
-    except InputError as exc:
-        raise plan_flag_error(exc) from None  # "to ..." -> "--to ..."
-    if args.out is not None:
-        for path in write_output(result, args.out):
-            out.print(str(path), highlight=False)
-    else:
-        for name, text in result.files.items():
-            sys.stdout.write(f"==> {name} <==\n{text}\n")
-    for gap in result.gaps:
-        print(f"hetopt: gap: {gap}", file=sys.stderr)
-    return EXIT_OK
 
 
 def _print_methods(out: Console) -> int:

@@ -69,10 +69,11 @@ def _leading_text(node: ast.expr) -> str:
 
 
 def test_no_library_message_starts_with_a_flag():
-    """A library error names its field ("layout tp=3: ..."); cli.py maps fields to flags."""
+    """A library error names its field ("layout tp=3: ..."); the command line (cli.py, which
+    parses, and commands/, which runs each command) maps fields to flags."""
     offending = []
     for path in SOURCES:
-        if _rel(path) == "hetopt/cli.py":
+        if _rel(path) == "hetopt/cli.py" or _rel(path).startswith("hetopt/commands/"):
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Call) and node.args:

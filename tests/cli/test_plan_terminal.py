@@ -129,7 +129,12 @@ def cut_names(lines: list[str], names: list[str]) -> list[str]:
     prefix of a name standing alone), e.g. "hall-0-pod" of "hall-0-pod-0-r0-n0+47"."""
     bad = []
     for line in lines:
-        for token in _BETWEEN.split(line):
+        # only where a break happens: the last word of the line and of each table cell (a name
+        # written in passing, "the A100 sustains ...", is a word, not a piece)
+        ends = [cell.split()[-1] for cell in re.split(r"[│┃]", line) if cell.split()]
+        for end in ends:
+            pieces = [p for p in _BETWEEN.split(end) if p]
+            token = pieces[-1] if pieces else ""
             if len(token) >= 3 and token not in names and any(n.startswith(token) and len(n) > len(token)
                                                                 for n in names if "-" in n or "+" in n):
                 bad.append(line)
