@@ -77,12 +77,7 @@ def solve_cpsat_model(instance: AllocationInstance, *, time_limit: float | None 
     declined = too_many_options(instance, "cpsat")
     if declined is not None:
         return no_solution(problem="allocation", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
-    options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
-    lower = time_lower_bound(instance, options)
-    greedy = greedy_choices(instance, options, deadline)
-    if greedy is not None:  # no option slower than the greedy plan can be in a better plan
-        upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
-        options = [o.take(o.time <= upper) for o in options]
+    options, lower, greedy = _options(instance, deadline)
     count = sum(len(o) for o in options)
     if count > MAX_CPSAT_OPTIONS:
         return no_solution(
@@ -97,6 +92,48 @@ def solve_cpsat_model(instance: AllocationInstance, *, time_limit: float | None 
         )
 
     model = cp_model.CpModel()
+    built = _counting_model(cp_model, model, instance, options, lower, deadline)
+    if built is None:
+        return out_of_time()
+    x, y, z, mean_rows_dropped = built
+    hinted = False
+    if greedy is not None:
+        hinted = _hint(model, instance, options, greedy, x, y, z, deadline)
+        if hinted is None:
+            return out_of_time()
+
+    def decode(solver):
+        per_group = [[] for _ in instance.groups]
+        for (g, o), var in x.items():
+            count = solver.value(var)
+            if count:
+                per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
+        return build_solution(instance, expand_counts(instance, per_group))
+
+    # the presolve (why_infeasible) proved a plan exists: an infeasible outcome is a bug
+    built = BuiltModel(
+        problem="allocation", method="cpsat", instance=instance, evaluate=evaluate, model=model, kind="cpsat",
+        decode=decode, bound=lambda b: lower if b is None else max(lower, b * TIME_QUANTUM_S), floor=lower,
+        stats={"options": len(x), "hinted": hinted, "mean_rows_dropped": mean_rows_dropped},
+        load_s=LOAD_S + LOAD_S_PER_OPTION * count, deadline=deadline,
+    )
+    return solve_model(built, time_limit=time_limit, threads=threads, seed=seed, write_model=write_model)
+
+
+def _options(instance: AllocationInstance, deadline) -> tuple[list, float, list | None]:
+    """Each group's Pareto options, pruned above the greedy plan's time; the time bound; the greedy plan."""
+    options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
+    lower = time_lower_bound(instance, options)
+    greedy = greedy_choices(instance, options, deadline)
+    if greedy is not None:  # no option slower than the greedy plan can be in a better plan
+        upper = max(instance.time(g, ell, m) for g, (m, ell) in zip(instance.group_of_gpu, greedy))
+        options = [o.take(o.time <= upper) for o in options]
+    return options, lower, greedy
+
+
+def _counting_model(cp_model, model, instance: AllocationInstance, options: list, lower: float,
+                    deadline) -> tuple[dict, dict, object, int] | None:
+    """Add the counting model's variables, rows and objective (None when the time runs out)."""
     # z takes only the values an option can give it: a sparse domain lets CP-SAT rule whole
     # times out at once instead of creeping up nanosecond by nanosecond
     levels = sorted({scaled(float(t)) for o in options for t in o.time if t >= lower})
@@ -107,7 +144,7 @@ def solve_cpsat_model(instance: AllocationInstance, *, time_limit: float | None 
         opts = options[g]
         for o in range(len(opts)):
             if o % CLOCK_EVERY == 0 and deadline.expired():
-                return out_of_time()
+                return None
             x[g, o] = model.new_int_var(0, grp.count, f"x_{g}_{o}")
             y[g, o] = model.new_bool_var(f"y_{g}_{o}")
             # x counts GPUs only on a used option
@@ -128,43 +165,27 @@ def solve_cpsat_model(instance: AllocationInstance, *, time_limit: float | None 
     # (III) activations plus the training state fit the cluster
     model.add(sum(int(options[g].microbatch_size[o]) * x[g, o] for (g, o) in x) <= instance.microbatch_budget)
     model.minimize(z)
+    return x, y, z, mean_rows_dropped
 
-    hinted = False
-    if greedy is not None:
-        hinted = True
-        used: dict[tuple[int, int], int] = {}
-        index = {
-            (g, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])): o
-            for g in range(len(instance.groups))
-            for o in range(len(options[g]))
-        }
-        for g, (m, ell) in zip(instance.group_of_gpu, greedy):
-            o = index.get((g, m, ell))
-            if o is None:  # the greedy's option was Pareto-pruned; hint nothing rather than wrong
-                hinted = False
-                break
-            used[g, o] = used.get((g, o), 0) + 1
-        if hinted:
-            for k, key in enumerate(x):
-                if k % CLOCK_EVERY == 0 and deadline.expired():
-                    return out_of_time()
-                model.add_hint(x[key], used.get(key, 0))
-                model.add_hint(y[key], key in used)
-            model.add_hint(z, max(scaled(float(options[g].time[o])) for (g, o) in used))
 
-    def decode(solver):
-        per_group = [[] for _ in instance.groups]
-        for (g, o), var in x.items():
-            count = solver.value(var)
-            if count:
-                per_group[g].append((count, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])))
-        return build_solution(instance, expand_counts(instance, per_group))
-
-    # the presolve (why_infeasible) proved a plan exists: an infeasible outcome is a bug
-    built = BuiltModel(
-        problem="allocation", method="cpsat", instance=instance, evaluate=evaluate, model=model, kind="cpsat",
-        decode=decode, bound=lambda b: lower if b is None else max(lower, b * TIME_QUANTUM_S), floor=lower,
-        stats={"options": len(x), "hinted": hinted, "mean_rows_dropped": mean_rows_dropped},
-        load_s=LOAD_S + LOAD_S_PER_OPTION * count, deadline=deadline,
-    )
-    return solve_model(built, time_limit=time_limit, threads=threads, seed=seed, write_model=write_model)
+def _hint(model, instance: AllocationInstance, options: list, greedy: list, x: dict, y: dict, z,
+          deadline) -> bool | None:
+    """Hint the greedy plan: True, False when one of its options was Pareto-pruned, None when out of time."""
+    used: dict[tuple[int, int], int] = {}
+    index = {
+        (g, int(options[g].microbatch_size[o]), int(options[g].microbatches[o])): o
+        for g in range(len(instance.groups))
+        for o in range(len(options[g]))
+    }
+    for g, (m, ell) in zip(instance.group_of_gpu, greedy):
+        o = index.get((g, m, ell))
+        if o is None:  # the greedy's option was Pareto-pruned; hint nothing rather than wrong
+            return False
+        used[g, o] = used.get((g, o), 0) + 1
+    for k, key in enumerate(x):
+        if k % CLOCK_EVERY == 0 and deadline.expired():
+            return None
+        model.add_hint(x[key], used.get(key, 0))
+        model.add_hint(y[key], key in used)
+    model.add_hint(z, max(scaled(float(options[g].time[o])) for (g, o) in used))
+    return True

@@ -432,6 +432,106 @@ def _choices(ranges: _Ranges, counts: np.ndarray, root: _Node, target: int) -> l
 ORIENTATIONS = ("forward", "deficit")
 
 
+class _Search:
+    """The search over option times τ: its decisions, its best plan and the bound it has proven."""
+
+    def __init__(self, instance: AllocationInstance, ranges: _Ranges, deadline: Deadline, orientation: str | None,
+                 least: float) -> None:
+        self.ranges, self.deadline, self.orientation = ranges, deadline, orientation
+        self.budget = instance.microbatch_budget
+        self.big_b = instance.global_batch
+        self.decision = _Decision(ranges, deadline, MAX_SPLIT_CELLS)
+        self.tried = 0
+        self.wide: _TooWide | None = None
+        self.best: tuple[np.ndarray, _Node, int] | None = None
+        # every `low` the search holds is ruled out, so the least option time above it is a
+        # bound; the latest one computed is the answer's bound (the search ends computing it,
+        # and a timed-out search keeps the last it computed instead of running one more pass)
+        self.ruled_out = least
+
+    def stats(self) -> dict:
+        """The answer's stats: DP decisions, min-plus joins, the widest window."""
+        return {"thresholds": self.tried, "joins": self.decision.joins, "window": self.decision.widest}
+
+    def decide(self, counts: np.ndarray) -> bool:
+        """Whether the DP finds a plan with these per-group counts (keeping it as the best)."""
+        self.tried += 1
+        found = self.decision.run(counts, self.budget, self.big_b, self.orientation)
+        if found is None:
+            return False
+        self.best = (counts, *found)
+        return True
+
+    def capacity(self, counts: np.ndarray) -> bool:
+        """Whether these counts pass the capacity bound: every group usable and Σ n_g·(largest batch) ≥ B."""
+        ranges = self.ranges
+        usable = counts > 0
+        if not np.all(np.bincount(ranges.group[usable], minlength=len(ranges.starts)) > 0):
+            return False
+        top = ranges.per_group_max(np.where(usable, ranges.m * counts, 0))
+        return int((ranges.counts_per_group * top).sum()) >= self.big_b
+
+    def floor(self, low: np.ndarray) -> float:
+        """The least option time above the ruled-out ``low``: the proven bound, updated."""
+        self.ruled_out = max(self.ruled_out, self.ranges.next_time(low))
+        return self.ruled_out
+
+    def bisect(self, pred, low: np.ndarray, high: np.ndarray, last: float) -> tuple[np.ndarray, np.ndarray, float]:
+        """Narrow [low, high] by pivots until no option time lies between them."""
+        ranges = self.ranges
+        # invariant: pred(low) false, pred(high) true, last = the largest option time in high
+        while True:
+            first = self.floor(low)
+            if first >= last:
+                return low, high, last
+            if self.deadline.expired():
+                raise _Expired
+            tau = ranges.pivot(low, high, first, last)
+            counts = ranges.counts(tau, low, high)
+            if pred(counts):
+                high, last = counts, ranges.last_time(counts)
+            else:
+                low = counts
+
+    def climb(self, low: np.ndarray, high: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Decide upward from ``low`` in growing steps until a plan is found; return the new bracket."""
+        ranges = self.ranges
+        # upward from the least τ not ruled out, in growing steps: the window grows with τ,
+        # so the first feasible τ found should be near T*. A τ whose window is too wide
+        # becomes a ceiling (every larger τ is too wide as well), searched below by pivots.
+        step = FIRST_STEP
+        ceiling: np.ndarray | None = None
+        while self.best is None:
+            if self.deadline.expired():
+                raise _Expired
+            first = self.floor(low)
+            if ceiling is None:
+                counts = ranges.counts(first * (1.0 + step), low, high)
+            else:
+                top = ranges.last_time(ceiling)
+                if first >= top:  # even the next option time needs too wide a window
+                    raise self.wide
+                counts = ranges.counts(ranges.pivot(low, ceiling, first, top), low, ceiling)
+            try:
+                found = self.decide(counts)
+            except _TooWide as exc:
+                ceiling, self.wide = counts, exc
+                continue
+            if found:
+                high = counts
+            else:
+                low = counts
+                step *= STEP_GROWTH
+        return low, high
+
+    def run(self, low: np.ndarray, high: np.ndarray, bracket: bool) -> None:
+        """The whole search: the capacity bracket, the climb, then bisection by the DP."""
+        if bracket:  # the capacity bound: cheap, no DP (a plan needs Σ n_g·(largest batch) ≥ B)
+            low, _, _ = self.bisect(self.capacity, low, high, self.ranges.last_time(high))
+        low, high = self.climb(low, high)
+        self.bisect(self.decide, low, high, self.ranges.last_time(high))
+
+
 def solve_dp(
     instance: AllocationInstance,
     *,
@@ -498,110 +598,39 @@ def solve_dp(
     except _Expired:
         return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
                            reason="time limit reached while dp listed the options")
-    budget = instance.microbatch_budget
-    big_b = instance.global_batch
-    decision = _Decision(ranges, deadline, MAX_SPLIT_CELLS)
-    tried = 0
-    wide: _TooWide | None = None
-    best: tuple[np.ndarray, _Node, int] | None = None
-
-    def decide(counts: np.ndarray) -> bool:
-        nonlocal tried, best
-        tried += 1
-        found = decision.run(counts, budget, big_b, orientation)
-        if found is None:
-            return False
-        best = (counts, *found)
-        return True
-
-    def capacity(counts: np.ndarray) -> bool:
-        usable = counts > 0
-        if not np.all(np.bincount(ranges.group[usable], minlength=len(ranges.starts)) > 0):
-            return False
-        top = ranges.per_group_max(np.where(usable, ranges.m * counts, 0))
-        return int((ranges.counts_per_group * top).sum()) >= big_b
-
+    search = _Search(instance, ranges, deadline, orientation, least)
     try:
         low = ranges.counts(float(np.nextafter(least, -INF)))
     except _Expired:
         return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline, bound=least,
                            reason="time limit reached before dp found a plan")
     high = ranges.lmax.copy()  # every option: feasible by the presolve
-    # every `low` the search holds is ruled out, so the least option time above it is a
-    # bound; the latest one computed is the answer's bound (the search ends computing it,
-    # and a timed-out search keeps the last it computed instead of running one more pass)
-    ruled_out = least
-
-    def floor(low: np.ndarray) -> float:
-        nonlocal ruled_out
-        ruled_out = max(ruled_out, ranges.next_time(low))
-        return ruled_out
-
-    stats = lambda: {"thresholds": tried, "joins": decision.joins, "window": decision.widest}
-
-    def bisect(pred, low: np.ndarray, high: np.ndarray, last: float) -> tuple[np.ndarray, np.ndarray, float]:
-        # invariant: pred(low) false, pred(high) true, last = the largest option time in high
-        while True:
-            first = floor(low)
-            if first >= last:
-                return low, high, last
-            if deadline.expired():
-                raise _Expired
-            tau = ranges.pivot(low, high, first, last)
-            counts = ranges.counts(tau, low, high)
-            if pred(counts):
-                high, last = counts, ranges.last_time(counts)
-            else:
-                low = counts
-
     try:
-        if bracket:  # the capacity bound: cheap, no DP (a plan needs Σ n_g·(largest batch) ≥ B)
-            low, _, _ = bisect(capacity, low, high, ranges.last_time(high))
-        # upward from the least τ not ruled out, in growing steps: the window grows with τ,
-        # so the first feasible τ found should be near T*. A τ whose window is too wide
-        # becomes a ceiling (every larger τ is too wide as well), searched below by pivots.
-        step = FIRST_STEP
-        ceiling: np.ndarray | None = None
-        while best is None:
-            if deadline.expired():
-                raise _Expired
-            first = floor(low)
-            if ceiling is None:
-                counts = ranges.counts(first * (1.0 + step), low, high)
-            else:
-                top = ranges.last_time(ceiling)
-                if first >= top:  # even the next option time needs too wide a window
-                    raise wide
-                counts = ranges.counts(ranges.pivot(low, ceiling, first, top), low, ceiling)
-            try:
-                found = decide(counts)
-            except _TooWide as exc:
-                ceiling, wide = counts, exc
-                continue
-            if found:
-                high = counts
-            else:
-                low = counts
-                step *= STEP_GROWTH
-        low, high, _ = bisect(decide, low, high, ranges.last_time(high))
+        search.run(low, high, bracket)
         timed_out = False
     except _Expired:
         timed_out = True
     except _TooWide as wide:
-        if best is None:
+        if search.best is None:
             return no_solution(
                 problem="allocation", method="dp", status=Status.DECLINED, deadline=deadline,
                 reason=f"{wide}: the plans near the optimum leave too much slack to decide exactly "
-                f"(global batch {big_b}); no plan found", stats=stats(),
+                f"(global batch {search.big_b}); no plan found", stats=search.stats(),
             )
         timed_out = True  # a plan is known, its optimality is not
-    bound = ruled_out
-    if best is None:
+    return _conclude(instance, ranges, search, deadline, timed_out)
+
+
+def _conclude(instance: AllocationInstance, ranges: _Ranges, search: _Search, deadline: Deadline,
+              timed_out: bool) -> Result:
+    """The answer: the best plan found (OPTIMAL unless the search stopped early) or TIME_LIMIT without one."""
+    bound = search.ruled_out
+    if search.best is None:
         return no_solution(problem="allocation", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
-                           bound=bound, reason="time limit reached before dp found a plan", stats=stats())
-    counts, root, target = best
+                           bound=bound, reason="time limit reached before dp found a plan", stats=search.stats())
+    counts, root, target = search.best
     choices = _choices(ranges, counts, root, target)
     return conclude(
         problem="allocation", method="dp", instance=instance, solution=build_solution(instance, choices),
-        evaluate=evaluate, deadline=deadline, proven_optimal=not timed_out, bound=bound, stats=stats()
+        evaluate=evaluate, deadline=deadline, proven_optimal=not timed_out, bound=bound, stats=search.stats()
     )

@@ -65,6 +65,37 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     # utilization and shares are ratios, unchanged by the unit
     unit = float(np.max(capacity))
     used, capacity, usable, state = used / unit, capacity / unit, usable / unit, state / unit
+    lp, k, member = _class_lp(used, capacity, usable, state)
+    silence_highs_banner()
+    solver = highspy.Highs()
+    solver.setOptionValue("output_flag", False)
+    solver.passModel(lp)
+    solver.run()
+    if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        # At exactly full memory, (III) holds with FLOOR_SLACK's rounding while the LP's
+        # hard limits sum to a hair under 1 (or to 0: every GPU filled to the byte) and HiGHS
+        # calls it infeasible. The one split left then fills every GPU towards the limit
+        # evaluate checks (problem.memory_limit: one tolerance for both), in proportion to the
+        # room below it; else no split fits.
+        shares = _fill_to_limits(used, usable, state)
+        if shares is None:
+            raise ValueError(f"no state split fits: {solver.modelStatusToString(solver.getModelStatus())}")
+        return shares, float(np.max((used + shares * state) / capacity))
+    level = float(solver.getInfo().objective_function_value)
+    # The LP has many optimal splits when the bottleneck GPU is not the only one with room;
+    # report the one that fills every GPU towards the same level U*, which treats identical
+    # GPUs alike: r_i ∝ max(0, U*·C_i − used_i). At the optimum Σ max(0, U*·C_i − used_i) ≥ S,
+    # so scaling down to Σ r = 1 keeps every GPU at or below U* (and so within φ·C).
+    room = np.maximum(0.0, level * capacity - used)
+    if room.sum() <= 0.0:  # only when U* is set by GPUs with no room at all: take the LP's split
+        room = np.clip(np.asarray(solver.getSolution().col_value[:k]), 0.0, None)[member]
+    shares = _within_limits(room / room.sum(), used, usable, state)
+    return shares, float(np.max((used + shares * state) / capacity))
+
+
+def _class_lp(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray,
+              state: float) -> tuple[highspy.HighsLp, int, np.ndarray]:
+    """The LP over classes of identical GPUs; its class count and each GPU's class."""
     # GPUs with the same (used, C, φ·C) are interchangeable: the LP is convex and symmetric in
     # them, so it has an optimum giving each class one share. Solving over the k classes, each
     # counted n_c times in the sum row, gives the same U* with k instead of n columns (four
@@ -91,30 +122,11 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     lp.row_upper_ = np.r_[-c_used, 1.0]
     lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
     lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = start, index, value
-    silence_highs_banner()
-    solver = highspy.Highs()
-    solver.setOptionValue("output_flag", False)
-    solver.passModel(lp)
-    solver.run()
-    if solver.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        # At exactly full memory, (III) holds with FLOOR_SLACK's rounding while the LP's
-        # hard limits sum to a hair under 1 (or to 0: every GPU filled to the byte) and HiGHS
-        # calls it infeasible. The one split left then fills every GPU towards the limit
-        # evaluate checks (problem.memory_limit: one tolerance for both), in proportion to the
-        # room below it; else no split fits.
-        shares = _fill_to_limits(used, usable, state)
-        if shares is None:
-            raise ValueError(f"no state split fits: {solver.modelStatusToString(solver.getModelStatus())}")
-        return shares, float(np.max((used + shares * state) / capacity))
-    level = float(solver.getInfo().objective_function_value)
-    # The LP has many optimal splits when the bottleneck GPU is not the only one with room;
-    # report the one that fills every GPU towards the same level U*, which treats identical
-    # GPUs alike: r_i ∝ max(0, U*·C_i − used_i). At the optimum Σ max(0, U*·C_i − used_i) ≥ S,
-    # so scaling down to Σ r = 1 keeps every GPU at or below U* (and so within φ·C).
-    room = np.maximum(0.0, level * capacity - used)
-    if room.sum() <= 0.0:  # only when U* is set by GPUs with no room at all: take the LP's split
-        room = np.clip(np.asarray(solver.getSolution().col_value[:k]), 0.0, None)[member]
-    shares = room / room.sum()
+    return lp, k, member
+
+
+def _within_limits(shares: np.ndarray, used: np.ndarray, usable: np.ndarray, state: float) -> np.ndarray:
+    """Shares clipped to each GPU's hard limit, the clipped part handed to the GPUs with room left."""
     # HiGHS meets the rows within ~1e-7 of the largest capacity, which is far from exact on
     # a GPU 10^6 times smaller: clip every share to its hard limit φ·C_i − used_i and hand
     # what was clipped to the GPUs with room left, in proportion to that room (Σ of the
@@ -124,16 +136,15 @@ def lp_partition(used: np.ndarray, capacity: np.ndarray, usable: np.ndarray, sta
     missing = 1.0 - clipped.sum()
     slack = limit - clipped
     if missing <= 0:
-        shares = clipped
-    elif slack.sum() >= missing:
-        shares = np.minimum(clipped + missing * slack / slack.sum(), limit)
-    else:
-        # the limits hold a hair under all of the state (memory exactly full, within (III)'s
-        # FLOOR_SLACK): fill every GPU to its limit, within evaluate's tolerance, or no split fits
-        shares = _fill_to_limits(used, usable, state)
-        if shares is None:
-            raise ValueError(f"no state split fits: the GPUs' limits hold {float(limit.sum()):.12g} of the state")
-    return shares, float(np.max((used + shares * state) / capacity))
+        return clipped
+    if slack.sum() >= missing:
+        return np.minimum(clipped + missing * slack / slack.sum(), limit)
+    # the limits hold a hair under all of the state (memory exactly full, within (III)'s
+    # FLOOR_SLACK): fill every GPU to its limit, within evaluate's tolerance, or no split fits
+    shares = _fill_to_limits(used, usable, state)
+    if shares is None:
+        raise ValueError(f"no state split fits: the GPUs' limits hold {float(limit.sum()):.12g} of the state")
+    return shares
 
 
 def _fill_to_limits(used: np.ndarray, usable: np.ndarray, state: float) -> np.ndarray | None:

@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import math
 import os
+from typing import NamedTuple
 
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
 from hetopt.pipeline.heuristic import greedy_plan
-from hetopt.pipeline.levels import LevelsTooLarge, NoPlan, known_plan, level_floor, warm_start
+from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan, level_floor,
+                                    warm_start)
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
@@ -95,45 +97,72 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
     if formulation == "signatures":
         return _levels(instance, cp_model, deadline, time_limit, threads, seed, write_model)
-    data = position_data(instance)
-    if not data.at[0]:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
-                           reason="no usable option may be the first block: every one has role middle or last")
-    declined = too_large(data)
-    if declined is not None:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{declined}; {after_model_declines(instance)}")
-    P, M, opts = data.positions, instance.microbatches, instance.options
-    top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
-    top = max([top] + [scaled(c) for (_i, _j, c) in data.links])
-    reach = (sum(scaled(opts[o].total_time_s) for p in range(P) for o in data.at[p])
-             + (P - 1) * sum(scaled(c) for (_i, _j, c) in data.links) + (M - 1) * top)
+    return _positions(instance, cp_model, deadline, time_limit, threads, seed, write_model)
+
+
+def _declined_reach(deadline: Deadline, reach: int, M: int) -> Result | None:
+    """DECLINED when the scaled objective could leave CP-SAT's integer range, else None."""
     if reach > CPSAT_MAX_INT:
         return no_solution(
             problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
             reason=f"the objective in {TIME_QUANTUM_S:g} s units could reach {reach:.3g}, above CP-SAT's integer "
             f"range {CPSAT_MAX_INT:.3g} (times this long with M = {M}); use milp (the same model in floating point) or dp",
         )
+    return None
 
-    hint: list[int] | None = None
 
-    floor = simple_bound(instance)  # a bound before any search, for an answer stopped early
+def _positions_declined(instance: PipelineInstance, data, deadline: Deadline) -> tuple[Result | None, int]:
+    """The position model's early answer (no first block, too large, out of range) if any, and z's top."""
+    if not data.at[0]:
+        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
+                           reason="no usable option may be the first block: every one has role middle or last"), 0
+    declined = too_large(data)
+    if declined is not None:
+        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
+                           reason=f"{declined}; {after_model_declines(instance)}"), 0
+    P, M, opts = data.positions, instance.microbatches, instance.options
+    top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
+    top = max([top] + [scaled(c) for (_i, _j, c) in data.links])
+    reach = (sum(scaled(opts[o].total_time_s) for p in range(P) for o in data.at[p])
+             + (P - 1) * sum(scaled(c) for (_i, _j, c) in data.links) + (M - 1) * top)
+    return _declined_reach(deadline, reach, M), top
 
-    def out_of_time() -> Result:
-        if hint is not None:  # the greedy's plan is a solution; only the simple bound is proven
-            return _feasible(instance, hint, deadline, floor, {"positions": P, "hinted": True},
-                             "time limit reached while building the CP-SAT model; the greedy warm start's plan")
-        return no_solution(problem="pipeline", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
-                           reason="time limit reached while building the CP-SAT model", stats={"positions": P})
 
-    model = cp_model.CpModel()
+def _positions_out_of_time(instance: PipelineInstance, data, deadline: Deadline, floor: float,
+                           hint: list[int] | None) -> Result:
+    """The position model's answer when the time ran out while building it."""
+    P = data.positions
+    if hint is not None:  # the greedy's plan is a solution; only the simple bound is proven
+        return _feasible(instance, hint, deadline, floor, {"positions": P, "hinted": True},
+                         "time limit reached while building the CP-SAT model; the greedy warm start's plan")
+    return no_solution(problem="pipeline", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
+                       reason="time limit reached while building the CP-SAT model", stats={"positions": P})
+
+
+class _PositionVars(NamedTuple):
+    """The position model's variables and the expressions its rows share."""
+
+    y: dict
+    z: object
+    used: list
+    on: dict
+    link: dict
+    cost: dict
+    behind: list
+    stages_at: list
+
+
+def _position_vars(cp_model, model, instance: PipelineInstance, data, top: int,
+                   deadline: Deadline) -> _PositionVars | None:
+    """Create the position model's variables (None when the time runs out)."""
+    P, opts = data.positions, instance.options
     Sum, Weighted = cp_model.LinearExpr.sum, cp_model.LinearExpr.weighted_sum  # far faster than Python's sum
-    y: dict[tuple[int, int], cp_model.IntVar] = {}
+    y: dict = {}
     for p in range(P):
         for o in data.at[p]:
             y[p, o] = model.new_bool_var(f"y_{p}_{o}")
         if deadline.expired():
-            return out_of_time()
+            return None
     z = model.new_int_var(0, top, "z")
     used = [Sum([y[p, o] for o in data.at[p]]) for p in range(P)]
     on = {}
@@ -148,27 +177,32 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
     # stages behind position p (one variable each, so the memory rules below stay short)
     stages_at = [Weighted([y[p, o] for o in data.at[p]], [len(opts[o].stages) for o in data.at[p]]) for p in range(P)]
     behind = [model.new_int_var(0, data.max_stages, f"behind_{p}") for p in range(P)]
-    for p in range(P):
-        model.add(behind[p] == (behind[p + 1] + stages_at[p + 1] if p + 1 < P else 0))
-    if deadline.expired():
-        return out_of_time()
+    return _PositionVars(y, z, used, on, link, cost, behind, stages_at)
 
+
+def _position_structure(cp_model, model, instance: PipelineInstance, data, var: _PositionVars) -> None:
+    """Add the rows on the blocks as a whole: prefix of used positions, tiling, one block per island."""
+    P, opts = data.positions, instance.options
+    Sum, Weighted = cp_model.LinearExpr.sum, cp_model.LinearExpr.weighted_sum
     # one block per position, the used positions a prefix, and a first block
-    model.add(used[0] == 1)
+    model.add(var.used[0] == 1)
     for p in range(P):
-        model.add(used[p] <= 1)
+        model.add(var.used[p] <= 1)
         if p + 1 < P:
-            model.add(used[p + 1] <= used[p])
+            model.add(var.used[p + 1] <= var.used[p])
     # the slices tile the layers
-    model.add(Weighted(list(y.values()), [opts[o].layers for (p, o) in y]) == instance.layers)
+    model.add(Weighted(list(var.y.values()), [opts[o].layers for (p, o) in var.y]) == instance.layers)
     # each island hosts at most one block
     for i in data.hosts:
-        model.add(Sum([on[p, i] for p in range(P)]) <= 1)
-    if deadline.expired():
-        return out_of_time()
-    for n_done, ((p, o), v) in enumerate(y.items()):
+        model.add(Sum([var.on[p, i] for p in range(P)]) <= 1)
+
+
+def _position_choices(model, instance: PipelineInstance, data, var: _PositionVars, deadline: Deadline) -> bool:
+    """Add each choice's role, memory, bottleneck and link rows (False when the time runs out)."""
+    P, opts, used = data.positions, instance.options, var.used
+    for n_done, ((p, o), v) in enumerate(var.y.items()):
         if n_done % 4096 == 0 and deadline.expired():
-            return out_of_time()
+            return False
         role = opts[o].role
         # first and middle blocks have a block behind them; whole and last blocks do not
         # (position data never puts a first or middle option at the last position)
@@ -178,45 +212,83 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
             model.add(used[p + 1] == 0).only_enforce_if(v)
         # 1F1B memory: the option fits with at most b_o stages behind it
         if data.limit[o] < data.max_stages and p + 1 < P:
-            model.add(behind[p] <= data.limit[o]).only_enforce_if(v)
+            model.add(var.behind[p] <= data.limit[o]).only_enforce_if(v)
         # a chosen option bounds the bottleneck from below
-        model.add(z >= scaled(opts[o].max_time_s)).only_enforce_if(v)
+        model.add(var.z >= scaled(opts[o].max_time_s)).only_enforce_if(v)
     # a link is used when its two islands sit at consecutive positions; it bounds the bottleneck
-    for n_done, ((p, i, j), v) in enumerate(link.items()):
+    for n_done, ((p, i, j), v) in enumerate(var.link.items()):
         if n_done % 256 == 0 and deadline.expired():
-            return out_of_time()
-        model.add(v >= on[p, i] + on[p + 1, j] - 1)
-        model.add(z >= scaled(cost[i, j])).only_enforce_if(v)
+            return False
+        model.add(v >= var.on[p, i] + var.on[p + 1, j] - 1)
+        model.add(var.z >= scaled(var.cost[i, j])).only_enforce_if(v)
+    return True
+
+
+def _position_symmetry_objective(cp_model, model, instance: PipelineInstance, data, var: _PositionVars) -> None:
+    """Add the twin islands' symmetry rows and the objective."""
+    P, M, opts, y, link = data.positions, instance.microbatches, instance.options, var.y, var.link
+    Sum, Weighted = cp_model.LinearExpr.sum, cp_model.LinearExpr.weighted_sum
     # symmetry: of two identical islands, the second is used only if the first is, and when
     # both are, the first sits in front: position(a) − position(b) + P·used(b) ≤ P
     for a, b in data.twins:
-        model.add(Sum([on[p, b] for p in range(P)]) <= Sum([on[p, a] for p in range(P)]))
+        model.add(Sum([var.on[p, b] for p in range(P)]) <= Sum([var.on[p, a] for p in range(P)]))
         on_a = [(v, p) for (p, o), v in y.items() if opts[o].island == a]
         on_b = [(v, P - p) for (p, o), v in y.items() if opts[o].island == b]
         model.add(Weighted([v for v, _ in on_a + on_b], [c for _, c in on_a + on_b]) <= P)
     model.minimize(Weighted(
-        list(y.values()) + list(link.values()) + [z],
-        [scaled(opts[o].total_time_s) for (p, o) in y] + [scaled(cost[i, j]) for (p, i, j) in link] + [M - 1],
+        list(y.values()) + list(link.values()) + [var.z],
+        [scaled(opts[o].total_time_s) for (p, o) in y] + [scaled(var.cost[i, j]) for (p, i, j) in link] + [M - 1],
     ))
 
-    if deadline.expired():
-        return out_of_time()
+
+def _position_hint(model, instance: PipelineInstance, data, var: _PositionVars, deadline: Deadline) -> list[int] | None:
+    """Hint the greedy's plan, in canonical order, to the model; return it (None if the greedy has none)."""
+    opts = instance.options
     hint = greedy_plan(instance, deadline)
     if hint is not None:
         hint = canonical_plan(instance, data, hint)  # the same T, and it meets the symmetry rows
         chosen = {(p, o) for p, o in enumerate(hint)}
-        for key, v in y.items():
+        for key, v in var.y.items():
             model.add_hint(v, key in chosen)
         islands = [opts[o].island for o in hint]
-        for (p, i, j), v in link.items():
+        for (p, i, j), v in var.link.items():
             model.add_hint(v, p + 1 < len(islands) and islands[p] == i and islands[p + 1] == j)
         worst = max([scaled(opts[o].max_time_s) for o in hint] + [scaled(instance.link_s[a][b]) for a, b in zip(islands, islands[1:])])
-        model.add_hint(z, worst)
+        model.add_hint(var.z, worst)
+    return hint
 
+
+def _positions(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit, threads, seed, write_model) -> Result:
+    """The position model (``formulation="positions"``): one Boolean per position and concrete option."""
+    data = position_data(instance)
+    declined, top = _positions_declined(instance, data, deadline)
+    if declined is not None:
+        return declined
+    P = data.positions
+    floor = simple_bound(instance)  # a bound before any search, for an answer stopped early
+
+    model = cp_model.CpModel()
+    var = _position_vars(cp_model, model, instance, data, top, deadline)
+    if var is None:
+        return _positions_out_of_time(instance, data, deadline, floor, None)
+    for p in range(P):
+        model.add(var.behind[p] == (var.behind[p + 1] + var.stages_at[p + 1] if p + 1 < P else 0))
     if deadline.expired():
-        return out_of_time()
+        return _positions_out_of_time(instance, data, deadline, floor, None)
+    _position_structure(cp_model, model, instance, data, var)
+    if deadline.expired():
+        return _positions_out_of_time(instance, data, deadline, floor, None)
+    if not _position_choices(model, instance, data, var, deadline):
+        return _positions_out_of_time(instance, data, deadline, floor, None)
+    _position_symmetry_objective(cp_model, model, instance, data, var)
+    if deadline.expired():
+        return _positions_out_of_time(instance, data, deadline, floor, None)
+    hint = _position_hint(model, instance, data, var, deadline)
+    if deadline.expired():
+        return _positions_out_of_time(instance, data, deadline, floor, hint)
+
     def decode(solver) -> PipelineSolution:
-        plan = [o for p in range(P) for o in data.at[p] if solver.value(y[p, o])]
+        plan = [o for p in range(P) for o in data.at[p] if solver.value(var.y[p, o])]
         return build_solution(instance, blocks_from_choices(instance, plan))
 
     # a greedy plan proves a pipeline exists: then an infeasible outcome is a bug
@@ -252,18 +324,15 @@ def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit
     except LevelsTooLarge as exc:
         return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
                            reason=f"{exc}; {after_model_declines(instance)}")
-    opts, sig, M, thetas = instance.options, data.sig, instance.microbatches, data.thresholds
+    opts, M, thetas = instance.options, instance.microbatches, data.thresholds
     reach = (sum(scaled(opts[o].total_time_s) for _, o in data.cells) + sum(scaled(c) for *_, c in data.junctions)
              + (M - 1) * scaled(thetas[-1]))
-    if reach > CPSAT_MAX_INT:
-        return no_solution(
-            problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
-            reason=f"the objective in {TIME_QUANTUM_S:g} s units could reach {reach:.3g}, above CP-SAT's integer "
-            f"range {CPSAT_MAX_INT:.3g} (times this long with M = {M}); use milp (the same model in floating point) or dp",
-        )
+    declined = _declined_reach(deadline, reach, M)
+    if declined is not None:
+        return declined
     floor = level_floor(instance, data)
     stats = {"formulation": "signatures", "cells": len(data.cells), "thresholds": len(thetas),
-             "signatures": len(sig.kinds), "hinted": hint is not None}
+             "signatures": len(data.sig.kinds), "hinted": hint is not None}
 
     def stopped(reason: str, bound: float | None, stats: dict) -> Result:
         return known_plan(instance, "cpsat", hint, deadline, bound, stats, reason)
@@ -276,88 +345,23 @@ def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit
                            reason=why, stats=stats)
 
     model = cp_model.CpModel()
-    Sum, Weighted = cp_model.LinearExpr.sum, cp_model.LinearExpr.weighted_sum  # far faster than Python's sum
     y = {cell: model.new_bool_var(f"y_{cell[0]}_{cell[1]}") for cell in data.cells}
     v = [None] + [model.new_bool_var(f"v_{t}") for t in range(1, len(thetas))]
     if deadline.expired():
         return out_of_time()
-    starts, ends, by_kind_start, by_kind_end = {}, {}, {}, {}
-    for (b, o), var in y.items():
-        e = b + len(opts[o].stages)
-        starts.setdefault(b, []).append(var)
-        ends.setdefault(e, []).append(var)
-        by_kind_start.setdefault((b, data.kind[o]), []).append(var)
-        by_kind_end.setdefault((e, data.kind[o]), []).append(var)
-    if 0 not in starts:  # no option may be the last block (its role, or the window of a known plan: none)
+    ends = cell_ends(instance, data, y)
+    if 0 not in ends.starts:  # no option may be the last block (its role, or the window of a known plan: none)
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
                            reason="no usable option may be the last block: every one has role first or middle")
-    out = {b: Sum(vs) for b, vs in starts.items()}
-    # one chain of blocks from the back: a last block, and a block at level ℓ only on one ending there
-    model.add(out[0] == 1)
-    for b in out:
-        if b > 0:
-            model.add(out[b] <= Sum(ends.get(b, [])))
-    # the slices tile the layers; the islands of each signature
-    model.add(Weighted(list(y.values()), [opts[o].layers for (b, o) in y]) == instance.layers)
-    for K, count in enumerate(sig.counts):
-        members = [var for (b, o), var in y.items() if data.kind[o] == K]
-        if members:
-            model.add(Sum(members) <= count)
-    # roles: first and whole blocks have none in front, middle and last ones have one
-    for n_done, ((b, o), var) in enumerate(y.items()):
-        if n_done % 4096 == 0 and deadline.expired():
-            return out_of_time()
-        e, role = b + len(opts[o].stages), opts[o].role
-        if role in ("first", "whole") and e in out:
-            model.add(out[e] + var <= 1)
-        elif role in ("middle", "last"):
-            model.add(var <= (out[e] if e in out else 0))
-    # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
-    lam = {(lv, K, K2): model.new_bool_var(f"l_{lv}_{K}_{K2}") for lv, K, K2, _ in data.junctions}
-    link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
-    into: dict = {}
-    outof: dict = {}
-    for (lv, K, K2), var in lam.items():
-        into.setdefault((lv, K2), []).append(var)
-        outof.setdefault((lv, K), []).append(var)
-    for (b, K2), members in by_kind_start.items():
-        if b > 0:
-            model.add(Sum(into.get((b, K2), [])) == Sum(members))
-    for (lv, K), members in outof.items():
-        model.add(Sum(members) <= Sum(by_kind_end.get((lv, K), [])))
+    out = _level_chain(cp_model, model, instance, data, y, ends)
+    if not _level_roles(model, instance, y, out, deadline):
+        return out_of_time()
+    lam, link_cost = _level_links(cp_model, model, data, ends)
     if deadline.expired():
         return out_of_time()
-    # the bottleneck: v_t ⇔ β ≥ θ_t; a signature's blocks needing θ_t or more are at most n_K·v_t
-    for t in range(2, len(thetas)):
-        model.add_implication(v[t], v[t - 1])
-    for K, count in enumerate(sig.counts):
-        need: dict[int, list] = {}
-        for (b, o), var in y.items():
-            if data.kind[o] == K and data.first[o] >= 1:
-                need.setdefault(data.first[o], []).append(var)
-        tail = None
-        for t in sorted(need, reverse=True):
-            acc = model.new_int_var(0, count, f"g_{K}_{t}")
-            model.add(acc == Sum(need[t] + ([tail] if tail is not None else [])))
-            model.add(acc <= count * v[t])
-            tail = acc
-    for key, var in lam.items():
-        t = data.threshold_index(link_cost[key])
-        if link_cost[key] > 0 and t >= 1:
-            model.add_implication(var, v[t])
-    steps = [scaled(thetas[t]) - scaled(thetas[t - 1]) for t in range(1, len(thetas))]
-    model.minimize(Weighted(
-        list(y.values()) + [var for key, var in lam.items() if link_cost[key] > 0] + v[1:],
-        [scaled(opts[o].total_time_s) for (b, o) in y] + [scaled(link_cost[key]) for key in lam if link_cost[key] > 0]
-        + [(M - 1) * step for step in steps],
-    ) + (M - 1) * scaled(thetas[0]))
-    if hint is not None:
-        chosen = data.cells_of(instance, hint)
-        for cell, var in y.items():
-            model.add_hint(var, cell in chosen)
-        beta = evaluate(instance, PipelineSolution(blocks_from_choices(instance, hint))).details["bottleneck"]
-        for t in range(1, len(thetas)):
-            model.add_hint(v[t], thetas[t] <= beta)
+    _level_bottleneck(cp_model, model, data, y, v, lam, link_cost)
+    _level_objective(cp_model, model, instance, data, y, v, lam, link_cost)
+    _level_hint(model, instance, data, y, v, hint)
     if deadline.expired():
         return out_of_time()
 
@@ -372,3 +376,103 @@ def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit
         known=None if hint is None else stopped, deadline=deadline,
     )
     return solve_model(built, time_limit=time_limit, threads=threads, seed=seed, write_model=write_model)
+
+
+def _level_chain(cp_model, model, instance: PipelineInstance, data, y: dict, ends: CellEnds) -> dict:
+    """Add the chain, tiling and signature-count rows; return the blocks starting at each level."""
+    opts, sig = instance.options, data.sig
+    Sum, Weighted = cp_model.LinearExpr.sum, cp_model.LinearExpr.weighted_sum  # far faster than Python's sum
+    out = {b: Sum(vs) for b, vs in ends.starts.items()}
+    # one chain of blocks from the back: a last block, and a block at level ℓ only on one ending there
+    model.add(out[0] == 1)
+    for b in out:
+        if b > 0:
+            model.add(out[b] <= Sum(ends.ends.get(b, [])))
+    # the slices tile the layers; the islands of each signature
+    model.add(Weighted(list(y.values()), [opts[o].layers for (b, o) in y]) == instance.layers)
+    for K, count in enumerate(sig.counts):
+        members = [var for (b, o), var in y.items() if data.kind[o] == K]
+        if members:
+            model.add(Sum(members) <= count)
+    return out
+
+
+def _level_roles(model, instance: PipelineInstance, y: dict, out: dict, deadline: Deadline) -> bool:
+    """Add the role rows (False when the time runs out)."""
+    opts = instance.options
+    # roles: first and whole blocks have none in front, middle and last ones have one
+    for n_done, ((b, o), var) in enumerate(y.items()):
+        if n_done % 4096 == 0 and deadline.expired():
+            return False
+        e, role = b + len(opts[o].stages), opts[o].role
+        if role in ("first", "whole") and e in out:
+            model.add(out[e] + var <= 1)
+        elif role in ("middle", "last"):
+            model.add(var <= (out[e] if e in out else 0))
+    return True
+
+
+def _level_links(cp_model, model, data, ends: CellEnds) -> tuple[dict, dict]:
+    """Create the link Booleans λ and their rows; return them and their costs."""
+    Sum = cp_model.LinearExpr.sum
+    # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
+    lam = {(lv, K, K2): model.new_bool_var(f"l_{lv}_{K}_{K2}") for lv, K, K2, _ in data.junctions}
+    link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
+    into: dict = {}
+    outof: dict = {}
+    for (lv, K, K2), var in lam.items():
+        into.setdefault((lv, K2), []).append(var)
+        outof.setdefault((lv, K), []).append(var)
+    for (b, K2), members in ends.by_kind_start.items():
+        if b > 0:
+            model.add(Sum(into.get((b, K2), [])) == Sum(members))
+    for (lv, K), members in outof.items():
+        model.add(Sum(members) <= Sum(ends.by_kind_end.get((lv, K), [])))
+    return lam, link_cost
+
+
+def _level_bottleneck(cp_model, model, data, y: dict, v: list, lam: dict, link_cost: dict) -> None:
+    """Add the threshold rows: v_t ⇔ β ≥ θ_t, bounded by the blocks and links that need θ_t."""
+    Sum, thetas = cp_model.LinearExpr.sum, data.thresholds
+    # the bottleneck: v_t ⇔ β ≥ θ_t; a signature's blocks needing θ_t or more are at most n_K·v_t
+    for t in range(2, len(thetas)):
+        model.add_implication(v[t], v[t - 1])
+    for K, count in enumerate(data.sig.counts):
+        need: dict[int, list] = {}
+        for (b, o), var in y.items():
+            if data.kind[o] == K and data.first[o] >= 1:
+                need.setdefault(data.first[o], []).append(var)
+        tail = None
+        for t in sorted(need, reverse=True):
+            acc = model.new_int_var(0, count, f"g_{K}_{t}")
+            model.add(acc == Sum(need[t] + ([tail] if tail is not None else [])))
+            model.add(acc <= count * v[t])
+            tail = acc
+    for key, var in lam.items():
+        t = data.threshold_index(link_cost[key])
+        if link_cost[key] > 0 and t >= 1:
+            model.add_implication(var, v[t])
+
+
+def _level_objective(cp_model, model, instance: PipelineInstance, data, y: dict, v: list, lam: dict,
+                     link_cost: dict) -> None:
+    """Set the objective: block times, paid links and (M − 1)·β as threshold steps."""
+    opts, M, thetas = instance.options, instance.microbatches, data.thresholds
+    steps = [scaled(thetas[t]) - scaled(thetas[t - 1]) for t in range(1, len(thetas))]
+    model.minimize(cp_model.LinearExpr.weighted_sum(
+        list(y.values()) + [var for key, var in lam.items() if link_cost[key] > 0] + v[1:],
+        [scaled(opts[o].total_time_s) for (b, o) in y] + [scaled(link_cost[key]) for key in lam if link_cost[key] > 0]
+        + [(M - 1) * step for step in steps],
+    ) + (M - 1) * scaled(thetas[0]))
+
+
+def _level_hint(model, instance: PipelineInstance, data, y: dict, v: list, hint: list[int] | None) -> None:
+    """Hint the warm start's plan (its cells and its bottleneck's thresholds), if there is one."""
+    if hint is not None:
+        thetas = data.thresholds
+        chosen = data.cells_of(instance, hint)
+        for cell, var in y.items():
+            model.add_hint(var, cell in chosen)
+        beta = evaluate(instance, PipelineSolution(blocks_from_choices(instance, hint))).details["bottleneck"]
+        for t in range(1, len(thetas)):
+            model.add_hint(v[t], thetas[t] <= beta)

@@ -256,6 +256,133 @@ class RunResult:
     tables: int  # (usage, class) tables made
 
 
+@dataclass
+class _Tables:
+    """One run's state tables by (usage index, link class), with the counters it reports."""
+
+    shape: tuple[int, int]  # (L + 1, B + 1): rows r and stages-behind columns b
+    tables: dict = field(default_factory=dict)  # dense while being filled, then a _Box
+    boxed: int = 0  # cells held: dense tables still being filled plus the boxes of finished ones
+    made: int = 0
+    pruned: int = 0
+    cut: bool = False
+
+    @property
+    def per_table(self) -> int:
+        """Cells of one dense table."""
+        return self.shape[0] * self.shape[1]
+
+    def table(self, x: int, cls: int) -> np.ndarray:
+        """The dense table of (x, cls), made on first use; ``_TooLarge`` past ``MAX_DP_CELLS``."""
+        key = (x, cls)
+        if key not in self.tables:
+            self.boxed += self.per_table
+            if self.boxed > MAX_DP_CELLS:
+                raise _TooLarge
+            self.tables[key] = np.full(self.shape, INF)
+            self.made += 1
+        return self.tables[key]
+
+    def box(self, keys: list[tuple[int, int]]) -> None:
+        """Keep only the finite box of each dense table of ``keys`` (nothing reaches them any more)."""
+        for key in keys:
+            if key in self.tables and isinstance(self.tables[key], np.ndarray):
+                box = _Box.of(self.tables[key])
+                self.boxed += box.cells - self.tables[key].size
+                self.tables[key] = box
+
+
+def _shapes(groups: list[list[_Group]]) -> list[tuple]:
+    """Per kind: the groups' slice lengths, least cost over b, and roles (first-capable, middle-capable)."""
+    return [
+        (np.array([g.layers for g in gs], dtype=np.int64), np.array([g.best.min() for g in gs]) if gs else np.zeros(0),
+         (np.array([g.role in ("first", "any") for g in gs], dtype=bool), np.array([g.role in ("middle", "any") for g in gs], dtype=bool)))
+        for gs in groups
+    ]
+
+
+def _seed(state: _Tables, instance: PipelineInstance, prep: _Prep, groups: list[list[_Group]], index: dict) -> None:
+    """Enter each possible last block: no link behind it, b = 0, source row L."""
+    L, B = instance.layers, prep.cap
+    zero = tuple(0 for _ in prep.kinds)
+    for K, gs in enumerate(groups):
+        nxt = tuple(c + (j == K) for j, c in enumerate(zero))
+        for g in gs:
+            ok = ("whole", "any") if g.layers == L else ("last", "any")
+            if g.layers <= L and g.role in ok and g.best[0] < INF:
+                t = state.table(index[nxt], prep.kind_class[K])[L - g.layers]
+                col = min(g.stages, B)
+                t[col] = min(t[col], g.best[0])
+
+
+def _prune(state: _Tables, x: int, keys: list, remaining: np.ndarray | None, budget: float) -> list[int]:
+    """Drop the states of usage x over the budget (when ``remaining`` is given) and the emptied
+    tables; return the link classes with states before layer L's front (rows ≥ 1)."""
+    live = []
+    for key in keys:
+        here = state.tables[key]
+        if remaining is not None:
+            drop = (here + remaining[x if remaining.shape[0] > 1 else 0][:, None]) >= budget
+            drop &= np.isfinite(here)
+            n_drop = int(drop.sum())
+            if n_drop:
+                state.cut = True
+                state.pruned += n_drop
+                here[drop] = INF
+        if np.isfinite(here[1:]).any():
+            live.append(key[1])
+        elif not np.isfinite(here[0]).any():
+            del state.tables[key]  # nothing of it lies on a pipeline under the budget
+            state.boxed -= state.per_table
+    return live
+
+
+def _extend(state: _Tables, prep: _Prep, groups: list[list[_Group]], shapes: list[tuple], link: np.ndarray,
+            index: dict, u: tuple, live: list[int], remaining: np.ndarray | None, budget: float) -> None:
+    """Make every transition from usage u's live tables: one more block in front, of each kind."""
+    x, B = index[u], prep.cap
+    L = state.shape[0] - 1
+    # the live rows and stages-behind columns of this usage vector, over its classes
+    mask = np.zeros(state.shape, dtype=bool)
+    for cls in live:
+        mask |= np.isfinite(state.tables[(x, cls)])
+    mask[0] = False
+    rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+    rlo, rhi, blo, bhi = int(rows[0]), int(rows[-1]), int(cols[0]), int(cols[-1])
+    stack = np.stack([state.tables[(x, cls)][rlo : rhi + 1, blo : bhi + 1] for cls in live])
+    src = np.arange(rlo, rhi + 1)
+    for K, gs in enumerate(groups):
+        if u[K] + 1 >= prep.radix[K] or not gs:
+            continue
+        # G[r, b] = min_κ F[κ, r, b] + c(K, κ), over the live rows and columns only
+        front = (stack + link[K, live][:, None, None]).min(axis=0)
+        nxt = tuple(c + (j == K) for j, c in enumerate(u))
+        ks, least, roles = shapes[K]
+        # which (group, source row) pairs can lead under the budget: a lower bound on the
+        # value they give, min_b G[r, b] + min_b best[b], plus what the target still needs
+        trow = src[None, :] - ks[:, None]
+        ahead = remaining[index[nxt] if remaining.shape[0] > 1 else 0][np.clip(trow, 0, L)] if remaining is not None else 0.0
+        score = front.min(axis=1)[None, :] + least[:, None] + ahead
+        alive = (trow >= 0) & np.where(trow == 0, roles[0][:, None], roles[1][:, None])  # row 0: first; ≥ 1: middle
+        reach = alive & (score < INF)
+        alive &= score < budget
+        if not state.cut and (reach != alive).any():
+            state.cut = True
+        chosen = np.flatnonzero(alive.any(axis=1))
+        if chosen.size == 0:
+            continue
+        target = state.table(index[nxt], prep.kind_class[K])
+        sub = alive[chosen]
+        # per chosen group, its first and last alive source row (offsets from rlo)
+        first_at = sub.argmax(axis=1)
+        last_at = sub.shape[1] - 1 - sub[:, ::-1].argmax(axis=1)
+        for g_at, s_lo, s_hi in zip(chosen.tolist(), first_at.tolist(), last_at.tolist()):
+            g = gs[g_at]
+            t_lo = rlo + s_lo - g.layers
+            cand = front[s_lo : s_hi + 1] + g.best[None, blo : bhi + 1]
+            _push(target, cand, slice(t_lo, t_lo + s_hi - s_lo + 1), g.stages, B, blo)
+
+
 def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline, *,
          budget: float = INF, remaining: np.ndarray | None = None) -> RunResult:
     """One DP at bottleneck τ: D_τ and the option indices front to back.
@@ -272,115 +399,32 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
     link = np.where(prep.link <= tau, prep.link, INF)
     groups = _groups(instance, prep, tau)
     index = {u: k for k, u in enumerate(prep.usage)}
-    tables: dict[tuple[int, int], np.ndarray] = {}
+    state = _Tables((L + 1, B + 1))
     n_classes = link.shape[1]
-    per_table = (L + 1) * (B + 1)
-    boxed = 0  # cells held: dense tables still being filled plus the boxes of finished ones
-    made, pruned, cut = 0, 0, False
     prune = budget < INF and remaining is not None
     if not prune:
         budget = INF
-    # per kind: the groups' slice lengths, least cost over b, and roles (first-capable, middle-capable)
-    shapes = [
-        (np.array([g.layers for g in gs], dtype=np.int64), np.array([g.best.min() for g in gs]) if gs else np.zeros(0),
-         (np.array([g.role in ("first", "any") for g in gs], dtype=bool), np.array([g.role in ("middle", "any") for g in gs], dtype=bool)))
-        for gs in groups
-    ]
-
-    def table(x: int, cls: int) -> np.ndarray:
-        nonlocal made, boxed
-        key = (x, cls)
-        if key not in tables:
-            boxed += per_table
-            if boxed > MAX_DP_CELLS:
-                raise _TooLarge
-            tables[key] = np.full((L + 1, B + 1), INF)
-            made += 1
-        return tables[key]
-
-    zero = tuple(0 for _ in prep.kinds)
-    for K, gs in enumerate(groups):  # the last block: no link behind it, b = 0, source row L
-        nxt = tuple(c + (j == K) for j, c in enumerate(zero))
-        for g in gs:
-            ok = ("whole", "any") if g.layers == L else ("last", "any")
-            if g.layers <= L and g.role in ok and g.best[0] < INF:
-                t = table(index[nxt], prep.kind_class[K])[L - g.layers]
-                col = min(g.stages, B)
-                t[col] = min(t[col], g.best[0])
+    shapes = _shapes(groups)
+    _seed(state, instance, prep, groups, index)
     for u in prep.usage:
         x = index[u]
-        keys = [(x, cls) for cls in range(n_classes) if (x, cls) in tables]
+        keys = [(x, cls) for cls in range(n_classes) if (x, cls) in state.tables]
         if sum(u) == 0 or not keys:
             continue
         if deadline.expired():
             raise _Timeout
-        live = []
-        for key in keys:
-            here = tables[key]
-            if prune:
-                drop = (here + remaining[x if remaining.shape[0] > 1 else 0][:, None]) >= budget
-                drop &= np.isfinite(here)
-                n_drop = int(drop.sum())
-                if n_drop:
-                    cut = True
-                    pruned += n_drop
-                    here[drop] = INF
-            if np.isfinite(here[1:]).any():
-                live.append(key[1])
-            elif not np.isfinite(here[0]).any():
-                del tables[key]  # nothing of it lies on a pipeline under the budget
-                boxed -= per_table
-        if not live:
-            for key in keys:
-                if key in tables:
-                    box = _Box.of(tables[key])
-                    boxed += box.cells - per_table
-                    tables[key] = box
-            continue  # complete pipelines only (or nothing): nothing goes in front of layer 0
-        # the live rows and stages-behind columns of this usage vector, over its classes
-        mask = np.zeros((L + 1, B + 1), dtype=bool)
-        for cls in live:
-            mask |= np.isfinite(tables[(x, cls)])
-        mask[0] = False
-        rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
-        rlo, rhi, blo, bhi = int(rows[0]), int(rows[-1]), int(cols[0]), int(cols[-1])
-        stack = np.stack([tables[(x, cls)][rlo : rhi + 1, blo : bhi + 1] for cls in live])
-        src = np.arange(rlo, rhi + 1)
-        for K, gs in enumerate(groups):
-            if u[K] + 1 >= prep.radix[K] or not gs:
-                continue
-            # G[r, b] = min_κ F[κ, r, b] + c(K, κ), over the live rows and columns only
-            front = (stack + link[K, live][:, None, None]).min(axis=0)
-            nxt = tuple(c + (j == K) for j, c in enumerate(u))
-            ks, least, roles = shapes[K]
-            # which (group, source row) pairs can lead under the budget: a lower bound on the
-            # value they give, min_b G[r, b] + min_b best[b], plus what the target still needs
-            trow = src[None, :] - ks[:, None]
-            ahead = remaining[index[nxt] if remaining.shape[0] > 1 else 0][np.clip(trow, 0, L)] if prune else 0.0
-            score = front.min(axis=1)[None, :] + least[:, None] + ahead
-            alive = (trow >= 0) & np.where(trow == 0, roles[0][:, None], roles[1][:, None])  # row 0: first; ≥ 1: middle
-            reach = alive & (score < INF)
-            alive &= score < budget
-            if not cut and (reach != alive).any():
-                cut = True
-            chosen = np.flatnonzero(alive.any(axis=1))
-            if chosen.size == 0:
-                continue
-            target = table(index[nxt], prep.kind_class[K])
-            sub = alive[chosen]
-            # per chosen group, its first and last alive source row (offsets from rlo)
-            first_at = sub.argmax(axis=1)
-            last_at = sub.shape[1] - 1 - sub[:, ::-1].argmax(axis=1)
-            for g_at, s_lo, s_hi in zip(chosen.tolist(), first_at.tolist(), last_at.tolist()):
-                g = gs[g_at]
-                t_lo = rlo + s_lo - g.layers
-                cand = front[s_lo : s_hi + 1] + g.best[None, blo : bhi + 1]
-                _push(target, cand, slice(t_lo, t_lo + s_hi - s_lo + 1), g.stages, B, blo)
-        for key in keys:  # nothing reaches u's tables any more: keep only their finite box
-            if key in tables and isinstance(tables[key], np.ndarray):
-                box = _Box.of(tables[key])
-                boxed += box.cells - tables[key].size
-                tables[key] = box
+        live = _prune(state, x, keys, remaining if prune else None, budget)
+        # without live rows only complete pipelines (or nothing) are left: nothing goes in front of layer 0
+        if live:
+            _extend(state, prep, groups, shapes, link, index, u, live, remaining if prune else None, budget)
+        state.box(keys)
+    return _answer(instance, prep, groups, link, state, index, budget)
+
+
+def _answer(instance: PipelineInstance, prep: _Prep, groups: list[list[_Group]], link: np.ndarray, state: _Tables,
+            index: dict, budget: float) -> RunResult:
+    """The least complete pipeline in the finished tables and its plan, or INF when none is under the budget."""
+    tables = state.tables
     cells = sum(t.finite() for t in tables.values())
     best, where = INF, None
     for (x, cls), t in tables.items():
@@ -389,8 +433,9 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
             best = float(r0.min())
             where = (prep.usage[x], cls, 0, t.b0 + int(r0.argmin()))
     if where is None or best >= budget:
-        return RunResult(INF, None, cells, pruned, cut or where is not None, made)
-    return RunResult(best, _rebuild(instance, prep, groups, link, tables, index, where), cells, pruned, cut, made)
+        return RunResult(INF, None, cells, state.pruned, state.cut or where is not None, state.made)
+    return RunResult(best, _rebuild(instance, prep, groups, link, tables, index, where), cells, state.pruned, state.cut,
+                     state.made)
 
 
 def _rebuild(instance, prep, groups, link, tables, index, state) -> list[int]:

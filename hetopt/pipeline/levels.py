@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from hetopt.family import conclude
 from hetopt.pipeline.options import bottleneck_candidates
@@ -195,3 +196,26 @@ def known_plan(instance: PipelineInstance, method: str, plan: list[int], deadlin
                     solution=build_solution(instance, blocks_from_choices(instance, plan)), evaluate=evaluate,
                     deadline=deadline, proven_optimal=False, bound=bound, stats=dict(stats, from_hint=True),
                     reason=f"{reason}; the greedy warm start's plan")
+
+
+class CellEnds(NamedTuple):
+    """A model's cell variables grouped by the level where their block starts or ends, alone
+    (``starts``, ``ends``) and with their signature (``by_kind_start``, ``by_kind_end``)."""
+
+    starts: dict
+    ends: dict
+    by_kind_start: dict
+    by_kind_end: dict
+
+
+def cell_ends(instance: PipelineInstance, data: LevelData, y: dict) -> CellEnds:
+    """Group the cell variables y[b,o] by start and end level, alone and with their signature."""
+    opts = instance.options
+    starts, ends, by_kind_start, by_kind_end = {}, {}, {}, {}
+    for (b, o), var in y.items():
+        e = b + len(opts[o].stages)
+        starts.setdefault(b, []).append(var)
+        ends.setdefault(e, []).append(var)
+        by_kind_start.setdefault((b, data.kind[o]), []).append(var)
+        by_kind_end.setdefault((e, data.kind[o]), []).append(var)
+    return CellEnds(starts, ends, by_kind_start, by_kind_end)

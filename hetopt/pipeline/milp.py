@@ -40,7 +40,8 @@ import os
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.family import no_solution
 from hetopt.modelmethod import BuiltModel, solve_model, start
-from hetopt.pipeline.levels import LevelsTooLarge, NoPlan, known_plan, level_floor, warm_start
+from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan, level_floor,
+                                    warm_start)
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
@@ -223,99 +224,25 @@ def _levels(instance, pulp, deadline, method, time_limit, threads, backend, writ
         return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
                            reason=why, stats=stats)
 
-    opts, sig, M = instance.options, data.sig, instance.microbatches
     prob = pulp.LpProblem("pipeline", pulp.LpMinimize)
-    EQ, LE = pulp.LpConstraintEQ, pulp.LpConstraintLE
-
-    def row(terms: list, sense: int, rhs: float, name: str) -> None:
-        """Σ coef·var (sense) rhs, built from (var, coef) pairs (PuLP's operators are slow)."""
-        prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
-
-    def aggregate(name: str, variables: list):
-        """A continuous variable equal to the sum of ``variables`` (keeps every row short)."""
-        var = prob.add_variable(name, lowBound=0)
-        row([(v, 1) for v in variables] + [(var, -1)], EQ, 0, f"def_{name}")
-        return var
-
     y = {(b, o): prob.add_variable(f"y_{b}_{o}", lowBound=0, upBound=1, cat=pulp.LpInteger) for b, o in data.cells}
     if deadline.expired():
         return out_of_time()
     thetas = data.thresholds
     v = [None] + [prob.add_variable(f"v_{t}", lowBound=0, upBound=1, cat=pulp.LpInteger) for t in range(1, len(thetas))]
-    starts, ends = {}, {}
-    by_kind_start, by_kind_end = {}, {}
-    for (b, o), var in y.items():
-        e = b + len(opts[o].stages)
-        starts.setdefault(b, []).append(var)
-        ends.setdefault(e, []).append(var)
-        by_kind_start.setdefault((b, data.kind[o]), []).append(var)
-        by_kind_end.setdefault((e, data.kind[o]), []).append(var)
-    if 0 not in starts:  # no option may be the last block (its role, or the window of a known plan: none)
+    ends = cell_ends(instance, data, y)
+    if 0 not in ends.starts:  # no option may be the last block (its role, or the window of a known plan: none)
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
                            reason="no usable option may be the last block: every one has role first or middle")
-    out = {b: aggregate(f"out_{b}", vs) for b, vs in starts.items()}
-    arrive = {e: aggregate(f"in_{e}", vs) for e, vs in ends.items() if e in out}
-    # one chain of blocks from the back: a last block, and a block at level ℓ only on one ending there
-    row([(out[0], 1)], EQ, 1, "back")
-    for b in out:
-        if b > 0:
-            row([(out[b], 1)] + ([(arrive[b], -1)] if b in arrive else []), LE, 0, f"chain_{b}")
-    # the slices tile the layers; the islands of each signature
-    row([(var, opts[o].layers) for (b, o), var in y.items()], EQ, instance.layers, "tiling")
-    for K, count in enumerate(sig.counts):
-        members = [var for (b, o), var in y.items() if data.kind[o] == K]
-        if members:
-            row([(var, 1) for var in members], LE, count, f"signature_{K}")
+    out = _level_chain(pulp, prob, instance, data, y, ends)
     if deadline.expired():
         return out_of_time()
-    # roles: first and whole blocks have none in front, middle and last ones have one
-    for (b, o), var in y.items():
-        e, role = b + len(opts[o].stages), opts[o].role
-        if role in ("first", "whole") and e in out:
-            row([(out[e], 1), (var, 1)], LE, 1, f"front_{b}_{o}")
-        elif role in ("middle", "last"):
-            row([(var, 1)] + ([(out[e], -1)] if e in out else []), LE, 0, f"ahead_{b}_{o}")
-    # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
-    lam = {(lv, K, K2): prob.add_variable(f"l_{lv}_{K}_{K2}", lowBound=0, upBound=1) for lv, K, K2, _ in data.junctions}
-    link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
-    into: dict = {}
-    outof: dict = {}
-    for (lv, K, K2), var in lam.items():
-        into.setdefault((lv, K2), []).append(var)
-        outof.setdefault((lv, K), []).append(var)
-    for (b, K2), members in by_kind_start.items():
-        if b > 0:
-            row([(var, 1) for var in into.get((b, K2), [])] + [(var, -1) for var in members], EQ, 0, f"follows_{b}_{K2}")
-    for (lv, K), members in outof.items():
-        row([(var, 1) for var in members] + [(var, -1) for var in by_kind_end.get((lv, K), [])], LE, 0, f"leads_{lv}_{K}")
+    _level_roles(pulp, prob, instance, y, out)
+    lam, link_cost = _level_links(pulp, prob, data, ends)
     if deadline.expired():
         return out_of_time()
-    # the bottleneck: v_t ⇔ β ≥ θ_t; a signature's blocks needing θ_t or more are at most n_K·v_t
-    for t in range(2, len(thetas)):
-        row([(v[t], 1), (v[t - 1], -1)], LE, 0, f"order_{t}")
-    for K, count in enumerate(sig.counts):
-        need: dict[int, list] = {}
-        for (b, o), var in y.items():
-            if data.kind[o] == K and data.first[o] >= 1:
-                need.setdefault(data.first[o], []).append(var)
-        tail = None
-        for t in sorted(need, reverse=True):
-            terms = [(var, 1) for var in need[t]] + ([(tail, 1)] if tail is not None else [])
-            tail = prob.add_variable(f"g_{K}_{t}", lowBound=0)
-            row(terms + [(tail, -1)], EQ, 0, f"def_g_{K}_{t}")
-            row([(tail, 1), (v[t], -count)], LE, 0, f"bottleneck_{K}_{t}")
-    for key, var in lam.items():
-        c = link_cost[key]
-        t = data.threshold_index(c)
-        if c > 0 and t >= 1:
-            row([(var, 1), (v[t], -1)], LE, 0, f"link_bottleneck_{key[0]}_{key[1]}_{key[2]}")
-    prob.setObjective(pulp.LpAffineExpression(
-        [(var, opts[o].total_time_s) for (b, o), var in y.items()]
-        + [(var, link_cost[key]) for key, var in lam.items() if link_cost[key] > 0]
-        + [(v[t], (M - 1) * (thetas[t] - thetas[t - 1])) for t in range(1, len(thetas))]
-        # the window's floor as a column fixed at 1, not the expression's constant: PuLP leaves
-        # a constant out of the .mps and .lp files --write-model writes (HiGHS read 0.137 for 1.262)
-        + [(prob.add_variable("floor_one", lowBound=1, upBound=1), (M - 1) * thetas[0])]))
+    _level_bottleneck(pulp, prob, data, y, v, lam, link_cost)
+    _level_objective(pulp, prob, instance, data, y, v, lam, link_cost)
     if deadline.expired():
         return out_of_time()
 
@@ -331,3 +258,103 @@ def _levels(instance, pulp, deadline, method, time_limit, threads, backend, writ
         known=None if hint is None else stopped, deadline=deadline,
     )
     return solve_model(built, time_limit=time_limit, threads=threads, backend=backend, write_model=write_model)
+
+
+def _row(pulp, prob, terms: list, sense: int, rhs: float, name: str) -> None:
+    """Σ coef·var (sense) rhs, built from (var, coef) pairs (PuLP's operators are slow)."""
+    prob.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, name, rhs))
+
+
+def _aggregate(pulp, prob, name: str, variables: list):
+    """A continuous variable equal to the sum of ``variables`` (keeps every row short)."""
+    var = prob.add_variable(name, lowBound=0)
+    _row(pulp, prob, [(v, 1) for v in variables] + [(var, -1)], pulp.LpConstraintEQ, 0, f"def_{name}")
+    return var
+
+
+def _level_chain(pulp, prob, instance: PipelineInstance, data, y: dict, ends: CellEnds) -> dict:
+    """Add the chain, tiling and signature-count rows; return the variables out_ℓ."""
+    opts, EQ, LE = instance.options, pulp.LpConstraintEQ, pulp.LpConstraintLE
+    out = {b: _aggregate(pulp, prob, f"out_{b}", vs) for b, vs in ends.starts.items()}
+    arrive = {e: _aggregate(pulp, prob, f"in_{e}", vs) for e, vs in ends.ends.items() if e in out}
+    # one chain of blocks from the back: a last block, and a block at level ℓ only on one ending there
+    _row(pulp, prob, [(out[0], 1)], EQ, 1, "back")
+    for b in out:
+        if b > 0:
+            _row(pulp, prob, [(out[b], 1)] + ([(arrive[b], -1)] if b in arrive else []), LE, 0, f"chain_{b}")
+    # the slices tile the layers; the islands of each signature
+    _row(pulp, prob, [(var, opts[o].layers) for (b, o), var in y.items()], EQ, instance.layers, "tiling")
+    for K, count in enumerate(data.sig.counts):
+        members = [var for (b, o), var in y.items() if data.kind[o] == K]
+        if members:
+            _row(pulp, prob, [(var, 1) for var in members], LE, count, f"signature_{K}")
+    return out
+
+
+def _level_roles(pulp, prob, instance: PipelineInstance, y: dict, out: dict) -> None:
+    """Add the role rows: first and whole blocks have none in front, middle and last ones have one."""
+    opts, LE = instance.options, pulp.LpConstraintLE
+    for (b, o), var in y.items():
+        e, role = b + len(opts[o].stages), opts[o].role
+        if role in ("first", "whole") and e in out:
+            _row(pulp, prob, [(out[e], 1), (var, 1)], LE, 1, f"front_{b}_{o}")
+        elif role in ("middle", "last"):
+            _row(pulp, prob, [(var, 1)] + ([(out[e], -1)] if e in out else []), LE, 0, f"ahead_{b}_{o}")
+
+
+def _level_links(pulp, prob, data, ends: CellEnds) -> tuple[dict, dict]:
+    """Create the link variables λ and their rows; return them and their costs."""
+    EQ, LE = pulp.LpConstraintEQ, pulp.LpConstraintLE
+    # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
+    lam = {(lv, K, K2): prob.add_variable(f"l_{lv}_{K}_{K2}", lowBound=0, upBound=1) for lv, K, K2, _ in data.junctions}
+    link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
+    into: dict = {}
+    outof: dict = {}
+    for (lv, K, K2), var in lam.items():
+        into.setdefault((lv, K2), []).append(var)
+        outof.setdefault((lv, K), []).append(var)
+    for (b, K2), members in ends.by_kind_start.items():
+        if b > 0:
+            _row(pulp, prob, [(var, 1) for var in into.get((b, K2), [])] + [(var, -1) for var in members], EQ, 0,
+                 f"follows_{b}_{K2}")
+    for (lv, K), members in outof.items():
+        _row(pulp, prob, [(var, 1) for var in members] + [(var, -1) for var in ends.by_kind_end.get((lv, K), [])], LE,
+             0, f"leads_{lv}_{K}")
+    return lam, link_cost
+
+
+def _level_bottleneck(pulp, prob, data, y: dict, v: list, lam: dict, link_cost: dict) -> None:
+    """Add the threshold rows: v_t ⇔ β ≥ θ_t, bounded by the blocks and links that need θ_t."""
+    EQ, LE, thetas = pulp.LpConstraintEQ, pulp.LpConstraintLE, data.thresholds
+    # the bottleneck: v_t ⇔ β ≥ θ_t; a signature's blocks needing θ_t or more are at most n_K·v_t
+    for t in range(2, len(thetas)):
+        _row(pulp, prob, [(v[t], 1), (v[t - 1], -1)], LE, 0, f"order_{t}")
+    for K, count in enumerate(data.sig.counts):
+        need: dict[int, list] = {}
+        for (b, o), var in y.items():
+            if data.kind[o] == K and data.first[o] >= 1:
+                need.setdefault(data.first[o], []).append(var)
+        tail = None
+        for t in sorted(need, reverse=True):
+            terms = [(var, 1) for var in need[t]] + ([(tail, 1)] if tail is not None else [])
+            tail = prob.add_variable(f"g_{K}_{t}", lowBound=0)
+            _row(pulp, prob, terms + [(tail, -1)], EQ, 0, f"def_g_{K}_{t}")
+            _row(pulp, prob, [(tail, 1), (v[t], -count)], LE, 0, f"bottleneck_{K}_{t}")
+    for key, var in lam.items():
+        c = link_cost[key]
+        t = data.threshold_index(c)
+        if c > 0 and t >= 1:
+            _row(pulp, prob, [(var, 1), (v[t], -1)], LE, 0, f"link_bottleneck_{key[0]}_{key[1]}_{key[2]}")
+
+
+def _level_objective(pulp, prob, instance: PipelineInstance, data, y: dict, v: list, lam: dict,
+                     link_cost: dict) -> None:
+    """Set the objective: block times, paid links and (M − 1)·β as threshold steps."""
+    opts, M, thetas = instance.options, instance.microbatches, data.thresholds
+    prob.setObjective(pulp.LpAffineExpression(
+        [(var, opts[o].total_time_s) for (b, o), var in y.items()]
+        + [(var, link_cost[key]) for key, var in lam.items() if link_cost[key] > 0]
+        + [(v[t], (M - 1) * (thetas[t] - thetas[t - 1])) for t in range(1, len(thetas))]
+        # the window's floor as a column fixed at 1, not the expression's constant: PuLP leaves
+        # a constant out of the .mps and .lp files --write-model writes (HiGHS read 0.137 for 1.262)
+        + [(prob.add_variable("floor_one", lowBound=1, upBound=1), (M - 1) * thetas[0])]))

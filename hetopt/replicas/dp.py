@@ -321,7 +321,7 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
         return no_solution(problem="replicas", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
                            reason=f"{hit}; {advice}")
     lowest = min(instance.candidates[c].fill_s for c in usable)  # no plan is faster than the fastest single pass
-    best_value, best_plan, best_pair = math.inf, None, None
+    best_value, best_plan = math.inf, None
     greedy = greedy_plan(instance, deadline)
     if greedy is not None:
         best_plan = greedy
@@ -334,61 +334,82 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
                                bound=lowest, reason="time limit reached while building the DP's tables", stats=stats)
         return conclude(problem="replicas", method="dp", instance=instance, solution=build_solution(instance, best_plan),
                         evaluate=evaluate, deadline=deadline, proven_optimal=False, bound=lowest, stats=stats)
-    times = knap.times
-    knapsacks = 0
+    search = _Search(instance, knap, deadline, time_limit, stats, lowest, best_value, best_plan)
+    if deadline.expired():
+        return search.finish(False)
+    try:
+        return search.run()
+    except _Stopped:
+        return search.finish(False)
 
-    def at(tau: float) -> tuple[float, int, int]:
-        nonlocal knapsacks
-        knapsacks += 1
-        return knap.best_pair(knap.run(tau, deadline))
 
-    # the largest τ worth trying: every candidate runs all N (or just below the greedy plan)
-    top = float(np.max(times.fill + (instance.microbatches - 1) * times.per))
-    if best_value < math.inf:
-        top = min(top, times.value_at_or_below(best_value))
-    bound = lowest
+class _Search:
+    """The best-first search on τ: its best plan so far and the bound it has proven."""
 
-    def finish(proven: bool) -> Result:
-        plan = best_plan
-        if best_pair is not None:
-            tau, k, r = best_pair
+    def __init__(self, instance: ReplicasInstance, knap: Knapsack, deadline: Deadline, time_limit: float | None,
+                 stats: dict, lowest: float, best_value: float, best_plan: list | None) -> None:
+        self.instance, self.knap, self.deadline, self.time_limit = instance, knap, deadline, time_limit
+        self.stats, self.lowest = stats, lowest
+        self.best_value, self.best_plan, self.best_pair = best_value, best_plan, None
+        self.knapsacks = 0
+        times = knap.times
+        # the largest τ worth trying: every candidate runs all N (or just below the greedy plan)
+        self.top = float(np.max(times.fill + (instance.microbatches - 1) * times.per))
+        if best_value < math.inf:
+            self.top = min(self.top, times.value_at_or_below(best_value))
+        self.bound = lowest
+
+    def at(self, tau: float) -> tuple[float, int, int]:
+        """One knapsack at τ: its best S(τ) and the (k, r) giving it."""
+        self.knapsacks += 1
+        return self.knap.best_pair(self.knap.run(tau, self.deadline))
+
+    def offer(self, tau: float, s: float, k: int, r: int) -> None:
+        """Keep τ + S(τ) as the best value when it beats the best so far."""
+        if tau + s < self.best_value:
+            self.best_value, self.best_pair = tau + s, (tau, k, r)
+
+    def finish(self, proven: bool) -> Result:
+        """The answer: the best plan (rebuilt from its knapsack, or the greedy's) with the bound."""
+        instance, deadline, stats = self.instance, self.deadline, self.stats
+        plan = self.best_plan
+        if self.best_pair is not None:
+            tau, k, r = self.best_pair
             # the plan's last knapsack may use part of the slack; stopped there, the known
             # plan (the greedy's) is returned, never an unproven claim
-            rebuilding = Deadline(None if time_limit is None else deadline.remaining() + REBUILD_SLACK_S)
+            rebuilding = Deadline(None if self.time_limit is None else deadline.remaining() + REBUILD_SLACK_S)
             try:
-                plan, _ = optimal_split(instance, knap.rebuild(tau, k, r, rebuilding))
+                plan, _ = optimal_split(instance, self.knap.rebuild(tau, k, r, rebuilding))
             except _Stopped:
                 proven = False
         if plan is None:
             return no_solution(problem="replicas", method="dp", status=Status.TIME_LIMIT, deadline=deadline,
-                               bound=bound, reason="time limit reached before the DP found a plan",
-                               stats=dict(stats, knapsacks=knapsacks))
+                               bound=self.bound, reason="time limit reached before the DP found a plan",
+                               stats=dict(stats, knapsacks=self.knapsacks))
         return conclude(problem="replicas", method="dp", instance=instance, solution=build_solution(instance, plan),
-                        evaluate=evaluate, deadline=deadline, proven_optimal=proven, bound=bound,
-                        stats=dict(stats, knapsacks=knapsacks))
+                        evaluate=evaluate, deadline=deadline, proven_optimal=proven, bound=self.bound,
+                        stats=dict(stats, knapsacks=self.knapsacks))
 
-    if deadline.expired():
-        return finish(False)
-
-    def search() -> Result:
-        nonlocal best_value, best_pair, bound
-        s_top, k_top, r_top = at(top)
+    def run(self) -> Result:
+        """Search the intervals of τ by their lower bounds until none can beat the best value."""
+        times, top, lowest = self.knap.times, self.top, self.lowest
+        s_top, k_top, r_top = self.at(top)
         if math.isinf(s_top):
-            if best_plan is not None:
+            if self.best_plan is not None:
                 raise SolverBug("replicas/dp: the knapsack finds no plan at τ where the greedy has one")
-            return no_solution(problem="replicas", method="dp", status=Status.INFEASIBLE, deadline=deadline,
-                               reason="no multiset of candidates fits the islands", stats=dict(stats, knapsacks=knapsacks))
-        if top + s_top < best_value:
-            best_value, best_pair = top + s_top, (top, k_top, r_top)
+            return no_solution(problem="replicas", method="dp", status=Status.INFEASIBLE, deadline=self.deadline,
+                               reason="no multiset of candidates fits the islands",
+                               stats=dict(self.stats, knapsacks=self.knapsacks))
+        self.offer(top, s_top, k_top, r_top)
         # intervals (a, b] of values with S(b) known; key: the interval's lower bound
         heap = [(lowest + s_top, -math.inf, top, s_top)]
         while heap:
             lb, a, b, s_b = heap[0]
-            bound = min(lb, best_value)
-            if lb >= best_value:
-                return finish(True)
-            if deadline.expired():
-                return finish(False)
+            self.bound = min(lb, self.best_value)
+            if lb >= self.best_value:
+                return self.finish(True)
+            if self.deadline.expired():
+                return self.finish(False)
             heapq.heappop(heap)
             first = times.value_above(a) if a > -math.inf else lowest
             if first >= b:  # the interval holds b alone, already tried
@@ -397,18 +418,12 @@ def solve_dp(instance: ReplicasInstance, *, time_limit: float | None = None) -> 
             mid = times.value_at_or_below(mid_real)
             if mid >= b:
                 mid = first
-            s_mid, k_mid, r_mid = at(mid)
-            if mid + s_mid < best_value:
-                best_value, best_pair = mid + s_mid, (mid, k_mid, r_mid)
+            s_mid, k_mid, r_mid = self.at(mid)
+            self.offer(mid, s_mid, k_mid, r_mid)
             for lo, hi, s_hi in ((a, mid, s_mid), (mid, b, s_b)):
                 lo_first = times.value_above(lo) if lo > -math.inf else lowest
                 # an interval holding only its already-tried end needs no visit
-                if lo_first < hi and lo_first + s_hi < best_value:
+                if lo_first < hi and lo_first + s_hi < self.best_value:
                     heapq.heappush(heap, (lo_first + s_hi, lo, hi, s_hi))
-        bound = best_value
-        return finish(True)
-
-    try:
-        return search()
-    except _Stopped:
-        return finish(False)
+        self.bound = self.best_value
+        return self.finish(True)
