@@ -82,15 +82,8 @@ LAUNCH_COMMAND = ('"${TRAIN_SCRIPT:?set TRAIN_SCRIPT to your DeepSpeed training 
                   '--deepspeed_config "$HERE/ds_config.json" "$@"')
 
 
-def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
-    gaps: list[str] = []
-    first_only = "the files take the first island's"
-    tp = int(job_value(plan, "tensor parallel size", lambda b: b.layout.tp, gaps, "DeepSpeed", first_only))
-    dp = int(job_value(plan, "data-parallel size", lambda b: b.layout.dp, gaps, "DeepSpeed", first_only))
-    zero = int(job_value(plan, "ZeRO stage", lambda b: b.layout.zero, gaps, "DeepSpeed", first_only))
-    recompute = str(job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "DeepSpeed", first_only))
-    offload = bool(job_value(plan, "activation offloading", lambda b: b.layout.offload, gaps, "DeepSpeed", first_only))
-    _breadth_gaps(plan, model, gaps)
+def _pipeline_gaps(plan: PlanView, tp: int, zero: int, gaps: list[str]) -> int:
+    """Gap lines for what DeepSpeed's pipeline engine runs otherwise; returns the ZeRO stage it accepts."""
     stages = len(plan.stage_layers)
     if stages > 1 and zero > PIPELINE_MAX_ZERO:
         gaps.append(f"ZeRO stage {zero} with {stages} pipeline stages: DeepSpeed's pipeline engine allows at most stage "
@@ -105,20 +98,15 @@ def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = Fals
     if vpp > 1:
         gaps.append(f"virtual pipeline stages {vpp}: DeepSpeed's pipeline engine runs plain 1F1B (no interleaved "
                     "schedule); the partition is written for one stage per GPU, slower than the plan")
-    boundaries = [0]
-    for n in plan.stage_layers:
-        boundaries.append(boundaries[-1] + n)
     if stages > 1 and len(set(plan.stage_layers)) > 1:
         gaps.append(f"uneven split {'+'.join(map(str, plan.stage_layers))}: PipelineModule has no partition_method "
                     "taking boundaries; set its parts from pipeline.json (e.g. override _partition_layers)")
-    interval = {"none": 0, "selective": 1, "full": 1}[recompute]
-    if recompute == "selective":
-        gaps.append("recomputation selective: DeepSpeed checkpoints whole layers only; activation_checkpoint_interval 1 "
-                    "recomputes all of each layer (slower than planned)")
-    types = gpu_types(plan)
-    if len(types) > 1 and not one_job:
-        gaps.append(f"GPU types {', '.join(types)} in one job: DeepSpeed places stages by rank; launch so each stage's "
-                    "ranks are on its island (pipeline.json lists them)")
+    return zero
+
+
+def _ds_config(plan: PlanView, dp: int, zero: int, offload: bool, interval: int, gaps: list[str]) -> dict:
+    """``ds_config.json``'s keys, with gap lines for precision, overlap and activation offloading."""
+    stages = len(plan.stage_layers)
     config = {
         "train_batch_size": plan.global_batch,
         "train_micro_batch_size_per_gpu": plan.microbatch_size // dp,
@@ -147,6 +135,28 @@ def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = Fals
         gaps.append("activation offloading without recomputation: DeepSpeed offloads only activation checkpoints "
                     "(activation_checkpointing.cpu_checkpointing); left out, so the activations stay on the GPU "
                     "(memory above the plan's)")
+    return config
+
+
+def _model_shape(plan: PlanView, model: ModelConfig) -> dict:
+    """``pipeline.json``'s ``model`` entry: every key of the model file, the shape the user's layers must have."""
+    return {"name": model.name, "architecture": model.architecture, "layers": model.layers,
+            "hidden": model.hidden, "ffn": model.ffn, "heads": model.heads,
+            "kv_heads": model.kv_heads or model.heads,
+            "head_dim": model.head_dim or model.hidden // model.heads, "vocab": model.vocab,
+            "sequence": plan.seq, "max_positions": max(plan.seq, model.sequence),
+            "tied_embeddings": model.tied_embeddings, "experts": model.experts, "top_k": model.top_k,
+            "expert_ffn": model.expert_ffn, "moe_every": model.moe_every,
+            "note": "build the PipelineModule's layers with this shape (llama: RoPE, SwiGLU, RMSNorm, "
+                    "no biases; gpt: learned positions, GELU, LayerNorm, biases)"}
+
+
+def _side_file(plan: PlanView, model: ModelConfig | None, tp: int, dp: int, interval: int) -> dict:
+    """``pipeline.json``: the topology, stage boundaries and ranks, the model's shape and its MoE layers."""
+    stages = len(plan.stage_layers)
+    boundaries = [0]
+    for n in plan.stage_layers:
+        boundaries.append(boundaries[-1] + n)
     per_stage = tp * dp
     side = {
         "written_by": "hetopt export",
@@ -166,15 +176,7 @@ def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = Fals
     if model is not None:
         # DeepSpeed has no model of its own (PipelineModule runs the user's layers): the shape they
         # must have, every key of the model file, so the job trains the model the plan priced
-        side["model"] = {"name": model.name, "architecture": model.architecture, "layers": model.layers,
-                         "hidden": model.hidden, "ffn": model.ffn, "heads": model.heads,
-                         "kv_heads": model.kv_heads or model.heads,
-                         "head_dim": model.head_dim or model.hidden // model.heads, "vocab": model.vocab,
-                         "sequence": plan.seq, "max_positions": max(plan.seq, model.sequence),
-                         "tied_embeddings": model.tied_embeddings, "experts": model.experts, "top_k": model.top_k,
-                         "expert_ffn": model.expert_ffn, "moe_every": model.moe_every,
-                         "note": "build the PipelineModule's layers with this shape (llama: RoPE, SwiGLU, RMSNorm, "
-                                 "no biases; gpt: learned positions, GELU, LayerNorm, biases)"}
+        side["model"] = _model_shape(plan, model)
     if any(b.layout.ep > 1 for b in plan.blocks):
         side["moe"] = {
             "class": "deepspeed.moe.layer.MoE",
@@ -184,6 +186,30 @@ def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = Fals
             "note": "ep_size is MoE's argument in each stage's MoE layers; DeepSpeed carves the expert groups out of "
                     "the data-parallel group",
         }
+    return side
+
+
+def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
+    """``ds_config.json``, ``pipeline.json`` and the gaps of a plan (:func:`build`)."""
+    gaps: list[str] = []
+    first_only = "the files take the first island's"
+    tp = int(job_value(plan, "tensor parallel size", lambda b: b.layout.tp, gaps, "DeepSpeed", first_only))
+    dp = int(job_value(plan, "data-parallel size", lambda b: b.layout.dp, gaps, "DeepSpeed", first_only))
+    zero = int(job_value(plan, "ZeRO stage", lambda b: b.layout.zero, gaps, "DeepSpeed", first_only))
+    recompute = str(job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "DeepSpeed", first_only))
+    offload = bool(job_value(plan, "activation offloading", lambda b: b.layout.offload, gaps, "DeepSpeed", first_only))
+    _breadth_gaps(plan, model, gaps)
+    zero = _pipeline_gaps(plan, tp, zero, gaps)
+    interval = {"none": 0, "selective": 1, "full": 1}[recompute]
+    if recompute == "selective":
+        gaps.append("recomputation selective: DeepSpeed checkpoints whole layers only; activation_checkpoint_interval 1 "
+                    "recomputes all of each layer (slower than planned)")
+    types = gpu_types(plan)
+    if len(types) > 1 and not one_job:
+        gaps.append(f"GPU types {', '.join(types)} in one job: DeepSpeed places stages by rank; launch so each stage's "
+                    "ranks are on its island (pipeline.json lists them)")
+    config = _ds_config(plan, dp, zero, offload, interval, gaps)
+    side = _side_file(plan, model, tp, dp, interval)
     return {"ds_config.json": _json(config), "pipeline.json": _json(side)}, gaps
 
 

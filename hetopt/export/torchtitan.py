@@ -22,6 +22,7 @@ moves FSDP's parameters, gradients and optimizer state): gap lines.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 from hetopt.export.common import gpu_types, handover_gaps, job_value, plan_line, precision_gaps, without_bf16
 from hetopt.errors import InputError
@@ -148,6 +149,155 @@ MAIN_FILE = "torchtitan.toml"
 LAUNCH_COMMAND = '-m torchtitan.train --job.config_file "$HERE/torchtitan.toml" "$@"'
 
 
+@dataclass(frozen=True)
+class _JobLayout:
+    """The one layout torchtitan's job takes: each setting the first island's (``job_value``)."""
+
+    tp: int
+    dp: int
+    sp: bool
+    recompute: str
+    zero: int
+    vpp: int
+    cp: int
+    ep: int
+    etp: int
+
+
+def _job_layout(plan: PlanView, gaps: list[str]) -> _JobLayout:
+    """The job's layout, a gap line for each setting the islands disagree on."""
+    first_only = "the file takes the first island's"
+    tp = int(job_value(plan, "tensor parallel degree", lambda b: b.layout.tp, gaps, "torchtitan", first_only))
+    dp = int(job_value(plan, "data-parallel degree", lambda b: b.layout.dp, gaps, "torchtitan", first_only))
+    sp = bool(job_value(plan, "sequence parallelism", lambda b: b.layout.sequence_parallel, gaps, "torchtitan", first_only))
+    recompute = str(job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "torchtitan", first_only))
+    zero = int(job_value(plan, "ZeRO stage", lambda b: b.layout.zero, gaps, "torchtitan", first_only))
+    vpp = int(job_value(plan, "virtual pipeline stages", lambda b: b.layout.vpp, gaps, "torchtitan", first_only))
+    cp = int(job_value(plan, "context parallel degree", lambda b: b.layout.cp, gaps, "torchtitan", first_only))
+    ep = int(job_value(plan, "expert parallel degree", lambda b: b.layout.ep, gaps, "torchtitan", first_only))
+    etp = expert_tp(tp=tp, ep=ep, cp=cp, dp=dp) if ep > 1 else 1
+    return _JobLayout(tp, dp, sp, recompute, zero, vpp, cp, ep, etp)
+
+
+def _layout_gaps(plan: PlanView, job: _JobLayout, gaps: list[str]) -> None:
+    """Gap lines for the layout settings torchtitan runs otherwise than the plan prices."""
+    for b in plan.blocks:
+        if b.layout.fsep:
+            gaps.append(f"fully sharded EP on {b.island}: torchtitan has no FSEP; written as plain EP "
+                        f"(expert_parallel_degree {b.layout.ep}): each GPU keeps all the parameters of its experts "
+                        "(more memory than planned) and the busiest expert sets the pace (the routing imbalance the "
+                        "plan avoids)")
+        if b.layout.offload:
+            gaps.append(f"activation offloading on {b.island}: torchtitan has none (training.enable_cpu_offload moves "
+                        "FSDP's parameters, gradients and optimizer state, not activations); left out, so the "
+                        "activations stay on the GPU (memory above the plan's)")
+    if job.tp > 1 and not job.sp:
+        gaps.append("sequence parallelism: the plan has TP without it, torchtitan's TP always shards the norms "
+                    "along the sequence (less activation memory than planned)")
+    if job.vpp != 1:
+        gaps.append(f"virtual pipeline stages {job.vpp}: module_fqns_per_model_part lists one part per physical stage; "
+                    "an interleaved schedule needs the per-chunk split")
+    if job.recompute == "selective":
+        gaps.append("recomputation selective: torchtitan's selective mode is its op-level policy, not Megatron's "
+                    "attention-only recomputation the plan prices")
+    if job.zero in (1, 2):
+        gaps.append(f"ZeRO stage {job.zero}: torchtitan has no optimizer/gradient-only sharding; written as FSDP "
+                    f"over the {job.dp} data-parallel ranks without resharding after forward (weights sharded too: less memory "
+                    "than planned, an all-gather of the weights every step)")
+
+
+def _precision_and_placement_gaps(plan: PlanView, job: _JobLayout, one_job: bool, gaps: list[str]) -> list[str]:
+    """Gap lines for precision, hand-over and GPU placement; returns the plan's GPU types without bf16."""
+    no_bf16 = without_bf16(gpu_types(plan))
+    gaps.extend(precision_gaps(plan.precision))
+    gaps.extend(handover_gaps(plan.running.handover, "torchtitan"))
+    if no_bf16:
+        verb = "have" if len(no_bf16) > 1 else "has"
+        gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "
+                    f"mixed_precision_param is float32 (slower and larger than the {plan.precision} the plan prices)")
+    if len(gpu_types(plan)) > 1 and not one_job:
+        per_stage = "tp*dp" if job.cp == 1 else "tp*cp*dp"
+        gaps.append(f"GPU types {', '.join(gpu_types(plan))} in one job: torchtitan assigns pipeline stages by rank; "
+                    f"launch so the ranks of each stage are on its island (stage k: ranks k*{per_stage} .. "
+                    f"(k+1)*{per_stage}-1 with torchtitan's pp-outermost mesh)")
+    return no_bf16
+
+
+def _sharding(job: _JobLayout, gaps: list[str]) -> tuple[int, int, str]:
+    """FSDP's shard and replicate degrees and reshard-after-forward mode, with their gap lines."""
+    shard, replicate = (1, job.dp) if job.zero == 0 else (job.dp, 1)
+    reshard = "always" if job.zero == 3 else "never" if job.zero else "default"
+    if job.ep > 1 and (shard * job.cp * job.tp) % (job.etp * job.ep):
+        # parallel_dims.py: the experts' mesh is dp_replicate × (dp_shard·cp·tp / (etp·ep)) × ep × etp
+        shard, replicate, reshard = job.dp, 1, "never"
+        gaps.append(f"expert parallel degree {job.ep}: torchtitan's EP takes its ranks from dp_shard x cp x tp, not "
+                    f"from replicas; the {job.dp} data-parallel ranks are written as FSDP without resharding after forward "
+                    "(weights sharded where the plan replicates them: less memory, an all-gather every step)")
+    elif job.cp > 1 and job.zero == 0:
+        gaps.append(f"context parallel degree {job.cp}: torchtitan shards the weights over the CP ranks (FSDP over "
+                    "dp_shard x cp) where the plan replicates them: less memory, an all-gather every step")
+    return shard, replicate, reshard
+
+
+def _head_lines(plan: PlanView, names: tuple[str, str]) -> list[str]:
+    """The file's comment header, ``[job]`` and ``[model]`` sections."""
+    lines = [
+        f"# torchtitan job config written by `hetopt export`: {plan_line(plan)}.",
+        "# Keys: torchtitan v0.2.2 torchtitan/config/job_config.py. Add [optimizer], dataset, steps and checkpointing.",
+        "# Stages: " + ", ".join(f"{b.island} ({b.gpu}) stages {b.first_stage}-{b.first_stage + len(b.stage_layers) - 1}"
+                                 for b in plan.blocks),
+        "",
+        "[job]",
+        f"description = {_toml('hetopt plan: ' + plan.model + ' on ' + plan.cluster)}",
+        "",
+    ]
+    lines += ["[model]", f"name = {_toml(names[0])}", f"flavor = {_toml(names[1])}", ""]
+    return lines
+
+
+def _training_lines(plan: PlanView, job: _JobLayout, no_bf16: list[str]) -> list[str]:
+    """The ``[training]`` section: batch sizes, sequence length, parameter precision."""
+    # with pipeline stages a step's micro-batches are the pipeline's; without, torchtitan
+    # accumulates global / (local x dp) micro-batches (train.py gradient_accumulation_steps)
+    over_dp = plan.global_batch if len(plan.stage_layers) > 1 else plan.microbatch_size
+    return [
+        "[training]",
+        f"local_batch_size = {over_dp // job.dp}",
+        f"global_batch_size = {plan.global_batch}",
+        f"seq_len = {plan.seq}",
+        f"mixed_precision_param = {_toml('float32' if no_bf16 or plan.precision in ('fp32', 'tf32') else 'bfloat16')}",
+        "",
+    ]
+
+
+def _parallelism_lines(plan: PlanView, job: _JobLayout, sharding: tuple[int, int, str]) -> list[str]:
+    """The ``[parallelism]`` section: the mesh's degrees and the pipeline's stage split."""
+    shard, replicate, reshard = sharding
+    lines = [
+        "[parallelism]",
+        f"data_parallel_replicate_degree = {replicate}",
+        f"data_parallel_shard_degree = {shard}",
+        f"fsdp_reshard_after_forward = {_toml(reshard)}",
+        f"tensor_parallel_degree = {job.tp}",
+        f"pipeline_parallel_degree = {len(plan.stage_layers)}",
+    ]
+    if plan.running.tp_overlap and job.tp > 1:  # async TP (tpoverlap=yes); it takes effect with [compile] on
+        lines.append(running.TORCHTITAN_ASYNC_TP)
+    if job.cp > 1:
+        lines.append(f"context_parallel_degree = {job.cp}")
+    if job.ep > 1:
+        lines += [f"expert_parallel_degree = {job.ep}", f"expert_tensor_parallel_degree = {job.etp}"]
+    if len(plan.stage_layers) > 1:
+        lines += [
+            f"pipeline_parallel_schedule = {_toml('1F1B')}",
+            f"pipeline_parallel_microbatch_size = {plan.microbatch_size // job.dp}",
+            "module_fqns_per_model_part = [",
+            *(f"  {_toml(part)}," for part in model_parts(plan.stage_layers)),
+            "]",
+        ]
+    return lines
+
+
 def build(plan: PlanView, model: ModelConfig, *, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
     """``torchtitan.toml`` and the gaps (``one_job``: the plan keeps torchtitan's rules and is
     launched by ``launch.sh``, which places the stages).
@@ -166,104 +316,12 @@ def build(plan: PlanView, model: ModelConfig, *, one_job: bool = False) -> tuple
     (2, 8, [])
     """
     gaps: list[str] = []
-    first_only = "the file takes the first island's"
-    tp = int(job_value(plan, "tensor parallel degree", lambda b: b.layout.tp, gaps, "torchtitan", first_only))
-    dp = int(job_value(plan, "data-parallel degree", lambda b: b.layout.dp, gaps, "torchtitan", first_only))
-    sp = bool(job_value(plan, "sequence parallelism", lambda b: b.layout.sequence_parallel, gaps, "torchtitan", first_only))
-    recompute = str(job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "torchtitan", first_only))
-    zero = int(job_value(plan, "ZeRO stage", lambda b: b.layout.zero, gaps, "torchtitan", first_only))
-    vpp = int(job_value(plan, "virtual pipeline stages", lambda b: b.layout.vpp, gaps, "torchtitan", first_only))
-    cp = int(job_value(plan, "context parallel degree", lambda b: b.layout.cp, gaps, "torchtitan", first_only))
-    ep = int(job_value(plan, "expert parallel degree", lambda b: b.layout.ep, gaps, "torchtitan", first_only))
-    etp = expert_tp(tp=tp, ep=ep, cp=cp, dp=dp) if ep > 1 else 1
-    for b in plan.blocks:
-        if b.layout.fsep:
-            gaps.append(f"fully sharded EP on {b.island}: torchtitan has no FSEP; written as plain EP "
-                        f"(expert_parallel_degree {b.layout.ep}): each GPU keeps all the parameters of its experts "
-                        "(more memory than planned) and the busiest expert sets the pace (the routing imbalance the "
-                        "plan avoids)")
-        if b.layout.offload:
-            gaps.append(f"activation offloading on {b.island}: torchtitan has none (training.enable_cpu_offload moves "
-                        "FSDP's parameters, gradients and optimizer state, not activations); left out, so the "
-                        "activations stay on the GPU (memory above the plan's)")
-    if tp > 1 and not sp:
-        gaps.append("sequence parallelism: the plan has TP without it, torchtitan's TP always shards the norms "
-                    "along the sequence (less activation memory than planned)")
-    if vpp != 1:
-        gaps.append(f"virtual pipeline stages {vpp}: module_fqns_per_model_part lists one part per physical stage; "
-                    "an interleaved schedule needs the per-chunk split")
-    if recompute == "selective":
-        gaps.append("recomputation selective: torchtitan's selective mode is its op-level policy, not Megatron's "
-                    "attention-only recomputation the plan prices")
-    if zero in (1, 2):
-        gaps.append(f"ZeRO stage {zero}: torchtitan has no optimizer/gradient-only sharding; written as FSDP over the "
-                    f"{dp} data-parallel ranks without resharding after forward (weights sharded too: less memory "
-                    "than planned, an all-gather of the weights every step)")
+    job = _job_layout(plan, gaps)
+    _layout_gaps(plan, job, gaps)
     # never torchtitan's default (a debug model): its own model of the plan's shape, or no file
     names = shipped_flavor(model)
-    no_bf16 = without_bf16(gpu_types(plan))
-    gaps.extend(precision_gaps(plan.precision))
-    gaps.extend(handover_gaps(plan.running.handover, "torchtitan"))
-    if no_bf16:
-        verb = "have" if len(no_bf16) > 1 else "has"
-        gaps.append(f"precision: torchtitan trains in bf16 or fp32 only and {', '.join(no_bf16)} {verb} no bf16; "
-                    f"mixed_precision_param is float32 (slower and larger than the {plan.precision} the plan prices)")
-    if len(gpu_types(plan)) > 1 and not one_job:
-        per_stage = "tp*dp" if cp == 1 else "tp*cp*dp"
-        gaps.append(f"GPU types {', '.join(gpu_types(plan))} in one job: torchtitan assigns pipeline stages by rank; "
-                    f"launch so the ranks of each stage are on its island (stage k: ranks k*{per_stage} .. "
-                    f"(k+1)*{per_stage}-1 with torchtitan's pp-outermost mesh)")
-    shard, replicate = (1, dp) if zero == 0 else (dp, 1)
-    reshard = "always" if zero == 3 else "never" if zero else "default"
-    if ep > 1 and (shard * cp * tp) % (etp * ep):
-        # parallel_dims.py: the experts' mesh is dp_replicate × (dp_shard·cp·tp / (etp·ep)) × ep × etp
-        shard, replicate, reshard = dp, 1, "never"
-        gaps.append(f"expert parallel degree {ep}: torchtitan's EP takes its ranks from dp_shard x cp x tp, not from "
-                    f"replicas; the {dp} data-parallel ranks are written as FSDP without resharding after forward "
-                    "(weights sharded where the plan replicates them: less memory, an all-gather every step)")
-    elif cp > 1 and zero == 0:
-        gaps.append(f"context parallel degree {cp}: torchtitan shards the weights over the CP ranks (FSDP over "
-                    "dp_shard x cp) where the plan replicates them: less memory, an all-gather every step")
-    lines = [
-        f"# torchtitan job config written by `hetopt export`: {plan_line(plan)}.",
-        "# Keys: torchtitan v0.2.2 torchtitan/config/job_config.py. Add [optimizer], dataset, steps and checkpointing.",
-        "# Stages: " + ", ".join(f"{b.island} ({b.gpu}) stages {b.first_stage}-{b.first_stage + len(b.stage_layers) - 1}"
-                                 for b in plan.blocks),
-        "",
-        "[job]",
-        f"description = {_toml('hetopt plan: ' + plan.model + ' on ' + plan.cluster)}",
-        "",
-    ]
-    lines += ["[model]", f"name = {_toml(names[0])}", f"flavor = {_toml(names[1])}", ""]
-    lines += [
-        "[training]",
-        # with pipeline stages a step's micro-batches are the pipeline's; without, torchtitan
-        # accumulates global / (local x dp) micro-batches (train.py gradient_accumulation_steps)
-        f"local_batch_size = {plan.global_batch // dp if len(plan.stage_layers) > 1 else plan.microbatch_size // dp}",
-        f"global_batch_size = {plan.global_batch}",
-        f"seq_len = {plan.seq}",
-        f"mixed_precision_param = {_toml('float32' if no_bf16 or plan.precision in ('fp32', 'tf32') else 'bfloat16')}",
-        "",
-        "[parallelism]",
-        f"data_parallel_replicate_degree = {replicate}",
-        f"data_parallel_shard_degree = {shard}",
-        f"fsdp_reshard_after_forward = {_toml(reshard)}",
-        f"tensor_parallel_degree = {tp}",
-        f"pipeline_parallel_degree = {len(plan.stage_layers)}",
-    ]
-    if plan.running.tp_overlap and tp > 1:  # async TP (tpoverlap=yes); it takes effect with [compile] on
-        lines.append(running.TORCHTITAN_ASYNC_TP)
-    if cp > 1:
-        lines.append(f"context_parallel_degree = {cp}")
-    if ep > 1:
-        lines += [f"expert_parallel_degree = {ep}", f"expert_tensor_parallel_degree = {etp}"]
-    if len(plan.stage_layers) > 1:
-        lines += [
-            f"pipeline_parallel_schedule = {_toml('1F1B')}",
-            f"pipeline_parallel_microbatch_size = {plan.microbatch_size // dp}",
-            "module_fqns_per_model_part = [",
-            *(f"  {_toml(part)}," for part in model_parts(plan.stage_layers)),
-            "]",
-        ]
-    lines += ["", "[activation_checkpoint]", f"mode = {_toml(AC_MODES[recompute])}"]
+    no_bf16 = _precision_and_placement_gaps(plan, job, one_job, gaps)
+    sharding = _sharding(job, gaps)
+    lines = _head_lines(plan, names) + _training_lines(plan, job, no_bf16) + _parallelism_lines(plan, job, sharding)
+    lines += ["", "[activation_checkpoint]", f"mode = {_toml(AC_MODES[job.recompute])}"]
     return {"torchtitan.toml": "\n".join(lines) + "\n"}, gaps
