@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 import hetopt
-from hetopt.cli import EXIT_INFEASIBLE, exit_code as _exit_code
+from hetopt.commands.common import EXIT_INFEASIBLE, exit_code as _exit_code
 from hetopt.result import Status
 
 from .conftest import random_instance

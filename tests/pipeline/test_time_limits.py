@@ -14,7 +14,7 @@ import time
 import pytest
 
 import hetopt
-from hetopt.cli import _exit_code
+from hetopt.commands.common import exit_code as _exit_code
 from hetopt.family import TIME_LIMIT_SLACK_S
 from hetopt.result import Status
 
