@@ -332,25 +332,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"hetopt: {command}: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="hetopt", description="Exact, cross-checked solvers for heterogeneous-GPU training planners.",
-                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--debug", action="store_true", help=f"print the traceback of an internal error (or set {DEBUG_ENV}=1)")
-    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_solver_options(p: argparse.ArgumentParser, output: Any = None) -> None:
+    """The solver options; ``--json`` joins ``output`` (a group of formats that exclude each other) when given."""
+    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+                   help="seconds per method run (finite, >= 0), reading the file included: solve counts it from "
+                   "the start, before the file is read; a file not read in time is TIME_LIMIT (exit 3)")
+    p.add_argument("--backend", choices=("highs", "cbc"), default=None, help="MILP backend (default highs)")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="solver threads: CP-SAT workers, HiGHS/CBC threads (default: CP-SAT 1, so runs repeat)")
+    p.add_argument("--workers", type=int, default=None, metavar="N", help="deprecated alias of --threads")
+    p.add_argument("--seed", type=int, default=None, help="CP-SAT random seed (default 0)")
+    (output or p).add_argument("--json", action="store_true", help="print one JSON document")
 
-    def common(p: argparse.ArgumentParser, output: Any = None) -> None:
-        """The solver options; ``--json`` joins ``output`` (a group of formats that exclude each other) when given."""
-        p.add_argument("--time-limit", type=float, default=None, metavar="S",
-                       help="seconds per method run (finite, >= 0), reading the file included: solve counts it from "
-                       "the start, before the file is read; a file not read in time is TIME_LIMIT (exit 3)")
-        p.add_argument("--backend", choices=("highs", "cbc"), default=None, help="MILP backend (default highs)")
-        p.add_argument("--threads", type=int, default=None, metavar="N",
-                       help="solver threads: CP-SAT workers, HiGHS/CBC threads (default: CP-SAT 1, so runs repeat)")
-        p.add_argument("--workers", type=int, default=None, metavar="N", help="deprecated alias of --threads")
-        p.add_argument("--seed", type=int, default=None, help="CP-SAT random seed (default 0)")
-        (output or p).add_argument("--json", action="store_true", help="print one JSON document")
 
+def _add_solve_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt solve``: one instance file, its result, model file and picture."""
     p = sub.add_parser("solve", help="solve one instance file", epilog=EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file")
@@ -360,16 +356,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the model the method solves, before solving it: FILE.mps or FILE.lp (milp), "
                    "FILE.pb.txt or FILE.pb (cpsat)")
     p.add_argument("--draw", default=None, metavar="FILE", help="also draw the result into FILE.svg or FILE.png (needs the plot extra)")
-    common(p)
+    _add_solver_options(p)
     p.set_defaults(run=cmd_solve)
 
+
+def _add_crosscheck_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt crosscheck``: several methods on one instance, compared."""
     p = sub.add_parser("crosscheck", help="run several methods on one instance and compare", epilog=EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("file")
     p.add_argument("--methods", default=None, help="comma-separated, at least two (default: the family's choice)")
-    common(p)
+    _add_solver_options(p)
     p.set_defaults(run=cmd_crosscheck)
 
+
+def _add_bench_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt bench``: methods timed over files, folders or suites, in one output format."""
     p = sub.add_parser("bench", help="time methods over instance files, folders or suites", epilog=EXIT_CODES_HELP,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("targets", nargs="+", metavar="FILE|FOLDER|SUITE")
@@ -379,10 +381,12 @@ def build_parser() -> argparse.ArgumentParser:
     formats.add_argument("--csv", action="store_true", help="print CSV, a row as soon as its instance finishes")
     formats.add_argument("--jsonl", action="store_true", help="print JSON Lines (one object per row), as soon as each instance finishes")
     formats.add_argument("--markdown", action="store_true", help="print the table as Markdown")
-    common(p, formats)
+    _add_solver_options(p, formats)
     p.set_defaults(run=cmd_bench)
 
-    p = sub.add_parser("plan", help="plan training of a model on a heterogeneous cluster (end to end)")
+
+def _add_plan_search_arguments(p: argparse.ArgumentParser) -> None:
+    """``hetopt plan``'s problem (cluster, model, batch) and how the search runs (workers, pruning, islands)."""
     p.add_argument("--cluster", required=True, help="a cluster file, or a name in instances/clusters/")
     p.add_argument("--model", required=True, help="a model file, or a name in instances/models/")
     p.add_argument("--global-batch", type=int, required=True, help="samples per iteration")
@@ -408,6 +412,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "a slow external parallelizer on a large Dask cluster wants one query per task)")
     p.add_argument("--layers-per-atom", type=int, default=None, metavar="K",
                    help="slice the model in atoms of K layers (default 1; at most 24 atoms on clusters of more than 16 islands): fewer slices for deep models")
+
+
+def _add_plan_pricing_arguments(p: argparse.ArgumentParser) -> None:
+    """``hetopt plan``'s pricing: your layout and runtime, the target, objective, memory, time model and profiles."""
     p.add_argument("--layout", default=None, metavar="LAYOUT",
                    help='price your layout beside the plan, e.g. "tp=8 pp=8 dp=12 mbs=1 recompute=full zero=1" '
                    "(mbs: the micro-batch per replica, as Megatron's --micro-batch-size; left out: its best under the "
@@ -445,12 +453,22 @@ def build_parser() -> argparse.ArgumentParser:
                    help="price from your measurements (repeatable): a term is taken from the profiles where they "
                    "cover its setting, from the cost model elsewhere; --json says which (priced_from); "
                    "write one with `hetopt profile`")
+
+
+def _add_plan_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt plan``: a model's training planned on a cluster, end to end."""
+    p = sub.add_parser("plan", help="plan training of a model on a heterogeneous cluster (end to end)")
+    _add_plan_search_arguments(p)
+    _add_plan_pricing_arguments(p)
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--verbose", "-v", action="store_true",
                    help="also print each island's member nodes and each micro-batch size's pruning counters")
     p.add_argument("--draw", default=None, metavar="FILE", help="also draw the plan into FILE.svg or FILE.png (needs the plot extra)")
     p.set_defaults(run=cmd_plan)
 
+
+def _add_draw_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt draw``: a result drawn as a picture."""
     p = sub.add_parser("draw", help="draw a result (solve --json or plan --json) as an SVG or PNG picture",
                        description="Draw the JSON of `hetopt solve --json` (pipeline: the 1F1B schedule; allocation: "
                        "per-GPU batch, state share and memory; islands: nodes by island and bandwidth) or of `hetopt "
@@ -463,12 +481,18 @@ def build_parser() -> argparse.ArgumentParser:
                    "forward, backward and idle time, each island's layout")
     p.set_defaults(run=cmd_draw)
 
+
+def _add_generate_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt generate``: generated instance files rewritten."""
     p = sub.add_parser("generate", help="rewrite generated instance files from catalogs and profiles")
     p.add_argument("family", choices=sorted(GENERATORS), help="which instances to write")
     p.add_argument("--out", default=None, metavar="DIR", help="folder to write (default: instances/<family>/)")
     p.add_argument("--profiles", default=None, metavar="DIR", help="the cephalo-profiles folder (default: the shipped instances/profiles/cephalo)")
     p.set_defaults(run=cmd_generate)
 
+
+def _add_export_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt export``: a plan or allocation written as a runtime's config files."""
     p = sub.add_parser("export", help="write a plan or allocation result as a training runtime's config files",
                        description="Export RESULT.json (`hetopt plan --json`, or `hetopt solve --json` of an allocation) "
                        "to a runtime's files, from that file alone (a plan carries its model's shape and its "
@@ -485,9 +509,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--out", default=None, metavar="DIR", help="folder to write (default: print the files)")
     p.set_defaults(run=cmd_export)
 
+
+def _add_methods_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt methods``: each family's methods listed."""
     p = sub.add_parser("methods", help="list the methods of each problem family")
     p.set_defaults(run=lambda args, out: _print_methods(out))
 
+
+def _add_profile_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt profile``: measurements on this machine (its actions: :func:`_add_profile_actions`)."""
     p = sub.add_parser(
         "profile", help="measure your model's layers, the optimizer step, collectives and the host on this machine "
         "(torch), or import nccl-tests, Sailor or Metis measurements: a profile for plan --profile",
@@ -517,6 +547,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=2, help="untimed runs first (default 2)")
     p.add_argument("--dry-run", action="store_true", help="list what would be measured, and what is refused, and stop")
     p.set_defaults(run=cmd_profile)
+    _add_profile_actions(p)
+
+
+def _add_profile_actions(p: argparse.ArgumentParser) -> None:
+    """Add ``hetopt profile import`` (measurements from other tools) and ``hetopt profile sailor`` (Sailor's runs)."""
     imports = p.add_subparsers(dest="action", metavar="import | sailor")
     q = imports.add_parser("import", help="import nccl-tests output, Sailor's or Metis's profiles into a profile file",
                            description="nccl-tests: the tables all_reduce_perf and friends print; sailor: Sailor's "
@@ -546,6 +581,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--json", action="store_true", help="one JSON document")
     q.set_defaults(run=cmd_profile_sailor)
 
+
+def _add_validate_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt validate``: the cost model against published runs."""
     p = sub.add_parser("validate", help="the cost model against published, measured training runs",
                        description="Predicted against published training throughput, row by row.")
     p.add_argument("--file", default=None,
@@ -561,6 +599,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="price the rows from these measurements where they cover them (repeatable; hetopt profile)")
     p.set_defaults(run=cmd_validate)
 
+
+def _add_findings_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt findings``: the papers' findings re-run on this cost model."""
     p = sub.add_parser("findings", help="the papers' findings (Tangram, Cephalo), measured on this cost model",
                        description="Each finding of the papers, re-run on this cost model: does it hold here?")
     p.add_argument("--only", choices=FINDING_NAMES, help="run one finding")
@@ -569,6 +610,9 @@ def build_parser() -> argparse.ArgumentParser:
     shape.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     p.set_defaults(run=cmd_findings)
 
+
+def _add_scaling_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt scaling``: the pipeline dp's wall time by islands and layers."""
     p = sub.add_parser("scaling", help="how the pipeline dp's time grows with islands and layers",
                        description="dp wall time by islands (rows) and layers (columns) on synthetic instances.")
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds per dp run (default 60)")
@@ -577,15 +621,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--markdown", action="store_true", help="print a Markdown table, a row as soon as it is measured")
     p.set_defaults(run=cmd_scaling)
 
+
+def _add_calibrate_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt calibrate``: the catalog's efficiency figures fitted to measured profiles."""
     p = sub.add_parser("calibrate", help="the GPU catalog's efficiency figures, fitted to Cephalo's measured profiles",
                        description="Print the gpus.toml efficiency lines that the measured layer profiles give.")
     p.add_argument("--profiles", default=None, help="the cephalo-profiles folder (default: the shipped one)")
     p.set_defaults(run=cmd_calibrate)
 
+
+def _add_list_parser(sub: argparse._SubParsersAction) -> None:
+    """Add ``hetopt list``: the shipped GPU types, models or clusters."""
     p = sub.add_parser("list", help="list the shipped GPU types, models or clusters with their key figures")
     p.add_argument("what", choices=("gpus", "models", "clusters"), help="which catalog")
     p.add_argument("--json", action="store_true", help="print one JSON document (a list of entries)")
     p.set_defaults(run=cmd_list)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``hetopt`` command line: its global flags and one subparser per command (``_add_*_parser``)."""
+    parser = _Parser(prog="hetopt", description="Exact, cross-checked solvers for heterogeneous-GPU training planners.",
+                     epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help=f"print the traceback of an internal error (or set {DEBUG_ENV}=1)")
+    parser.add_argument("--version", action=_Version, help="print the installed version and exit")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_solve_parser(sub)
+    _add_crosscheck_parser(sub)
+    _add_bench_parser(sub)
+    _add_plan_parser(sub)
+    _add_draw_parser(sub)
+    _add_generate_parser(sub)
+    _add_export_parser(sub)
+    _add_methods_parser(sub)
+    _add_profile_parser(sub)
+    _add_validate_parser(sub)
+    _add_findings_parser(sub)
+    _add_scaling_parser(sub)
+    _add_calibrate_parser(sub)
+    _add_list_parser(sub)
     for p in sub.choices.values():  # `hetopt solve ... --debug` as well as `hetopt --debug solve ...`
         p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
