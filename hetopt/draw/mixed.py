@@ -37,7 +37,6 @@ def draw(ax, what: str, plan: style.Doc) -> None:
     InputError
         A field missing or malformed, named by its path in the document.
     """
-    from hetopt.draw.plan import BAR, SLOWEST_RTOL  # the plan picture's bars, alike (it imports this module)
 
     stages = plan.tables("stages")
     types: list[str] = []
@@ -53,11 +52,11 @@ def draw(ax, what: str, plan: style.Doc) -> None:
     for s, st in enumerate(stages):
         first, layers = st.integer("first_layer"), st.integer("layers", minimum=1)
         depth = max(depth, first + layers)
-        worst = times[s] >= slowest * (1 - SLOWEST_RTOL)
+        worst = times[s] >= slowest * (1 - style.SLOWEST_RTOL)
         for m in st.tables("members"):
             gpu, shares = m.text("gpu"), [int(y) for y in m.data.get("shares") or []]
             share = "y" + "-".join(map(str, shares)) if shares else ""
-            ax.barh(row_of[gpu], layers, BAR, left=first, color=colour[gpu], edgecolor=style.HIGHLIGHT if worst else "white",
+            ax.barh(row_of[gpu], layers, style.PLAN_BAR, left=first, color=colour[gpu], edgecolor=style.HIGHLIGHT if worst else "white",
                     linewidth=2.0 if worst else 0.8, gid=f"mixed-stage-{s}-{gpu}")
             ax.text(first + layers / 2, row_of[gpu], f"{m.integer('replicas', minimum=1)}×tp{m.integer('tp', minimum=1)} {share}",
                     ha="center", va="center", color="white", fontsize=style.FONT_PT - 2)

@@ -16,21 +16,18 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 
 from hetopt.draw import mixed, style
+from hetopt.draw.style import PLAN_BAR as BAR, SLOWEST_RTOL
 from hetopt.tables import counted
 
 #: Height of one island or alternative row, inches, and of the title, axes and legend.
 ROW_IN = 0.6
 FRAME_IN = 1.8
-#: Fraction of a row a bar fills.
-BAR = 0.7
 #: Width of the stage panel's plotting area, px at the picture's DPI (measured on the shipped
 #: plans' pictures: 3/5 of the 1,000 px, less the island names), and of one character of the
 #: small font (7 pt at 100 dpi; 5.2 px measured on layout strings in DejaVu Sans): a stage's
 #: label is written in only where it fits.
 PANEL_PX = 420.0
 CHAR_PX = 5.2
-#: A stage is outlined as the slowest when within this relative tolerance of the slowest time.
-SLOWEST_RTOL = 1e-9
 #: The name the picture gives the plan itself among the alternatives, and the planner's name
 #: for it in ``best`` (the fastest of them all, starred).
 THIS_PLAN = "composed (this plan)"

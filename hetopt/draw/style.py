@@ -180,3 +180,8 @@ class Doc:
         if not isinstance(value, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
             raise self.error(name, f"must be a list of names (got {value!r})")
         return [str(v) for v in value]
+
+#: Fraction of a row a bar of the plan picture fills (its islands' and its mixed stages' rows).
+PLAN_BAR = 0.7
+#: A stage is outlined as the slowest when within this relative tolerance of the slowest time.
+SLOWEST_RTOL = 1e-9

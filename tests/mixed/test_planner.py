@@ -40,7 +40,7 @@ def test_block_tables_approximate_the_whole_stage_price_from_above():
     from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
     from hetopt.planner.setup.cluster import load_cluster
     from hetopt.planner.search.compose import island_specs
-    from hetopt.planner.alternatives.mixed import _node_specs, mixed_instance
+    from hetopt.planner.alternatives.mixedtables import _node_specs, mixed_instance
     from hetopt.planner.parallelizer.protocol import Slice
     from hetopt.planner.setup.request import as_model
 
@@ -87,7 +87,7 @@ def test_sailor_a8v24_mixed_plan_uses_the_v100s():
     from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
     from hetopt.planner.setup.cluster import load_cluster
     from hetopt.planner.search.compose import island_specs
-    from hetopt.planner.alternatives.mixed import mixed_instance
+    from hetopt.planner.alternatives.mixedtables import mixed_instance
     from hetopt.planner.setup.request import as_model
 
     cluster, cfg, par = load_cluster("sailor-a8v24"), as_model("opt-350m"), BuiltinParallelizer()
@@ -129,7 +129,7 @@ def test_a_one_type_stage_prices_close_to_the_cost_models_own_price():
     from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
     from hetopt.planner.setup.cluster import load_cluster
     from hetopt.planner.search.compose import island_specs
-    from hetopt.planner.alternatives.mixed import mixed_instance
+    from hetopt.planner.alternatives.mixedtables import mixed_instance
     from hetopt.planner.parallelizer.protocol import Slice
     from hetopt.planner.setup.request import as_model
 

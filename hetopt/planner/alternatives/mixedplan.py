@@ -277,7 +277,7 @@ def price_mixed_layout(layout: MixedLayout, s) -> PricedMixed:
     """The given mixed-stages plan priced as the ``mixed-stages`` alternative prices its own.
 
     The family instance is the alternative's at the layout's micro-batch size
-    (``planner.mixed.mixed_instance``) with its blocks also cut where a given stage starts, so a
+    (``planner.alternatives.mixedtables.mixed_instance``) with its blocks also cut where a given stage starts, so a
     plan the alternative wrote (stages on its block boundaries) is priced on the very same
     tables, and ``evaluate`` gives its time to the last bit.
 
@@ -296,7 +296,7 @@ def price_mixed_layout(layout: MixedLayout, s) -> PricedMixed:
         a TP degree not priced for the type, layers that do not add up to the model's or fall
         inside an atom, a micro-batch that does not divide the global batch.
     """
-    from hetopt.planner.alternatives.mixed import block_ranges, mixed_instance
+    from hetopt.planner.alternatives.mixedtables import block_ranges, mixed_instance
 
     cfg, b = s.cfg, layout.microbatch_size
     if sum(st.layers for st in layout.stages) != cfg.layers:
