@@ -17,6 +17,8 @@ and RCCL's tuner on AMD GPUs (their collectives stay the Simple ring).
 
 from __future__ import annotations
 
+import functools
+
 import math
 from dataclasses import dataclass
 
@@ -204,6 +206,10 @@ def algorithm_time_s(collective: str, algorithm: str, protocol: str, nbytes: flo
     return latency + nbytes / algbw
 
 
+#: The planner asks for the same collectives again and again (one per layout priced, and
+#: layouts share their TP and data-parallel groups): a8v24's plan asked 330,000 times for a few
+#: thousand distinct ones, a quarter of its time before this cache.
+@functools.lru_cache(maxsize=1 << 16)
 def choose(collective: str, nbytes: float, bandwidth: float, fabric: Fabric) -> tuple[str, str, float]:
     """(algorithm, protocol, seconds) NCCL's tuner picks for one ``collective`` of ``nbytes``:
     the fastest enabled pair under its own model (ties: the tables' order, tree before ring and LL
