@@ -160,10 +160,13 @@ def test_a_plan_fits_80_columns_and_cuts_no_name(argv):
 
 
 def test_the_datacenter_plan_fits_80_columns_and_cuts_no_name():
-    """The issue's case: 30 islands named hall-H-pod-P-rR-nN+K, a 26-stage pipeline."""
-    screen = on_terminal(DATACENTER, 80)
+    """The issue's case: 30 islands named hall-H-pod-P-rR-nN+K, a 26-stage pipeline. Without
+    the alternatives: since every island is composed (issue 43) they take half of the plan's
+    55 s, run twice here, and their lines are checked on the tangram-c2 and cost plans above."""
+    argv = [*DATACENTER, "--no-alternatives"]
+    screen = on_terminal(argv, 80)
     assert screen.code == 0, screen.err + screen.text[-2000:]
-    assert_fits(screen, 80, _names(DATACENTER))
+    assert_fits(screen, 80, _names(argv))
 
 
 def test_pruning_counters_print_with_verbose_only():
