@@ -8,9 +8,11 @@ network file, the same inputs its simulator reads) into a temporary folder, and 
 the shipped published sets ``sailor-gh200`` (homogeneous GH200 rows, priced as ``hetopt validate
 --profile`` prices them) and ``sailor-mit`` (heterogeneous rows, :mod:`hetopt.profile.hetero`).
 ``SIM.json`` holds Sailor's simulator's time of each run (``{"validation file": seconds}``,
-the file as its published row's source names it), computed by running Sailor's own simulator
-(``Simulator.simulate_iteration_time``) on the run's plan, as
-``../shared/tools/sailor-side-by-side/measured.py`` does; nothing of Sailor is part of hetopt.
+the file as its published row's source names it), computed outside hetopt by running Sailor's
+own simulator (``Simulator.simulate_iteration_time``) on the run's plan from an unmodified
+Sailor checkout; hetopt neither ships nor runs any of Sailor. Without ``--sailor-sim`` the
+per-run table has hetopt's columns only, and the per-group summary, taken over the runs all
+three priced, is empty.
 
 Per group: the median of |predicted / measured − 1| and Spearman's rank correlation between
 predicted and measured times, for hetopt from the profiles, hetopt's analytic model alone, and
