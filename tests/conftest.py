@@ -34,14 +34,3 @@ def matches_bruteforce() -> Callable:
             assert ev.feasible and ev.objective == result.objective
 
     return check
-
-
-@pytest.fixture
-def no_host_floor(monkeypatch) -> None:
-    """Hold the host's floor (``costmodel.host_floor_s``) at zero: a test that computes a
-    small stage's kernel or link terms by hand would otherwise see the floor instead."""
-    from hetopt import costmodel as cm
-
-    monkeypatch.setitem(cm.HOST_STACKS, cm.DEFAULT_HOST, (0.0, 0.0))
-    monkeypatch.setattr(cm.host, "HOST_LAUNCH_S", 0.0)  # and its launches (issue 41)
-
