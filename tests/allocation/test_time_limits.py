@@ -115,17 +115,14 @@ def test_dp_keeps_the_limit_while_it_lists_millions_of_options(tmp_path):
 
 
 @pytest.mark.parametrize("chunk", [1, 5, 64])
-def test_dp_in_small_chunks_finds_the_same_plan(monkeypatch, chunk):
+def test_dp_in_small_chunks_finds_the_same_plan(chunk):
     # the passes over the (group, m) entries run chunk by chunk so the clock can be read
     # between chunks; the chunk size must change nothing but when the clock is read
-    from hetopt.allocation import dp
-
     names = ["cephalo-a-gpt3-2.7b-b256-analytic.toml", "cephalo-a-llama-3.2-3b-b128-measured.toml"]
     instances = [hetopt.load(ROOT / "instances" / "allocation" / name) for name in names]
     whole = [hetopt.solve(inst, "dp") for inst in instances]
-    monkeypatch.setattr(dp, "CHUNK_ENTRIES", chunk)
     for inst, ref in zip(instances, whole):
-        r = hetopt.solve(inst, "dp")
+        r = hetopt.solve(inst, "dp", chunk_entries=chunk)
         assert r.status is Status.OPTIMAL and r.objective == ref.objective and r.bound == ref.bound
         assert [(p.microbatch_size, p.microbatches) for p in r.solution.gpus] == [
             (p.microbatch_size, p.microbatches) for p in ref.solution.gpus
