@@ -11,29 +11,12 @@ from hetopt.generate.toml import dumps
 from hetopt.mixed.synthetic import random_instance
 from hetopt.readers.mixed import mixed_data
 
-from .conftest import INSTANCES
+from .conftest import INSTANCES, one_type_file
 
-GOOD = """
-problem = "mixed"
-microbatches = 4
-microbatch_size = 2
-layers = 2
-link_s = 0.1
-cross_bandwidth_gbps = 25.0
-gradient_gib = [1.0, 1.0]
-
-[[gpu]]
-name = "A100"
-count = 2
-memory_gib = 40.0
-bandwidth_gbps = 100.0
-
-[[gpu.tp]]
-degree = 1
-time_s = [[1.0, 1.0], [1.5, 1.5]]
-static_gib = [1.0, 1.0]
-activation_gib = [[1.0, 1.0], [2.0, 2.0]]
-"""
+GOOD = one_type_file(microbatches=4, microbatch_size=2, link_s=0.1, cross_bandwidth_gbps=25.0, gradient_gib=[1.0, 1.0],
+                     gpu={"name": "A100", "count": 2, "memory_gib": 40.0, "bandwidth_gbps": 100.0},
+                     tp={"degree": 1, "time_s": [[1.0, 1.0], [1.5, 1.5]], "static_gib": [1.0, 1.0],
+                         "activation_gib": [[1.0, 1.0], [2.0, 2.0]]})
 
 
 def test_reads_units():
@@ -70,13 +53,19 @@ def test_reads_units():
     (('name = "A100"', 'name = "A100"\nspeed = 3'), "gpu[0].speed", "unknown key"),
 ])
 def test_errors_name_file_and_key(edit, key, words):
+    message = _refused(edit, key)
+    assert words in message and "\n" not in message
+
+
+def _refused(edit: tuple[str, str], key: str) -> str:
+    """The reader's message for GOOD with ``edit`` made, which names the file and ``key`` first."""
     text = GOOD.replace(*edit, 1)
     assert text != GOOD
     with pytest.raises(InputError) as err:
         loads(text, source="bad.toml")
     message = str(err.value)
     assert message.startswith(f"bad.toml: {key}: "), message
-    assert words in message and "\n" not in message
+    return message
 
 
 def test_duplicate_degree():
@@ -138,12 +127,7 @@ def test_round_trip_keeps_units_overlap_buckets_and_short_rows():
 ])
 def test_an_out_of_range_value_is_shown_as_written_in_its_keys_unit(edit, key, got):
     """Issue 44, item 4: "(got None)" for 1e300 GiB, bytes under a GiB key for negatives."""
-    text = GOOD.replace(*edit, 1)
-    assert text != GOOD
-    with pytest.raises(InputError) as err:
-        loads(text, source="bad.toml")
-    message = str(err.value)
-    assert message.startswith(f"bad.toml: {key}: "), message
+    message = _refused(edit, key)
     assert message.endswith(f"(got {got})"), message
     unit = "Gb/s" if "gbps" in key else "GiB"
     assert unit in message and "bytes" not in message, message
