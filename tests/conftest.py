@@ -34,3 +34,19 @@ def matches_bruteforce() -> Callable:
             assert ev.feasible and ev.objective == result.objective
 
     return check
+
+
+@pytest.fixture
+def solve_refuses(tmp_path, capsys) -> Callable:
+    """``solve_refuses(text, key)``: ``hetopt solve`` on a file ``bad.toml`` of ``text`` exits 2
+    with one line on stderr that names the file and ``key``."""
+    from hetopt.cli import main
+
+    def check(text: str, key: str) -> None:
+        path = tmp_path / "bad.toml"
+        path.write_text(text, encoding="utf-8")
+        assert main(["solve", str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and key in err[0] and str(path) in err[0], err
+
+    return check
