@@ -50,3 +50,24 @@ def solve_refuses(tmp_path, capsys) -> Callable:
         assert len(err) == 1 and key in err[0] and str(path) in err[0], err
 
     return check
+
+
+def refused(good: str, edit: tuple[str, str], key: str) -> str:
+    """The reader's one-line message for the file ``good`` with ``edit`` (old, new) made once,
+    which must change it; the message names the file (``bad.toml``) and ``key`` first."""
+    from hetopt import loads
+    from hetopt.errors import InputError
+
+    text = good.replace(*edit, 1)
+    assert text != good, edit
+    with pytest.raises(InputError) as err:
+        loads(text, source="bad.toml")
+    message = str(err.value)
+    assert message.startswith(f"bad.toml: {key}: ") and "\n" not in message, message
+    return message
+
+
+@pytest.fixture
+def reader_refuses() -> Callable:
+    """:func:`refused`, for the families' reader tests."""
+    return refused

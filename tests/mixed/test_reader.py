@@ -51,20 +51,8 @@ def test_reads_units():
     (("activation_gib = [[1.0, 1.0], [2.0, 2.0]]\n", ""), "gpu[0].tp[0].activation_gib", "missing"),
     (('name = "A100"', 'name = "A100"\nspeed = 3'), "gpu[0].speed", "unknown key"),
 ])
-def test_errors_name_file_and_key(edit, key, words):
-    message = _refused(edit, key)
-    assert words in message and "\n" not in message
-
-
-def _refused(edit: tuple[str, str], key: str) -> str:
-    """The reader's message for GOOD with ``edit`` made, which names the file and ``key`` first."""
-    text = GOOD.replace(*edit, 1)
-    assert text != GOOD
-    with pytest.raises(InputError) as err:
-        loads(text, source="bad.toml")
-    message = str(err.value)
-    assert message.startswith(f"bad.toml: {key}: "), message
-    return message
+def test_errors_name_file_and_key(reader_refuses, edit, key, words):
+    assert words in reader_refuses(GOOD, edit, key)
 
 
 def test_duplicate_degree():
@@ -120,9 +108,9 @@ def test_round_trip_keeps_units_overlap_buckets_and_short_rows():
     (("bandwidth_gbps = 100.0", "bandwidth_gbps = 1e300"), "gpu[0].bandwidth_gbps", "1e+300"),
     (("cross_bandwidth_gbps = 25.0", "cross_bandwidth_gbps = 1e308"), "cross_bandwidth_gbps", "1e+308"),
 ])
-def test_an_out_of_range_value_is_shown_as_written_in_its_keys_unit(edit, key, got):
+def test_an_out_of_range_value_is_shown_as_written_in_its_keys_unit(reader_refuses, edit, key, got):
     """Issue 44, item 4: "(got None)" for 1e300 GiB, bytes under a GiB key for negatives."""
-    message = _refused(edit, key)
+    message = reader_refuses(GOOD, edit, key)
     assert message.endswith(f"(got {got})"), message
     unit = "Gb/s" if "gbps" in key else "GiB"
     assert unit in message and "bytes" not in message, message
