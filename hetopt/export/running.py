@@ -211,6 +211,8 @@ TORCHTITAN_ASYNC_TP = "enable_async_tensor_parallel = true"
 DEEPSPEED_OVERLAP = '"overlap_comm"'
 #: Megatron-Core's per-layer CUDA graphs (``host=cudagraph``): the capture backend and the RNG
 #: tracker every CUDA graph backend requires (Megatron-Core documentation, "CUDA Graph";
+#: ``TransformerConfig.cuda_graph_impl`` "local" and ``use_te_rng_tracker`` in core 0.16.1, whose
+#: ``transformer/cuda_graphs.py`` refuses to capture with Megatron's own RNG tracker;
 #: ``--enable-cuda-graph`` before ``--cuda-graph-impl``).
 MEGATRON_CUDA_GRAPH = "--cuda-graph-impl local"
 MEGATRON_RNG_TRACKER = "--te-rng-tracker"
