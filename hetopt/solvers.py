@@ -120,7 +120,7 @@ def known_options(fam: Family) -> list[str]:
     Examples
     --------
     >>> known_options(family("allocation"))
-    ['backend', 'bracket', 'orientation', 'seed', 'threads', 'time_limit', 'write_model']
+    ['backend', 'bracket', 'chunk_entries', 'orientation', 'seed', 'threads', 'time_limit', 'write_model']
     """
     names = set(COMMON_OPTIONS)
     for func in fam.methods.values():

@@ -37,11 +37,37 @@ def matches_bruteforce() -> Callable:
 
 
 @pytest.fixture
-def no_host_floor(monkeypatch) -> None:
-    """Hold the host's floor (``costmodel.host_floor_s``) at zero: a test that computes a
-    small stage's kernel or link terms by hand would otherwise see the floor instead."""
-    from hetopt import costmodel as cm
+def solve_refuses(tmp_path, capsys) -> Callable:
+    """``solve_refuses(text, key)``: ``hetopt solve`` on a file ``bad.toml`` of ``text`` exits 2
+    with one line on stderr that names the file and ``key``."""
+    from hetopt.cli import main
 
-    monkeypatch.setitem(cm.HOST_STACKS, cm.DEFAULT_HOST, (0.0, 0.0))
-    monkeypatch.setattr(cm.host, "HOST_LAUNCH_S", 0.0)  # and its launches (issue 41)
+    def check(text: str, key: str) -> None:
+        path = tmp_path / "bad.toml"
+        path.write_text(text, encoding="utf-8")
+        assert main(["solve", str(path)]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and key in err[0] and str(path) in err[0], err
 
+    return check
+
+
+def refused(good: str, edit: tuple[str, str], key: str) -> str:
+    """The reader's one-line message for the file ``good`` with ``edit`` (old, new) made once,
+    which must change it; the message names the file (``bad.toml``) and ``key`` first."""
+    from hetopt import loads
+    from hetopt.errors import InputError
+
+    text = good.replace(*edit, 1)
+    assert text != good, edit
+    with pytest.raises(InputError) as err:
+        loads(text, source="bad.toml")
+    message = str(err.value)
+    assert message.startswith(f"bad.toml: {key}: ") and "\n" not in message, message
+    return message
+
+
+@pytest.fixture
+def reader_refuses() -> Callable:
+    """:func:`refused`, for the families' reader tests."""
+    return refused

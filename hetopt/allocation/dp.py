@@ -84,10 +84,12 @@ class _Ranges:
     every pass over the entries raises ``_Expired`` between chunks once it has passed.
     """
 
-    def __init__(self, instance: AllocationInstance, deadline: Deadline | None = None) -> None:
-        """List the options, chunk by chunk; ``fastest[g]`` is group g's least option time."""
+    def __init__(self, instance: AllocationInstance, deadline: Deadline | None = None,
+                 chunk_entries: int = CHUNK_ENTRIES) -> None:
+        """List the options, chunk by chunk (``chunk_entries`` entries); ``fastest[g]`` is group g's least option time."""
         self.instance = instance
         self.deadline = deadline
+        self.chunk = chunk = chunk_entries
         u = [max(0, x) for x in instance.max_microbatch_per_group]
         n = int(sum(u))
         bmax = instance.global_batch - (instance.num_gpus - 1)
@@ -105,12 +107,12 @@ class _Ranges:
         for g, (grp, x) in enumerate(zip(instance.groups, u)):
             even = instance.even_shard_max_microbatch_per_group[g]
             start = int(self.starts[g])
-            for first in range(0, x, CHUNK_ENTRIES):
-                if unclocked >= CHUNK_ENTRIES:
+            for first in range(0, x, chunk):
+                if unclocked >= chunk:
                     self.tick()
                     unclocked = 0
-                unclocked += min(x - first, CHUNK_ENTRIES)
-                m = np.arange(first + 1, min(x, first + CHUNK_ENTRIES) + 1, dtype=np.int64)
+                unclocked += min(x - first, chunk)
+                m = np.arange(first + 1, min(x, first + chunk) + 1, dtype=np.int64)
                 at = slice(start + first, start + first + m.size)
                 self.group[at], self.m[at], self.lmax[at] = g, m, bmax // m
                 self.f[at], self.g[at] = grp.forward(m), grp.backward(m)
@@ -133,9 +135,9 @@ class _Ranges:
         return np.maximum(ag, fwd) + np.maximum(ag + rs, fwd + bwd)
 
     def _chunks(self) -> list[slice]:
-        """The entries in chunks of ``CHUNK_ENTRIES``."""
+        """The entries in chunks of ``chunk_entries``."""
         n = self.m.size
-        return [slice(a, min(n, a + CHUNK_ENTRIES)) for a in range(0, n, CHUNK_ENTRIES)]
+        return [slice(a, min(n, a + self.chunk)) for a in range(0, n, self.chunk)]
 
     def counts(self, tau: float, lo: np.ndarray | None = None, hi: np.ndarray | None = None) -> np.ndarray:
         """L_m(τ): the largest ℓ ≤ lmax with T(ℓ, m) ≤ τ (0 when none), knowing lo ≤ L ≤ hi.
@@ -187,10 +189,10 @@ class _Ranges:
         else:
             mid = (low + high + 1) // 2
             times = np.empty(sel.size)
-            for a in range(0, sel.size, CHUNK_ENTRIES):
+            for a in range(0, sel.size, self.chunk):
                 if a:
                     self.tick()
-                part = sel[a : a + CHUNK_ENTRIES]
+                part = sel[a : a + self.chunk]
                 times[a : a + part.size] = self.times(mid[part], part)
             pick = float(np.median(times))
             pick = self.last_time(self.counts(pick, low, high))  # snap to an option time
@@ -538,6 +540,7 @@ def solve_dp(
     time_limit: float | None = None,
     bracket: bool = True,
     orientation: str | None = None,
+    chunk_entries: int = CHUNK_ENTRIES,
 ) -> Result:
     """Exact: the least option time τ at which a plan with every T_i ≤ τ exists.
 
@@ -553,6 +556,9 @@ def solve_dp(
         decides them by the DP too: slower, used by the tests to exercise the decisions.
     orientation
         "forward" or "deficit" forces the DP's window (tests); None takes the shorter.
+    chunk_entries
+        Entries a pass goes over between two reads of the clock (:data:`CHUNK_ENTRIES`); it changes
+        nothing but when the clock is read.
 
     Raises
     ------
@@ -591,7 +597,7 @@ def solve_dp(
             f"(tiny activations per sample let micro-batches reach the global batch {instance.global_batch})",
         )
     try:
-        ranges = _Ranges(instance, deadline)
+        ranges = _Ranges(instance, deadline, chunk_entries)
         # every option time below `least` is ruled out (some group has none faster than its
         # fastest), so it is a bound at any point
         least = float(ranges.fastest.max())

@@ -66,7 +66,7 @@ from hetopt.costmodel.kernels import (  # noqa: F401
 )
 from hetopt.costmodel.host import (  # noqa: F401
     HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S, HOST_STACKS, DEFAULT_HOST, HOST_MOE_LAYER,
-    HOST_LOCAL_EXPERT, host_floor_s, HOST_LAUNCH_S, STACKS_MEASURED_ON_GPUS,
+    HOST_LOCAL_EXPERT, host_floor_s, HOST_LAUNCH_S, STACKS_MEASURED_ON_GPUS, STACKS_WITHOUT_LAUNCHES,
 )
 from hetopt.costmodel.optimizer import (  # noqa: F401
     OPTIMIZER_STEP_BYTES, FP32_OPTIMIZER_STEP_BYTES, optimizer_step_s, ZERO3_TENSOR_GATHER_COPY_BYTES,
@@ -117,5 +117,6 @@ __all__ = [
     "Fabric", "collective_s", "GEMM_TILES", "gemm_waves", "dense_gemm_shapes", "quantization_flops",
     "GPU_KERNEL_S", "LAYER_KERNELS", "UNFUSED_ATTENTION_KERNELS", "FLASH_ATTENTION_KERNELS", "EMBEDDING_KERNELS",
     "HEAD_KERNELS", "layer_kernels", "kernels_time_s", "HOST_LAUNCH_S", "STACKS_MEASURED_ON_GPUS", "list_copies_s",
+    "STACKS_WITHOUT_LAUNCHES",
     "FUSED_STEP_PASSES", "FP32_FUSED_STEP_PASSES", "MULTI_TENSOR_ELEMENTS",
 ]

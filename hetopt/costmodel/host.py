@@ -27,8 +27,17 @@ HOST_LAYER_BACKWARD_S = 2.05e-4
 #: on a T4 and a V100 by ``python -m hetopt.generate.stack_host``: the profiled forward less this
 #: model's kernels (the GPU's fixed time a kernel and the GEMMs' waves included since issue 41),
 #: 3.35 ms on the T4 and 3.15 ms on the V100, whose kernels differ 3.1-fold (the mean, 3.25 ms;
-#: 3.31 before those terms); the backward in today's proportion (×1.50), 4.86 ms. Seconds.
-HOST_STACKS = {"torch2": (HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S), "torch1": (3.25e-3, 4.86e-3)}
+#: 3.31 before those terms); the backward in today's proportion (×1.50), 4.86 ms. ``cudagraph``:
+#: today's PyTorch with the layers' kernels captured once and replayed as CUDA graphs (Megatron-Core's
+#: ``--cuda-graph-impl local``, formerly ``--enable-cuda-graph``: "CUDA Graphs reduce kernel-launch
+#: overhead by recording GPU operations once and replaying the recording on subsequent iterations",
+#: Megatron-Core documentation, "CUDA Graph"; ``torch.compile(mode="reduce-overhead")``, "reduces the
+#: overhead of python with CUDA graphs", torch.compile's documentation): the host issues one graph
+#: launch where it issued a layer's ops, so it adds nothing per layer and launches no kernel
+#: (:data:`STACKS_WITHOUT_LAUNCHES`); the GPU's own time a kernel (``GPU_KERNEL_S``) stays, and the
+#: optimizer step and the ZeRO copies outside the layers' graphs are launched as before. Seconds.
+HOST_STACKS = {"torch2": (HOST_LAYER_FORWARD_S, HOST_LAYER_BACKWARD_S), "torch1": (3.25e-3, 4.86e-3),
+               "cudagraph": (0.0, 0.0)}
 
 #: The stack a layout or runtime that does not say runs on.
 DEFAULT_HOST = "torch2"
@@ -47,6 +56,10 @@ HOST_LAUNCH_S = 8e-6 - 2e-6
 #: The stacks whose per-layer time was measured on GPU hosts, launches included (``torch1``: read
 #: off AMP's per-layer profiles on a T4 and a V100); the others' launches are added (``host_floor_s``).
 STACKS_MEASURED_ON_GPUS = ("torch1",)
+
+#: The stacks whose layers' kernels the host does not launch one by one (``cudagraph``: a graph's
+#: replay launches them all): no :data:`HOST_LAUNCH_S` a kernel in their floor either.
+STACKS_WITHOUT_LAUNCHES = ("cudagraph",)
 
 #: An MoE layer's host time, (forward, backward) in units of a dense layer's, with no local
 #: expert: Megatron-Core's router (linear, softmax, top-k), permutation (argsort, gather, per-
@@ -74,7 +87,7 @@ def host_floor_s(layers: float, *, recompute: str = "none", stack: str = DEFAULT
     GPU: each takes ``HOST_MOE_LAYER`` + ``local_experts`` · ``HOST_LOCAL_EXPERT`` dense layers' time.
     ``launches`` (forward, backward): the CUDA kernels and collectives the passes launch (the
     recomputed forward's included), each :data:`HOST_LAUNCH_S` more on a stack measured without a
-    GPU (not in :data:`STACKS_MEASURED_ON_GPUS`).
+    GPU (not in :data:`STACKS_MEASURED_ON_GPUS`) whose host launches them (not in :data:`STACKS_WITHOUT_LAUNCHES`).
 
     Examples
     --------
@@ -89,12 +102,14 @@ def host_floor_s(layers: float, *, recompute: str = "none", stack: str = DEFAULT
     [547.5, 726.9]
     >>> [round(t * 1e6, 1) for t in host_floor_s(1, launches=(16, 32))]  # a layer's 16 and 32 launches
     [233.0, 397.0]
+    >>> host_floor_s(24, stack="cudagraph", launches=(16, 32))  # the layers replayed as CUDA graphs
+    (0.0, 0.0)
     """
     check_recompute(recompute)
     if stack not in HOST_STACKS:
         raise ValueError(f"unknown host stack {stack!r} (valid: {', '.join(HOST_STACKS)})")
     per_forward, per_backward = HOST_STACKS[stack]
-    launch = 0.0 if stack in STACKS_MEASURED_ON_GPUS else HOST_LAUNCH_S
+    launch = 0.0 if stack in STACKS_MEASURED_ON_GPUS + STACKS_WITHOUT_LAUNCHES else HOST_LAUNCH_S
     if moe_layers:
         dense = layers - moe_layers
         forward = (dense + moe_layers * (HOST_MOE_LAYER[0] + local_experts * HOST_LOCAL_EXPERT[0])) * per_forward

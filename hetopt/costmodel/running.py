@@ -107,8 +107,9 @@ KEYS: tuple[Key, ...] = (
         "Megatron-LM's p2p_communication (scatter-gather); DeepSpeed v0.3.13 pipe/engine.py"),
     Key("host", "host", "host", {h: h for h in HOST_STACKS},
         "the software stack whose host issues the layers' ops, every stage's floor (torch2: today's eager PyTorch; "
-        "torch1: a PyTorch 1.x stack)",
-        "measured by python -m hetopt.generate.host_overhead and hetopt.generate.stack_host"),
+        "torch1: a PyTorch 1.x stack; cudagraph: the layers replayed as CUDA graphs, no floor)",
+        "measured by python -m hetopt.generate.host_overhead and hetopt.generate.stack_host; cudagraph: Megatron-Core "
+        "--cuda-graph-impl local, torch.compile mode=reduce-overhead"),
 )
 #: The settings by their ``--layout``/``--runtime`` key.
 BY_TEXT: Mapping[str, Key] = {k.text: k for k in KEYS}

@@ -442,6 +442,8 @@ def build(plan: PlanView, model: ModelConfig | None, *, one_job: bool = False) -
     common += attention
     if running.megatron_tp_overlap(plan):  # Transformer Engine's userbuffers, as priced (tpoverlap=yes)
         common.append(running.MEGATRON_TP_OVERLAP)
+    if plan.running.host == "cudagraph":  # each layer replayed as a CUDA graph, as priced (host=cudagraph)
+        common += [running.MEGATRON_CUDA_GRAPH, running.MEGATRON_RNG_TRACKER]
     if model is not None:
         common += model_arguments(model, plan.seq, gaps, expert_parallel=expert_parallel)
     common = attention_notes + common

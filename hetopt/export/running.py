@@ -89,7 +89,7 @@ def _common(plan: PlanView, key: str, title: str) -> tuple[str | None, str] | No
             return None, f"no effect in {r.precision} (TF32 is a mode of fp32 matmuls)"
         return env, ("in every rank's environment: launch.sh exports it (files per island: set it yourself); a GPU "
                      "without TF32 tensor cores runs FP32 either way")
-    if key == "host":
+    if key == "host" and r.host != "cudagraph":  # cudagraph: the runtime's own (GRAPHED)
         stack = "today's eager PyTorch" if r.host == "torch2" else "a PyTorch 1.x stack (DeepSpeed 0.3, Megatron-LM 1.1)"
         return None, (f"no {title} argument: the plan's stages are floored by the host time per layer of {stack}; "
                       "the job's own software stack decides it")
@@ -129,6 +129,9 @@ def _megatron(plan: PlanView, key: str) -> tuple[str | None, str]:
     if key == "gradreduce":
         return ("--accumulate-allreduce-grads-in-fp32", "fp32 main gradients reduced") if r.grad_fp32 else \
             (None, "Megatron-LM's default: gradients reduced in the parameters' 16 bits")
+    if key == "host":
+        return MEGATRON_CUDA_GRAPH, (f"with {MEGATRON_RNG_TRACKER} (CUDA graphs require Transformer Engine's RNG tracker): "
+                                     "each layer's kernels captured once and replayed, as priced without the host's floor")
     return None, ("Megatron-LM sends each TP rank's share between stages, as priced" if r.handover == "split" else
                   "Megatron-LM sends each TP rank's share: its hand-overs take less time than priced (GAPS)")
 
@@ -162,6 +165,9 @@ def _torchtitan(plan: PlanView, key: str) -> tuple[str | None, str]:
     if key == "gradreduce":
         return None, ("torchtitan 0.2.2 reduces gradients in float32 only (mixed_precision_reduce)" +
                       ("" if r.grad_fp32 else ": twice the bytes the plan prices"))
+    if key == "host":
+        return None, ("no torchtitan key for CUDA graphs: its [compile] runs torch.compile's default mode, not "
+                      "reduce-overhead, so the host issues every op (slower than the plan prices where it is host-bound)")
     return None, ("torchtitan's pipeline sends each rank's share, as priced" if r.handover == "split" else
                   "torchtitan sends each rank's share: its hand-overs take less time than priced (GAPS)")
 
@@ -190,6 +196,10 @@ def _deepspeed(plan: PlanView, key: str) -> tuple[str | None, str]:
     if key == "gradreduce":
         return ('"fp32_allreduce"', "gradients cast to fp32 to reduce") if r.grad_fp32 else \
             (None, "DeepSpeed's default: gradients reduced in their 16 bits")
+    if key == "host":
+        return None, ("no DeepSpeed key for CUDA graphs in training: the model code must capture its layers "
+                      "(torch.cuda.make_graphed_callables), else the host issues every op (slower than priced where "
+                      "it is host-bound)")
     return ('"pipeline"', "pipe_partitioned, grad_partitioned as DeepSpeed 0.3's engine") if r.handover == "deepspeed" else \
         (None, "no DeepSpeed key: its engine's hand-over is set by its version (the plan prices the split one)")
 
@@ -199,6 +209,13 @@ MEGATRON_UNFUSED = "--attention-backend unfused"
 MEGATRON_TP_OVERLAP = "--tp-comm-overlap"
 TORCHTITAN_ASYNC_TP = "enable_async_tensor_parallel = true"
 DEEPSPEED_OVERLAP = '"overlap_comm"'
+#: Megatron-Core's per-layer CUDA graphs (``host=cudagraph``): the capture backend and the RNG
+#: tracker every CUDA graph backend requires (Megatron-Core documentation, "CUDA Graph";
+#: ``TransformerConfig.cuda_graph_impl`` "local" and ``use_te_rng_tracker`` in core 0.16.1, whose
+#: ``transformer/cuda_graphs.py`` refuses to capture with Megatron's own RNG tracker;
+#: ``--enable-cuda-graph`` before ``--cuda-graph-impl``).
+MEGATRON_CUDA_GRAPH = "--cuda-graph-impl local"
+MEGATRON_RNG_TRACKER = "--te-rng-tracker"
 
 #: Each runtime's table: a running setting's ``--runtime`` key to (flag or None, how).
 RUNTIMES: dict[str, Callable[[PlanView, str], tuple[str | None, str]]] = {

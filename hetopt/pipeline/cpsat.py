@@ -28,7 +28,7 @@ from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends,
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
-from hetopt.pipeline.positions import canonical_plan, position_data, too_large
+from hetopt.pipeline.positions import MAX_POSITION_BINARIES, canonical_plan, position_data, too_large
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
 
@@ -59,7 +59,7 @@ def error_bound(instance: PipelineInstance) -> float:
 @threads_alias
 def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = None, threads: int | None = None,
                       seed: int = 0, write_model: str | os.PathLike[str] | None = None,
-                      formulation: str = "signatures") -> Result:
+                      formulation: str = "signatures", max_position_binaries: int = MAX_POSITION_BINARIES) -> Result:
     """Solve the pipeline problem with CP-SAT, warm-started from the greedy plan.
 
     Parameters
@@ -67,6 +67,8 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
     formulation
         ``"signatures"`` (the level model over island signatures; the default, may change) or
         ``"positions"`` (one Boolean per position and concrete option). Both are exact.
+    max_position_binaries
+        The position model with more Booleans is declined up front (:data:`~hetopt.pipeline.positions.MAX_POSITION_BINARIES`).
 
     Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
@@ -97,7 +99,7 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
     if formulation == "signatures":
         return _levels(instance, cp_model, deadline, time_limit, threads, seed, write_model)
-    return _positions(instance, cp_model, deadline, time_limit, threads, seed, write_model)
+    return _positions(instance, cp_model, deadline, time_limit, threads, seed, write_model, max_position_binaries)
 
 
 def _declined_reach(deadline: Deadline, reach: int, M: int) -> Result | None:
@@ -111,12 +113,13 @@ def _declined_reach(deadline: Deadline, reach: int, M: int) -> Result | None:
     return None
 
 
-def _positions_declined(instance: PipelineInstance, data, deadline: Deadline) -> tuple[Result | None, int]:
+def _positions_declined(instance: PipelineInstance, data, deadline: Deadline,
+                        max_position_binaries: int = MAX_POSITION_BINARIES) -> tuple[Result | None, int]:
     """The position model's early answer (no first block, too large, out of range) if any, and z's top."""
     if not data.at[0]:
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
                            reason="no usable option may be the first block: every one has role middle or last"), 0
-    declined = too_large(data)
+    declined = too_large(data, max_position_binaries)
     if declined is not None:
         return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
                            reason=f"{declined}; {after_model_declines(instance)}"), 0
@@ -258,10 +261,11 @@ def _position_hint(model, instance: PipelineInstance, data, var: _PositionVars, 
     return hint
 
 
-def _positions(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit, threads, seed, write_model) -> Result:
+def _positions(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit, threads, seed, write_model,
+               max_position_binaries: int = MAX_POSITION_BINARIES) -> Result:
     """The position model (``formulation="positions"``): one Boolean per position and concrete option."""
     data = position_data(instance)
-    declined, top = _positions_declined(instance, data, deadline)
+    declined, top = _positions_declined(instance, data, deadline, max_position_binaries)
     if declined is not None:
         return declined
     P = data.positions

@@ -74,8 +74,10 @@ class _Interval:
 class _Search:
     """The intervals, the incumbent and the bound; see the module docstring."""
 
-    def __init__(self, instance: PipelineInstance, prep, cands: list[float], deadline: Deadline, stats: dict) -> None:
+    def __init__(self, instance: PipelineInstance, prep, cands: list[float], deadline: Deadline, stats: dict, *,
+                 max_cells: int = dp_table.MAX_DP_CELLS, max_bound_cells: int = MAX_BOUND_CELLS) -> None:
         self.instance, self.prep, self.cands, self.deadline, self.stats = instance, prep, cands, deadline, stats
+        self.max_cells, self.max_bound_cells = max_cells, max_bound_cells
         self.M = instance.microbatches
         self.best_t, self.best_plan = math.inf, None
         self.open: list[_Interval] = []
@@ -158,14 +160,14 @@ class _Search:
     def remaining(self, i: int):
         """The pruning bound of a run at c_i: per usage vector when that table is small enough,
         else the cover bound of all islands for every vector (weaker, as valid)."""
-        small = self.prep.usage_count * (self.instance.layers + 1) <= MAX_BOUND_CELLS
+        small = self.prep.usage_count * (self.instance.layers + 1) <= self.max_bound_cells
         if small and unused_cover_work(self.instance, self.prep.kinds, self.prep.options, self.cands[i]) <= MAX_BOUND_WORK:
             return unused_cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
         return cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[None, :]
 
     def feasible(self, i: int) -> bool:
         self.stats["feasibility_runs"] += 1
-        return feasible(self.instance, self.prep, self.cands[i], self.deadline)
+        return feasible(self.instance, self.prep, self.cands[i], self.deadline, max_cells=self.max_cells)
 
     def prune(self) -> None:
         self.open = [iv for iv in self.open if self.lower(iv) < self.best_t]
@@ -195,7 +197,8 @@ class _Search:
         budget, final = self.budget(iv, i)
         remaining = self.remaining(i)
         try:
-            run = _run(self.instance, self.prep, self.cands[i], self.deadline, budget=budget, remaining=remaining)
+            run = _run(self.instance, self.prep, self.cands[i], self.deadline, budget=budget, remaining=remaining,
+                       max_cells=self.max_cells)
         except _TooLarge:
             # the budget kept too many states: try again with a smaller one (it still raises the floor)
             self.stats["runs_too_large"] += 1
@@ -223,7 +226,8 @@ class _Search:
         return True
 
 
-def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> Result:
+def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max_cells: int = dp_table.MAX_DP_CELLS,
+             max_bound_cells: int = MAX_BOUND_CELLS) -> Result:
     """Solve by a branch and bound over bottleneck thresholds around the table DP.
 
     Parameters
@@ -232,6 +236,11 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
         The composition instance.
     time_limit
         Seconds for the whole call (None: no limit).
+    max_cells
+        Most cells one DP run may hold at once (:data:`~hetopt.pipeline.dp_table.MAX_DP_CELLS`).
+    max_bound_cells
+        Most cells of the per-usage-vector pruning bound; beyond it the runs prune with the
+        cover bound of all islands (:data:`MAX_BOUND_CELLS`).
 
     Returns
     -------
@@ -239,7 +248,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
         OPTIMAL, INFEASIBLE (with the reason), FEASIBLE with the bound of the unsettled
         thresholds when the time limit stops the search after a plan was found (the greedy's
         plan counts), TIME_LIMIT before one, DECLINED when the usage vectors or one run's
-        tables exceed ``MAX_USAGE_STATES`` / ``MAX_DP_CELLS`` (FEASIBLE with the bound when a
+        tables exceed ``MAX_USAGE_STATES`` / ``max_cells`` (FEASIBLE with the bound when a
         plan is known by then). ``stats``: thresholds_tried (DP runs), thresholds,
         states_memoized (finite cells left over all runs), states_pruned (cells dropped by
         the budgets), usage_tables (most tables one run made), options_skipped (fit no
@@ -273,7 +282,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
             f"{prep.cells * (instance.layers + 1):.3g} cells), above {MAX_USAGE_STATES:.3g}: "
             f"{len(prep.kinds)} distinct island kinds are too many for the DP; {after_dp_declines(instance)}",
         )
-    search = _Search(instance, prep, cands, deadline, stats)
+    search = _Search(instance, prep, cands, deadline, stats, max_cells=max_cells, max_bound_cells=max_bound_cells)
     plan = greedy_plan(instance, deadline)
     if plan is not None:
         search.offer(plan, greedy=True)
@@ -284,7 +293,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
     except _Timeout:
         return _stopped(instance, search, deadline, stats, "time limit reached before the DP found a pipeline")
     except _TooLarge:
-        return _stopped(instance, search, deadline, stats, None)
+        return _stopped(instance, search, deadline, stats, None, max_cells)
     if search.best_plan is None:
         return no_solution(
             problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
@@ -293,7 +302,8 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None) -> 
     return _conclude(instance, search.best_plan, deadline, True, None, stats)
 
 
-def _stopped(instance, search: _Search, deadline, stats, timeout_reason: str | None) -> Result:
+def _stopped(instance, search: _Search, deadline, stats, timeout_reason: str | None,
+             max_cells: int = dp_table.MAX_DP_CELLS) -> Result:
     """The search did not finish: FEASIBLE with the bound when a plan is known, else no solution."""
     bound = search.bound()
     if search.best_plan is not None:
@@ -303,7 +313,7 @@ def _stopped(instance, search: _Search, deadline, stats, timeout_reason: str | N
                            bound=bound, reason=timeout_reason)
     return no_solution(
         problem="pipeline", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats, bound=bound,
-        reason=f"one DP run would hold more than {dp_table.MAX_DP_CELLS:.3g} cells before any pipeline was found; "
+        reason=f"one DP run would hold more than {max_cells:.3g} cells before any pipeline was found; "
                f"{after_dp_declines(instance)}",
     )
 

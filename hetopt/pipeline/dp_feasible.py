@@ -15,8 +15,10 @@ from hetopt.pipeline.dp_table import INF, _groups, _Prep, _Timeout, _TooLarge
 from hetopt.pipeline.problem import PipelineInstance
 
 
-def feasible(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline) -> bool:
-    """Whether some pipeline has bottleneck ≤ τ: the DP's states with the cost dropped.
+def feasible(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline, *,
+             max_cells: int = dp_table.MAX_DP_CELLS) -> bool:
+    """Whether some pipeline has bottleneck ≤ τ: the DP's states with the cost dropped, at most
+    ``max_cells`` cells at once (``_TooLarge`` beyond).
 
     Whether a suffix (u, κ, r, b) extends to a whole pipeline does not depend on its cost,
     and a suffix with fewer stages behind (b) allows every block a larger b allows and
@@ -29,8 +31,8 @@ def feasible(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Dead
     index = {u: k for k, u in enumerate(prep.usage)}
     n_classes = link_ok.shape[1]
     least: dict[int, np.ndarray] = {}  # least[x][κ, r] = least b (float; inf: unreachable)
-    # at most MAX_DP_CELLS cells at once: a table is dropped once its usage vector is done
-    most_tables = max(1, dp_table.MAX_DP_CELLS // (n_classes * (L + 1)))
+    # at most max_cells cells at once: a table is dropped once its usage vector is done
+    most_tables = max(1, max_cells // (n_classes * (L + 1)))
 
     def table(x: int) -> np.ndarray:
         if x not in least:

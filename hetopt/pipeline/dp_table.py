@@ -50,7 +50,7 @@ class _Timeout(Exception):
 
 
 class _TooLarge(Exception):
-    """One DP run would hold more than ``MAX_DP_CELLS`` cells."""
+    """One DP run would hold more than its ``max_cells`` (``MAX_DP_CELLS``) cells."""
 
 
 def _link_classes(instance: PipelineInstance, islands: list[int]) -> list[list[int]]:
@@ -261,6 +261,7 @@ class _Tables:
     """One run's state tables by (usage index, link class), with the counters it reports."""
 
     shape: tuple[int, int]  # (L + 1, B + 1): rows r and stages-behind columns b
+    max_cells: int = MAX_DP_CELLS  # most cells held at once (``_TooLarge`` beyond)
     tables: dict = field(default_factory=dict)  # dense while being filled, then a _Box
     boxed: int = 0  # cells held: dense tables still being filled plus the boxes of finished ones
     made: int = 0
@@ -273,11 +274,11 @@ class _Tables:
         return self.shape[0] * self.shape[1]
 
     def table(self, x: int, cls: int) -> np.ndarray:
-        """The dense table of (x, cls), made on first use; ``_TooLarge`` past ``MAX_DP_CELLS``."""
+        """The dense table of (x, cls), made on first use; ``_TooLarge`` past ``max_cells``."""
         key = (x, cls)
         if key not in self.tables:
             self.boxed += self.per_table
-            if self.boxed > MAX_DP_CELLS:
+            if self.boxed > self.max_cells:
                 raise _TooLarge
             self.tables[key] = np.full(self.shape, INF)
             self.made += 1
@@ -384,7 +385,7 @@ def _extend(state: _Tables, prep: _Prep, groups: list[list[_Group]], shapes: lis
 
 
 def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline, *,
-         budget: float = INF, remaining: np.ndarray | None = None) -> RunResult:
+         budget: float = INF, remaining: np.ndarray | None = None, max_cells: int = MAX_DP_CELLS) -> RunResult:
     """One DP at bottleneck τ: D_τ and the option indices front to back.
 
     The states of one usage vector u and link class κ are a table over (r, b), made when a
@@ -393,13 +394,14 @@ def _run(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Deadline
     blocks covering layers 0..r−1 on the islands ``prep.usage[x]`` leaves free), and the
     answer is D_τ when D_τ < budget, INF otherwise: a dropped state lies on no pipeline
     cheaper than the budget, so the states of every such pipeline survive. Transitions that
-    could only produce dropped states are not made.
+    could only produce dropped states are not made. ``_TooLarge`` when the tables would hold
+    more than ``max_cells`` cells at once.
     """
     L, B = instance.layers, prep.cap
     link = np.where(prep.link <= tau, prep.link, INF)
     groups = _groups(instance, prep, tau)
     index = {u: k for k, u in enumerate(prep.usage)}
-    state = _Tables((L + 1, B + 1))
+    state = _Tables((L + 1, B + 1), max_cells)
     n_classes = link.shape[1]
     prune = budget < INF and remaining is not None
     if not prune:

@@ -45,14 +45,14 @@ from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends,
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
-from hetopt.pipeline.positions import position_data, too_large
+from hetopt.pipeline.positions import MAX_POSITION_BINARIES, position_data, too_large
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
 
 
 def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, backend: str = DEFAULT_MILP_BACKEND,
                threads: int | None = None, write_model: str | os.PathLike[str] | None = None,
-               formulation: str = "signatures") -> Result:
+               formulation: str = "signatures", max_position_binaries: int = MAX_POSITION_BINARIES) -> Result:
     """Solve one of the MILPs above.
 
     Both build their rows from (variable, coefficient) lists with aggregates (the level
@@ -67,6 +67,8 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
     formulation
         ``"signatures"`` (the level model over island signatures; the default, may change) or
         ``"positions"`` (one binary per position and concrete option). Both are exact.
+    max_position_binaries
+        The position model with more binaries is declined up front (:data:`~hetopt.pipeline.positions.MAX_POSITION_BINARIES`).
 
     Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
@@ -98,16 +100,17 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
     if formulation == "signatures":
         return _levels(instance, pulp, deadline, method, time_limit, threads, backend, write_model)
-    return _positions(instance, pulp, deadline, method, time_limit, threads, backend, write_model)
+    return _positions(instance, pulp, deadline, method, time_limit, threads, backend, write_model, max_position_binaries)
 
 
-def _positions(instance, pulp, deadline, method, time_limit, threads, backend, write_model) -> Result:
+def _positions(instance, pulp, deadline, method, time_limit, threads, backend, write_model,
+               max_position_binaries: int = MAX_POSITION_BINARIES) -> Result:
     """The position model (``formulation="positions"``)."""
     data = position_data(instance)
     if not data.at[0]:
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
                            reason="no usable option may be the first block: every one has role middle or last")
-    declined = too_large(data)
+    declined = too_large(data, max_position_binaries)
     if declined is not None:
         return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline,
                            reason=f"{declined}; {after_model_declines(instance)}")

@@ -22,14 +22,14 @@ from hetopt.pipeline.problem import PipelineInstance
 MAX_POSITION_BINARIES = 250_000
 
 
-def too_large(data: PositionData) -> str | None:
-    """The reason the position model is declined for its size, or None (the advice that
-    follows it is ``hetopt.pipeline.advice``'s)."""
+def too_large(data: PositionData, limit: int = MAX_POSITION_BINARIES) -> str | None:
+    """The reason the position model is declined for its size (more than ``limit`` binaries),
+    or None (the advice that follows it is ``hetopt.pipeline.advice``'s)."""
     n = sum(len(a) for a in data.at)
-    if n <= MAX_POSITION_BINARIES:
+    if n <= limit:
         return None
     return (f"the position model would have {n:,} binaries y[p,o] ({data.positions} positions x usable options), "
-            f"above the limit of {MAX_POSITION_BINARIES:,}")
+            f"above the limit of {limit:,}")
 
 
 @dataclass(frozen=True)

@@ -332,7 +332,7 @@ def _outside_calibration(setup: Setup, best: Attempt, seq: int) -> list[str]:
         host_bound=sum(st.host_bound for pp in plans for st in pp.stages),
     )
     host = setup.parallelizer.running.host
-    if host != cm.DEFAULT_HOST:
+    if cm.HOST_STACKS[host] > cm.HOST_STACKS[cm.DEFAULT_HOST]:  # a slower stack than the default's (not cudagraph)
         # the allocation model is affine in the batch, with no floor (formulations/costmodel.md,
         # "The host's floor"): beside pipelines held to an older stack's host time it is optimistic
         lines.append(f"the cephalo-fsdp alternative is priced without the host's time of host={host} "

@@ -79,3 +79,21 @@ def synthetic_toml(*, global_batch: int, activation_gib: float, state_gib: float
         f"backward_s = [{2 * forward_s * (1 + slowdown * g)}, {3.8 * forward_s * (1 + slowdown * g)}]\n"
         for g, (count, memory) in enumerate(groups)
     )
+
+
+def dp_within(tmp_path, limit: float, **fields):
+    """``dp`` under a ``limit`` of seconds on the file ``synthetic_toml(**fields)`` writes, its
+    wall time held to the limit: the result and the instance."""
+    import time
+
+    import hetopt
+    from hetopt.family import TIME_LIMIT_SLACK_S
+
+    path = tmp_path / "synthetic.toml"
+    path.write_text(synthetic_toml(**fields))
+    inst = hetopt.load(path)
+    start = time.perf_counter()
+    r = hetopt.solve(inst, "dp", time_limit=limit)
+    wall = time.perf_counter() - start
+    assert wall <= limit + TIME_LIMIT_SLACK_S, (wall, r.status, r.reason)
+    return r, inst

@@ -7,16 +7,13 @@ it (a pipe gets exactly the output it got before progress existed).
 
 from __future__ import annotations
 
-import os
-import pty
-import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from .conftest import ROOT, on_terminal
+
 PIPELINE = ROOT / "instances" / "pipeline"
 
 #: (command, its progress line as first drawn: the description, then the bar)
@@ -29,28 +26,12 @@ COMMANDS = [
     (["scaling", "--islands", "1,2", "--layers", "8,16"], "scaling ━"),
     (["findings", "--only", "fig9"], "findings ━"),
 ]
-ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def _on_terminal(argv: list[str], columns: int = 120) -> tuple[int, str]:
     """Exit code and everything written to a terminal ``columns`` wide (escape codes removed)."""
-    leader, follower = pty.openpty()
-    env = dict(os.environ, COLUMNS=str(columns), LINES="40", TERM="xterm")
-    proc = subprocess.Popen([sys.executable, "-m", "hetopt", *argv], stdout=follower, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, cwd=ROOT, env=env)
-    os.close(follower)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(leader, 65536)
-        except OSError:  # EIO: the child closed the terminal
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(leader)
-    code = proc.wait(timeout=300)
-    return code, ANSI.sub("", b"".join(chunks).decode("utf-8", "replace"))
+    screen = on_terminal(argv, columns)
+    return screen.code, screen.text
 
 
 @pytest.mark.parametrize("argv, shown", COMMANDS, ids=[c[0][0] for c in COMMANDS])

@@ -70,15 +70,20 @@ def test_layer_shapes_and_quantization_flops_by_hand():
     assert cm.dense_gemm_shapes(llama, 0, 512)[2] == (512, 2 * 2816, 1024)
 
 
+#: The layers replayed as CUDA graphs: no host floor, so a small stage's kernel terms show
+#: (``cm.HOST_STACKS["cudagraph"]``).
+GRAPHED = Running(flash=False, overlap=False, host="cudagraph")
+
+
 def _stage(gpu, tp=8, m=1):
     sl = Slice(slice_model(GPT350)[1:3])  # two middle layers
     isl = IslandSpec("a", gpu, 1, 8)
-    par = BuiltinParallelizer(running=Running(flash=False, overlap=False, host="torch2"))
+    par = BuiltinParallelizer(running=GRAPHED)
     lay = Layout(tp=tp, pp=1, dp=1, split=(2,), recompute="none", zero_stage=0)
     return par.plan(sl, isl, lay, microbatch_size=m, microbatches=4).stages[0]
 
 
-def test_the_stage_pays_the_lost_flops_at_the_gemm_efficiency(no_host_floor):
+def test_the_stage_pays_the_lost_flops_at_the_gemm_efficiency():
     """Two GPT-350M layers at TP 8 and micro-batch 1 on an A100: the stage with the catalog's 108 SMs
     is slower than with none by exactly the layers' lost FLOPs at e_g."""
     without = _stage(dataclasses.replace(A100, sms=0))
@@ -90,7 +95,7 @@ def test_the_stage_pays_the_lost_flops_at_the_gemm_efficiency(no_host_floor):
     # the floor the search prunes with reads the same kernels: still a lower bound of the price
     sl = Slice(slice_model(GPT350)[1:3])
     lay = Layout(tp=8, pp=1, dp=1, split=(2,), recompute="none", zero_stage=0)
-    running = Running(flash=False, overlap=False).on(A100)
+    running = GRAPHED.on(A100)
     tab = st.layer_table(sl, element_bytes=cm.element_bytes(running.precision))
     floor = st.path_floor_s(sl, IslandSpec("a", A100, 1, 8), tab, lay, 0, microbatch_size=1, running=running)
     assert floor <= with_waves.time_s * (1 + 1e-12)
@@ -121,8 +126,8 @@ def _gpt_stage(par_running, lay, m=1, M=4, gpu=A100, layers=2):
     return BuiltinParallelizer(running=par_running).plan(sl, isl, lay, microbatch_size=m, microbatches=M).stages[0]
 
 
-def test_the_gpu_pays_its_fixed_time_for_every_kernel(no_host_floor, monkeypatch):
-    running = Running(flash=False, overlap=False)
+def test_the_gpu_pays_its_fixed_time_for_every_kernel(monkeypatch):
+    running = GRAPHED
     lay = Layout(tp=1, pp=1, dp=1, split=(2,), recompute="none", zero_stage=0)
     with_gpu = _gpt_stage(running, lay)
     monkeypatch.setattr(cm.kernels, "GPU_KERNEL_S", 0.0)
@@ -143,10 +148,11 @@ def test_a_small_tp8_layer_is_set_by_the_host_and_its_launches():
     assert st8.backward_s >= 2 * cm.HOST_LAYER_BACKWARD_S + (2 * 2 * 14 + 2 * 2) * cm.HOST_LAUNCH_S - 1e-12
 
 
-def test_zero3_list_collectives_pay_a_copy_launch_a_rank_piece(no_host_floor, monkeypatch):
+def test_zero3_list_collectives_pay_a_copy_launch_a_rank_piece(monkeypatch):
     """DeepSpeed's 2021 ZeRO-3 tensor by tensor: each collective copies its d rank pieces one at a
-    time (PyTorch's list collectives), d launches the host issues on the path."""
-    running = Running(flash=False, overlap=False, zero3_per_tensor=True)
+    time (PyTorch's list collectives), d launches the host issues on the path (outside the layers'
+    CUDA graphs)."""
+    running = dataclasses.replace(GRAPHED, zero3_per_tensor=True)
     lay = Layout(tp=1, pp=1, dp=8, split=(2,), recompute="none", zero_stage=3)
     priced = _gpt_stage(running, lay, m=8)
     monkeypatch.setattr(cm.optimizer, "HOST_LAUNCH_S", 0.0)

@@ -29,6 +29,8 @@ from hetopt.mixed import FAMILY
 from hetopt.mixed.synthetic import random_instance
 from hetopt.result import Status
 
+from . import assert_methods_agree
+
 SEEDS = range(1000)
 CHUNKS = 10
 METHODS = ("dp", "milp")
@@ -156,17 +158,7 @@ def brute_optimum(inst) -> float:
 def test_exact_methods_match_an_independent_optimum(chunk):
     for seed in SEEDS[chunk::CHUNKS]:
         inst = instance(seed)
-        truth = brute_optimum(inst)
-        rtol, atol = FAMILY.tolerance(inst)
-        for method in METHODS:
-            r = solve(inst, method, time_limit=30)
-            if math.isinf(truth):
-                assert r.status is Status.INFEASIBLE, (seed, method, r.status, r.reason)
-                continue
-            assert r.status is Status.OPTIMAL, (seed, method, r.status, r.reason)
-            mine = cost(inst, r.solution)
-            assert math.isclose(mine, r.objective, rel_tol=rtol, abs_tol=atol), (seed, method, mine, r.objective)
-            assert math.isclose(mine, truth, rel_tol=rtol, abs_tol=atol), (seed, method, mine, truth)
+        assert_methods_agree(inst, brute_optimum(inst), lambda sol: cost(inst, sol), METHODS, FAMILY.tolerance(inst), seed)
 
 
 def test_the_suite_holds_both_outcomes_and_mixed_stages():

@@ -11,11 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from hetopt import solve
 from hetopt.pipeline import tolerance
 from hetopt.pipeline.problem import PipelineInstance, PipelineIsland, PipelineOption
 from hetopt.pipeline.signatures import signatures
-from hetopt.result import Status
 
 from . import assert_methods_agree, seeded_generator
 
@@ -76,14 +74,22 @@ def brute_optimum(inst) -> float:
     return best
 
 
+def _agree(inst, truth: float, methods, seed) -> list[float | None]:
+    """``methods`` prove the brute-force optimum ``truth``, their plans priced by this file's checker."""
+    return assert_methods_agree(inst, truth, lambda sol: cost(inst, [b.option for b in sol.blocks]), methods,
+                                tolerance(inst), seed)
+
+
+def _match_the_brute_force(chunk: int, methods) -> None:
+    for seed in SEEDS[chunk::CHUNKS]:
+        inst = random_instance(30_000 + seed)
+        _agree(inst, brute_optimum(inst), methods, seed)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_exact_methods_match_an_independent_optimum(chunk):
-    for seed in SEEDS[chunk::CHUNKS]:
-        inst = random_instance(30_000 + seed)
-        truth = brute_optimum(inst)
-        assert_methods_agree(inst, truth, lambda sol: cost(inst, [b.option for b in sol.blocks]), METHODS, tolerance(inst),
-                             seed)
+    _match_the_brute_force(chunk, METHODS)
 
 
 def with_twins(seed: int) -> PipelineInstance:
@@ -116,25 +122,7 @@ def with_twins(seed: int) -> PipelineInstance:
 @pytest.mark.slow
 @pytest.mark.parametrize("chunk", range(CHUNKS))
 def test_per_island_formulations_match_an_independent_optimum(chunk):
-    for seed in SEEDS[chunk::CHUNKS]:
-        inst = random_instance(30_000 + seed)
-        truth = brute_optimum(inst)
-        for method, options in PER_ISLAND:
-            _check(inst, truth, method, options, seed)
-
-
-def _check(inst, truth: float, method: str, options: dict, seed) -> float | None:
-    """One method's answer against the brute-force optimum and this file's checker."""
-    rtol, atol = tolerance(inst)
-    r = solve(inst, method, time_limit=30, **options)
-    if math.isinf(truth):
-        assert r.status is Status.INFEASIBLE, (seed, method, options, r.status, r.reason)
-        return None
-    assert r.status is Status.OPTIMAL, (seed, method, options, r.status, r.reason)
-    mine = cost(inst, [b.option for b in r.solution.blocks])
-    assert math.isclose(mine, r.objective, rel_tol=rtol, abs_tol=atol), (seed, method, options, mine, r.objective)
-    assert math.isclose(mine, truth, rel_tol=rtol, abs_tol=atol), (seed, method, options, mine, truth)
-    return r.objective
+    _match_the_brute_force(chunk, PER_ISLAND)
 
 
 @pytest.mark.slow
@@ -146,9 +134,6 @@ def test_signature_and_per_island_models_agree_where_islands_repeat(chunk):
     for seed in TWIN_SEEDS[chunk::CHUNKS]:
         inst = with_twins(seed)
         repeated += signatures(inst).repeated
-        truth = brute_optimum(inst)
-        found = {}
-        for method, options in (("dp", {}), ("milp", {}), ("cpsat", {}), *PER_ISLAND):
-            found[method, tuple(options.items())] = _check(inst, truth, method, options, seed)
-        assert len({None if v is None else round(v, 6) for v in found.values()}) == 1, (seed, found)
+        found = _agree(inst, brute_optimum(inst), (*METHODS, *PER_ISLAND), seed)
+        assert len({None if v is None else round(v, 6) for v in found}) == 1, (seed, found)
     assert repeated >= len(TWIN_SEEDS[chunk::CHUNKS]) // 2, repeated

@@ -27,10 +27,14 @@ CHANGED = {"overlap": {"overlap": False}, "flash": {"flash": False}, "sp": {"seq
            "tpoverlap": {"tp_overlap": True}, "zero3gather": {"zero3_per_tensor": True},
            "precision": {"precision": "fp16"}, "tf32": {"precision": "fp32", "tf32": "auto"},
            "gradreduce": {"grad_fp32": True}, "handover": {"handover": "deepspeed"}, "host": {"host": "torch1"}}
+#: The other values a runtime carries differently: each host stack but the default.
+MORE = [("host", {"host": host}) for host in run.HOST_STACKS if host not in (run.DEFAULT_HOST, CHANGED["host"]["host"])]
+CASES = [*CHANGED.items(), *MORE]
 
 
 def test_every_setting_is_in_the_table():
     assert set(CHANGED) == set(run.TEXT_KEYS)
+    assert {c["host"] for k, c in CASES if k == "host"} == set(run.HOST_STACKS) - {run.DEFAULT_HOST}
 
 
 def _export(runtime: str, changes: dict, name: str | None = None):
@@ -42,12 +46,12 @@ def _export(runtime: str, changes: dict, name: str | None = None):
 
 
 @pytest.mark.parametrize("runtime", sorted(PLANS))
-@pytest.mark.parametrize("key", sorted(CHANGED))
-def test_a_setting_reaches_the_export_as_a_flag_or_a_readme_line(runtime, key):
+@pytest.mark.parametrize("key, changes", sorted(CASES, key=str),
+                         ids=lambda v: v if isinstance(v, str) else ",".join(f"{k}={x}" for k, x in v.items()))
+def test_a_setting_reaches_the_export_as_a_flag_or_a_readme_line(runtime, key, changes):
     from hetopt.export.running import carried
     from hetopt.export.source import plan_view
 
-    changes = CHANGED[key]
     out = _export(runtime, changes)
     doc = json.loads((INPUTS / PLANS[runtime]).read_text())
     doc.pop("precision", None)

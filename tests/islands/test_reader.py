@@ -10,40 +10,23 @@ from hetopt import loads
 from hetopt.cli import main
 from hetopt.islands.problem import GBPS
 
-NODES = """
-problem = "islands"
-name = "t"
-[[node]]
-name = "a"
-machine = "m1"
-gpu = "A100"
+#: One A100 node of 4 GPUs (``machine``: its line, or none), then ``extra`` lines.
+NODE = """[[node]]
+name = "{name}"
+{machine}gpu = "A100"
 gpus = 4
 tflops = 312.0
 memory_gib = 80.0
 intra_gbs = 32.0
-{a_extra}
-[[node]]
-name = "b"
-machine = "m1"
-gpu = "A100"
-gpus = 4
-tflops = 312.0
-memory_gib = 80.0
-intra_gbs = 32.0
-{b_extra}
-[[node]]
-name = "c"
-gpu = "A100"
-gpus = 4
-tflops = 312.0
-memory_gib = 80.0
-intra_gbs = 32.0
-{c_extra}
+{extra}
 """
 
 
 def text(network: str, a_extra: str = "", b_extra: str = "", c_extra: str = "") -> str:
-    return NODES.format(a_extra=a_extra, b_extra=b_extra, c_extra=c_extra) + network
+    """Nodes a and b on machine m1, c alone, with their ``extra`` lines, then ``network``."""
+    nodes = [("a", 'machine = "m1"\n', a_extra), ("b", 'machine = "m1"\n', b_extra), ("c", "", c_extra)]
+    return '\nproblem = "islands"\nname = "t"\n' + "".join(
+        NODE.format(name=name, machine=machine, extra=extra) for name, machine, extra in nodes) + network
 
 
 PAIRS = """

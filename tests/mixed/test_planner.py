@@ -10,6 +10,21 @@ from hetopt.cli import main
 BASE = ["plan", "--cluster", "cephalo-a", "--model", "gpt3-2.7b", "--seq", "512", "--workers", "1", "--mixed-stages"]
 
 
+def _setting(cluster: str = "cephalo-a", model: str = "gpt3-2.7b", seq: int = 512, global_batch: int = 32,
+             microbatch_size: int | None = None):
+    """The alternatives' ``Setting`` with every node an island of its own and the built-in parallelizer."""
+    from hetopt.planner.alternatives.baselines import Setting
+    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
+    from hetopt.planner.search.compose import island_specs
+    from hetopt.planner.setup.cluster import load_cluster
+    from hetopt.planner.setup.request import as_model
+
+    loaded, cfg, par = load_cluster(cluster), as_model(model), BuiltinParallelizer()
+    members = [[k] for k in range(len(loaded.islands.nodes))]
+    return Setting(loaded, cfg, island_specs(loaded, members), members, par, par.slice_model(cfg, seq=seq), global_batch,
+                   seq, microbatch_size)
+
+
 def test_plan_has_a_mixed_stages_row(capsys):
     assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -21,14 +36,22 @@ def test_plan_has_a_mixed_stages_row(capsys):
         assert row["iteration_time_s"] is None and row["detail"]
 
 
-def test_more_gpu_types_than_the_family_takes_is_a_declined_row(monkeypatch, capsys):
-    """A cluster of more types than ``MAX_TYPES`` gives a DECLINED row, not a crash."""
-    import hetopt.mixed.problem as problem
+def test_more_gpu_types_than_the_family_takes_is_a_declined_row(tmp_path, capsys):
+    """A cluster of more types than ``MAX_TYPES`` gives a DECLINED row, not a crash: Cephalo's
+    cluster A with a node of one more type than the family takes."""
+    from hetopt.catalog import instances_dir
+    from hetopt.mixed.problem import MAX_TYPES
 
-    monkeypatch.setattr(problem, "MAX_TYPES", 1)
-    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json"]) == 0
+    text = (instances_dir() / "clusters" / "cephalo-a.toml").read_text()
+    extra = ("T4", "V100-SXM2-32GB", "A100-SXM4-80GB", "H100-SXM5")
+    nodes = "".join(f'[[node]]\nname = "m2-{i}"\ngpu = "{gpu}"\ngpus = 1\nmachine = "machine-2"\n\n'
+                    for i, gpu in enumerate(extra[:MAX_TYPES + 1 - 4]))  # cephalo-a has 4 types
+    cluster = tmp_path / "cephalo-a-more.toml"
+    cluster.write_text(text.replace("[network]", nodes + "[network]", 1))
+    args = [*BASE, "--global-batch", "32", "--microbatch", "2", "--json"]
+    assert main([*args[:2], str(cluster), *args[3:]]) == 0
     row = next(a for a in json.loads(capsys.readouterr().out)["alternatives"] if a["name"] == "mixed-stages")
-    assert row["status"] == "DECLINED" and "gpu" in row["detail"]
+    assert row["status"] == "DECLINED" and f"give 1 to {MAX_TYPES} [[gpu]] tables" in row["detail"], row
 
 
 def test_block_tables_approximate_the_whole_stage_price_from_above():
@@ -36,18 +59,11 @@ def test_block_tables_approximate_the_whole_stage_price_from_above():
     the parallelizer's price of the same stage whole: the times within 1% and the static bytes
     within 10%, never below (the approximation of ``planner/alternatives/mixed.py`` is conservative)."""
     from hetopt.costmodel.stage import Layout
-    from hetopt.planner.alternatives.baselines import Setting
-    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
-    from hetopt.planner.setup.cluster import load_cluster
-    from hetopt.planner.search.compose import island_specs
     from hetopt.planner.alternatives.mixedtables import _node_specs, mixed_instance
     from hetopt.planner.parallelizer.protocol import Slice
-    from hetopt.planner.setup.request import as_model
 
-    cluster, cfg, par, seq, b = load_cluster("cephalo-a"), as_model("gpt3-2.7b"), BuiltinParallelizer(), 512, 8
-    atoms = par.slice_model(cfg, seq=seq)
-    members = [[k] for k in range(len(cluster.islands.nodes))]
-    s = Setting(cluster, cfg, island_specs(cluster, members), members, par, atoms, 32, seq, None)
+    s, b = _setting(), 8
+    cluster, par, atoms = s.cluster, s.parallelizer, s.atoms
     inst = mixed_instance(s, b)
     assert inst.layers < len(atoms) and {g.name for g in inst.gpus} == {gpu.name for gpu in cluster.gpu_types}
     specs = _node_specs(s)
@@ -83,17 +99,9 @@ def test_sailor_a8v24_mixed_plan_uses_the_v100s():
     optimum is one stage of A100 and V100 replicas that uses every V100 node (the planner's row
     reports it against the composed plan; its time is not asserted here)."""
     from hetopt import solve
-    from hetopt.planner.alternatives.baselines import Setting
-    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
-    from hetopt.planner.setup.cluster import load_cluster
-    from hetopt.planner.search.compose import island_specs
     from hetopt.planner.alternatives.mixedtables import mixed_instance
-    from hetopt.planner.setup.request import as_model
 
-    cluster, cfg, par = load_cluster("sailor-a8v24"), as_model("opt-350m"), BuiltinParallelizer()
-    members = [[k] for k in range(len(cluster.islands.nodes))]
-    s = Setting(cluster, cfg, island_specs(cluster, members), members, par, par.slice_model(cfg, seq=2048), 1024,
-                2048, None)
+    s = _setting("sailor-a8v24", "opt-350m", 2048, 1024)
     inst = mixed_instance(s, 256)
     # rows stop where no block fits a share alone: V100 at tp 1 holds few samples, A100 at tp 4 all 256
     v100 = next(g for g in inst.gpus if g.name.startswith("V100"))
@@ -105,16 +113,16 @@ def test_sailor_a8v24_mixed_plan_uses_the_v100s():
     assert any(len(st.members) == 2 for st in r.solution.stages)
 
 
-def test_too_many_states_declines_before_any_table_is_priced(monkeypatch, capsys):
+def test_too_many_states_declines_before_any_table_is_priced(monkeypatch):
     """The dp's state limit is decided from the node counts: the row is DECLINED, no table built."""
     import hetopt.planner.alternatives.mixed as pm
+    from hetopt.budget import Deadline
+    from hetopt.result import Status
 
     built = []
-    monkeypatch.setattr(pm, "MAX_STATES", 10)
-    monkeypatch.setattr(pm, "mixed_instance", lambda *a, **k: built.append(a) or None)
-    assert main([*BASE, "--global-batch", "32", "--microbatch", "2", "--json"]) == 0
-    row = next(a for a in json.loads(capsys.readouterr().out)["alternatives"] if a["name"] == "mixed-stages")
-    assert row["status"] == "DECLINED" and "b=2: DECLINED" in row["detail"] and "states" in row["detail"]
+    monkeypatch.setattr(pm, "mixed_instance", lambda *a, **k: built.append(a) or None)  # a spy: no table is built
+    row = pm.mixed_alternative(_setting(microbatch_size=2), Deadline(None), max_states=10)
+    assert row.status is Status.DECLINED and "b=2: DECLINED" in row.detail and "limit of 10" in row.detail, row
     assert built == []
 
 
@@ -125,18 +133,12 @@ def test_a_one_type_stage_prices_close_to_the_cost_models_own_price():
     measured 0.7% (tp1 dp32, b = 256) and 0.9% (tp2 dp16, b = 128) below it; held within 3%."""
     from hetopt.costmodel.stage import Layout
     from hetopt.mixed.problem import build_solution, evaluate
-    from hetopt.planner.alternatives.baselines import Setting
-    from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
-    from hetopt.planner.setup.cluster import load_cluster
     from hetopt.planner.search.compose import island_specs
     from hetopt.planner.alternatives.mixedtables import mixed_instance
     from hetopt.planner.parallelizer.protocol import Slice
-    from hetopt.planner.setup.request import as_model
 
-    cluster, cfg, par = load_cluster("sailor-a8v24"), as_model("opt-350m"), BuiltinParallelizer()
-    members = [[k] for k in range(len(cluster.islands.nodes))]
-    atoms = par.slice_model(cfg, seq=2048)
-    s = Setting(cluster, cfg, island_specs(cluster, members), members, par, atoms, 1024, 2048, None)
+    s = _setting("sailor-a8v24", "opt-350m", 2048, 1024)
+    cluster, par, atoms = s.cluster, s.parallelizer, s.atoms
     a100 = [k for k, g in enumerate(cluster.gpu_types) if g.name.startswith("A100")]
     spec = island_specs(cluster, [a100])[0]
     for b, t, d in ((256, 1, 32), (128, 2, 16)):

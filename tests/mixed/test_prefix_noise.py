@@ -12,28 +12,13 @@ from hetopt import crosscheck, loads, solve
 from hetopt.cli import main
 from hetopt.result import Status, objectives_agree
 
+from .conftest import one_type_file
+
 #: The audit's instance: layer 1's times are 1.688, 3.838, 3.838 for shares 1, 2, 3.
-AUDIT = """
-problem = "mixed"
-microbatches = 8
-microbatch_size = 3
-layers = 2
-link_s = 0.0
-cross_bandwidth_gbps = 1.0
-gradient_gib = [0.0, 0.0]
-
-[[gpu]]
-name = "G0"
-count = 3
-memory_gib = 8.0
-bandwidth_gbps = 100.0
-
-[[gpu.tp]]
-degree = 1
-time_s = [[1.965, 1.688], [2.331, 3.838], [4.19, 3.838]]
-static_gib = [0.0, 0.0]
-activation_gib = [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]
-"""
+AUDIT = one_type_file(microbatches=8, microbatch_size=3, link_s=0.0, cross_bandwidth_gbps=1.0, gradient_gib=[0.0, 0.0],
+                      gpu={"name": "G0", "count": 3, "memory_gib": 8.0, "bandwidth_gbps": 100.0},
+                      tp={"degree": 1, "time_s": [[1.965, 1.688], [2.331, 3.838], [4.19, 3.838]], "static_gib": [0.0, 0.0],
+                          "activation_gib": [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]]})
 
 
 def test_the_audit_instance_is_optimal_and_dp_equals_milp():

@@ -13,6 +13,21 @@ from hetopt.pipeline.problem import GIB, PipelineIsland, PipelineInstance, Pipel
 INSTANCES = catalog.instances_dir() / "pipeline"
 
 
+def random_islands(rng: np.random.Generator, n: int, *, repeat: float, memory_gib: tuple[float, float],
+                   static_gib: tuple[float, float]) -> tuple[list[PipelineIsland], list[tuple[float, float, float]]]:
+    """``n`` islands of 1-4 GPUs, each a copy of the one before with probability ``repeat`` (the
+    kind reduction), and their (speed, static bytes, activation bytes) per layer."""
+    islands, specs = [], []
+    for i in range(n):
+        if i > 0 and rng.random() < repeat:
+            islands.append(PipelineIsland(f"i{i}", islands[-1].gpus, islands[-1].memory_bytes))
+            specs.append(specs[-1])
+            continue
+        islands.append(PipelineIsland(f"i{i}", int(rng.integers(1, 5)), float(rng.uniform(*memory_gib)) * GIB))
+        specs.append((float(rng.uniform(0.5, 2.0)), float(rng.uniform(*static_gib)) * GIB, float(rng.uniform(0.2, 1.5)) * GIB))
+    return islands, specs
+
+
 def random_instance(seed: int, *, max_islands: int = 4, max_layers: int = 6) -> PipelineInstance:
     """A random instance where memory at the 1F1B position, roles, links and tiling all matter.
 
@@ -24,14 +39,7 @@ def random_instance(seed: int, *, max_islands: int = 4, max_layers: int = 6) -> 
     n = int(rng.integers(1, max_islands + 1))
     L = int(rng.integers(1, max_layers + 1))
     M = int(rng.choice([1, 2, 3, 8]))
-    islands, specs = [], []
-    for i in range(n):
-        if i > 0 and rng.random() < 0.3:  # a copy of the previous island: exercises the kind reduction
-            islands.append(PipelineIsland(f"i{i}", islands[-1].gpus, islands[-1].memory_bytes))
-            specs.append(specs[-1])
-            continue
-        islands.append(PipelineIsland(f"i{i}", int(rng.integers(1, 5)), float(rng.uniform(4, 12)) * GIB))
-        specs.append((float(rng.uniform(0.5, 2.0)), float(rng.uniform(0.5, 2.0)) * GIB, float(rng.uniform(0.2, 1.5)) * GIB))
+    islands, specs = random_islands(rng, n, repeat=0.3, memory_gib=(4, 12), static_gib=(0.5, 2.0))
     options = []
     for i, (speed, static, act) in enumerate(specs):
         for k in sorted({int(x) for x in rng.integers(1, L + 1, size=int(rng.integers(1, 4)))}):

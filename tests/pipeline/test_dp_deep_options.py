@@ -13,9 +13,11 @@ import numpy as np
 import pytest
 
 import hetopt
-from hetopt.pipeline.problem import GIB, PipelineInstance, PipelineIsland, PipelineOption, StagePlan
+from hetopt.pipeline.problem import PipelineInstance, PipelineOption, StagePlan
 from hetopt.result import Status
 from hetopt.solvers import solve
+
+from .conftest import random_islands
 
 DATA = Path(__file__).parent / "data"
 
@@ -31,14 +33,7 @@ def _deep(seed: int) -> PipelineInstance:
     """2–4 islands (some identical), options of 1–4 stages, M up to 8: stage counts above the cap."""
     rng = np.random.default_rng(seed)
     n, L, M = int(rng.integers(2, 5)), int(rng.integers(2, 8)), int(rng.choice([1, 2, 3, 4, 8]))
-    islands, shapes = [], []
-    for i in range(n):
-        if i and rng.random() < 0.4:
-            islands.append(PipelineIsland(f"i{i}", islands[-1].gpus, islands[-1].memory_bytes))
-            shapes.append(shapes[-1])
-            continue
-        islands.append(PipelineIsland(f"i{i}", int(rng.integers(1, 5)), float(rng.uniform(3, 10)) * GIB))
-        shapes.append((float(rng.uniform(0.5, 2)), float(rng.uniform(0.3, 2)) * GIB, float(rng.uniform(0.2, 1.5)) * GIB))
+    islands, shapes = random_islands(rng, n, repeat=0.4, memory_gib=(3, 10), static_gib=(0.3, 2))
     options = []
     for i, (speed, static, act) in enumerate(shapes):
         for k in range(1, L + 1):

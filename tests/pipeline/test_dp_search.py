@@ -191,11 +191,10 @@ def test_unused_cover_bound_with_every_island_free_is_the_cover_bound(seed):
     assert np.all(h[full][1:] == np.inf)
 
 
-def test_too_large_a_run_gives_the_bound_or_declines(monkeypatch):
-    """A run that would exceed MAX_DP_CELLS stops the search: FEASIBLE with a bound (the greedy's
-    plan is known) or DECLINED naming the cells, never a false OPTIMAL."""
-    monkeypatch.setattr(dp_table, "MAX_DP_CELLS", 2_000)
-    r = hetopt.solve(hetopt.load(INSTANCES / "scale-8x96.toml"), "dp")
+def test_too_large_a_run_gives_the_bound_or_declines():
+    """A run that would exceed its cells (``max_cells``, MAX_DP_CELLS by default) stops the search:
+    FEASIBLE with a bound (the greedy's plan is known) or DECLINED naming the cells, never a false OPTIMAL."""
+    r = dp_search.solve_dp(hetopt.load(INSTANCES / "scale-8x96.toml"), max_cells=2_000)
     assert r.status in (Status.FEASIBLE, Status.DECLINED)
     if r.status is Status.FEASIBLE:
         assert r.bound is not None and r.bound <= r.objective and r.gap > 0
@@ -204,11 +203,10 @@ def test_too_large_a_run_gives_the_bound_or_declines(monkeypatch):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_search_with_the_weaker_pruning_bound_agrees(seed, monkeypatch):
-    """Beyond MAX_BOUND_CELLS the runs prune with the all-islands cover bound: same answers."""
-    monkeypatch.setattr(dp_search, "MAX_BOUND_CELLS", 0)
+def test_search_with_the_weaker_pruning_bound_agrees(seed):
+    """Beyond ``max_bound_cells`` (MAX_BOUND_CELLS) the runs prune with the all-islands cover bound: same answers."""
     inst = shaped_instance(seed)
-    r = hetopt.solve(inst, "dp")
+    r = dp_search.solve_dp(inst, max_bound_cells=0)
     expected = full_scan(inst)
     assert (r.status is Status.INFEASIBLE) if math.isinf(expected) else math.isclose(r.objective, expected, rel_tol=1e-9)
 

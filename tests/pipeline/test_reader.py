@@ -9,7 +9,16 @@ import pytest
 import hetopt
 from hetopt.cli import main
 
-GOOD = """
+#: One of option 0's two equal stages, as an array-of-tables entry (option 1's stage is inline).
+HALF = """  [[option.stage]]
+  layers = 1
+  forward_s = 0.01
+  backward_s = 0.02
+  static_gib = 2.0
+  activation_gib = 0.5
+  gpus = 2
+"""
+GOOD = f"""
 problem = "pipeline"
 name = "t"
 layers = 4
@@ -34,26 +43,12 @@ time_s = 0.002
 [[option]]
 island = "a"
 layers = 2
-  [[option.stage]]
-  layers = 1
-  forward_s = 0.01
-  backward_s = 0.02
-  static_gib = 2.0
-  activation_gib = 0.5
-  gpus = 2
-  [[option.stage]]
-  layers = 1
-  forward_s = 0.01
-  backward_s = 0.02
-  static_gib = 2.0
-  activation_gib = 0.5
-  gpus = 2
-
+{HALF}{HALF}
 [[option]]
 island = "b"
 layers = 2
 role = "last"
-stage = [{ layers = 2, forward_s = 0.02, backward_s = 0.04, static_gib = 4.0, activation_gib = 1.0, gpus = 2 }]
+stage = [{{ layers = 2, forward_s = 0.02, backward_s = 0.04, static_gib = 4.0, activation_gib = 1.0, gpus = 2 }}]
 """
 
 

@@ -56,12 +56,11 @@ def test_time_limit_never_gives_a_false_optimal(method):
             assert r.bound <= SCALE_8X96_OPTIMUM * (1 + 1e-9)
 
 
-def test_dp_declines_when_its_table_is_too_large(monkeypatch):
+def test_dp_declines_when_its_table_is_too_large():
     """Issue 12: scale-16x128 is now solved; a lowered cell limit still makes dp stop honestly."""
-    import hetopt.pipeline.dp_table as dp_table
+    from hetopt.pipeline.dp import solve_dp
 
-    monkeypatch.setattr(dp_table, "MAX_DP_CELLS", 1_000)
-    r = hetopt.solve(hetopt.load(INSTANCES / "scale-16x128.toml"), "dp")
+    r = solve_dp(hetopt.load(INSTANCES / "scale-16x128.toml"), max_cells=1_000)
     assert r.status in (Status.DECLINED, Status.FEASIBLE)
     if r.status is Status.DECLINED:
         assert "cells" in r.reason

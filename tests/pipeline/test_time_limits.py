@@ -95,12 +95,10 @@ def test_timed_milp_after_an_untimed_one_in_the_same_process():
 
 
 @pytest.mark.parametrize("method", ["milp", "cpsat"])
-def test_position_models_beyond_their_size_decline_up_front(method, monkeypatch):
+def test_position_models_beyond_their_size_decline_up_front(method):
     """Accepted sizes are solved within memory or declined with the limit (here: a lowered limit)."""
-    import hetopt.pipeline.positions as positions
-
-    monkeypatch.setattr(positions, "MAX_POSITION_BINARIES", 1_000)
-    r = hetopt.solve(hetopt.load(INSTANCES / "scale-8x96.toml"), method, time_limit=LIMIT_S, formulation="positions")
+    r = hetopt.solve(hetopt.load(INSTANCES / "scale-8x96.toml"), method, time_limit=LIMIT_S, formulation="positions",
+                     max_position_binaries=1_000)
     assert r.status is Status.DECLINED and "1,000" in r.reason and "use dp" in r.reason
     assert r.wall_s <= LIMIT_S + TIME_LIMIT_SLACK_S
 

@@ -147,7 +147,8 @@ def test_the_host_key_reads_and_writes_back():
     lay = parse_layout("tp=1 pp=2 host=torch1")
     assert lay.running.host == "torch1" and lay.text().endswith("host=torch1")
     assert parse_runtime("host=torch1").layout(parse_layout("tp=1 pp=2")).running.host == "torch1"
-    with pytest.raises(Exception, match="host=torch0: must be torch2 or torch1"):
+    assert parse_layout("tp=1 pp=2 host=cudagraph").text().endswith("host=cudagraph")
+    with pytest.raises(Exception, match="host=torch0: must be torch2, torch1 or cudagraph"):
         parse_layout("tp=1 pp=2 host=torch0")
 
 

@@ -315,18 +315,14 @@ class _Server:
         self.sock.close()
 
 
-@pytest.mark.parametrize(("reply", "words"), [(None, "no answer from"), (b"HTTP/1.1 400 Bad Request\r\n\r\n" * 4, "not a Dask scheduler")])
-def test_a_scheduler_that_is_not_dask_fails_fast_with_one_line(capsys, monkeypatch, reply, words):
+def test_a_scheduler_that_is_not_dask_fails_fast_with_one_line(capsys):
     pytest.importorskip("distributed")
-    from hetopt.planner.search import workers
-
-    monkeypatch.setattr(workers, "SCHEDULER_TIMEOUT_S", 1.0)
-    server = _Server(reply)
+    server = _Server(b"HTTP/1.1 400 Bad Request\r\n\r\n" * 4)
     address = f"tcp://127.0.0.1:{server.port}"
     started = time.perf_counter()
     assert main([*SMALL, "--global-batch", "8", "--scheduler", address]) == 2
-    assert time.perf_counter() - started < 10
-    one_line_error(capsys, f"--scheduler {address}", words)
+    assert time.perf_counter() - started < 10  # its reply is read at once, not waited for
+    one_line_error(capsys, f"--scheduler {address}", "not a Dask scheduler")
 
 
 def test_a_silent_scheduler_is_waited_for_within_the_time_limit(capsys):
@@ -338,7 +334,7 @@ def test_a_silent_scheduler_is_waited_for_within_the_time_limit(capsys):
     started = time.perf_counter()
     assert main([*SMALL, "--global-batch", "8", "--scheduler", address, "--time-limit", "1"]) == 2
     assert time.perf_counter() - started <= 1.0 + TIME_LIMIT_SLACK_S
-    one_line_error(capsys, f"--scheduler {address}", "within 1 s")
+    one_line_error(capsys, f"--scheduler {address}", "no answer from 127.0.0.1:", "within 1 s")
 
 
 @dataclass(frozen=True)
@@ -374,12 +370,12 @@ def test_a_dask_cluster_whose_only_worker_dies_keeps_the_time_limit(one_worker_d
     assert p.status in (Status.TIME_LIMIT, Status.FEASIBLE), p.status
 
 
-def test_a_dask_cluster_without_workers_fails_with_one_line(one_worker_dask, monkeypatch):
+def test_a_dask_cluster_without_workers_fails_with_one_line(one_worker_dask):
     from hetopt.planner.search import workers
     from hetopt.planner.search.workers import executor_for
 
-    monkeypatch.setattr(workers, "NO_WORKER_GRACE_S", 2.0)
-    with executor_for(None, one_worker_dask) as executor, pytest.raises(workers.WorkersLost, match="no worker"):
+    with (executor_for(None, one_worker_dask, no_worker_grace_s=2.0) as executor,
+          pytest.raises(workers.WorkersLost, match="has had no worker for 2 s")):
         plan("cephalo-a", "gpt3-2.7b", global_batch=32, microbatch_size=2, seq=512, alternatives=False,
              executor=executor, parallelizer=ClosesItsWorker())
 

@@ -31,6 +31,9 @@ TINY_MOE = ModelConfig("tiny-moe", "gpt", 3, 64, 4, 256, 0, 32, experts=8, top_k
 #: The same shape without experts.
 TINY = ModelConfig("tiny", "gpt", 3, 64, 4, 256, 0, 32)
 PAR0 = BuiltinParallelizer(reserved_bytes=0.0, running=Running(flash=False))  # Korthikanti's memory model, as the hand counts
+#: The same with the layers run as CUDA graphs (host=cudagraph: no host floor), for the tiny
+#: layers whose kernel and link terms the floor would hide.
+GRAPHED = BuiltinParallelizer(reserved_bytes=0.0, running=Running(flash=False, host="cudagraph"))
 
 
 def middle(cfg: ModelConfig) -> Slice:
@@ -42,11 +45,11 @@ def one_node(gpu: str = "A100-SXM4-80GB", gpus: int = 8) -> IslandSpec:
     return IslandSpec("n", GPUS[gpu], nodes=1, gpus_per_node=gpus)
 
 
-def price(sl, island, m=4, M=8, **kw) -> "PartialPlan":  # noqa: F821
+def price(sl, island, m=4, M=8, par=PAR0, **kw) -> "PartialPlan":  # noqa: F821
     base = dict(tp=1, pp=1, dp=1, split=(sl.layers,), recompute="none", zero_stage=0)
     base.update(kw)
     lay = Layout(**base)
-    return PAR0.plan(sl, island, lay, microbatch_size=m, microbatches=M)
+    return par.plan(sl, island, lay, microbatch_size=m, microbatches=M)
 
 
 # ----------------------------------------------------------------------- expert parallelism
@@ -104,18 +107,11 @@ def test_memory_per_gpu_under_ep_by_hand():
     assert ep4.stages[0].activation_bytes == plain.stages[0].activation_bytes
 
 
-def test_ep_adds_all_to_alls_and_imbalance(no_host_floor):
-    # the tiny layer is host-bound, and EP leaves each GPU fewer experts to issue: the floor held
-    # at zero, the kernels and the all-to-alls are what is compared
-    # (a parallelizer of its own: PAR0's memo may hold these stages priced with the floor)
+def test_ep_adds_all_to_alls_and_imbalance():
+    # the tiny layer is host-bound, and EP leaves each GPU fewer experts to issue: without the
+    # floor (GRAPHED), the kernels and the all-to-alls are what is compared
     sl, isl = middle(TINY_MOE), one_node()
-    par = BuiltinParallelizer(reserved_bytes=0.0, running=Running(flash=False))
-
-    def stage(**kw):
-        lay = Layout(**{**dict(tp=1, pp=1, dp=4, split=(sl.layers,), recompute="none", zero_stage=0), **kw})
-        return par.plan(sl, isl, lay, microbatch_size=4, microbatches=8).stages[0]
-
-    a, b = stage(), stage(ep=4)
+    a, b = (price(sl, isl, M=8, par=GRAPHED, dp=4, **kw).stages[0] for kw in ({}, {"ep": 4}))
     assert b.forward_s > a.forward_s and b.backward_s > a.backward_s
 
 
@@ -150,11 +146,11 @@ def test_ring_bytes_and_sequence_rule_by_hand():
     assert "2·cp = 6" in ctx.sequence_problem(8192, 3)
 
 
-def test_cp_splits_activations_and_prices_the_ring(no_host_floor):
+def test_cp_splits_activations_and_prices_the_ring():
     sl, isl = middle(TINY), one_node()
-    cp2 = price(sl, isl, m=2, cp=2).stages[0]
-    dp2 = price(sl, isl, m=2, dp=2).stages[0]
-    one = price(sl, isl, m=2).stages[0]
+    cp2 = price(sl, isl, m=2, par=GRAPHED, cp=2).stages[0]
+    dp2 = price(sl, isl, m=2, par=GRAPHED, dp=2).stages[0]
+    one = price(sl, isl, m=2, par=GRAPHED).stages[0]
     # GPT without recomputation: s·b·h·(34 + 5·a·s/h) per layer; CP halves the tokens of a GPU
     s, h, a = 32, 64, 4
     assert one.activation_bytes == pytest.approx(s * 2 * h * (34 + 5 * a * s / h))
@@ -166,7 +162,7 @@ def test_cp_splits_activations_and_prices_the_ring(no_host_floor):
     assert cp2.backward_s == pytest.approx(dp2.backward_s + ring_b)
 
 
-def test_a_ring_over_whole_nodes_runs_at_each_gpus_share_of_the_network(no_host_floor):
+def test_a_ring_over_whole_nodes_runs_at_each_gpus_share_of_the_network():
     """tp 8, cp 2 on two 8-GPU nodes: every GPU's ring step crosses the network, through an
     eighth of the node's network and at the network's hop latency; everything else of the stage
     is what DP 2 over the two nodes gives it."""
@@ -174,15 +170,15 @@ def test_a_ring_over_whole_nodes_runs_at_each_gpus_share_of_the_network(no_host_
     two = IslandSpec("two", GPUS["A100-SXM4-80GB"], nodes=2, gpus_per_node=8, inter_bandwidth=200e9)
     tp8 = dict(tp=8, split=(1,), recompute="none", zero_stage=0)
     lay = Layout(pp=1, dp=1, cp=2, **tp8)
-    cp2 = PAR0.plan(sl, two, lay, microbatch_size=2, microbatches=8).stages[0]
-    dp2 = PAR0.plan(sl, two, Layout(pp=1, dp=2, **tp8), microbatch_size=2, microbatches=8).stages[0]
+    cp2 = GRAPHED.plan(sl, two, lay, microbatch_size=2, microbatches=8).stages[0]
+    dp2 = GRAPHED.plan(sl, two, Layout(pp=1, dp=2, **tp8), microbatch_size=2, microbatches=8).stages[0]
     ring_f, ring_b = ctx.ring_attention_s(TINY, 32, 2, cp=2, tp=8, gpu=two.gpu, bandwidth=two.inter_achieved / 8,
                                           hop_latency_s=14.0e-6, flash=False)
     assert ring_f > 0 and ctx.crosses_nodes(2, 8, 8) and not ctx.crosses_nodes(2, 4, 8)
     assert cp2.forward_s == pytest.approx(dp2.forward_s + ring_f)
     assert cp2.backward_s == pytest.approx(dp2.backward_s + ring_b)
     # the same ring inside one node (tp 4, cp 2) takes the GPU links: cheaper than the network's
-    inside = PAR0.plan(sl, two, Layout(tp=4, pp=1, dp=1, cp=2, split=(1,), recompute="none", zero_stage=0),
+    inside = GRAPHED.plan(sl, two, Layout(tp=4, pp=1, dp=1, cp=2, split=(1,), recompute="none", zero_stage=0),
                        microbatch_size=2, microbatches=8).stages[0]
     inside_f, _ = ctx.ring_attention_s(TINY, 32, 2, cp=2, tp=4, gpu=two.gpu, bandwidth=two.intra_achieved,
                                        hop_latency_s=3.4e-6, flash=False)

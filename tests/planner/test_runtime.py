@@ -129,17 +129,21 @@ def test_the_plan_names_the_gpus_whose_attention_runs_unfused(capsys):
     assert json.loads(capsys.readouterr().out)["running"]["precision"] == "bf16"
 
 
-def test_a_schedule_not_simulated_is_said_so_never_printed_as_nan(capsys, monkeypatch):
+def test_a_schedule_not_simulated_is_said_so_never_printed_as_nan(capsys):
     """The family marks a schedule too large to simulate with NaN; the plan says "not run" and
     its JSON has null, never a non-finite number (found in review: "1F1B simulation nan s")."""
     import json
 
-    from hetopt.pipeline import plan as pipeline_plan
+    from hetopt.pipeline.simulate import MAX_SIMULATED_OPERATIONS, simulation_size
 
-    monkeypatch.setattr(pipeline_plan, "MAX_SIMULATED_OPERATIONS", 0)  # every schedule is now "too large"
-    args = ["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "16", "--no-alternatives", "--workers", "1"]
+    # 65,536 micro-batches of 1 sample (the most a pipeline composes): at 2 stages or more, more
+    # operations than MAX_SIMULATED_OPERATIONS
+    args = ["plan", "--cluster", "tangram-c2", "--model", "gpt3-1.3b", "--global-batch", "65536", "--microbatch", "1",
+            "--no-alternatives", "--workers", "1"]
     assert cli.main(args) == 0
     out = capsys.readouterr().out
     assert "1F1B simulation not run" in out and "nan" not in out
     assert cli.main([*args, "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["simulated_s"] is None
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["simulated_s"] is None
+    assert simulation_size(len(doc["stages"]), doc["microbatches"]) > MAX_SIMULATED_OPERATIONS

@@ -238,29 +238,19 @@ gpu = "H100-SXM5"
 nodes = 4
 gpus_per_node = 8
 inter_gbps = 3200
-
+""" + "".join(f"""
 [[measurement]]
-id = "moe-ep"
-model = "mixtral"
+id = "{id_}"
+model = "{model}"
 cluster = "dgx4"
-global_batch = 256
-seq = 4096
+global_batch = {batch}
+seq = {seq}
 metric = "tokens_per_s_per_gpu"
 value = 3000
 flops = "megatron-core"
-layout = { tp = 2, pp = 2, dp = 8, ep = 8, b = 1, recompute = "full", zero = 1 }
-
-[[measurement]]
-id = "long-cp"
-model = "l8"
-cluster = "dgx4"
-global_batch = 32
-seq = 32768
-metric = "tokens_per_s_per_gpu"
-value = 3000
-flops = "megatron-core"
-layout = { tp = 2, pp = 1, dp = 4, cp = 4, b = 1, recompute = "full", zero = 1 }
-"""
+layout = {{ {layout}, b = 1, recompute = "full", zero = 1 }}
+""" for id_, model, batch, seq, layout in (("moe-ep", "mixtral", 256, 4096, "tp = 2, pp = 2, dp = 8, ep = 8"),
+                                          ("long-cp", "l8", 32, 32768, "tp = 2, pp = 1, dp = 4, cp = 4")))
 
 
 def test_rows_with_expert_and_context_parallelism_are_read_and_priced(tmp_path):

@@ -53,13 +53,15 @@ class IslandSet:
     ideal_s: float  # the ideal time of their GPUs: a lower bound on every plan on them
 
 
-def island_sets(cluster: Cluster, cfg: ModelConfig, islands: Result, r: PlanRequest, seq: int) -> list[IslandSet]:
+def island_sets(cluster: Cluster, cfg: ModelConfig, islands: Result, r: PlanRequest, seq: int, *,
+                max_islands: int = MAX_PRICED_ISLANDS) -> list[IslandSet]:
     """Every non-empty set of the cluster's islands, with its price (the budget is not applied).
 
     Raises
     ------
     InputError
-        A GPU type without a price (``objective``), or more than ``MAX_PRICED_ISLANDS`` islands.
+        A GPU type without a price (``objective``), or more than ``max_islands`` islands
+        (:data:`MAX_PRICED_ISLANDS`).
     """
     field = "objective" if r.objective == "cost" else "budget"
     unpriced = sorted({g.name for g in cluster.gpu_types} - set(cluster.prices))
@@ -68,9 +70,9 @@ def island_sets(cluster: Cluster, cfg: ModelConfig, islands: Result, r: PlanRequ
                          f"{{ \"{unpriced[0]}\" = ... }} in the cluster file", field=field)
     chosen = choose_islands(cluster, islands, None, "")
     n = len(chosen.specs)
-    if n > MAX_PRICED_ISLANDS:
+    if n > max_islands:
         raise InputError(f"{field}: plans every set of the cluster's islands, {2 ** n - 1:,} sets for its {n} islands; "
-                         f"at most {2 ** MAX_PRICED_ISLANDS - 1} ({MAX_PRICED_ISLANDS} islands): plan a subset of "
+                         f"at most {2 ** max_islands - 1} ({max_islands} islands): plan a subset of "
                          "the nodes", field=field)
     sets = []
     for k in range(1, n + 1):
@@ -89,14 +91,16 @@ def _measure(r: PlanRequest, s: IslandSet, time_s: float) -> float:
 
 
 def plan_priced(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, islands: Result, deadline: Deadline,
-                run: Callable[[PlanRequest], HeteroPlan]) -> HeteroPlan:
+                run: Callable[[PlanRequest], HeteroPlan], *, max_islands: int = MAX_PRICED_ISLANDS,
+                min_set_seconds: float = MIN_SET_SECONDS) -> HeteroPlan:
     """The request's plan over the island sets within its budget, by its objective.
 
     ``run`` plans one request on the time objective (the planner's own steps); each set's request
     is ``r`` held to the set's nodes, without alternatives or replicas, with what is left of
-    ``deadline``.
+    ``deadline``; a set is not started with less than ``min_set_seconds`` left. More than
+    ``max_islands`` islands are refused (:func:`island_sets`).
     """
-    every = island_sets(cluster, cfg, islands, r, seq)
+    every = island_sets(cluster, cfg, islands, r, seq, max_islands=max_islands)
     whole = len(islands.solution.islands)
     sets = [s for s in every if r.budget is None or s.usd_per_hour <= r.budget]
     if not sets:
@@ -105,7 +109,7 @@ def plan_priced(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, is
                           microbatches=0, seq=seq, status=Status.INFEASIBLE,
                           reason=f"no island within the budget of ${r.budget:g} per hour (the cheapest, "
                                  f"{' + '.join(least.names)}, costs ${least.usd_per_hour:.4g})",
-                          cost_search=_summary(r, [], None, None))
+                          cost_search=_summary(r, [], None, None, max_islands))
     sets.sort(key=lambda s: (_measure(r, s, s.ideal_s), -len(s.members)))
     rows: list[dict] = []
     best: tuple[float, HeteroPlan, IslandSet] | None = None
@@ -118,7 +122,7 @@ def plan_priced(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, is
             rows.append(row | {"skipped_bound": bound})
             continue
         left = deadline.seconds_left()
-        if left is not None and left < MIN_SET_SECONDS:
+        if left is not None and left < min_set_seconds:
             rows.append(row | {"status": Status.TIME_LIMIT.value})
             open_bounds.append(bound)
             continue
@@ -136,11 +140,11 @@ def plan_priced(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, is
             open_bounds.append(_measure(r, s, own))
         if value is not None and (best is None or value < best[0]):
             best = (value, p, s)
-    return _conclude(r, cluster, cfg, seq, rows, best, open_bounds)
+    return _conclude(r, cluster, cfg, seq, rows, best, open_bounds, max_islands)
 
 
 def _conclude(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, rows: list[dict],
-              best: tuple[float, HeteroPlan, IslandSet] | None, open_bounds: list[float]) -> HeteroPlan:
+              best: tuple[float, HeteroPlan, IslandSet] | None, open_bounds: list[float], max_islands: int) -> HeteroPlan:
     """The best set's plan, its status on the objective: OPTIMAL only when every set was settled."""
     fastest = min((row for row in rows if row.get("iteration_time_s") is not None),
                   key=lambda row: row["iteration_time_s"], default=None)
@@ -150,13 +154,13 @@ def _conclude(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, rows
             "no plan fits any set of islands" + ("" if r.budget is None else f" within ${r.budget:g} per hour"))
         return HeteroPlan(cluster=cluster.name, model=cfg.name, global_batch=r.global_batch, microbatch_size=0,
                           microbatches=0, seq=seq, status=status, reason=reason,
-                          cost_search=_summary(r, rows, None, fastest))
+                          cost_search=_summary(r, rows, None, fastest, max_islands))
     value, p, s = best
     lower = min([value, *open_bounds])
     status = Status.OPTIMAL if not open_bounds else Status.FEASIBLE
     reason = "" if not open_bounds else "time limit reached: some sets of islands were not settled"
     summary = _summary(r, rows, {"islands": list(s.names), "objective_value": value, "bound": lower,
-                                 "gap": relative_gap(value, lower)}, fastest)
+                                 "gap": relative_gap(value, lower)}, fastest, max_islands)
     # status, bound and gap refer to the objective: dollars per iteration (the bound in
     # ``cost_search``; ``bound_s`` stays the plan's own time bound), or seconds
     bound_s = p.bound_s if r.objective == "cost" else lower
@@ -164,10 +168,11 @@ def _conclude(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, rows
                    cost_search=summary)
 
 
-def _summary(r: PlanRequest, rows: list[dict], chosen: dict | None, fastest: dict | None) -> dict:
+def _summary(r: PlanRequest, rows: list[dict], chosen: dict | None, fastest: dict | None,
+             max_islands: int) -> dict:
     """``HeteroPlan.cost_search``: the objective, the budget, every set and how it was settled."""
     return {"objective": r.objective, "budget_usd_per_hour": r.budget, "sets": rows, "chosen": chosen,
-            "fastest": fastest, "max_islands": MAX_PRICED_ISLANDS}
+            "fastest": fastest, "max_islands": max_islands}
 
 
 __all__ = ["MAX_PRICED_ISLANDS", "MIN_SET_SECONDS", "IslandSet", "island_sets", "plan_priced"]

@@ -73,8 +73,9 @@ def _grouped(reasons: list[tuple[int, str]]) -> str:
     return "; ".join(f"b={', '.join(map(str, bs))}: {why}" for why, bs in sizes.items())
 
 
-def _too_many_states(s, b: int) -> str | None:
-    """Why the family's dp would decline the instance of size ``b`` for its states, or None."""
+def _too_many_states(s, b: int, max_states: int = MAX_STATES) -> str | None:
+    """Why the family's dp would decline the instance of size ``b`` for its states (more than
+    ``max_states``), or None."""
     units, per_node = Counter(), {}
     for node, gpu in zip(s.cluster.islands.nodes, s.cluster.gpu_types):
         units[gpu.name] += node.gpus
@@ -83,16 +84,18 @@ def _too_many_states(s, b: int) -> str | None:
         units = {name: n // per_node[name] for name, n in units.items()}
     blocks = -(-len(s.atoms) // BLOCK_ATOMS)
     n = state_count(blocks, list(units.values()), s.global_batch // b)
-    if n > MAX_STATES:
-        return (f"{n} states (layers × units used per type × stages after) exceed the dp's limit of {MAX_STATES}; "
+    if n > max_states:
+        return (f"{n} states (layers × units used per type × stages after) exceed the dp's limit of {max_states}; "
                 f"the cluster has too many nodes per GPU type for the mixed-stages row")
     return None
 
 
-def mixed_alternative(s, deadline: Deadline):
+def mixed_alternative(s, deadline: Deadline, *, max_states: int = MAX_STATES):
     """The ``mixed-stages`` row (``answer.Alternative``): the best plan over the micro-batch
     sizes (the user's, or the composed plan's candidates), within its share of what is left of ``deadline``
-    (:func:`hetopt.planner.budget.mixed_deadline`: a quarter, at most 30 s).
+    (:func:`hetopt.planner.budget.mixed_deadline`: a quarter, at most 30 s). A size whose instance
+    would have more than ``max_states`` dp states (:data:`~hetopt.mixed.limits.MAX_STATES`) is
+    declined from the node counts, before any table is priced.
 
     Its status is FEASIBLE when the family's ``dp`` proved its optimum *of the tables* (the
     tables approximate the planner's stage prices, see the module docstring), else the
@@ -112,7 +115,7 @@ def mixed_alternative(s, deadline: Deadline):
             reasons.append((b, "not tried, its time was spent"))
             statuses.append(Status.TIME_LIMIT)
             continue
-        hit = _too_many_states(s, b)
+        hit = _too_many_states(s, b, max_states)
         if hit is not None:  # decided from the counts, before any table is priced
             reasons.append((b, f"{Status.DECLINED.value} ({hit})"))
             statuses.append(Status.DECLINED)

@@ -235,10 +235,12 @@ def probe_scheduler(address: str, timeout: float | None = None) -> None:
 
 
 @contextlib.contextmanager
-def dask_executor(address: str, timeout: float | None = None) -> Iterator[Executor]:
+def dask_executor(address: str, timeout: float | None = None, *,
+                  no_worker_grace_s: float = NO_WORKER_GRACE_S) -> Iterator[Executor]:
     """An executor on the Dask scheduler at ``address``, checked first with :func:`probe_scheduler`,
     each of the two connections waiting at most ``timeout`` seconds (None:
-    :data:`SCHEDULER_TIMEOUT_S`; a plan's time limit, when shorter, so the limit holds).
+    :data:`SCHEDULER_TIMEOUT_S`; a plan's time limit, when shorter, so the limit holds). A plan
+    on it fails once the cluster has had no worker for ``no_worker_grace_s`` seconds.
 
     Raises
     ------
@@ -257,17 +259,17 @@ def dask_executor(address: str, timeout: float | None = None) -> Iterator[Execut
         raise InputError(f"scheduler {address}: cannot connect ({str(exc).splitlines()[0] if str(exc) else exc!r})",
                          field="scheduler") from None
     try:
-        yield DaskExecutor(client, address)
+        yield DaskExecutor(client, address, no_worker_grace_s)
     finally:
         client.close()
 
 
 class DaskExecutor(Executor):
     """A Dask client's executor (``pure=False``: a batch sent again runs again) that can say
-    whether the cluster still has workers."""
+    whether the cluster still has workers, and how long it may have none (``no_worker_grace_s``)."""
 
-    def __init__(self, client: Any, address: str) -> None:
-        self.client, self.address = client, address
+    def __init__(self, client: Any, address: str, no_worker_grace_s: float = NO_WORKER_GRACE_S) -> None:
+        self.client, self.address, self.no_worker_grace_s = client, address, no_worker_grace_s
         self._executor = client.get_executor(pure=False)
 
     def submit(self, fn, /, *args, **kwargs) -> cf.Future:
@@ -309,7 +311,7 @@ def gather(
     ------
     WorkersLost
         A batch lost more often than that, a broken pool that cannot be replaced, or a Dask
-        cluster without workers for ``NO_WORKER_GRACE_S``.
+        cluster without workers for its ``no_worker_grace_s`` (:data:`NO_WORKER_GRACE_S`).
 
     Examples
     --------
@@ -424,16 +426,19 @@ class Gathering:
                     no_worker_since = None
                 elif no_worker_since is None:
                     no_worker_since = time.monotonic()
-                elif time.monotonic() - no_worker_since > NO_WORKER_GRACE_S:
+                elif time.monotonic() - no_worker_since > (grace := getattr(executor, "no_worker_grace_s",
+                                                                             NO_WORKER_GRACE_S)):
                     raise WorkersLost(f"the Dask cluster at {executor.address} has had no worker for "
-                                      f"{NO_WORKER_GRACE_S:g} s; start workers, or plan without --scheduler")
+                                      f"{grace:g} s; start workers, or plan without --scheduler")
         self.lost = []
         return results
 
 
 @contextlib.contextmanager
-def executor_for(workers: int | None, scheduler: str | None, timeout: float | None = None) -> Iterator[Executor | None]:
-    """A Dask scheduler's executor (``scheduler``, connecting within ``timeout`` seconds), a
+def executor_for(workers: int | None, scheduler: str | None, timeout: float | None = None, *,
+                 no_worker_grace_s: float = NO_WORKER_GRACE_S) -> Iterator[Executor | None]:
+    """A Dask scheduler's executor (``scheduler``, connecting within ``timeout`` seconds, failing
+    a plan after ``no_worker_grace_s`` seconds without a worker: :func:`dask_executor`), a
     process pool of ``workers`` processes that replaces dead workers (``workers`` > 1), or
     None (here).
 
@@ -443,7 +448,7 @@ def executor_for(workers: int | None, scheduler: str | None, timeout: float | No
         A malformed scheduler address, no Dask scheduler answering there, ``workers`` < 1.
     """
     if scheduler:
-        with dask_executor(scheduler, timeout) as executor:
+        with dask_executor(scheduler, timeout, no_worker_grace_s=no_worker_grace_s) as executor:
             yield executor
         return
     n = os.cpu_count() or 1 if workers is None else workers
