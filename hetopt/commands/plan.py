@@ -41,6 +41,24 @@ def policies_from(no_prune: str | None) -> tuple[str, ...]:
     return tuple(p for p in POLICIES if p not in off)
 
 
+def narrow_above_from(text: str | None) -> int | None:
+    """``--narrow-above``'s value: the planner's default when not given, None for ``never``.
+
+    >>> narrow_above_from("8"), narrow_above_from("never"), narrow_above_from(None)
+    (8, None, 16)
+    """
+    from hetopt.planner.setup.request import MAX_COMPOSE_ISLANDS
+
+    if text is None:
+        return MAX_COMPOSE_ISLANDS
+    if text.strip().lower() == "never":
+        return None
+    try:
+        return int(text)  # PlanRequest.checked() holds it to >= 1
+    except ValueError:
+        raise InputError(f"--narrow-above: must be a whole number of islands or 'never' (got {text!r})") from None
+
+
 def request_from(args: Args) -> PlanRequest:
     """The :class:`PlanRequest` of parsed ``hetopt plan`` arguments (not yet checked)."""
     from hetopt.planner.search.enumerate import DEFAULT_TASKS
@@ -50,6 +68,7 @@ def request_from(args: Args) -> PlanRequest:
         cluster=args.cluster, model=args.model, global_batch=args.global_batch, microbatch_size=args.microbatch_size,
         seq=args.seq, policies=policies_from(args.no_prune), time_limit=args.time_limit,
         alternatives=not args.no_alternatives, max_islands=args.max_islands,
+        narrow_above=narrow_above_from(getattr(args, "narrow_above", None)),
         tasks=DEFAULT_TASKS if args.tasks is None else args.tasks,
         # unset: plan() picks the atoms (coarser on clusters of very many islands)
         layers_per_atom=args.layers_per_atom, layout=getattr(args, "layout", None),

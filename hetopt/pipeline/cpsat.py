@@ -23,8 +23,8 @@ from typing import NamedTuple
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
 from hetopt.pipeline.heuristic import greedy_plan
-from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan, level_floor,
-                                    warm_start)
+from hetopt.pipeline.levels import (MAX_LEVEL_CELLS, CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan,
+                                    level_floor, warm_start)
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
@@ -59,7 +59,8 @@ def error_bound(instance: PipelineInstance) -> float:
 @threads_alias
 def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = None, threads: int | None = None,
                       seed: int = 0, write_model: str | os.PathLike[str] | None = None,
-                      formulation: str = "signatures", max_position_binaries: int = MAX_POSITION_BINARIES) -> Result:
+                      formulation: str = "signatures", max_position_binaries: int = MAX_POSITION_BINARIES,
+                      max_level_cells: int = MAX_LEVEL_CELLS) -> Result:
     """Solve the pipeline problem with CP-SAT, warm-started from the greedy plan.
 
     Parameters
@@ -69,6 +70,8 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
         ``"positions"`` (one Boolean per position and concrete option). Both are exact.
     max_position_binaries
         The position model with more Booleans is declined up front (:data:`~hetopt.pipeline.positions.MAX_POSITION_BINARIES`).
+    max_level_cells
+        The level model with more cells y[b,o] is declined up front (:data:`~hetopt.pipeline.levels.MAX_LEVEL_CELLS`).
 
     Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
@@ -98,7 +101,7 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
     if reason is not None:
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
     if formulation == "signatures":
-        return _levels(instance, cp_model, deadline, time_limit, threads, seed, write_model)
+        return _levels(instance, cp_model, deadline, time_limit, threads, seed, write_model, max_level_cells)
     return _positions(instance, cp_model, deadline, time_limit, threads, seed, write_model, max_position_binaries)
 
 
@@ -318,10 +321,11 @@ def _feasible(instance: PipelineInstance, plan: list[int], deadline: Deadline, b
     )
 
 
-def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit, threads, seed, write_model) -> Result:
+def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit, threads, seed, write_model,
+            max_level_cells: int = MAX_LEVEL_CELLS) -> Result:
     """The level model over island signatures (``formulation="signatures"``): the MILP's rows."""
     try:
-        data, hint = warm_start(instance, deadline)
+        data, hint = warm_start(instance, deadline, max_level_cells)
     except NoPlan as exc:
         return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
                            reason=f"{GENERIC_INFEASIBLE.format(layers=instance.layers)} ({exc})")

@@ -93,14 +93,14 @@ class LevelData:
         return out
 
 
-def too_large(count: int) -> str | None:
-    """The reason the level model is declined for its size, or None."""
-    if count <= MAX_LEVEL_CELLS:
+def too_large(count: int, max_cells: int = MAX_LEVEL_CELLS) -> str | None:
+    """The reason the level model is declined for its size (past ``max_cells``), or None."""
+    if count <= max_cells:
         return None
-    return f"the level model would have {count:,} cells y[b,o] (levels x signature options), above the limit of {MAX_LEVEL_CELLS:,}"
+    return f"the level model would have {count:,} cells y[b,o] (levels x signature options), above the limit of {max_cells:,}"
 
 
-def level_data(instance: PipelineInstance, upper: float | None) -> LevelData:
+def level_data(instance: PipelineInstance, upper: float | None, max_cells: int = MAX_LEVEL_CELLS) -> LevelData:
     """Build :class:`LevelData`; ``upper`` is a known plan's T (the greedy's), or None.
 
     Raises
@@ -108,7 +108,7 @@ def level_data(instance: PipelineInstance, upper: float | None) -> LevelData:
     NoPlan
         When the slot relaxation proves that no plan exists.
     LevelsTooLarge
-        Past ``MAX_LEVEL_CELLS`` (the message is :func:`too_large`'s), counted before any cell
+        Past ``max_cells`` (the message is :func:`too_large`'s), counted before any cell
         is listed.
     """
     sig = signatures(instance)
@@ -128,7 +128,7 @@ def level_data(instance: PipelineInstance, upper: float | None) -> LevelData:
             n = len(instance.options[o].stages)
             tops[o] = most - n if limit is None else min(limit, most - n)
     count = sum(top + 1 for top in tops.values() if top >= 0)
-    hit = too_large(count)
+    hit = too_large(count, max_cells)
     if hit is not None:
         raise LevelsTooLarge(hit)
     cells = []
@@ -163,7 +163,7 @@ def level_data(instance: PipelineInstance, upper: float | None) -> LevelData:
 NEAR_FLOOR_THRESHOLDS = 64
 
 
-def warm_start(instance: PipelineInstance, deadline) -> tuple[LevelData, list[int] | None]:
+def warm_start(instance: PipelineInstance, deadline, max_cells: int = MAX_LEVEL_CELLS) -> tuple[LevelData, list[int] | None]:
     """The level data and a known plan: the greedy's, improved at the thresholds just above
     the floor; the window is narrowed to the better plan's ceiling.
 
@@ -174,11 +174,11 @@ def warm_start(instance: PipelineInstance, deadline) -> tuple[LevelData, list[in
 
     plan = greedy_plan(instance, deadline)
     upper = None if plan is None else evaluate(instance, PipelineSolution(blocks_from_choices(instance, plan))).objective
-    data = level_data(instance, upper)
+    data = level_data(instance, upper, max_cells)
     better, value = greedy_at(instance, list(data.thresholds[:NEAR_FLOOR_THRESHOLDS]), deadline,
                               (plan, float("inf") if upper is None else upper))
     if better is not None and (upper is None or value < upper):
-        plan, data = better, level_data(instance, value)
+        plan, data = better, level_data(instance, value, max_cells)
     return data, plan
 
 

@@ -40,8 +40,8 @@ import os
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.family import no_solution
 from hetopt.modelmethod import BuiltModel, solve_model, start
-from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan, level_floor,
-                                    warm_start)
+from hetopt.pipeline.levels import (MAX_LEVEL_CELLS, CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan,
+                                    level_floor, warm_start)
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
@@ -52,7 +52,8 @@ from hetopt.result import Result, Status
 
 def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, backend: str = DEFAULT_MILP_BACKEND,
                threads: int | None = None, write_model: str | os.PathLike[str] | None = None,
-               formulation: str = "signatures", max_position_binaries: int = MAX_POSITION_BINARIES) -> Result:
+               formulation: str = "signatures", max_position_binaries: int = MAX_POSITION_BINARIES,
+               max_level_cells: int = MAX_LEVEL_CELLS) -> Result:
     """Solve one of the MILPs above.
 
     Both build their rows from (variable, coefficient) lists with aggregates (the level
@@ -69,6 +70,8 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
         ``"positions"`` (one binary per position and concrete option). Both are exact.
     max_position_binaries
         The position model with more binaries is declined up front (:data:`~hetopt.pipeline.positions.MAX_POSITION_BINARIES`).
+    max_level_cells
+        The level model with more cells y[b,o] is declined up front (:data:`~hetopt.pipeline.levels.MAX_LEVEL_CELLS`).
 
     Options as every model method takes them (:func:`hetopt.modelmethod.solve_model`).
 
@@ -99,7 +102,7 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
     if reason is not None:
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
     if formulation == "signatures":
-        return _levels(instance, pulp, deadline, method, time_limit, threads, backend, write_model)
+        return _levels(instance, pulp, deadline, method, time_limit, threads, backend, write_model, max_level_cells)
     return _positions(instance, pulp, deadline, method, time_limit, threads, backend, write_model, max_position_binaries)
 
 
@@ -203,10 +206,11 @@ def _positions(instance, pulp, deadline, method, time_limit, threads, backend, w
     return solve_model(built, time_limit=time_limit, threads=threads, backend=backend, write_model=write_model)
 
 
-def _levels(instance, pulp, deadline, method, time_limit, threads, backend, write_model) -> Result:
+def _levels(instance, pulp, deadline, method, time_limit, threads, backend, write_model,
+            max_level_cells: int = MAX_LEVEL_CELLS) -> Result:
     """The level model over island signatures (``formulation="signatures"``)."""
     try:
-        data, hint = warm_start(instance, deadline)
+        data, hint = warm_start(instance, deadline, max_level_cells)
     except NoPlan as exc:
         return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
                            reason=f"{GENERIC_INFEASIBLE.format(layers=instance.layers)} ({exc})")

@@ -39,7 +39,7 @@ from hetopt.planner.alternatives.cheapest import plan_priced
 from hetopt.planner.setup.cluster import Cluster
 from hetopt.planner.search.compose import microbatch_candidates, uncomposable_microbatch_sizes
 from hetopt.planner.evaluation.coverage import outside_calibration
-from hetopt.planner.setup.configure import (LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_ISLANDS, MAX_COMPOSE_ISLANDS, Setup,
+from hetopt.planner.setup.configure import (LARGE_CLUSTER_ATOMS, MAX_COMPOSE_ISLANDS, Setup,
                                       choose_islands, configure, price_given)
 from hetopt.planner.search.enumerate import Ahead, all_slices
 from hetopt.planner.search.launchable import launch_summary
@@ -57,7 +57,7 @@ from hetopt.runtimes import RUNTIMES, Job
 from hetopt.units import GBPS, GIB, MEMORY_RTOL
 from hetopt.workload import ModelConfig, parameters
 
-__all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_ISLANDS", "MAX_COMPOSE_ISLANDS", "Alternative", "HeteroPlan", "PlanRequest", "StageRow", "as_cluster", "as_model", "choose_islands", "conclude_plan",
+__all__ = ["LARGE_CLUSTER_ATOMS", "MAX_COMPOSE_ISLANDS", "Alternative", "HeteroPlan", "PlanRequest", "StageRow", "as_cluster", "as_model", "choose_islands", "conclude_plan",
            "ideal_time", "microbatch_candidates", "model_training_flops", "plan"]
 
 
@@ -373,7 +373,7 @@ def _with_every_island(answer: HeteroPlan, cluster: Cluster, islands: Result) ->
     """A priced plan (``planner/cheapest.py``) listing every island of the cluster: each set of
     them was planned over, not only the one the plan runs on (whose islands come first)."""
     held = {node for i in answer.islands for node in i["members"]}
-    others = [row for row in _island_rows(choose_islands(cluster, islands, None, "")) if held.isdisjoint(row["members"])]
+    others = [row for row in _island_rows(choose_islands(cluster, islands, None)) if held.isdisjoint(row["members"])]
     return replace(answer, islands=answer.islands + others)
 
 

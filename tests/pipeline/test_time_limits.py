@@ -104,12 +104,9 @@ def test_position_models_beyond_their_size_decline_up_front(method):
 
 
 @pytest.mark.parametrize("method", ["milp", "cpsat"])
-def test_level_models_beyond_their_size_decline_up_front(method, monkeypatch):
+def test_level_models_beyond_their_size_decline_up_front(method):
     """The level model (the default formulation) counts its cells before listing them."""
-    import hetopt.pipeline.levels as levels
-
-    monkeypatch.setattr(levels, "MAX_LEVEL_CELLS", 1_000)
-    r = hetopt.solve(hetopt.load(INSTANCES / "scale-8x96.toml"), method, time_limit=LIMIT_S)
+    r = hetopt.solve(hetopt.load(INSTANCES / "scale-8x96.toml"), method, time_limit=LIMIT_S, max_level_cells=1_000)
     assert r.status is Status.DECLINED and "1,000" in r.reason and "use dp" in r.reason
     assert r.wall_s <= LIMIT_S + TIME_LIMIT_SLACK_S
 

@@ -68,7 +68,7 @@ def island_sets(cluster: Cluster, cfg: ModelConfig, islands: Result, r: PlanRequ
     if unpriced:
         raise InputError(f"{field}: no price for {', '.join(unpriced)}: give [price] usd_per_gpu_hour = "
                          f"{{ \"{unpriced[0]}\" = ... }} in the cluster file", field=field)
-    chosen = choose_islands(cluster, islands, None, "")
+    chosen = choose_islands(cluster, islands, None)
     n = len(chosen.specs)
     if n > max_islands:
         raise InputError(f"{field}: plans every set of the cluster's islands, {2 ** n - 1:,} sets for its {n} islands; "

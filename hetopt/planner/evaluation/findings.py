@@ -273,7 +273,7 @@ def ordered_time(cluster: Cluster, cfg: ModelConfig, front: str, *, seq: int = C
     rest; the pipeline family's ``dp`` picks the split and both layouts. None if nothing fits.
     """
     found = solvers.solve(cluster.islands)
-    chosen = choose_islands(cluster, found, None, "")
+    chosen = choose_islands(cluster, found, None)
     specs = chosen.specs
     if len(specs) != 2:
         raise ValueError(f"{cluster.name} forms {len(specs)} islands, not 2")
@@ -316,7 +316,7 @@ def uniform_layout_time(cluster: Cluster, cfg: ModelConfig, *, seq: int = C2_SEQ
     from hetopt.planner.parallelizer.protocol import divisors
 
     found = solvers.solve(cluster.islands)
-    chosen = choose_islands(cluster, found, None, "")
+    chosen = choose_islands(cluster, found, None)
     specs = chosen.specs
     counts = split_layers([s.gpus for s in specs], cfg.layers)
     gpn = min(s.gpus_per_node for s in specs)

@@ -22,22 +22,12 @@ from hetopt.planner.setup.layout import (GivenLayout, IslandBlock, PricedLayout,
                                    price_layout, with_precision)
 from hetopt.planner.search.outcome import ChosenIslands
 from hetopt.planner.parallelizer.protocol import Parallelizer, Slice
-from hetopt.planner.setup.request import PlanRequest
+from hetopt.planner.setup.request import MAX_COMPOSE_ISLANDS, PlanRequest
 from hetopt.planner.alternatives.mixedplan import MixedLayout, PricedMixed, price_mixed_layout
 from hetopt.result import Result
 from hetopt.runtimes import RUNTIMES, Runtime
 from hetopt.workload import ModelConfig
 
-#: Islands past which a cluster is *large*: its composition is narrowed (atoms, micro-batch
-#: sizes, below) so that every island can be composed within minutes on two cores. Every
-#: island is composed (issue 43: the composition counts islands of one signature and the
-#: pipeline family's level model takes over where the DP's usage states run out); before, only
-#: ``LARGE_CLUSTER_ISLANDS`` were.
-MAX_COMPOSE_ISLANDS = 16
-#: Islands composed on a large cluster when no ``max_islands`` is given: None, every one (it was
-#: 4, the ones with the most sustained FLOP/s, until issue 43). Kept as a name for callers
-#: that read it; ``max_islands`` still composes the fastest few on request.
-LARGE_CLUSTER_ISLANDS = None
 #: On a large cluster, when no parallelizer is given, the built-in one cuts the model into
 #: at most this many atoms: the slices, and so the queries, shrink with the atoms squared.
 #: GPT-3 175B's 96 layers become 24 atoms of 4.
@@ -75,7 +65,7 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
         # the layout's runtime keys describe the user's runtime: plan for the same one, so the
         # plan can run there and its speed-up over the layout compares like with like
         par = given_runtime(layout, par)
-    large = r.max_islands is None and len(islands.solution.islands) > MAX_COMPOSE_ISLANDS
+    large = r.max_islands is None and r.narrow_above is not None and len(islands.solution.islands) > r.narrow_above
     # the built-in parallelizer, or plan()'s copy of it with only the memory headroom set
     builtin = parallelizer is None or (r.memory_headroom is not None and r.layers_per_atom is None)
     coarsened, auto_atoms = "", large and builtin and cfg.layers > LARGE_CLUSTER_ATOMS
@@ -84,13 +74,13 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
         coarsened = f", atoms of {par.layers_per_atom} layers"
     candidates = microbatch_candidates(r.global_batch, r.microbatch_size)
     if large and r.microbatch_size is None:
-        # the large-cluster path is a heuristic already (islands left out, FEASIBLE against
-        # the ideal); every divisor of B on islands of hundreds of GPUs would take it from
-        # minutes to tens of minutes, so it keeps the sizes of LARGE_CLUSTER_MICROBATCHES
+        # every divisor of B on islands of hundreds of GPUs would take the plan from about a
+        # minute to tens of minutes, so a large cluster keeps the sizes of
+        # LARGE_CLUSTER_MICROBATCHES (the plan says so and stays FEASIBLE; narrow_above=None lifts it)
         candidates = [m for m in candidates if m in LARGE_CLUSTER_MICROBATCHES] or candidates[:1]
         coarsened += f", micro-batch sizes {', '.join(map(str, candidates))}"
-    chosen = choose_islands(cluster, islands, r.max_islands, coarsened)
-    large_note = ([f"narrowed for a cluster of more than {MAX_COMPOSE_ISLANDS} islands: {coarsened.removeprefix(', ')}"]
+    chosen = choose_islands(cluster, islands, r.max_islands)
+    large_note = ([f"narrowed for a cluster of more than {r.narrow_above} islands: {coarsened.removeprefix(', ')}"]
                   if large and coarsened else [])
     if r.target is not None:
         runtime = RUNTIMES[r.target]
@@ -151,23 +141,21 @@ def target_islands(chosen: ChosenIslands, runtime: Runtime) -> ChosenIslands:
                          tuple(s.name for i, s in enumerate(chosen.specs) if i not in keep))
 
 
-def choose_islands(cluster: Cluster, found: Result, max_islands: int | None, coarsened: str) -> ChosenIslands:
-    """Every island, or the ``max_islands`` with the most sustained FLOP/s."""
+def choose_islands(cluster: Cluster, found: Result, max_islands: int | None) -> ChosenIslands:
+    """Every island, or the ``max_islands`` with the most sustained FLOP/s (a heuristic the user asks for)."""
     index = cluster.islands.index
     names = [list(isl.nodes) for isl in found.solution.islands]
     members = [[index[n] for n in group] for group in names]
     specs = island_specs(cluster, members)
-    large = max_islands is None and len(specs) > MAX_COMPOSE_ISLANDS
-    limit = max_islands or (LARGE_CLUSTER_ISLANDS if large and LARGE_CLUSTER_ISLANDS else len(specs))
+    limit = max_islands or len(specs)
     if len(specs) <= limit:
         return ChosenIslands(specs, members, names, [], "")
     speed = [s.sustained_flops for s in specs]
     keep = sorted(sorted(range(len(specs)), key=lambda i: -speed[i])[:limit])
-    how = f"{max_islands} asked for" if max_islands else f"the default for clusters of more than {MAX_COMPOSE_ISLANDS} islands"
     return ChosenIslands(
         [specs[i] for i in keep], [members[i] for i in keep], [names[i] for i in keep],
         [specs[i].name for i in range(len(specs)) if i not in keep],
-        f"composed over {len(keep)} of {len(specs)} islands, those with the most compute ({how}{coarsened})",
+        f"composed over {len(keep)} of {len(specs)} islands, those with the most compute ({max_islands} asked for)",
     )
 
 
@@ -200,5 +188,5 @@ def price_given(layout: GivenLayout | tuple[IslandBlock, ...] | MixedLayout, cho
                          "give one layout per island: \"ISLAND: layers=K tp=.. pp=.. dp=..; ...\"", field="layout")
     return price_layout(layout, chosen.specs[0], cfg, global_batch=global_batch, seq=seq, parallelizer=par)
 
-__all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_ISLANDS", "LARGE_CLUSTER_MICROBATCHES", "MAX_COMPOSE_ISLANDS", "Setup",
+__all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_MICROBATCHES", "MAX_COMPOSE_ISLANDS", "Setup",
            "choose_islands", "configure", "hold_precision", "price_given", "target_islands"]

@@ -40,6 +40,12 @@ from hetopt.planner.alternatives.mixedplan import MixedLayout, is_mixed_text, pa
 from hetopt.runtimes import RUNTIMES
 from hetopt.workload import ModelConfig, load_model
 
+#: Islands past which a cluster is *large* by default (``PlanRequest.narrow_above``): its search
+#: is narrowed (``hetopt.planner.setup.configure``: atoms, micro-batch sizes) so that every
+#: island is composed within about a minute on two cores (the 512-node datacenter's 30 islands:
+#: docs/planner.md). Every island is composed either way (issue 43).
+MAX_COMPOSE_ISLANDS = 16
+
 
 @dataclass(frozen=True, kw_only=True)
 class PlanRequest:
@@ -80,10 +86,15 @@ class PlanRequest:
     max_islands
         Compose only the ``max_islands`` islands with the most sustained FLOP/s (a heuristic:
         the plan is then exact over those islands only, and FEASIBLE with its gap to the ideal
-        when islands are left out). None: every island (when the cluster forms more than
-        ``MAX_COMPOSE_ISLANDS``, the built-in parallelizer cuts the model into at most
-        ``LARGE_CLUSTER_ATOMS`` atoms and the search tries fewer micro-batch sizes; constants
-        of ``hetopt.planner.setup.configure``).
+        when islands are left out). None: every island.
+    narrow_above
+        Islands past which the search is narrowed (default ``MAX_COMPOSE_ISLANDS``, 16): on a
+        cluster that forms more, with no ``max_islands``, the built-in parallelizer cuts the
+        model into at most ``LARGE_CLUSTER_ATOMS`` atoms (unless ``layers_per_atom`` is given)
+        and only the micro-batch sizes ``LARGE_CLUSTER_MICROBATCHES`` are tried (constants of
+        ``hetopt.planner.setup.configure``); the plan is then FEASIBLE, optimal within the
+        narrowing. None: never narrowed (every divisor of the batch, one-layer atoms: minutes to
+        hours on islands of hundreds of GPUs).
     tasks
         With an executor, the queries of one enumeration go out in at most this many batches.
     layers_per_atom
@@ -140,6 +151,7 @@ class PlanRequest:
     alternatives: bool = True
     replicas: bool = False
     max_islands: int | None = None
+    narrow_above: int | None = MAX_COMPOSE_ISLANDS
     tasks: int = DEFAULT_TASKS
     layers_per_atom: int | None = None
     layout: GivenLayout | tuple[IslandBlock, ...] | MixedLayout | str | None = None
@@ -211,6 +223,7 @@ class PlanRequest:
             alternatives=check_bool(self.alternatives, "alternatives"),
             replicas=check_bool(self.replicas, "replicas"),
             max_islands=check_optional_int(self.max_islands, "max_islands", 1),
+            narrow_above=check_optional_int(self.narrow_above, "narrow_above", 1),
             tasks=check_int(self.tasks, "tasks", 1),
             layers_per_atom=check_optional_int(self.layers_per_atom, "layers_per_atom", 1),
             time_model=check_choice(self.time_model, "time_model", TIME_MODELS),
@@ -274,4 +287,4 @@ def _check_source(value: object, field: str, kind: type) -> None:
                      field=field)
 
 
-__all__ = ["MAX_GLOBAL_BATCH", "MAX_SEQ", "OBJECTIVES", "PlanRequest", "as_cluster", "as_model"]
+__all__ = ["MAX_COMPOSE_ISLANDS", "MAX_GLOBAL_BATCH", "MAX_SEQ", "OBJECTIVES", "PlanRequest", "as_cluster", "as_model"]
