@@ -227,7 +227,7 @@ class _Search:
 
 
 def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max_cells: int = dp_table.MAX_DP_CELLS,
-             max_bound_cells: int = MAX_BOUND_CELLS) -> Result:
+             max_bound_cells: int = MAX_BOUND_CELLS, max_usage_states: int = MAX_USAGE_STATES) -> Result:
     """Solve by a branch and bound over bottleneck thresholds around the table DP.
 
     Parameters
@@ -241,6 +241,9 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
     max_bound_cells
         Most cells of the per-usage-vector pruning bound; beyond it the runs prune with the
         cover bound of all islands (:data:`MAX_BOUND_CELLS`).
+    max_usage_states
+        Most usage vectors Π (n_K + 1) the DP lists; beyond it the DP declines
+        (:data:`~hetopt.pipeline.dp_table.MAX_USAGE_STATES`).
 
     Returns
     -------
@@ -248,7 +251,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
         OPTIMAL, INFEASIBLE (with the reason), FEASIBLE with the bound of the unsettled
         thresholds when the time limit stops the search after a plan was found (the greedy's
         plan counts), TIME_LIMIT before one, DECLINED when the usage vectors or one run's
-        tables exceed ``MAX_USAGE_STATES`` / ``max_cells`` (FEASIBLE with the bound when a
+        tables exceed ``max_usage_states`` / ``max_cells`` (FEASIBLE with the bound when a
         plan is known by then). ``stats``: thresholds_tried (DP runs), thresholds,
         states_memoized (finite cells left over all runs), states_pruned (cells dropped by
         the budgets), usage_tables (most tables one run made), options_skipped (fit no
@@ -267,7 +270,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
     reason = why_infeasible(instance)
     if reason is not None:
         return no_solution(problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    prep = _prepare(instance)
+    prep = _prepare(instance, max_usage_states)
     cands = bottleneck_candidates(instance)
     hosts = sum(len(m) for m in prep.kinds)
     stats = {
@@ -279,7 +282,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
         return no_solution(
             problem="pipeline", method="dp", status=Status.DECLINED, deadline=deadline, stats=stats,
             reason=f"the DP would list {prep.usage_count:.3g} usage vectors (tables of up to "
-            f"{prep.cells * (instance.layers + 1):.3g} cells), above {MAX_USAGE_STATES:.3g}: "
+            f"{prep.cells * (instance.layers + 1):.3g} cells), above {max_usage_states:.3g}: "
             f"{len(prep.kinds)} distinct island kinds are too many for the DP; {after_dp_declines(instance)}",
         )
     search = _Search(instance, prep, cands, deadline, stats, max_cells=max_cells, max_bound_cells=max_bound_cells)

@@ -97,11 +97,11 @@ class _Prep:
 
     @property
     def listed(self) -> bool:
-        """The usage vectors were listed (their number is within ``MAX_USAGE_STATES``)."""
-        return self.usage_count <= MAX_USAGE_STATES
+        """The usage vectors were listed (their number was within the limit :func:`_prepare` was given)."""
+        return bool(self.usage)  # the vector of no island used is always among them
 
 
-def _prepare(instance: PipelineInstance) -> _Prep:
+def _prepare(instance: PipelineInstance, max_usage_states: int = MAX_USAGE_STATES) -> _Prep:
     usable = usable_options(instance)
     per_island: dict[int, list[int]] = {}
     for o in usable:
@@ -130,7 +130,7 @@ def _prepare(instance: PipelineInstance) -> _Prep:
     radix = [len(m) + 1 for m in kinds]
     count = math.prod(radix)
     # list the usage vectors only when dp will run: 2^64 of them would never finish
-    fits = count <= MAX_USAGE_STATES
+    fits = count <= max_usage_states
     usage = sorted(itertools.product(*(range(r) for r in radix)), key=sum) if fits else []
     return _Prep(kinds, [class_of[m[0]] for m in kinds], link, options, cap, radix, usage, len(instance.options) - len(usable), count)
 

@@ -33,13 +33,11 @@ def test_a_cluster_of_many_islands_is_composed_over_every_island(capsys):
     assert doc["status"] == "OPTIMAL" and doc["gap"] == 0 and doc["iteration_time_s"] <= narrowed_s * (1 + 1e-12)
 
 
-def test_the_composition_falls_back_to_the_level_model_where_dp_declines(monkeypatch):
+def test_the_composition_falls_back_to_the_level_model_where_dp_declines():
     import hetopt
-    import hetopt.pipeline.dp_table as dp_table
     from hetopt.catalog import instances_dir
 
     inst = hetopt.load(instances_dir() / "pipeline" / "tangram-gpt3-13b-a100x4-v100-32x8.toml")
-    monkeypatch.setattr(dp_table, "MAX_USAGE_STATES", 1)  # dp declines every instance
-    r = compose_exactly(inst, Deadline(120))
+    r = compose_exactly(inst, Deadline(120), max_usage_states=1)  # dp declines every instance
     assert r.status is Status.OPTIMAL and r.method == "milp" and r.stats["formulation"] == "signatures"
     assert r.objective == pytest.approx(171.07616690222412, rel=1e-9)

@@ -24,6 +24,7 @@ from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.family import no_solution
 from hetopt.interrupt import armed
+from hetopt.pipeline.dp_table import MAX_USAGE_STATES
 from hetopt.pipeline.problem import MAX_MICROBATCHES
 from hetopt.planner.budget import enumeration_deadline
 from hetopt.planner.parallelizer.builtin import BuiltinParallelizer
@@ -189,11 +190,11 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
 
 
-def compose_exactly(instance, deadline: Deadline):
+def compose_exactly(instance, deadline: Deadline, *, max_usage_states: int = MAX_USAGE_STATES):
     """The pipeline family's exact composition of ``instance``: ``dp``, or, when the DP declines
-    (more usage vectors than it lists: many islands of different signatures), the ``milp``'s
-    level model over island signatures with what is left of the time (issue 43)."""
-    result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left())
+    (more usage vectors than ``max_usage_states``: many islands of different signatures), the
+    ``milp``'s level model over island signatures with what is left of the time (issue 43)."""
+    result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left(), max_usage_states=max_usage_states)
     if result.status is Status.DECLINED and not deadline.expired():
         result = solvers.solve(instance, "milp", time_limit=deadline.seconds_left())
     return result
