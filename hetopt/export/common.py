@@ -49,8 +49,7 @@ def without_bf16(gpus: list[str]) -> list[str]:
     >>> without_bf16(["V100-SXM2-32GB", "A100-SXM4-80GB", "T4"])
     ['V100-SXM2-32GB', 'T4']
     """
-    catalog = load_gpus()
-    return [g for g in gpus if g in catalog and not catalog[g].bf16]
+    return _catalog_without(gpus, "bf16")
 
 
 def without_flash_attention(gpus: list[str]) -> list[str]:
@@ -63,8 +62,13 @@ def without_flash_attention(gpus: list[str]) -> list[str]:
     >>> without_flash_attention(["V100-SXM2-32GB", "A100-SXM4-80GB", "T4"])
     ['V100-SXM2-32GB', 'T4']
     """
+    return _catalog_without(gpus, "flash_attention")
+
+
+def _catalog_without(gpus: list[str], feature: str) -> list[str]:
+    """Those of ``gpus`` the catalog knows and whose entry has ``feature`` (a bool field) false."""
     catalog = load_gpus()
-    return [g for g in gpus if g in catalog and not catalog[g].flash_attention]
+    return [g for g in gpus if g in catalog and not getattr(catalog[g], feature)]
 
 
 #: What a job needs to run its matmuls in TF32 on any of the exporters' runtimes: PyTorch's cuBLAS

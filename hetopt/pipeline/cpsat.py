@@ -21,11 +21,11 @@ import os
 from typing import NamedTuple
 
 from hetopt.family import Deadline, conclude, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
+from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start, threads_alias
 from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan, level_floor,
                                     warm_start)
-from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
+from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
 from hetopt.pipeline.positions import canonical_plan, position_data, too_large
@@ -86,7 +86,7 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
     >>> r.status.value, round(r.objective, 3), r.stats["formulation"]
     ('OPTIMAL', 1.262, 'signatures')
     """
-    check_formulation(formulation)
+    check_formulation(formulation, FORMULATIONS)
     deadline, _ = start(time_limit, "cpsat", write_model=write_model)
     # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
     # not pay for it; after the deadline starts, so that its import counts against the limit

@@ -39,10 +39,10 @@ import os
 
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.family import no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, start
+from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start
 from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan, level_floor,
                                     warm_start)
-from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
+from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.advice import after_model_declines
 from hetopt.pipeline.positions import position_data, too_large
@@ -87,7 +87,7 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
     >>> r.status.value, round(r.objective, 3), r.stats["formulation"]
     ('OPTIMAL', 1.262, 'signatures')
     """
-    check_formulation(formulation)
+    check_formulation(formulation, FORMULATIONS)
     deadline, method = start(time_limit, "milp", write_model=write_model, backend=backend)
     # PuLP is imported here, not at the top of the module, so that ``import hetopt`` does not
     # pay for it; after the deadline starts, so that its import counts against the limit

@@ -26,11 +26,11 @@ from ortools.sat.python import cp_model
 
 from hetopt.budget import CLOCK_EVERY
 from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
+from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start, threads_alias
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.levels import TooManyLevels, time_levels
 from hetopt.replicas.limits import size_problem
-from hetopt.replicas.model import (GREEDY_SHARE, ModelData, TooLarge, check_formulation, known_plan_or_time_limit,
+from hetopt.replicas.model import (FORMULATIONS, GREEDY_SHARE, ModelData, TooLarge, known_plan_or_time_limit,
                                    model_data, quantum)
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason, usable_candidates
 from hetopt.replicas.split import optimal_split
@@ -70,7 +70,7 @@ def solve_cpsat_model(instance: ReplicasInstance, *, time_limit: float | None = 
     >>> r.status.value, [(x.candidate, x.microbatches) for x in r.solution.replicas]
     ('OPTIMAL', [(0, 2), (0, 2)])
     """
-    check_formulation(formulation)
+    check_formulation(formulation, FORMULATIONS)
     deadline, _ = start(time_limit, "cpsat")
     reason = infeasible_reason(instance)
     if reason is not None:

@@ -30,11 +30,11 @@ import pulp
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.budget import CLOCK_EVERY
 from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, start
+from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.levels import TooManyLevels, time_levels
 from hetopt.replicas.limits import size_problem
-from hetopt.replicas.model import (GREEDY_SHARE, ModelData, TooLarge, check_formulation, known_plan_or_time_limit,
+from hetopt.replicas.model import (FORMULATIONS, GREEDY_SHARE, ModelData, TooLarge, known_plan_or_time_limit,
                                    model_data)
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason, usable_candidates
 from hetopt.replicas.split import optimal_split
@@ -72,7 +72,7 @@ def solve_milp(instance: ReplicasInstance, *, time_limit: float | None = None, b
     >>> r.status.value, round(r.objective, 6)  # two replicas of 2: 1.5 + 0.1 + 8.4 µs
     ('OPTIMAL', 1.600008)
     """
-    check_formulation(formulation)
+    check_formulation(formulation, FORMULATIONS)
     deadline, method = start(time_limit, "milp", backend=backend)
     reason = infeasible_reason(instance)
     if reason is not None:
