@@ -213,6 +213,44 @@ def no_solution(*, problem: str, method: str, status: Status, deadline: Deadline
                   stats=dict(stats or {}), reason=reason)
 
 
+def presolve(*, problem: str, method: str, deadline: Deadline, infeasible: str | None,
+             declined: Callable[[], str | None] | None = None) -> Result | None:
+    """The answer a method gives before it solves anything, or None to go on.
+
+    Parameters
+    ----------
+    problem, method
+        The Result's family and method names.
+    deadline
+        The method's deadline (its wall time so far goes into the Result).
+    infeasible
+        The family's reason the instance has no solution (its ``why_infeasible`` or
+        ``infeasible_reason``), None when it may have one.
+    declined
+        Called only when ``infeasible`` is None: the reason the method declines the instance
+        (its size limits), None when it takes it.
+
+    Returns
+    -------
+    Result or None
+        INFEASIBLE with ``infeasible``, else DECLINED with what ``declined`` gave, else None.
+
+    Examples
+    --------
+    >>> from hetopt.budget import Deadline
+    >>> presolve(problem="x", method="dp", deadline=Deadline(None), infeasible="no GPU", declined=lambda: 1 / 0).status
+    <Status.INFEASIBLE: 'INFEASIBLE'>
+    >>> presolve(problem="x", method="dp", deadline=Deadline(None), infeasible=None, declined=lambda: None) is None
+    True
+    """
+    if infeasible is not None:
+        return no_solution(problem=problem, method=method, status=Status.INFEASIBLE, deadline=deadline, reason=infeasible)
+    reason = declined() if declined is not None else None
+    if reason is not None:
+        return no_solution(problem=problem, method=method, status=Status.DECLINED, deadline=deadline, reason=reason)
+    return None
+
+
 def conclude_model(
     *,
     problem: str,

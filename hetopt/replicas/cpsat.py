@@ -25,7 +25,7 @@ from collections import Counter
 from ortools.sat.python import cp_model
 
 from hetopt.budget import CLOCK_EVERY
-from hetopt.family import Deadline, no_solution
+from hetopt.family import Deadline, no_solution, presolve
 from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start, threads_alias
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.levels import TooManyLevels, time_levels
@@ -72,12 +72,10 @@ def solve_cpsat_model(instance: ReplicasInstance, *, time_limit: float | None = 
     """
     check_formulation(formulation, FORMULATIONS)
     deadline, _ = start(time_limit, "cpsat")
-    reason = infeasible_reason(instance)
-    if reason is not None:
-        return no_solution(problem="replicas", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    declined = size_problem(instance, "the CP-SAT model")
-    if declined is not None:
-        return no_solution(problem="replicas", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
+    refused = presolve(problem="replicas", method="cpsat", deadline=deadline, infeasible=infeasible_reason(instance),
+                       declined=lambda: size_problem(instance, "the CP-SAT model"))
+    if refused is not None:
+        return refused
     lower = min(instance.candidates[c].fill_s for c in usable_candidates(instance))  # no plan beats one pass
     plan = greedy_plan(instance, Deadline(deadline.share(GREEDY_SHARE)))
     upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective

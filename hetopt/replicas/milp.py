@@ -29,7 +29,7 @@ import pulp
 
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.budget import CLOCK_EVERY
-from hetopt.family import Deadline, no_solution
+from hetopt.family import Deadline, no_solution, presolve
 from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start
 from hetopt.replicas.heuristic import greedy_plan
 from hetopt.replicas.levels import TooManyLevels, time_levels
@@ -74,12 +74,10 @@ def solve_milp(instance: ReplicasInstance, *, time_limit: float | None = None, b
     """
     check_formulation(formulation, FORMULATIONS)
     deadline, method = start(time_limit, "milp", backend=backend)
-    reason = infeasible_reason(instance)
-    if reason is not None:
-        return no_solution(problem="replicas", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    declined = size_problem(instance, "the MILP")
-    if declined is not None:
-        return no_solution(problem="replicas", method=method, status=Status.DECLINED, deadline=deadline, reason=declined)
+    refused = presolve(problem="replicas", method=method, deadline=deadline, infeasible=infeasible_reason(instance),
+                       declined=lambda: size_problem(instance, "the MILP"))
+    if refused is not None:
+        return refused
     lower = min(instance.candidates[c].fill_s for c in usable_candidates(instance))  # no plan beats one pass
     plan = greedy_plan(instance, Deadline(deadline.share(GREEDY_SHARE)))
     upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective
