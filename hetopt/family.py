@@ -122,14 +122,27 @@ def model_methods(package: str) -> dict[str, MethodRef]:
     }
 
 
-def lazy_attributes(module: str, lazy: dict[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` that imports each name of ``lazy`` from its module on first use
-    (a family package keeps ``from hetopt.<family> import solve_milp`` working without
-    importing PuLP or OR-Tools when it is imported)."""
+def lazy_attributes(module: str, lazy: Mapping[str, str] | None = None, *,
+                    methods: Mapping[str, Any] | None = None) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that imports each name of ``lazy`` from its module on first use,
+    and each function a :class:`MethodRef` of ``methods`` (the family's registry) names from the
+    module it names (a family package keeps ``from hetopt.<family> import solve_milp`` working
+    without importing PuLP or OR-Tools when it is imported).
+
+    Examples
+    --------
+    >>> get = lazy_attributes("x", {"option_count": "hetopt.allocation.options"},
+    ...                       methods={"dp": MethodRef("hetopt.allocation.dp:solve_dp")})
+    >>> get("solve_dp").__name__, get("option_count").__name__
+    ('solve_dp', 'option_count')
+    """
+    names = {ref.target.partition(":")[2]: ref.target.partition(":")[0]
+             for ref in (methods or {}).values() if isinstance(ref, MethodRef)}
+    names.update(lazy or {})
 
     def __getattr__(name: str) -> Any:
-        if name in lazy:
-            return getattr(importlib.import_module(lazy[name]), name)
+        if name in names:
+            return getattr(importlib.import_module(names[name]), name)
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
