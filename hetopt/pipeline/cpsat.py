@@ -27,8 +27,8 @@ from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends,
                                     warm_start)
 from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.advice import after_model_declines
-from hetopt.pipeline.positions import canonical_plan, position_data, too_large
+from hetopt.pipeline.advice import after_model_declines, positions_early_answer
+from hetopt.pipeline.positions import canonical_plan, position_data
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
 
@@ -113,13 +113,8 @@ def _declined_reach(deadline: Deadline, reach: int, M: int) -> Result | None:
 
 def _positions_declined(instance: PipelineInstance, data, deadline: Deadline) -> tuple[Result | None, int]:
     """The position model's early answer (no first block, too large, out of range) if any, and z's top."""
-    if not data.at[0]:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
-                           reason="no usable option may be the first block: every one has role middle or last"), 0
-    declined = too_large(data)
-    if declined is not None:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{declined}; {after_model_declines(instance)}"), 0
+    if (early := positions_early_answer(instance, data, method="cpsat", deadline=deadline)) is not None:
+        return early, 0
     P, M, opts = data.positions, instance.microbatches, instance.options
     top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
     top = max([top] + [scaled(c) for (_i, _j, c) in data.links])

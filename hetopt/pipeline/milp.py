@@ -44,8 +44,8 @@ from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends,
                                     warm_start)
 from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.advice import after_model_declines
-from hetopt.pipeline.positions import position_data, too_large
+from hetopt.pipeline.advice import after_model_declines, positions_early_answer
+from hetopt.pipeline.positions import position_data
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
 
@@ -104,13 +104,8 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
 def _positions(instance, pulp, deadline, method, time_limit, threads, backend, write_model) -> Result:
     """The position model (``formulation="positions"``)."""
     data = position_data(instance)
-    if not data.at[0]:
-        return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
-                           reason="no usable option may be the first block: every one has role middle or last")
-    declined = too_large(data)
-    if declined is not None:
-        return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline,
-                           reason=f"{declined}; {after_model_declines(instance)}")
+    if (early := positions_early_answer(instance, data, method=method, deadline=deadline)) is not None:
+        return early
     P, M, opts = data.positions, instance.microbatches, instance.options
 
     floor = simple_bound(instance)  # a bound before any search, for an answer stopped early
