@@ -226,6 +226,29 @@ def no_solution(*, problem: str, method: str, status: Status, deadline: Deadline
                   stats=dict(stats or {}), reason=reason)
 
 
+def greedy_answer(*, problem: str, instance: Any, solution: Any, evaluate: Callable[[Any, Any], Evaluation],
+                  deadline: Deadline, stopped: str, missed: tuple[Status, str]) -> Result:
+    """A greedy method's Result: FEASIBLE with ``solution`` (never proven), or without one.
+
+    Parameters
+    ----------
+    problem
+        The family's name (the method is ``greedy``).
+    solution
+        The greedy's solution, None when it found none.
+    stopped
+        The reason when it found none and the deadline had passed.
+    missed
+        ``(status, reason)`` when it found none in time: DECLINED where a plan may still exist
+        (a greedy does not backtrack), INFEASIBLE where none can.
+    """
+    if solution is None:
+        status, reason = (Status.TIME_LIMIT, stopped) if deadline.expired() else missed
+        return no_solution(problem=problem, method="greedy", status=status, deadline=deadline, reason=reason)
+    return conclude(problem=problem, method="greedy", instance=instance, solution=solution, evaluate=evaluate,
+                    deadline=deadline, proven_optimal=False)
+
+
 def presolve(*, problem: str, method: str, deadline: Deadline, infeasible: str | None,
              declined: Callable[[], str | None] | None = None) -> Result | None:
     """The answer a method gives before it solves anything, or None to go on.
