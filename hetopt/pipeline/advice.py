@@ -10,11 +10,8 @@ usage vectors (``dp_table._prepare``), the position models' binaries
 
 from __future__ import annotations
 
-from hetopt.budget import Deadline
-from hetopt.family import presolve
-from hetopt.pipeline.positions import PositionData, position_data, too_large
+from hetopt.pipeline.positions import position_data, too_large
 from hetopt.pipeline.problem import PipelineInstance
-from hetopt.result import Result
 
 
 def after_dp_declines(instance: PipelineInstance) -> str:
@@ -42,17 +39,3 @@ def after_model_declines(instance: PipelineInstance) -> str:
     if _prepare(instance).listed:
         return "use dp (it declines only if one of its runs outgrows its table)"
     return "dp declines it too (too many distinct island kinds for its usage vectors): use greedy"
-
-
-def positions_early_answer(instance: PipelineInstance, data: PositionData, *, method: str, deadline: Deadline) -> Result | None:
-    """The position model's answer before it is built (both methods, ``milp`` and ``cpsat``):
-    INFEASIBLE when no usable option may be the first block, DECLINED when
-    ``positions.too_large`` (with :func:`after_model_declines`'s advice); None when the model is built."""
-
-    def declined() -> str | None:
-        reason = too_large(data)
-        return None if reason is None else f"{reason}; {after_model_declines(instance)}"
-
-    return presolve(problem="pipeline", method=method, deadline=deadline, declined=declined,
-                    infeasible=None if data.at[0] else "no usable option may be the first block: every one has "
-                                                       "role middle or last")

@@ -23,11 +23,10 @@ from typing import NamedTuple
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start, threads_alias
 from hetopt.pipeline.heuristic import greedy_plan
-from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan, level_floor,
-                                    warm_start)
+from hetopt.pipeline.levels import CellEnds, cell_ends, known_plan, level_floor
 from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.advice import after_model_declines, positions_early_answer
+from hetopt.pipeline.early import levels_out_of_time, levels_warm_start, positions_early_answer
 from hetopt.pipeline.positions import canonical_plan, position_data
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
@@ -311,14 +310,10 @@ def _feasible(instance: PipelineInstance, plan: list[int], deadline: Deadline, b
 
 def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit, threads, seed, write_model) -> Result:
     """The level model over island signatures (``formulation="signatures"``): the MILP's rows."""
-    try:
-        data, hint = warm_start(instance, deadline)
-    except NoPlan as exc:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
-                           reason=f"{GENERIC_INFEASIBLE.format(layers=instance.layers)} ({exc})")
-    except LevelsTooLarge as exc:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{exc}; {after_model_declines(instance)}")
+    started = levels_warm_start(instance, method="cpsat", deadline=deadline)
+    if isinstance(started, Result):
+        return started
+    data, hint = started
     opts, M, thetas = instance.options, instance.microbatches, data.thresholds
     reach = (sum(scaled(opts[o].total_time_s) for _, o in data.cells) + sum(scaled(c) for *_, c in data.junctions)
              + (M - 1) * scaled(thetas[-1]))
@@ -333,11 +328,8 @@ def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit
         return known_plan(instance, "cpsat", hint, deadline, bound, stats, reason)
 
     def out_of_time() -> Result:
-        why = "time limit reached while building the CP-SAT model"
-        if hint is not None:
-            return stopped(why, floor, stats)
-        return no_solution(problem="pipeline", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
-                           reason=why, stats=stats)
+        return levels_out_of_time(instance, method="cpsat", model="the CP-SAT model", hint=hint, deadline=deadline, floor=floor,
+                                  stats=stats)
 
     model = cp_model.CpModel()
     y = {cell: model.new_bool_var(f"y_{cell[0]}_{cell[1]}") for cell in data.cells}

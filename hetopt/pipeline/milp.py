@@ -40,11 +40,10 @@ import os
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.family import no_solution
 from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start
-from hetopt.pipeline.levels import (CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan, level_floor,
-                                    warm_start)
+from hetopt.pipeline.levels import CellEnds, cell_ends, known_plan, level_floor
 from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.advice import after_model_declines, positions_early_answer
+from hetopt.pipeline.early import levels_out_of_time, levels_warm_start, positions_early_answer
 from hetopt.pipeline.positions import position_data
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
@@ -197,14 +196,10 @@ def _positions(instance, pulp, deadline, method, time_limit, threads, backend, w
 
 def _levels(instance, pulp, deadline, method, time_limit, threads, backend, write_model) -> Result:
     """The level model over island signatures (``formulation="signatures"``)."""
-    try:
-        data, hint = warm_start(instance, deadline)
-    except NoPlan as exc:
-        return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
-                           reason=f"{GENERIC_INFEASIBLE.format(layers=instance.layers)} ({exc})")
-    except LevelsTooLarge as exc:
-        return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline,
-                           reason=f"{exc}; {after_model_declines(instance)}")
+    started = levels_warm_start(instance, method=method, deadline=deadline)
+    if isinstance(started, Result):
+        return started
+    data, hint = started
     floor = level_floor(instance, data)
     stats = {"formulation": "signatures", "cells": len(data.cells), "thresholds": len(data.thresholds),
              "signatures": len(data.sig.kinds)}
@@ -213,11 +208,8 @@ def _levels(instance, pulp, deadline, method, time_limit, threads, backend, writ
         return known_plan(instance, method, hint, deadline, bound, stats, reason)
 
     def out_of_time() -> Result:
-        why = "time limit reached while building the MILP"
-        if hint is not None:
-            return stopped(why, floor, stats)
-        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
-                           reason=why, stats=stats)
+        return levels_out_of_time(instance, method=method, model="the MILP", hint=hint, deadline=deadline, floor=floor,
+                                  stats=stats)
 
     prob = pulp.LpProblem("pipeline", pulp.LpMinimize)
     y = {(b, o): prob.add_variable(f"y_{b}_{o}", lowBound=0, upBound=1, cat=pulp.LpInteger) for b, o in data.cells}
