@@ -23,6 +23,7 @@ from typing import NamedTuple
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start, threads_alias
 from hetopt.pipeline.heuristic import greedy_plan
+from hetopt.pipeline.levelrows import link_ends, needs_by_threshold
 from hetopt.pipeline.levels import CellEnds, cell_ends, known_plan, level_floor
 from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
@@ -405,11 +406,7 @@ def _level_links(cp_model, model, data, ends: CellEnds) -> tuple[dict, dict]:
     # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
     lam = {(lv, K, K2): model.new_bool_var(f"l_{lv}_{K}_{K2}") for lv, K, K2, _ in data.junctions}
     link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
-    into: dict = {}
-    outof: dict = {}
-    for (lv, K, K2), var in lam.items():
-        into.setdefault((lv, K2), []).append(var)
-        outof.setdefault((lv, K), []).append(var)
+    into, outof = link_ends(lam)
     for (b, K2), members in ends.by_kind_start.items():
         if b > 0:
             model.add(Sum(into.get((b, K2), [])) == Sum(members))
@@ -425,10 +422,7 @@ def _level_bottleneck(cp_model, model, data, y: dict, v: list, lam: dict, link_c
     for t in range(2, len(thetas)):
         model.add_implication(v[t], v[t - 1])
     for K, count in enumerate(data.sig.counts):
-        need: dict[int, list] = {}
-        for (b, o), var in y.items():
-            if data.kind[o] == K and data.first[o] >= 1:
-                need.setdefault(data.first[o], []).append(var)
+        need = needs_by_threshold(data, y, K)
         tail = None
         for t in sorted(need, reverse=True):
             acc = model.new_int_var(0, count, f"g_{K}_{t}")

@@ -40,6 +40,7 @@ import os
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.family import no_solution
 from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start
+from hetopt.pipeline.levelrows import link_ends, needs_by_threshold
 from hetopt.pipeline.levels import CellEnds, cell_ends, known_plan, level_floor
 from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
@@ -295,11 +296,7 @@ def _level_links(pulp, prob, data, ends: CellEnds) -> tuple[dict, dict]:
     # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
     lam = {(lv, K, K2): prob.add_variable(f"l_{lv}_{K}_{K2}", lowBound=0, upBound=1) for lv, K, K2, _ in data.junctions}
     link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
-    into: dict = {}
-    outof: dict = {}
-    for (lv, K, K2), var in lam.items():
-        into.setdefault((lv, K2), []).append(var)
-        outof.setdefault((lv, K), []).append(var)
+    into, outof = link_ends(lam)
     for (b, K2), members in ends.by_kind_start.items():
         if b > 0:
             _row(pulp, prob, [(var, 1) for var in into.get((b, K2), [])] + [(var, -1) for var in members], EQ, 0,
@@ -317,10 +314,7 @@ def _level_bottleneck(pulp, prob, data, y: dict, v: list, lam: dict, link_cost: 
     for t in range(2, len(thetas)):
         _row(pulp, prob, [(v[t], 1), (v[t - 1], -1)], LE, 0, f"order_{t}")
     for K, count in enumerate(data.sig.counts):
-        need: dict[int, list] = {}
-        for (b, o), var in y.items():
-            if data.kind[o] == K and data.first[o] >= 1:
-                need.setdefault(data.first[o], []).append(var)
+        need = needs_by_threshold(data, y, K)
         tail = None
         for t in sorted(need, reverse=True):
             terms = [(var, 1) for var in need[t]] + ([(tail, 1)] if tail is not None else [])
