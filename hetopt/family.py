@@ -241,6 +241,12 @@ def greedy_answer(*, problem: str, instance: Any, solution: Any, evaluate: Calla
     missed
         ``(status, reason)`` when it found none in time: DECLINED where a plan may still exist
         (a greedy does not backtrack), INFEASIBLE where none can.
+
+    Returns
+    -------
+    Result
+        FEASIBLE (checked by ``evaluate``, no bound) with a solution; else TIME_LIMIT with
+        ``stopped`` or ``missed``'s status and reason.
     """
     if solution is None:
         status, reason = (Status.TIME_LIMIT, stopped) if deadline.expired() else missed
