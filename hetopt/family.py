@@ -122,14 +122,27 @@ def model_methods(package: str) -> dict[str, MethodRef]:
     }
 
 
-def lazy_attributes(module: str, lazy: dict[str, str]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` that imports each name of ``lazy`` from its module on first use
-    (a family package keeps ``from hetopt.<family> import solve_milp`` working without
-    importing PuLP or OR-Tools when it is imported)."""
+def lazy_attributes(module: str, lazy: Mapping[str, str] | None = None, *,
+                    methods: Mapping[str, Any] | None = None) -> Callable[[str], Any]:
+    """A module ``__getattr__`` that imports each name of ``lazy`` from its module on first use,
+    and each function a :class:`MethodRef` of ``methods`` (the family's registry) names from the
+    module it names (a family package keeps ``from hetopt.<family> import solve_milp`` working
+    without importing PuLP or OR-Tools when it is imported).
+
+    Examples
+    --------
+    >>> get = lazy_attributes("x", {"option_count": "hetopt.allocation.options"},
+    ...                       methods={"dp": MethodRef("hetopt.allocation.dp:solve_dp")})
+    >>> get("solve_dp").__name__, get("option_count").__name__
+    ('solve_dp', 'option_count')
+    """
+    names = {ref.target.partition(":")[2]: ref.target.partition(":")[0]
+             for ref in (methods or {}).values() if isinstance(ref, MethodRef)}
+    names.update(lazy or {})
 
     def __getattr__(name: str) -> Any:
-        if name in lazy:
-            return getattr(importlib.import_module(lazy[name]), name)
+        if name in names:
+            return getattr(importlib.import_module(names[name]), name)
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
@@ -211,6 +224,73 @@ def no_solution(*, problem: str, method: str, status: Status, deadline: Deadline
     """A Result without a solution (INFEASIBLE, TIME_LIMIT, DECLINED or ERROR)."""
     return Result(problem=problem, method=method, status=status, bound=bound, wall_s=deadline.elapsed(),
                   stats=dict(stats or {}), reason=reason)
+
+
+def greedy_answer(*, problem: str, instance: Any, solution: Any, evaluate: Callable[[Any, Any], Evaluation],
+                  deadline: Deadline, stopped: str, missed: tuple[Status, str]) -> Result:
+    """A greedy method's Result: FEASIBLE with ``solution`` (never proven), or without one.
+
+    Parameters
+    ----------
+    problem
+        The family's name (the method is ``greedy``).
+    solution
+        The greedy's solution, None when it found none.
+    stopped
+        The reason when it found none and the deadline had passed.
+    missed
+        ``(status, reason)`` when it found none in time: DECLINED where a plan may still exist
+        (a greedy does not backtrack), INFEASIBLE where none can.
+
+    Returns
+    -------
+    Result
+        FEASIBLE (checked by ``evaluate``, no bound) with a solution; else TIME_LIMIT with
+        ``stopped`` or ``missed``'s status and reason.
+    """
+    if solution is None:
+        status, reason = (Status.TIME_LIMIT, stopped) if deadline.expired() else missed
+        return no_solution(problem=problem, method="greedy", status=status, deadline=deadline, reason=reason)
+    return conclude(problem=problem, method="greedy", instance=instance, solution=solution, evaluate=evaluate,
+                    deadline=deadline, proven_optimal=False)
+
+
+def presolve(*, problem: str, method: str, deadline: Deadline, infeasible: str | None,
+             declined: Callable[[], str | None] | None = None) -> Result | None:
+    """The answer a method gives before it solves anything, or None to go on.
+
+    Parameters
+    ----------
+    problem, method
+        The Result's family and method names.
+    deadline
+        The method's deadline (its wall time so far goes into the Result).
+    infeasible
+        The family's reason the instance has no solution (its ``why_infeasible`` or
+        ``infeasible_reason``), None when it may have one.
+    declined
+        Called only when ``infeasible`` is None: the reason the method declines the instance
+        (its size limits), None when it takes it.
+
+    Returns
+    -------
+    Result or None
+        INFEASIBLE with ``infeasible``, else DECLINED with what ``declined`` gave, else None.
+
+    Examples
+    --------
+    >>> from hetopt.budget import Deadline
+    >>> presolve(problem="x", method="dp", deadline=Deadline(None), infeasible="no GPU", declined=lambda: 1 / 0).status
+    <Status.INFEASIBLE: 'INFEASIBLE'>
+    >>> presolve(problem="x", method="dp", deadline=Deadline(None), infeasible=None, declined=lambda: None) is None
+    True
+    """
+    if infeasible is not None:
+        return no_solution(problem=problem, method=method, status=Status.INFEASIBLE, deadline=deadline, reason=infeasible)
+    reason = declined() if declined is not None else None
+    if reason is not None:
+        return no_solution(problem=problem, method=method, status=Status.DECLINED, deadline=deadline, reason=reason)
+    return None
 
 
 def conclude_model(

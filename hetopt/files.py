@@ -9,6 +9,7 @@ here, with the same size limit and the same messages.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tomllib
 from pathlib import Path
@@ -150,3 +151,43 @@ def writable_file(path: str, flag: str, example: str, suffixes: tuple[str, ...] 
 
 
 __all__ = ["MAX_FILE_BYTES", "check_size", "read_json", "read_toml", "too_deep", "writable_file"]
+
+
+def toml_value(v: Any, *, digits: int | None = None) -> str:
+    """One TOML value as text: a boolean, a whole number, a finite float, a string, a list of these.
+
+    Parameters
+    ----------
+    v
+        The value (a tuple is written as a list).
+    digits
+        Floats of magnitude 1e-6 or more rounded to this many decimals (generated files: no
+        ``0.30000000000000004``); None writes every float exactly as it reads back.
+
+    Raises
+    ------
+    ValueError
+        A NaN or infinite float (TOML files hold finite numbers only).
+    TypeError
+        Any other type.
+
+    Examples
+    --------
+    >>> print(toml_value([True, 3, 0.1 + 0.2, "a"], digits=12))
+    [true, 3, 0.3, "a"]
+    >>> print(toml_value(0.1 + 0.2))
+    0.30000000000000004
+    """
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            raise ValueError(f"TOML has no {v} (a file holds finite numbers only)")
+        return repr(round(v, digits)) if digits is not None and (abs(v) >= 1e-6 or v == 0) else repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)  # a JSON string is a valid TOML basic string
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(toml_value(x, digits=digits) for x in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")

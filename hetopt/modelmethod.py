@@ -32,6 +32,7 @@ from typing import Any
 
 from hetopt.backends import DEFAULT_MILP_BACKEND, check_model_path, solve_cpsat, solve_pulp_by, write_model_file
 from hetopt.budget import Deadline
+from hetopt.errors import InputError
 from hetopt.family import conclude_model, no_solution
 from hetopt.result import Evaluation, Result, Status
 
@@ -99,6 +100,34 @@ class BuiltModel:
             return self.known(reason, bound, stats)
         return no_solution(problem=self.problem, method=self.method, status=Status.TIME_LIMIT, deadline=self.deadline,
                            bound=bound, reason=reason, stats=stats)
+
+
+def check_formulation(formulation: str, known: tuple[str, ...]) -> None:
+    """Refuse a ``formulation`` that is not one of the family's ``known`` ones, by name.
+
+    Parameters
+    ----------
+    formulation
+        The ``formulation=`` a model method was given.
+    known
+        The family's formulations (its ``FORMULATIONS``), the default first.
+
+    Raises
+    ------
+    InputError
+        ``formulation`` is not in ``known``.
+
+    Examples
+    --------
+    >>> check_formulation("slots", ("counts", "slots"))
+    >>> check_formulation("rows", ("counts", "slots"))
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: formulation: unknown formulation 'rows' (known: counts, slots)
+    """
+    if formulation not in known:
+        raise InputError(f"formulation: unknown formulation {formulation!r} (known: {', '.join(known)})",
+                         field="formulation")
 
 
 def start(time_limit: float | None, kind: str, *, write_model: str | os.PathLike[str] | None = None,

@@ -32,11 +32,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from hetopt.costmodel.stage_shape import StageGpus
 from hetopt.parallelism.expert import expert_tp
 
 
 @dataclass(frozen=True)
-class Shape:
+class Shape(StageGpus):
     """One island's part of a plan, as a runtime sees it: the island's layout, the layers of its
     stages, whether it holds the whole model, and whether its GPU computes in BF16."""
 
@@ -59,11 +60,6 @@ class Shape:
     def sp(self) -> bool:
         """Sequence parallelism as a job setting: only meaningful with TP (off at tp1)."""
         return self.sequence_parallel and self.tp > 1
-
-    @property
-    def stage_gpus(self) -> int:
-        """GPUs of one stage: t·c·d."""
-        return self.tp * self.cp * self.dp
 
     @property
     def etp(self) -> int:

@@ -205,17 +205,28 @@ def _megatron(path: Path) -> dict[str, dict[str, str | None]]:
 # -- golden files --------------------------------------------------------------------------------
 
 
+#: What a golden copy of a generated script is called: the script kept as data (README.md there).
+EXPECTED_SUFFIX = ".expected"
+
+
+def _golden_name(name: str) -> str:
+    """The golden file of an exported file: ``launch.sh`` is kept as ``launch.sh.expected``."""
+    return name + EXPECTED_SUFFIX if name.endswith(".sh") else name
+
+
 @pytest.mark.parametrize("case", CASES, ids=_case_id)
 def test_golden(case: tuple[Path, str], tmp_path: Path) -> None:
     """The files and GAPS.txt are the committed ones (HETOPT_UPDATE_GOLDEN=1 rewrites them)."""
     path, target = case
     folder = GOLDEN / _case_id(case)
     out = export_file(path, target)
+    written = {_golden_name(p.name): p.read_text() for p in write_output(out, tmp_path)}
     if os.environ.get("HETOPT_UPDATE_GOLDEN"):
         for old in folder.glob("*") if folder.is_dir() else []:
             old.unlink()
-        write_output(out, folder)
-    written = {p.name: p.read_text() for p in write_output(out, tmp_path)}
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in written.items():
+            (folder / name).write_text(text, encoding="utf-8")
     expected = {p.name: p.read_text() for p in folder.iterdir()}
     assert written == expected
 

@@ -41,22 +41,18 @@ METHODS = {
     "bruteforce": MethodRef("hetopt.allocation.bruteforce:solve_bruteforce"),
 }
 
-#: Names this package exported before its registry became lazy, and their modules; they are
-#: imported on first access (``from hetopt.allocation import solve_milp`` keeps working).
+#: Names this package exported before its registry became lazy besides the methods' functions
+#: (``lazy_attributes`` takes those from METHODS), and their modules; they are imported on first
+#: access (``from hetopt.allocation import solve_milp`` keeps working).
 _LAZY = {
     "plan_count": "hetopt.allocation.bruteforce",
-    "solve_bruteforce": "hetopt.allocation.bruteforce",
     "TIME_QUANTUM_S": "hetopt.allocation.cpsat",
-    "solve_cpsat_model": "hetopt.allocation.cpsat",
-    "solve_dp": "hetopt.allocation.dp",
     "faithful_work": "hetopt.allocation.dp_faithful",
-    "solve_dp_faithful": "hetopt.allocation.dp_faithful",
-    "solve_milp": "hetopt.allocation.milp",
     "option_count": "hetopt.allocation.options",
 }
 
 
-__getattr__ = lazy_attributes(__name__, _LAZY)
+__getattr__ = lazy_attributes(__name__, _LAZY, methods=METHODS)
 
 
 def crosscheck_methods(instance: AllocationInstance) -> list[str]:

@@ -22,7 +22,7 @@ from hetopt.allocation.options import (
 )
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
-from hetopt.family import no_solution
+from hetopt.family import no_solution, presolve
 from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
 from hetopt.result import Result, Status
 
@@ -71,12 +71,10 @@ def solve_cpsat_model(instance: AllocationInstance, *, time_limit: float | None 
     # not pay for it; after the deadline starts, so that its import counts against the limit
     from ortools.sat.python import cp_model
 
-    reason = why_infeasible(instance)
-    if reason is not None:
-        return no_solution(problem="allocation", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    declined = too_many_options(instance, "cpsat")
-    if declined is not None:
-        return no_solution(problem="allocation", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
+    refused = presolve(problem="allocation", method="cpsat", deadline=deadline, infeasible=why_infeasible(instance),
+                       declined=lambda: too_many_options(instance, "cpsat"))
+    if refused is not None:
+        return refused
     options, lower, greedy = _options(instance, deadline)
     count = sum(len(o) for o in options)
     if count > MAX_CPSAT_OPTIONS:

@@ -32,7 +32,7 @@ from hetopt.allocation.options import (
 from hetopt.allocation.plan import build_solution, expand_counts
 from hetopt.allocation.problem import AllocationInstance, evaluate
 from hetopt.backends import DEFAULT_MILP_BACKEND
-from hetopt.family import no_solution
+from hetopt.family import no_solution, presolve
 from hetopt.modelmethod import BuiltModel, solve_model, start
 from hetopt.result import Result, Status
 
@@ -70,12 +70,10 @@ def solve_milp(instance: AllocationInstance, *, time_limit: float | None = None,
     # pay for it; after the deadline starts, so that its import counts against the limit
     import pulp
 
-    reason = why_infeasible(instance)
-    if reason is not None:
-        return no_solution(problem="allocation", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    declined = too_many_options(instance, method)
-    if declined is not None:
-        return no_solution(problem="allocation", method=method, status=Status.DECLINED, deadline=deadline, reason=declined)
+    refused = presolve(problem="allocation", method=method, deadline=deadline, infeasible=why_infeasible(instance),
+                       declined=lambda: too_many_options(instance, method))
+    if refused is not None:
+        return refused
     options = [pareto_options(enumerate_options(instance, g)) for g in range(len(instance.groups))]
     lower = time_lower_bound(instance, options)
     greedy = greedy_choices(instance, options, deadline)

@@ -63,8 +63,21 @@ class StageCost:
         return self.forward_s + self.backward_s
 
 
+class StageGpus:
+    """The GPUs of one stage of a layout record with ``tp``, ``cp`` and ``dp``: t·c·d (the cost
+    model's :class:`Layout`, the runtimes' ``hetopt.runtimes.Shape``, the exporters'
+    ``hetopt.export.source.Layout``)."""
+
+    __slots__ = ()
+
+    @property
+    def stage_gpus(self) -> int:
+        """GPUs of one stage: t·c·d."""
+        return self.tp * self.cp * self.dp
+
+
 @dataclass(frozen=True)
-class Layout:
+class Layout(StageGpus):
     """A layout: t, p, d, the layer split, recomputation, ZeRO stage, virtual stages; EP degree
     (with or without FSEP), CP degree and activation offloading (``hetopt.parallelism``). A
     stage has t·c·d GPUs."""
@@ -80,11 +93,6 @@ class Layout:
     fsep: bool = False
     cp: int = 1
     offload: bool = False
-
-    @property
-    def stage_gpus(self) -> int:
-        """GPUs of one stage: t·c·d."""
-        return self.tp * self.cp * self.dp
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,25 @@ def job_value(plan: PlanView, what: str, get: Callable[[Block], Any], gaps: list
     return values[0][1]
 
 
+def job_layout(plan: PlanView, gaps: list[str], runtime: str, consequence: str, **what: str) -> list[Any]:
+    """The job's value of each named field of the islands' :class:`~hetopt.export.source.Layout`,
+    in the order given: :func:`job_value` of each, ``what`` naming the field as the gap line does.
+
+    Examples
+    --------
+    >>> from hetopt.export.source import Block, Layout, PlanView
+    >>> a = Block("a", "A100", Layout(2, 1, 2, 1, "none", 1, True), 0, (4,), 4, 1)
+    >>> b = Block("b", "V100", Layout(1, 1, 4, 1, "none", 1, True), 1, (4,), 4, 1)
+    >>> plan, gaps = PlanView("c", "m", 8, 2, 4, 128, "OPTIMAL", (a, b), None), []
+    >>> job_layout(plan, gaps, "X", "the first island's", tp="tensor parallel size", zero="ZeRO stage")
+    [2, 1]
+    >>> gaps
+    ["tensor parallel size differs by island (a 2, b 1): X takes one for the whole job; the first island's"]
+    """
+    return [job_value(plan, text, lambda b, name=name: getattr(b.layout, name), gaps, runtime, consequence)
+            for name, text in what.items()]
+
+
 def gpu_types(plan: PlanView) -> list[str]:
     """The GPU types of the plan's stages, in pipeline order, each once."""
     return list(dict.fromkeys(b.gpu for b in plan.blocks))
@@ -49,8 +68,7 @@ def without_bf16(gpus: list[str]) -> list[str]:
     >>> without_bf16(["V100-SXM2-32GB", "A100-SXM4-80GB", "T4"])
     ['V100-SXM2-32GB', 'T4']
     """
-    catalog = load_gpus()
-    return [g for g in gpus if g in catalog and not catalog[g].bf16]
+    return _catalog_without(gpus, "bf16")
 
 
 def without_flash_attention(gpus: list[str]) -> list[str]:
@@ -63,8 +81,13 @@ def without_flash_attention(gpus: list[str]) -> list[str]:
     >>> without_flash_attention(["V100-SXM2-32GB", "A100-SXM4-80GB", "T4"])
     ['V100-SXM2-32GB', 'T4']
     """
+    return _catalog_without(gpus, "flash_attention")
+
+
+def _catalog_without(gpus: list[str], feature: str) -> list[str]:
+    """Those of ``gpus`` the catalog knows and whose entry has ``feature`` (a bool field) false."""
     catalog = load_gpus()
-    return [g for g in gpus if g in catalog and not catalog[g].flash_attention]
+    return [g for g in gpus if g in catalog and not getattr(catalog[g], feature)]
 
 
 #: What a job needs to run its matmuls in TF32 on any of the exporters' runtimes: PyTorch's cuBLAS

@@ -30,7 +30,7 @@ import json
 import math
 from collections import Counter
 
-from hetopt.export.common import ALLOCATION_PRECISION, gpu_types, job_value, plan_line, precision_gaps
+from hetopt.export.common import ALLOCATION_PRECISION, gpu_types, job_layout, plan_line, precision_gaps
 from hetopt.export.source import AllocationView, PlanView, share_text
 from hetopt.parallelism.expert import expert_tp
 from hetopt.workload import ModelConfig
@@ -192,12 +192,9 @@ def _side_file(plan: PlanView, model: ModelConfig | None, tp: int, dp: int, inte
 def _plan(plan: PlanView, model: ModelConfig | None = None, one_job: bool = False) -> tuple[dict[str, str], list[str]]:
     """``ds_config.json``, ``pipeline.json`` and the gaps of a plan (:func:`build`)."""
     gaps: list[str] = []
-    first_only = "the files take the first island's"
-    tp = int(job_value(plan, "tensor parallel size", lambda b: b.layout.tp, gaps, "DeepSpeed", first_only))
-    dp = int(job_value(plan, "data-parallel size", lambda b: b.layout.dp, gaps, "DeepSpeed", first_only))
-    zero = int(job_value(plan, "ZeRO stage", lambda b: b.layout.zero, gaps, "DeepSpeed", first_only))
-    recompute = str(job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "DeepSpeed", first_only))
-    offload = bool(job_value(plan, "activation offloading", lambda b: b.layout.offload, gaps, "DeepSpeed", first_only))
+    tp, dp, zero, recompute, offload = job_layout(
+        plan, gaps, "DeepSpeed", "the files take the first island's", tp="tensor parallel size", dp="data-parallel size",
+        zero="ZeRO stage", recompute="recomputation", offload="activation offloading")
     _breadth_gaps(plan, model, gaps)
     zero = _pipeline_gaps(plan, tp, zero, gaps)
     interval = {"none": 0, "selective": 1, "full": 1}[recompute]

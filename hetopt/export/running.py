@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from hetopt import runtimes
 from hetopt.costmodel import running as run
 from hetopt.costmodel.running import Running
 from hetopt.export.source import PlanView
@@ -98,8 +99,6 @@ def _common(plan: PlanView, key: str, title: str) -> tuple[str | None, str] | No
 
 def _megatron(plan: PlanView, key: str) -> tuple[str | None, str]:
     r, dp, tp = plan.running, _dp(plan), _tp(plan)
-    if (common := _common(plan, key, "Megatron-LM")) is not None:
-        return common
     if key == "overlap":
         if not r.overlap:
             return None, "Megatron-LM's default: without --overlap-grad-reduce the gradients are reduced after the backward"
@@ -138,8 +137,6 @@ def _megatron(plan: PlanView, key: str) -> tuple[str | None, str]:
 
 def _torchtitan(plan: PlanView, key: str) -> tuple[str | None, str]:
     r = plan.running
-    if (common := _common(plan, key, "torchtitan")) is not None:
-        return common
     if key == "overlap":
         return None, ("torchtitan's FSDP2 prefetches and reduces during the backward, as priced" if r.overlap else
                       "no torchtitan key: FSDP2 always overlaps its collectives, faster than the plan prices")
@@ -174,8 +171,6 @@ def _torchtitan(plan: PlanView, key: str) -> tuple[str | None, str]:
 
 def _deepspeed(plan: PlanView, key: str) -> tuple[str | None, str]:
     r = plan.running
-    if (common := _common(plan, key, "DeepSpeed")) is not None:
-        return common
     if key == "overlap":
         return DEEPSPEED_OVERLAP, ("zero_optimization.overlap_comm = " + ("true" if r.overlap else "false")
                                    + " (the pipeline engine reduces after the flush either way: GAPS)")
@@ -217,18 +212,19 @@ DEEPSPEED_OVERLAP = '"overlap_comm"'
 MEGATRON_CUDA_GRAPH = "--cuda-graph-impl local"
 MEGATRON_RNG_TRACKER = "--te-rng-tracker"
 
-#: Each runtime's table: a running setting's ``--runtime`` key to (flag or None, how).
+#: Each runtime's table: a running setting's ``--runtime`` key to (flag or None, how), for the keys
+#: every runtime's export carries alike (:func:`_common`) the runtime's own lines.
 RUNTIMES: dict[str, Callable[[PlanView, str], tuple[str | None, str]]] = {
     "megatron": _megatron, "torchtitan": _torchtitan, "deepspeed": _deepspeed}
 
 
 def carried(plan: PlanView, runtime: str) -> list[Carried]:
     """Every running setting of ``plan`` as ``runtime``'s export carries it, in :data:`KEYS` order."""
-    how = RUNTIMES[runtime]
+    how, title = RUNTIMES[runtime], runtimes.RUNTIMES[runtime].title
     out = []
     for key in run.KEYS:
         value = getattr(plan.running, key.field)
-        flag, text = how(plan, key.text)
+        flag, text = _common(plan, key.text, title) or how(plan, key.text)
         out.append(Carried(key.text, "unset" if value is None else key.word(value), flag, text))
     return out
 

@@ -18,6 +18,7 @@ from typing import Any
 from hetopt.errors import InputError
 from hetopt.costmodel import hardware_precision
 from hetopt.costmodel.running import Running
+from hetopt.costmodel.stage_shape import StageGpus
 from hetopt.hardware import load_gpus
 from hetopt.runtimes import Job, Shape
 
@@ -38,7 +39,7 @@ _FSDP_DETAIL = re.compile(r"^FSDP, per-GPU batch (.+) \(batch×GPUs, total (\d+)
 
 
 @dataclass(frozen=True)
-class Layout:
+class Layout(StageGpus):
     """One island's Megatron-style layout: t, its stages p, d, virtual stages, recomputation, ZeRO, SP;
     the experts' parallel degree e (``fsep``: fully sharded EP), the context-parallel degree c and
     activation offloading. A stage has t·c·d GPUs (``hetopt.planner.parallelizer.builtin.Layout.stage_gpus``);
@@ -55,11 +56,6 @@ class Layout:
     fsep: bool = False
     cp: int = 1
     offload: bool = False
-
-    @property
-    def stage_gpus(self) -> int:
-        """GPUs of one stage: t·c·d."""
-        return self.tp * self.cp * self.dp
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from hetopt.export.common import gpu_types, handover_gaps, job_value, plan_line, precision_gaps, without_bf16
+from hetopt.export.common import gpu_types, handover_gaps, job_layout, plan_line, precision_gaps, without_bf16
 from hetopt.errors import InputError
 from hetopt.export import running
 from hetopt.export.source import PlanView
@@ -151,7 +151,7 @@ LAUNCH_COMMAND = '-m torchtitan.train --job.config_file "$HERE/torchtitan.toml" 
 
 @dataclass(frozen=True)
 class _JobLayout:
-    """The one layout torchtitan's job takes: each setting the first island's (``job_value``)."""
+    """The one layout torchtitan's job takes: each setting the first island's (``job_layout``)."""
 
     tp: int
     dp: int
@@ -166,15 +166,10 @@ class _JobLayout:
 
 def _job_layout(plan: PlanView, gaps: list[str]) -> _JobLayout:
     """The job's layout, a gap line for each setting the islands disagree on."""
-    first_only = "the file takes the first island's"
-    tp = int(job_value(plan, "tensor parallel degree", lambda b: b.layout.tp, gaps, "torchtitan", first_only))
-    dp = int(job_value(plan, "data-parallel degree", lambda b: b.layout.dp, gaps, "torchtitan", first_only))
-    sp = bool(job_value(plan, "sequence parallelism", lambda b: b.layout.sequence_parallel, gaps, "torchtitan", first_only))
-    recompute = str(job_value(plan, "recomputation", lambda b: b.layout.recompute, gaps, "torchtitan", first_only))
-    zero = int(job_value(plan, "ZeRO stage", lambda b: b.layout.zero, gaps, "torchtitan", first_only))
-    vpp = int(job_value(plan, "virtual pipeline stages", lambda b: b.layout.vpp, gaps, "torchtitan", first_only))
-    cp = int(job_value(plan, "context parallel degree", lambda b: b.layout.cp, gaps, "torchtitan", first_only))
-    ep = int(job_value(plan, "expert parallel degree", lambda b: b.layout.ep, gaps, "torchtitan", first_only))
+    tp, dp, sp, recompute, zero, vpp, cp, ep = job_layout(
+        plan, gaps, "torchtitan", "the file takes the first island's", tp="tensor parallel degree",
+        dp="data-parallel degree", sequence_parallel="sequence parallelism", recompute="recomputation",
+        zero="ZeRO stage", vpp="virtual pipeline stages", cp="context parallel degree", ep="expert parallel degree")
     etp = expert_tp(tp=tp, ep=ep, cp=cp, dp=dp) if ep > 1 else 1
     return _JobLayout(tp, dp, sp, recompute, zero, vpp, cp, ep, etp)
 

@@ -6,24 +6,11 @@ tables (nested to any depth); at each level scalars come first, then tables.
 
 from __future__ import annotations
 
-import json
-import math
+from hetopt.files import toml_value
 
 
-def _value(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise ValueError(f"TOML has no {v}")
-        return repr(round(v, 12)) if abs(v) >= 1e-6 or v == 0 else repr(v)
-    if isinstance(v, str):
-        return json.dumps(v, ensure_ascii=False)  # a JSON string is a valid TOML basic string
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+#: Decimals a generated file's floats keep (``hetopt.files.toml_value``).
+DIGITS = 12
 
 
 def _is_table_array(v) -> bool:
@@ -33,7 +20,7 @@ def _is_table_array(v) -> bool:
 def _body(data: dict, prefix: str, lines: list[str]) -> None:
     for k, v in data.items():
         if v is not None and not isinstance(v, dict) and not _is_table_array(v):
-            lines.append(f"{k} = {_value(v)}")
+            lines.append(f"{k} = {toml_value(v, digits=DIGITS)}")
     for k, v in data.items():
         name = f"{prefix}.{k}" if prefix else k
         if isinstance(v, dict):

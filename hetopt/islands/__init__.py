@@ -35,21 +35,9 @@ METHODS = {
     "greedy": MethodRef("hetopt.islands.heuristic:solve_greedy"),
 }
 
-#: Names this package exported before its registry became lazy, and their modules; they are
-#: imported on first access (``from hetopt.islands import solve_dp`` keeps working).
-_LAZY = {
-    "solve_bruteforce": "hetopt.islands.bruteforce",
-    "solve_cpsat_model": "hetopt.islands.cpsat",
-    "solve_dp": "hetopt.islands.dp",
-    "solve_dp_dendrogram": "hetopt.islands.dp",
-    "solve_dp_subsets": "hetopt.islands.dp",
-    "solve_exact": "hetopt.islands.exact",
-    "solve_greedy": "hetopt.islands.heuristic",
-    "solve_milp": "hetopt.islands.milp",
-}
-
-
-__getattr__ = lazy_attributes(__name__, _LAZY)
+#: The methods' functions this package exported before its registry became lazy are imported on
+#: first access, from the modules METHODS names (``from hetopt.islands import solve_dp`` keeps working).
+__getattr__ = lazy_attributes(__name__, methods=METHODS)
 
 
 def crosscheck_methods(instance: IslandsInstance) -> list[str]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 
 from hetopt.budget import CLOCK_EVERY
-from hetopt.family import Deadline, conclude, no_solution
+from hetopt.family import Deadline, conclude, no_solution, presolve
 from hetopt.mixed.limits import after_cap, dp_limit_hit, flights
 from hetopt.mixed.problem import MixedInstance, build_solution, evaluate, in_flight, infeasible_reason
 from hetopt.mixed.stages import stage_options
@@ -63,13 +63,15 @@ def solve_dp(instance: MixedInstance, *, time_limit: float | None = None) -> Res
     ('OPTIMAL', 7.75)
     """
     deadline = Deadline(time_limit)
-    reason = infeasible_reason(instance)
-    if reason is not None:
-        return no_solution(problem="mixed", method="dp", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    hit = dp_limit_hit(instance)
-    if hit is not None:
-        return no_solution(problem="mixed", method="dp", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{hit}; narrow the instance (fewer layers, TP degrees or units per type)")
+
+    def declined() -> str | None:
+        hit = dp_limit_hit(instance)
+        return None if hit is None else f"{hit}; narrow the instance (fewer layers, TP degrees or units per type)"
+
+    refused = presolve(problem="mixed", method="dp", deadline=deadline, infeasible=infeasible_reason(instance),
+                       declined=declined)
+    if refused is not None:
+        return refused
     L, M, link = instance.layers, instance.microbatches, instance.link_s
     counts = tuple(g.units for g in instance.gpus)
     cap = after_cap(instance)

@@ -23,7 +23,7 @@ import pulp
 
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.budget import CLOCK_EVERY
-from hetopt.family import no_solution
+from hetopt.family import no_solution, presolve
 from hetopt.mixed.limits import after_cap, milp_limit_hit
 from hetopt.mixed.problem import (
     MixedInstance,
@@ -83,12 +83,10 @@ def solve_milp(instance: MixedInstance, *, time_limit: float | None = None, back
         ``stats``: edges, variables, constraints.
     """
     deadline, method = start(time_limit, "milp", backend=backend)
-    reason = infeasible_reason(instance)
-    if reason is not None:
-        return no_solution(problem="mixed", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    hit = milp_limit_hit(instance)
-    if hit is not None:
-        return no_solution(problem="mixed", method=method, status=Status.DECLINED, deadline=deadline, reason=hit)
+    refused = presolve(problem="mixed", method=method, deadline=deadline, infeasible=infeasible_reason(instance),
+                       declined=lambda: milp_limit_hit(instance))
+    if refused is not None:
+        return refused
     L, M, link = instance.layers, instance.microbatches, instance.link_s
     cap = after_cap(instance)
     sets = stage_members(instance)

@@ -36,20 +36,16 @@ METHODS = {
     "greedy": MethodRef("hetopt.pipeline.heuristic:solve_greedy"),
 }
 
-#: Names this package exported before its registry became lazy, and their modules; they are
-#: imported on first access (``from hetopt.pipeline import solve_milp`` keeps working).
+#: Names this package exported before its registry became lazy besides the methods' functions
+#: (``lazy_attributes`` takes those from METHODS), and their modules; they are imported on first
+#: access (``from hetopt.pipeline import solve_milp`` keeps working).
 _LAZY = {
     "plan_count": "hetopt.pipeline.bruteforce",
-    "solve_bruteforce": "hetopt.pipeline.bruteforce",
     "error_bound": "hetopt.pipeline.cpsat",
-    "solve_cpsat_model": "hetopt.pipeline.cpsat",
-    "solve_dp": "hetopt.pipeline.dp",
-    "solve_greedy": "hetopt.pipeline.heuristic",
-    "solve_milp": "hetopt.pipeline.milp",
 }
 
 
-__getattr__ = lazy_attributes(__name__, _LAZY)
+__getattr__ = lazy_attributes(__name__, _LAZY, methods=METHODS)
 
 
 def crosscheck_methods(instance: PipelineInstance) -> list[str]:

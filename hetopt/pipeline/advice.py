@@ -10,6 +10,7 @@ usage vectors (``dp_table._prepare``), the position models' binaries
 
 from __future__ import annotations
 
+from hetopt.pipeline.positions import position_data, too_large
 from hetopt.pipeline.problem import PipelineInstance
 
 
@@ -21,8 +22,6 @@ def after_dp_declines(instance: PipelineInstance) -> str:
     >>> after_dp_declines(load(instances_dir() / "pipeline" / "tiny.toml"))
     'use milp or cpsat'
     """
-    from hetopt.pipeline.positions import position_data, too_large
-
     hit = too_large(position_data(instance))
     return "use milp or cpsat" if hit is None else f"milp and cpsat decline it too ({hit}): use greedy"
 

@@ -21,14 +21,14 @@ import os
 from typing import NamedTuple
 
 from hetopt.family import Deadline, conclude, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
+from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start, threads_alias
 from hetopt.pipeline.heuristic import greedy_plan
-from hetopt.pipeline.levels import (MAX_LEVEL_CELLS, CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan,
-                                    level_floor, warm_start)
-from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
+from hetopt.pipeline.levelrows import link_ends, needs_by_threshold
+from hetopt.pipeline.levels import MAX_LEVEL_CELLS, CellEnds, cell_ends, known_plan, level_floor
+from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.advice import after_model_declines
-from hetopt.pipeline.positions import MAX_POSITION_BINARIES, canonical_plan, position_data, too_large
+from hetopt.pipeline.early import levels_out_of_time, levels_warm_start, positions_early_answer
+from hetopt.pipeline.positions import MAX_POSITION_BINARIES, canonical_plan, position_data
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
 
@@ -91,7 +91,7 @@ def solve_cpsat_model(instance: PipelineInstance, *, time_limit: float | None = 
     >>> r.status.value, round(r.objective, 3), r.stats["formulation"]
     ('OPTIMAL', 1.262, 'signatures')
     """
-    check_formulation(formulation)
+    check_formulation(formulation, FORMULATIONS)
     deadline, _ = start(time_limit, "cpsat", write_model=write_model)
     # OR-Tools is imported here, not at the top of the module, so that ``import hetopt`` does
     # not pay for it; after the deadline starts, so that its import counts against the limit
@@ -119,13 +119,9 @@ def _declined_reach(deadline: Deadline, reach: int, M: int) -> Result | None:
 def _positions_declined(instance: PipelineInstance, data, deadline: Deadline,
                         max_position_binaries: int = MAX_POSITION_BINARIES) -> tuple[Result | None, int]:
     """The position model's early answer (no first block, too large, out of range) if any, and z's top."""
-    if not data.at[0]:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
-                           reason="no usable option may be the first block: every one has role middle or last"), 0
-    declined = too_large(data, max_position_binaries)
-    if declined is not None:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{declined}; {after_model_declines(instance)}"), 0
+    if (early := positions_early_answer(instance, data, method="cpsat", deadline=deadline,
+                                           max_binaries=max_position_binaries)) is not None:
+        return early, 0
     P, M, opts = data.positions, instance.microbatches, instance.options
     top = max(scaled(opts[o].max_time_s) for p in range(P) for o in data.at[p])
     top = max([top] + [scaled(c) for (_i, _j, c) in data.links])
@@ -324,14 +320,10 @@ def _feasible(instance: PipelineInstance, plan: list[int], deadline: Deadline, b
 def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit, threads, seed, write_model,
             max_level_cells: int = MAX_LEVEL_CELLS) -> Result:
     """The level model over island signatures (``formulation="signatures"``): the MILP's rows."""
-    try:
-        data, hint = warm_start(instance, deadline, max_level_cells)
-    except NoPlan as exc:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.INFEASIBLE, deadline=deadline,
-                           reason=f"{GENERIC_INFEASIBLE.format(layers=instance.layers)} ({exc})")
-    except LevelsTooLarge as exc:
-        return no_solution(problem="pipeline", method="cpsat", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{exc}; {after_model_declines(instance)}")
+    started = levels_warm_start(instance, method="cpsat", deadline=deadline, max_cells=max_level_cells)
+    if isinstance(started, Result):
+        return started
+    data, hint = started
     opts, M, thetas = instance.options, instance.microbatches, data.thresholds
     reach = (sum(scaled(opts[o].total_time_s) for _, o in data.cells) + sum(scaled(c) for *_, c in data.junctions)
              + (M - 1) * scaled(thetas[-1]))
@@ -346,11 +338,8 @@ def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit
         return known_plan(instance, "cpsat", hint, deadline, bound, stats, reason)
 
     def out_of_time() -> Result:
-        why = "time limit reached while building the CP-SAT model"
-        if hint is not None:
-            return stopped(why, floor, stats)
-        return no_solution(problem="pipeline", method="cpsat", status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
-                           reason=why, stats=stats)
+        return levels_out_of_time(instance, method="cpsat", model="the CP-SAT model", hint=hint, deadline=deadline, floor=floor,
+                                  stats=stats)
 
     model = cp_model.CpModel()
     y = {cell: model.new_bool_var(f"y_{cell[0]}_{cell[1]}") for cell in data.cells}
@@ -426,11 +415,7 @@ def _level_links(cp_model, model, data, ends: CellEnds) -> tuple[dict, dict]:
     # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
     lam = {(lv, K, K2): model.new_bool_var(f"l_{lv}_{K}_{K2}") for lv, K, K2, _ in data.junctions}
     link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
-    into: dict = {}
-    outof: dict = {}
-    for (lv, K, K2), var in lam.items():
-        into.setdefault((lv, K2), []).append(var)
-        outof.setdefault((lv, K), []).append(var)
+    into, outof = link_ends(lam)
     for (b, K2), members in ends.by_kind_start.items():
         if b > 0:
             model.add(Sum(into.get((b, K2), [])) == Sum(members))
@@ -446,10 +431,7 @@ def _level_bottleneck(cp_model, model, data, y: dict, v: list, lam: dict, link_c
     for t in range(2, len(thetas)):
         model.add_implication(v[t], v[t - 1])
     for K, count in enumerate(data.sig.counts):
-        need: dict[int, list] = {}
-        for (b, o), var in y.items():
-            if data.kind[o] == K and data.first[o] >= 1:
-                need.setdefault(data.first[o], []).append(var)
+        need = needs_by_threshold(data, y, K)
         tail = None
         for t in sorted(need, reverse=True):
             acc = model.new_int_var(0, count, f"g_{K}_{t}")

@@ -11,7 +11,7 @@ import numpy as np
 
 from hetopt.family import Deadline
 from hetopt.pipeline import dp_table
-from hetopt.pipeline.dp_table import INF, _groups, _Prep, _Timeout, _TooLarge
+from hetopt.pipeline.dp_table import INF, _groups, _last_blocks, _Prep, _Timeout, _TooLarge
 from hetopt.pipeline.problem import PipelineInstance
 
 
@@ -49,16 +49,11 @@ def feasible(instance: PipelineInstance, prep: _Prep, tau: float, deadline: Dead
         ns = np.array([g.stages for g in gs], dtype=np.int64)
         roles = (np.array([g.role in ("first", "any") for g in gs], dtype=bool), np.array([g.role in ("middle", "any") for g in gs], dtype=bool))
         shapes.append((ks, lim, ns, roles))
-    zero = tuple(0 for _ in prep.kinds)
-    for K, gs in enumerate(groups):
-        nxt = tuple(c + (j == K) for j, c in enumerate(zero))
-        for g in gs:
-            ok = ("whole", "any") if g.layers == L else ("last", "any")
-            if g.layers <= L and g.role in ok and g.best[0] < INF:
-                if g.layers == L:
-                    return True
-                t = table(index[nxt])
-                t[prep.kind_class[K], L - g.layers] = min(t[prep.kind_class[K], L - g.layers], min(g.stages, B))
+    for K, nxt, g in _last_blocks(prep, groups, L):
+        if g.layers == L:
+            return True
+        t = table(index[nxt])
+        t[prep.kind_class[K], L - g.layers] = min(t[prep.kind_class[K], L - g.layers], min(g.stages, B))
     for u in prep.usage:
         if sum(u) == 0 or index[u] not in least:
             continue

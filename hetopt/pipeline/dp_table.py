@@ -302,18 +302,26 @@ def _shapes(groups: list[list[_Group]]) -> list[tuple]:
     ]
 
 
-def _seed(state: _Tables, instance: PipelineInstance, prep: _Prep, groups: list[list[_Group]], index: dict) -> None:
-    """Enter each possible last block: no link behind it, b = 0, source row L."""
-    L, B = instance.layers, prep.cap
+def _last_blocks(prep: _Prep, groups: list[list[_Group]], L: int):
+    """Each group that may be the last block, as ``(K, usage, group)``: its kind K, the usage
+    vector of that one island of kind K, the group (its slice fits, its role allows the end of
+    the model, or the whole model when it holds all L layers, and it fits with no stage behind)."""
     zero = tuple(0 for _ in prep.kinds)
     for K, gs in enumerate(groups):
         nxt = tuple(c + (j == K) for j, c in enumerate(zero))
         for g in gs:
             ok = ("whole", "any") if g.layers == L else ("last", "any")
             if g.layers <= L and g.role in ok and g.best[0] < INF:
-                t = state.table(index[nxt], prep.kind_class[K])[L - g.layers]
-                col = min(g.stages, B)
-                t[col] = min(t[col], g.best[0])
+                yield K, nxt, g
+
+
+def _seed(state: _Tables, instance: PipelineInstance, prep: _Prep, groups: list[list[_Group]], index: dict) -> None:
+    """Enter each possible last block: no link behind it, b = 0, source row L."""
+    L, B = instance.layers, prep.cap
+    for K, nxt, g in _last_blocks(prep, groups, L):
+        t = state.table(index[nxt], prep.kind_class[K])[L - g.layers]
+        col = min(g.stages, B)
+        t[col] = min(t[col], g.best[0])
 
 
 def _prune(state: _Tables, x: int, keys: list, remaining: np.ndarray | None, budget: float) -> list[int]:

@@ -9,7 +9,7 @@ miss plans that exist; it proves nothing.
 
 from __future__ import annotations
 
-from hetopt.family import Deadline, conclude, no_solution
+from hetopt.family import Deadline, greedy_answer
 from hetopt.pipeline.options import bottleneck_candidates, usable_options
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
@@ -97,14 +97,8 @@ def solve_greedy(instance: PipelineInstance, *, time_limit: float | None = None)
     """
     deadline = Deadline(time_limit)
     plan = greedy_plan(instance, deadline)
-    if plan is None:
-        if deadline.expired():
-            return no_solution(problem="pipeline", method="greedy", status=Status.TIME_LIMIT, deadline=deadline,
-                               reason="time limit reached before the greedy found a pipeline")
-        return no_solution(problem="pipeline", method="greedy", status=Status.DECLINED, deadline=deadline,
-                           reason="the greedy found no pipeline (it does not backtrack, so one may exist); use dp")
-    return conclude(
-        problem="pipeline", method="greedy", instance=instance,
-        solution=build_solution(instance, blocks_from_choices(instance, plan)), evaluate=evaluate, deadline=deadline,
-        proven_optimal=False
-    )
+    return greedy_answer(
+        problem="pipeline", instance=instance, evaluate=evaluate, deadline=deadline,
+        solution=None if plan is None else build_solution(instance, blocks_from_choices(instance, plan)),
+        stopped="time limit reached before the greedy found a pipeline",
+        missed=(Status.DECLINED, "the greedy found no pipeline (it does not backtrack, so one may exist); use dp"))

@@ -39,13 +39,13 @@ import os
 
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.family import no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, start
-from hetopt.pipeline.levels import (MAX_LEVEL_CELLS, CellEnds, LevelsTooLarge, NoPlan, cell_ends, known_plan,
-                                    level_floor, warm_start)
-from hetopt.pipeline.options import GENERIC_INFEASIBLE, check_formulation, why_infeasible
+from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start
+from hetopt.pipeline.levelrows import link_ends, needs_by_threshold
+from hetopt.pipeline.levels import MAX_LEVEL_CELLS, CellEnds, cell_ends, known_plan, level_floor
+from hetopt.pipeline.options import FORMULATIONS, GENERIC_INFEASIBLE, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
-from hetopt.pipeline.advice import after_model_declines
-from hetopt.pipeline.positions import MAX_POSITION_BINARIES, position_data, too_large
+from hetopt.pipeline.early import levels_out_of_time, levels_warm_start, positions_early_answer
+from hetopt.pipeline.positions import MAX_POSITION_BINARIES, position_data
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate, simple_bound
 from hetopt.result import Result, Status
 
@@ -92,7 +92,7 @@ def solve_milp(instance: PipelineInstance, *, time_limit: float | None = None, b
     >>> r.status.value, round(r.objective, 3), r.stats["formulation"]
     ('OPTIMAL', 1.262, 'signatures')
     """
-    check_formulation(formulation)
+    check_formulation(formulation, FORMULATIONS)
     deadline, method = start(time_limit, "milp", write_model=write_model, backend=backend)
     # PuLP is imported here, not at the top of the module, so that ``import hetopt`` does not
     # pay for it; after the deadline starts, so that its import counts against the limit
@@ -110,13 +110,9 @@ def _positions(instance, pulp, deadline, method, time_limit, threads, backend, w
                max_position_binaries: int = MAX_POSITION_BINARIES) -> Result:
     """The position model (``formulation="positions"``)."""
     data = position_data(instance)
-    if not data.at[0]:
-        return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
-                           reason="no usable option may be the first block: every one has role middle or last")
-    declined = too_large(data, max_position_binaries)
-    if declined is not None:
-        return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline,
-                           reason=f"{declined}; {after_model_declines(instance)}")
+    if (early := positions_early_answer(instance, data, method=method, deadline=deadline,
+                                           max_binaries=max_position_binaries)) is not None:
+        return early
     P, M, opts = data.positions, instance.microbatches, instance.options
 
     floor = simple_bound(instance)  # a bound before any search, for an answer stopped early
@@ -209,14 +205,10 @@ def _positions(instance, pulp, deadline, method, time_limit, threads, backend, w
 def _levels(instance, pulp, deadline, method, time_limit, threads, backend, write_model,
             max_level_cells: int = MAX_LEVEL_CELLS) -> Result:
     """The level model over island signatures (``formulation="signatures"``)."""
-    try:
-        data, hint = warm_start(instance, deadline, max_level_cells)
-    except NoPlan as exc:
-        return no_solution(problem="pipeline", method=method, status=Status.INFEASIBLE, deadline=deadline,
-                           reason=f"{GENERIC_INFEASIBLE.format(layers=instance.layers)} ({exc})")
-    except LevelsTooLarge as exc:
-        return no_solution(problem="pipeline", method=method, status=Status.DECLINED, deadline=deadline,
-                           reason=f"{exc}; {after_model_declines(instance)}")
+    started = levels_warm_start(instance, method=method, deadline=deadline, max_cells=max_level_cells)
+    if isinstance(started, Result):
+        return started
+    data, hint = started
     floor = level_floor(instance, data)
     stats = {"formulation": "signatures", "cells": len(data.cells), "thresholds": len(data.thresholds),
              "signatures": len(data.sig.kinds)}
@@ -225,11 +217,8 @@ def _levels(instance, pulp, deadline, method, time_limit, threads, backend, writ
         return known_plan(instance, method, hint, deadline, bound, stats, reason)
 
     def out_of_time() -> Result:
-        why = "time limit reached while building the MILP"
-        if hint is not None:
-            return stopped(why, floor, stats)
-        return no_solution(problem="pipeline", method=method, status=Status.TIME_LIMIT, deadline=deadline, bound=floor,
-                           reason=why, stats=stats)
+        return levels_out_of_time(instance, method=method, model="the MILP", hint=hint, deadline=deadline, floor=floor,
+                                  stats=stats)
 
     prob = pulp.LpProblem("pipeline", pulp.LpMinimize)
     y = {(b, o): prob.add_variable(f"y_{b}_{o}", lowBound=0, upBound=1, cat=pulp.LpInteger) for b, o in data.cells}
@@ -315,11 +304,7 @@ def _level_links(pulp, prob, data, ends: CellEnds) -> tuple[dict, dict]:
     # links: the block starting at ℓ follows exactly one signature's block ending at ℓ
     lam = {(lv, K, K2): prob.add_variable(f"l_{lv}_{K}_{K2}", lowBound=0, upBound=1) for lv, K, K2, _ in data.junctions}
     link_cost = {(lv, K, K2): c for lv, K, K2, c in data.junctions}
-    into: dict = {}
-    outof: dict = {}
-    for (lv, K, K2), var in lam.items():
-        into.setdefault((lv, K2), []).append(var)
-        outof.setdefault((lv, K), []).append(var)
+    into, outof = link_ends(lam)
     for (b, K2), members in ends.by_kind_start.items():
         if b > 0:
             _row(pulp, prob, [(var, 1) for var in into.get((b, K2), [])] + [(var, -1) for var in members], EQ, 0,
@@ -337,10 +322,7 @@ def _level_bottleneck(pulp, prob, data, y: dict, v: list, lam: dict, link_cost: 
     for t in range(2, len(thetas)):
         _row(pulp, prob, [(v[t], 1), (v[t - 1], -1)], LE, 0, f"order_{t}")
     for K, count in enumerate(data.sig.counts):
-        need: dict[int, list] = {}
-        for (b, o), var in y.items():
-            if data.kind[o] == K and data.first[o] >= 1:
-                need.setdefault(data.first[o], []).append(var)
+        need = needs_by_threshold(data, y, K)
         tail = None
         for t in sorted(need, reverse=True):
             terms = [(var, 1) for var in need[t]] + ([(tail, 1)] if tail is not None else [])

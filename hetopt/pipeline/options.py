@@ -11,22 +11,6 @@ from hetopt.pipeline.problem import GIB, PipelineInstance
 FORMULATIONS = ("signatures", "positions")
 
 
-def check_formulation(formulation: str) -> None:
-    """Refuse an unknown ``formulation`` by name.
-
-    >>> check_formulation("positions")
-    >>> check_formulation("levels")
-    Traceback (most recent call last):
-    ...
-    hetopt.errors.InputError: formulation: unknown formulation 'levels' (known: signatures, positions)
-    """
-    from hetopt.errors import InputError
-
-    if formulation not in FORMULATIONS:
-        raise InputError(f"formulation: unknown formulation {formulation!r} (known: {', '.join(FORMULATIONS)})",
-                         field="formulation")
-
-
 def usable_options(instance: PipelineInstance) -> list[int]:
     """Options that fit their island at least as the last block (behind limit ≥ 0 or none)."""
     return [o for o, lim in enumerate(instance.behind_limits) if lim is None or lim >= 0]

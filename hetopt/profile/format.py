@@ -28,14 +28,13 @@ Examples
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from hetopt.checks import MAX_SEQ
 from hetopt.costmodel import PRECISIONS, RECOMPUTE_MODES
 from hetopt.errors import InputError
-from hetopt.files import read_toml
+from hetopt.files import read_toml, toml_value
 from hetopt.readers.fields import Fields
 
 #: The ``format`` key every profile names, and the versions this reader takes.
@@ -259,26 +258,10 @@ def _host(f: Fields) -> HostRow:
 # ---- writing ---------------------------------------------------------------------------------
 
 
-def _value(v) -> str:
-    """One TOML value: a string, a whole number, a float written so it reads back the same, a list."""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int):
-        return str(v)
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            raise ValueError(f"a profile holds finite numbers only (got {v})")
-        return repr(v)
-    if isinstance(v, (list, tuple)):
-        return "[" + ", ".join(_value(x) for x in v) + "]"
-    text = str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-    return f'"{text}"'
-
-
 def table_text(name: str, values: dict, *, array: bool = True) -> str:
     """``[[name]]`` (or ``[name]``) and its keys, Nones left out."""
     head = f"[[{name}]]" if array else f"[{name}]"
-    return "\n".join([head] + [f"{k} = {_value(v)}" for k, v in values.items() if v is not None]) + "\n\n"
+    return "\n".join([head] + [f"{k} = {toml_value(v)}" for k, v in values.items() if v is not None]) + "\n\n"
 
 
 def header_text(provenance: Provenance) -> str:

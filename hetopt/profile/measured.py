@@ -114,11 +114,16 @@ class Measured:
                    tuple(((h.gpu, h.stack), (h.forward_s, h.backward_s)) for h in profile.hosts),
                    tuple(sorted(hidden.items())), profile.source)
 
-    def _find(self, tables: tuple, key: tuple):
-        for k, xs, ys in tables:
-            if k == key:
-                return xs, ys
-        return None
+    def _bracket(self, tables: tuple, key: tuple, x: float, *, log: bool = False) -> tuple[tuple, int, int, float] | None:
+        """The rows of ``key`` in ``tables`` and where ``x`` falls among them, ``(ys, i, j, w)`` as
+        :func:`_between` gives it (on the logarithms of the axis and of ``x`` when ``log``);
+        None when ``key`` has no rows or ``x`` is outside them."""
+        found = next(((xs, ys) for k, xs, ys in tables if k == key), None)
+        if found is None:
+            return None
+        xs, ys = found
+        at = _between(tuple(math.log(v) for v in xs), math.log(x)) if log else _between(xs, x)
+        return None if at is None else (ys, *at)
 
     def models(self) -> tuple[str, ...]:
         """The (lower-case) model names the layer rows measured."""
@@ -134,14 +139,10 @@ class Measured:
         name = model.lower()
         if hidden is not None and dict(self.hidden).get(name, hidden) != hidden:
             return None
-        found = self._find(self.layers, (gpu, name, part, tp, seq, recompute, precision))
-        if found is None:
-            return None
-        xs, ys = found
-        at = _between(xs, samples)
+        at = self._bracket(self.layers, (gpu, name, part, tp, seq, recompute, precision), samples)
         if at is None:
             return None
-        i, j, w = at
+        ys, i, j, w = at
         (f0, b0, m0, t0), (f1, b1, m1, t1) = ys[i], ys[j]
         if t0 != t1:  # two rows that count different things are not interpolated between
             return None
@@ -152,15 +153,10 @@ class Measured:
         """Seconds of one collective of ``nbytes`` (None: not covered; 0 for one rank or no bytes)."""
         if ranks <= 1 or nbytes <= 0:
             return 0.0
-        found = self._find(self.collectives, (gpu, op, scope, ranks))
-        if found is None:
-            return None
-        xs, ys = found
-        logs = tuple(math.log(x) for x in xs)
-        at = _between(logs, math.log(nbytes))
+        at = self._bracket(self.collectives, (gpu, op, scope, ranks), nbytes, log=True)
         if at is None:
             return None
-        i, j, w = at
+        ys, i, j, w = at
         if w == 0.0:
             return ys[i]
         if ys[i] <= 0.0 or ys[j] <= 0.0:  # a zero time has no logarithm: linear between the two
@@ -171,14 +167,10 @@ class Measured:
         """Seconds of the optimizer step over ``parameters`` parameters (None: not covered)."""
         if parameters <= 0:
             return 0.0
-        found = self._find(self.optimizer, (gpu, precision))
-        if found is None:
-            return None
-        xs, ys = found
-        at = _between(xs, parameters)
+        at = self._bracket(self.optimizer, (gpu, precision), parameters)
         if at is None:
             return None
-        i, j, w = at
+        ys, i, j, w = at
         return (1 - w) * ys[i] + w * ys[j]
 
     def host_s(self, gpu: str, stack: str) -> tuple[float, float] | None:

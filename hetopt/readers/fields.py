@@ -117,10 +117,15 @@ class Fields:
             raise self.error(name, f"must be finite (got {value})")
         if positive and value <= 0:
             raise self.error(name, f"must be > 0 (got {value})")
+        return self._check_range(name, value, minimum, maximum)
+
+    def _check_range(self, name: str, value: Any, minimum: Any, maximum: Any, beyond: str = "") -> Any:
+        """``value`` when within ``minimum`` and ``maximum`` (each None for no bound); ``beyond`` is
+        added to the message of a value above ``maximum``."""
         if minimum is not None and value < minimum:
             raise self.error(name, f"must be >= {minimum} (got {value})")
         if maximum is not None and value > maximum:
-            raise self.error(name, f"must be <= {maximum} (got {value})")
+            raise self.error(name, f"must be <= {maximum} (got {value}){beyond}")
         return value
 
     def si(self, name: str, scale: float, unit: str, default: Any = _MISSING, *, positive: bool = False) -> Any:
@@ -166,11 +171,7 @@ class Fields:
         value = self.data[name]
         if isinstance(value, bool) or not isinstance(value, int):
             raise self.error(name, f"must be a whole number (got {value!r})")
-        if minimum is not None and value < minimum:
-            raise self.error(name, f"must be >= {minimum} (got {value})")
-        if maximum is not None and value > maximum:
-            raise self.error(name, f"must be <= {maximum} (got {value}); larger values are outside what hetopt plans")
-        return value
+        return self._check_range(name, value, minimum, maximum, "; larger values are outside what hetopt plans")
 
     def boolean(self, name: str, default: Any = _MISSING) -> Any:
         """true or false; ``default`` when absent."""

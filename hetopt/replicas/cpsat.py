@@ -25,16 +25,14 @@ from collections import Counter
 from ortools.sat.python import cp_model
 
 from hetopt.budget import CLOCK_EVERY
-from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, start, threads_alias
-from hetopt.replicas.heuristic import greedy_plan
-from hetopt.replicas.levels import TooManyLevels, time_levels
-from hetopt.replicas.limits import size_problem
-from hetopt.replicas.model import (GREEDY_SHARE, ModelData, TooLarge, check_formulation, known_plan_or_time_limit,
-                                   model_data, quantum)
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason, usable_candidates
+from hetopt.family import Deadline
+from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start, threads_alias
+from hetopt.replicas.levels import time_levels
+from hetopt.replicas.model import FORMULATIONS, ModelData, known_plan_or_time_limit, quantum
+from hetopt.replicas.modelbuild import build_model
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
 from hetopt.replicas.split import optimal_split
-from hetopt.result import Result, Status
+from hetopt.result import Result
 
 #: Seconds kept back from CP-SAT's limit (model copy and presolve before it looks at its
 #: clock), plus a share per slot (about 5·10^-5 s per variable measured, doubled).
@@ -70,32 +68,14 @@ def solve_cpsat_model(instance: ReplicasInstance, *, time_limit: float | None = 
     >>> r.status.value, [(x.candidate, x.microbatches) for x in r.solution.replicas]
     ('OPTIMAL', [(0, 2), (0, 2)])
     """
-    check_formulation(formulation)
+    check_formulation(formulation, FORMULATIONS)
     deadline, _ = start(time_limit, "cpsat")
-    reason = infeasible_reason(instance)
-    if reason is not None:
-        return no_solution(problem="replicas", method="cpsat", status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    declined = size_problem(instance, "the CP-SAT model")
-    if declined is not None:
-        return no_solution(problem="replicas", method="cpsat", status=Status.DECLINED, deadline=deadline, reason=declined)
-    lower = min(instance.candidates[c].fill_s for c in usable_candidates(instance))  # no plan beats one pass
-    plan = greedy_plan(instance, Deadline(deadline.share(GREEDY_SHARE)))
-    upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective
-
-    def out_of_time(why: str = "time limit reached while building the CP-SAT model") -> Result:
-        return known_plan_or_time_limit(instance, plan, "cpsat", deadline, lower, why)
-
-    try:
-        data = model_data(instance, upper, "the CP-SAT model", deadline)
-        build = _counts_model if formulation == "counts" else _slots_model
-        built = build(instance, data, plan, deadline, lower)
-    except (TooLarge, TooManyLevels) as exc:
-        return no_solution(problem="replicas", method="cpsat", status=Status.DECLINED, deadline=deadline,
-                           reason=f"{exc}; use dp" + ("" if formulation == "slots" else " or formulation='slots'"))
-    except TimeoutError:
-        return out_of_time()
-    if built is None:
-        return out_of_time()
+    build = _counts_model if formulation == "counts" else _slots_model
+    opened = build_model(instance, method="cpsat", label="the CP-SAT model", formulation=formulation, deadline=deadline,
+                         build=lambda data, plan, lower: build(instance, data, plan, deadline, lower))
+    if isinstance(opened, Result):
+        return opened
+    built, _, _ = opened
     return solve_model(built, time_limit=time_limit, threads=threads, seed=seed)
 
 

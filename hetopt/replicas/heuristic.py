@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from hetopt.family import Deadline, conclude, no_solution
+from hetopt.family import Deadline, greedy_answer
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason
 from hetopt.replicas.split import optimal_split
 from hetopt.result import Result, Status
@@ -87,11 +87,8 @@ def solve_greedy(instance: ReplicasInstance, *, time_limit: float | None = None)
     """The greedy plan as a Result (FEASIBLE, no bound: it proves nothing)."""
     deadline = Deadline(time_limit)
     plan = greedy_plan(instance, deadline)
-    if plan is None:
-        if deadline.expired():
-            return no_solution(problem="replicas", method="greedy", status=Status.TIME_LIMIT, deadline=deadline,
-                               reason="time limit reached before the greedy found a plan")
-        return no_solution(problem="replicas", method="greedy", status=Status.INFEASIBLE, deadline=deadline,
-                           reason=infeasible_reason(instance) or "no candidate pipeline fits the islands available")
-    return conclude(problem="replicas", method="greedy", instance=instance, solution=build_solution(instance, plan),
-                    evaluate=evaluate, deadline=deadline, proven_optimal=False, bound=None)
+    return greedy_answer(
+        problem="replicas", instance=instance, evaluate=evaluate, deadline=deadline,
+        solution=None if plan is None else build_solution(instance, plan),
+        stopped="time limit reached before the greedy found a plan",
+        missed=(Status.INFEASIBLE, infeasible_reason(instance) or "no candidate pipeline fits the islands available"))

@@ -29,16 +29,14 @@ import pulp
 
 from hetopt.backends import DEFAULT_MILP_BACKEND
 from hetopt.budget import CLOCK_EVERY
-from hetopt.family import Deadline, no_solution
-from hetopt.modelmethod import BuiltModel, solve_model, start
-from hetopt.replicas.heuristic import greedy_plan
-from hetopt.replicas.levels import TooManyLevels, time_levels
-from hetopt.replicas.limits import size_problem
-from hetopt.replicas.model import (GREEDY_SHARE, ModelData, TooLarge, check_formulation, known_plan_or_time_limit,
-                                   model_data)
-from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, infeasible_reason, usable_candidates
+from hetopt.family import Deadline
+from hetopt.modelmethod import BuiltModel, check_formulation, solve_model, start
+from hetopt.replicas.levels import time_levels
+from hetopt.replicas.model import FORMULATIONS, ModelData, known_plan_or_time_limit
+from hetopt.replicas.modelbuild import build_model
+from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate
 from hetopt.replicas.split import optimal_split
-from hetopt.result import Result, Status
+from hetopt.result import Result
 
 #: Seconds kept back from the backend's limit for loading the model and reading it back
 #: (HiGHS's set-up, CBC's process start), plus a share per column (about 2·10^-5 s measured
@@ -72,33 +70,16 @@ def solve_milp(instance: ReplicasInstance, *, time_limit: float | None = None, b
     >>> r.status.value, round(r.objective, 6)  # two replicas of 2: 1.5 + 0.1 + 8.4 µs
     ('OPTIMAL', 1.600008)
     """
-    check_formulation(formulation)
+    check_formulation(formulation, FORMULATIONS)
     deadline, method = start(time_limit, "milp", backend=backend)
-    reason = infeasible_reason(instance)
-    if reason is not None:
-        return no_solution(problem="replicas", method=method, status=Status.INFEASIBLE, deadline=deadline, reason=reason)
-    declined = size_problem(instance, "the MILP")
-    if declined is not None:
-        return no_solution(problem="replicas", method=method, status=Status.DECLINED, deadline=deadline, reason=declined)
-    lower = min(instance.candidates[c].fill_s for c in usable_candidates(instance))  # no plan beats one pass
-    plan = greedy_plan(instance, Deadline(deadline.share(GREEDY_SHARE)))
-    upper = None if plan is None else evaluate(instance, build_solution(instance, plan)).objective
-
-    def out_of_time(why: str = "time limit reached while building the MILP") -> Result:
-        return known_plan_or_time_limit(instance, plan, method, deadline, lower, why)
-
-    try:
-        data = model_data(instance, upper, "the MILP", deadline)
-        build = _counts_model if formulation == "counts" else _slots_model
-        built = build(instance, data, deadline)
-    except (TooLarge, TooManyLevels) as exc:
-        return no_solution(problem="replicas", method=method, status=Status.DECLINED, deadline=deadline,
-                           reason=f"{exc}; use dp" + ("" if formulation == "slots" else " or formulation='slots'"))
-    except TimeoutError:
-        return out_of_time()
-    if built is None or deadline.expired():
-        return out_of_time()
-    prob, read, stats, columns = built
+    build = _counts_model if formulation == "counts" else _slots_model
+    opened = build_model(instance, method=method, label="the MILP", formulation=formulation, deadline=deadline,
+                         build=lambda data, plan, lower: build(instance, data, deadline))
+    if isinstance(opened, Result):
+        return opened
+    (prob, read, stats, columns), plan, lower = opened
+    if deadline.expired():
+        return known_plan_or_time_limit(instance, plan, method, deadline, lower, "time limit reached while building the MILP")
 
     def decode(chosen):
         pairs, _ = optimal_split(instance, chosen)

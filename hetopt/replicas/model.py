@@ -11,7 +11,6 @@ import math
 from dataclasses import dataclass
 
 from hetopt.budget import Deadline
-from hetopt.errors import InputError
 from hetopt.family import conclude, no_solution
 from hetopt.replicas.limits import MAX_PAIRS, MAX_SLOTS, slot_count
 from hetopt.replicas.problem import ReplicasInstance, build_solution, evaluate, ring_s, usable_candidates
@@ -33,20 +32,6 @@ GREEDY_SHARE = 0.2
 #: The formulations of the MILP and CP-SAT models (``formulation=``): ``counts`` (copies
 #: counted per candidate; the default, may change) and ``slots`` (one slot per copy).
 FORMULATIONS = ("counts", "slots")
-
-
-def check_formulation(formulation: str) -> None:
-    """Refuse an unknown ``formulation`` by name.
-
-    >>> check_formulation("slots")
-    >>> check_formulation("rows")
-    Traceback (most recent call last):
-    ...
-    hetopt.errors.InputError: formulation: unknown formulation 'rows' (known: counts, slots)
-    """
-    if formulation not in FORMULATIONS:
-        raise InputError(f"formulation: unknown formulation {formulation!r} (known: {', '.join(FORMULATIONS)})",
-                         field="formulation")
 
 
 @dataclass(frozen=True)

@@ -270,11 +270,9 @@ def _read_layout(lay: Fields, gpu: GpuType, era: Running) -> GivenLayout:
     return layout
 
 
-def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands: dict[str, IslandSpec],
-                      seen: dict[str, int]) -> Measurement:
-    """Measurement ``k``: its model, cluster, layout (checked as ``--layout`` is), metric and value."""
-    m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
-                      "layout", "runtime", "note", "setting", "peak_memory_gib"))
+def _row_names(m: Fields, k: int, models: dict[str, ModelConfig], seen: dict[str, int]) -> tuple[str, str, str]:
+    """Row ``k``'s id, model and cluster names: the id checked unique (and recorded in ``seen``),
+    the model checked defined; the cluster is the caller's to check."""
     ident = m.string("id")
     if ident in seen:
         raise m.error("id", f"{ident!r} also names measurement[{seen[ident]}] (every row needs its own id)")
@@ -282,6 +280,15 @@ def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands
     model, cluster = m.string("model"), m.string("cluster")
     if model not in models:
         raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
+    return ident, model, cluster
+
+
+def _read_measurement(m: Fields, k: int, models: dict[str, ModelConfig], islands: dict[str, IslandSpec],
+                      seen: dict[str, int]) -> Measurement:
+    """Measurement ``k``: its model, cluster, layout (checked as ``--layout`` is), metric and value."""
+    m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "flops", "best",
+                      "layout", "runtime", "note", "setting", "peak_memory_gib"))
+    ident, model, cluster = _row_names(m, k, models, seen)
     if cluster not in islands:
         raise m.error("cluster", f"unknown cluster {cluster!r} (defined: {', '.join(islands)})")
     source = m.string("source", "")
@@ -448,13 +455,7 @@ def _read_hetero(m: Fields, k: int, models: dict[str, ModelConfig], clusters: di
     """Heterogeneous row ``k``: its stages and replicas checked against the model and the cluster."""
     m.reject_unknown(("id", "group", "source", "model", "cluster", "global_batch", "seq", "metric", "value", "layout",
                       "stage", "peak_memory_gib", "note", "setting"))
-    ident = m.string("id")
-    if ident in seen:
-        raise m.error("id", f"{ident!r} also names measurement[{seen[ident]}] (every row needs its own id)")
-    seen[ident] = k
-    model, cluster = m.string("model"), m.string("cluster")
-    if model not in models:
-        raise m.error("model", f"unknown model {model!r} (defined: {', '.join(models)})")
+    ident, model, cluster = _row_names(m, k, models, seen)
     if cluster not in clusters:
         raise m.error("cluster", f"unknown mixed cluster {cluster!r} (a heterogeneous row needs a cluster with "
                                  f"nodes_by_gpu; defined: {', '.join(clusters) or 'none'})")

@@ -20,6 +20,7 @@ external parallelizer that takes minutes per query is the case this serves.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 from concurrent.futures import Executor, Future
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field, replace
@@ -376,26 +377,23 @@ def enumerate_plans(
     slices: Sequence[Slice],
     islands: Sequence[IslandSpec],
     *,
-    microbatch_size: int,
-    microbatches: int,
-    global_batch: int,
-    memory_fraction: float = 1.0,
-    policies: Sequence[str] = POLICIES,
-    imbalance: float = DEFAULT_IMBALANCE,
-    executor: Executor | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
-    tasks: int = DEFAULT_TASKS,
     deadline: Deadline | None = None,
+    **options: Any,
 ) -> tuple[dict[int, list[PartialPlan]], EnumerationStats]:
-    """Query the parallelizer for every surviving (slice, island) pair.
+    """Query the parallelizer for every surviving (slice, island) pair: an :class:`Enumeration`
+    made and finished at once.
 
-    on_progress
-        Called as ``on_progress(done, total)`` while the queries complete (progress bars).
-    tasks
-        With an ``executor``, the queries go out in at most this many batches.
+    Parameters
+    ----------
+    parallelizer, slices, islands
+        As :class:`Enumeration` takes them.
     deadline
         Queries not answered by then are dropped (``stats.complete`` is then False): the
         plans returned are a subset, a restriction of the composition.
+    **options
+        :class:`Enumeration`'s keywords: ``microbatch_size``, ``microbatches``,
+        ``global_batch`` (required), ``memory_fraction``, ``policies``, ``imbalance``,
+        ``executor``, ``on_progress``, ``tasks``.
 
     Returns
     -------
@@ -408,16 +406,16 @@ def enumerate_plans(
     ValueError
         For an unknown policy name.
     """
-    return Enumeration(parallelizer, slices, islands, microbatch_size=microbatch_size, microbatches=microbatches,
-                       global_batch=global_batch, memory_fraction=memory_fraction, policies=policies,
-                       imbalance=imbalance, executor=executor, on_progress=on_progress,
-                       tasks=tasks).finish(deadline or Deadline(None))
+    return Enumeration(parallelizer, slices, islands, **options).finish(deadline or Deadline(None))
 
 
 class Enumeration:
     """:func:`enumerate_plans` in two steps: the pairs are pruned and, with an executor, the
     queries sent when this is made; :meth:`finish` collects the answers. The planner composes
     one micro-batch size while the workers answer the next size's queries.
+
+    ``on_progress`` is called as ``on_progress(done, total)`` while the queries complete
+    (progress bars); with an ``executor``, the queries go out in at most ``tasks`` batches.
 
     Examples
     --------
