@@ -45,6 +45,12 @@ def _plan(label: tuple) -> list[tuple]:
     return stages
 
 
+def _too_large(instance: MixedInstance) -> str | None:
+    """Why the DP declines the instance (``limits.dp_limit_hit``), with the way out; None when it does not."""
+    hit = dp_limit_hit(instance)
+    return None if hit is None else f"{hit}; narrow the instance (fewer layers, TP degrees or units per type)"
+
+
 def solve_dp(instance: MixedInstance, *, time_limit: float | None = None) -> Result:
     """Solve the instance exactly (see the module docstring).
 
@@ -63,13 +69,8 @@ def solve_dp(instance: MixedInstance, *, time_limit: float | None = None) -> Res
     ('OPTIMAL', 7.75)
     """
     deadline = Deadline(time_limit)
-
-    def declined() -> str | None:
-        hit = dp_limit_hit(instance)
-        return None if hit is None else f"{hit}; narrow the instance (fewer layers, TP degrees or units per type)"
-
     refused = presolve(problem="mixed", method="dp", deadline=deadline, infeasible=infeasible_reason(instance),
-                       declined=declined)
+                       declined=lambda: _too_large(instance))
     if refused is not None:
         return refused
     L, M, link = instance.layers, instance.microbatches, instance.link_s
