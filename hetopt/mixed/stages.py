@@ -270,4 +270,18 @@ def member_set_bound(instance: MixedInstance) -> int:
     >>> member_set_bound(hand_instance())  # none, 1×n1, 1×n2, 2×n2
     4
     """
-    return math.prod(len(_member_choices(instance, g)) for g in range(instance.num_types))
+    return math.prod(member_choice_count(instance, g) for g in range(instance.num_types))
+
+
+def member_choice_count(instance: MixedInstance, g: int) -> int:
+    """``len(_member_choices(instance, g))`` by arithmetic: 1 (unused) plus, per TP degree and
+    allowed replica count r, the sample counts r..min(b, r·Y). A huge instance is declined by
+    this count at once (4,096 GPUs a type: 164,480 choices were built just to be counted).
+
+    >>> from hetopt.mixed.synthetic import hand_instance
+    >>> member_choice_count(hand_instance(), 0)  # none, 1×n1, 1×n2, 2×n2
+    4
+    """
+    grp, b = instance.gpus[g], instance.microbatch_size
+    return 1 + sum(max(0, min(b, r * tab.shares) - r + 1)
+                   for tab in grp.tp for r in replica_counts(instance, g, tab.degree))

@@ -61,3 +61,16 @@ def test_a_huge_instance_is_declined_at_once_by_every_method():
         r = solve(huge, method, time_limit=1.0)  # a decline, not a stop: it comes before any work
         assert r.status is Status.DECLINED and r.wall_s <= 1.0 + TIME_LIMIT_SLACK_S, (method, r.wall_s)
         assert "declines it too" in r.reason or method == "dp", r.reason
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_member_choices_are_counted_as_they_are_listed(seed):
+    """bruteforce declines by a count it makes without listing: it must equal the listing's length."""
+    from hetopt.mixed.stages import _member_choices, member_choice_count
+    from hetopt.mixed.synthetic import random_instance
+
+    inst = random_instance(seed, types=1 + seed % 3, max_count=2 + seed % 5, microbatch_size=1 + seed % 7)
+    assert [member_choice_count(inst, g) for g in range(inst.num_types)] == \
+        [len(_member_choices(inst, g)) for g in range(inst.num_types)]
+    big = two_type_instance(layers=4, a100=16 + seed, v100=8 + 2 * seed, microbatch_size=1 + seed)
+    assert [member_choice_count(big, g) for g in range(2)] == [len(_member_choices(big, g)) for g in range(2)]
