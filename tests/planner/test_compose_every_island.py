@@ -41,3 +41,17 @@ def test_the_composition_falls_back_to_the_level_model_where_dp_declines():
     r = compose_exactly(inst, Deadline(120), max_usage_states=1)  # dp declines every instance
     assert r.status is Status.OPTIMAL and r.method == "milp" and r.stats["formulation"] == "signatures"
     assert r.objective == pytest.approx(171.07616690222412, rel=1e-9)
+
+
+def test_the_help_of_narrow_above_states_the_planners_own_defaults(capsys):
+    """The command line's help restates the defaults (it imports no planner): it must say the planner's."""
+    from hetopt.planner.setup.configure import LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_MICROBATCHES
+    from hetopt.planner.setup.request import MAX_COMPOSE_ISLANDS
+
+    with pytest.raises(SystemExit):
+        main(["plan", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    start = text.rindex("--narrow-above K|never")  # the option list, after the usage line
+    line = text[start:start + 300]
+    assert f"(default {MAX_COMPOSE_ISLANDS})" in line and f"at most {LARGE_CLUSTER_ATOMS} atoms" in line, line
+    assert f"micro-batch sizes {LARGE_CLUSTER_MICROBATCHES[0]}-{LARGE_CLUSTER_MICROBATCHES[-1]}" in line, line
