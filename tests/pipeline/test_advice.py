@@ -28,14 +28,24 @@ def many_options(islands=16, layers=96, variants=130) -> PipelineInstance:
 
 
 @pytest.mark.slow
-def test_the_models_decline_and_send_the_user_to_dp_which_takes_it():
+def test_the_position_models_decline_and_send_the_user_to_dp_which_takes_it():
     inst = many_options()
     assert len(inst.options) == 199_680
     for method in ("milp", "cpsat"):
-        r = solve(inst, method, time_limit=30)
+        r = solve(inst, method, time_limit=30, formulation="positions")
         assert r.status is Status.DECLINED and r.reason.endswith(after_model_declines(inst))
         assert "use dp" in r.reason
     # and dp does take it (it is stopped by the limit, not declined)
     assert solve(inst, "dp", time_limit=3).status in (Status.FEASIBLE, Status.OPTIMAL, Status.TIME_LIMIT)
-    # were dp to decline, it would not send the user back to the models
-    assert after_dp_declines(inst).startswith("milp and cpsat decline it too")
+
+
+@pytest.mark.slow
+def test_the_level_model_takes_what_the_position_model_declines_and_dp_says_so():
+    """Since issue 43 the models' default is the level model over island signatures: it takes
+    the 200,000 options once the greedy's plan bounds its window, so a DP decline must send the
+    user to milp or cpsat first, not to greedy (it did, reading the position model's limit alone)."""
+    inst = many_options()
+    r = solve(inst, "milp", time_limit=60)
+    assert r.status in (Status.FEASIBLE, Status.OPTIMAL), r.reason
+    advice = after_dp_declines(inst)
+    assert advice.startswith("try milp or cpsat") and advice.endswith("should they decline too, use greedy"), advice
