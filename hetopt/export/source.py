@@ -42,7 +42,7 @@ _FSDP_DETAIL = re.compile(r"^FSDP, per-GPU batch (.+) \(batch×GPUs, total (\d+)
 class Layout(StageGpus):
     """One island's Megatron-style layout: t, its stages p, d, virtual stages, recomputation, ZeRO, SP;
     the experts' parallel degree e (``fsep``: fully sharded EP), the context-parallel degree c and
-    activation offloading. A stage has t·c·d GPUs (``hetopt.planner.parallelizer.builtin.Layout.stage_gpus``);
+    activation offloading. A stage has t·c·d GPUs (``hetopt.costmodel.stage_shape.StageGpus``);
     its micro-batch is split over the d replicas, and c splits each sample's sequence."""
 
     tp: int

@@ -97,8 +97,7 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
     # islands out does (the large-cluster default already says so in its note)
     narrowed = [] if len(atoms) >= cfg.layers or auto_atoms else [
         f"atoms of {atoms[0].layers} layers (stage boundaries only every {atoms[0].layers} layers)"]
-    if not chosen.left_out:  # the large-cluster narrowing, said by the islands' note when islands are left out
-        narrowed += large_note
+    narrowed += large_note  # a large cluster's islands are all composed (max_islands unset), so its note is the one
     return Setup(chosen, par, candidates, atoms, narrowed, layout, precision, unfused,
                   None if r.runtime is None else r.runtime.text())
 

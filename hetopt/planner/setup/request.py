@@ -93,8 +93,8 @@ class PlanRequest:
         model into at most ``LARGE_CLUSTER_ATOMS`` atoms (unless ``layers_per_atom`` is given)
         and only the micro-batch sizes ``LARGE_CLUSTER_MICROBATCHES`` are tried (constants of
         ``hetopt.planner.setup.configure``); the plan is then FEASIBLE, optimal within the
-        narrowing. None: never narrowed (every divisor of the batch, one-layer atoms: minutes to
-        hours on islands of hundreds of GPUs).
+        narrowing. None: never narrowed (every divisor of the batch, one-layer atoms: on the
+        512-node datacenter one size took 132 s, stopped by a 300 s limit; docs/planner.md).
     tasks
         With an executor, the queries of one enumeration go out in at most this many batches.
     layers_per_atom
