@@ -1,18 +1,19 @@
-"""A combinatorial lower bound for the composition: covering layers with the islands' options.
+"""Combinatorial lower bounds for the composition: covering layers with the islands' options.
 
-R_τ(r) = the least Σ_o T_o over choices of options, at most n_K of them on islands of kind K
-(one per island), with every stage ≤ τ and slice lengths adding up to exactly r. It drops
-memory, roles, links and the order of the blocks, so every pipeline whose blocks cover r
-layers under τ costs at least R_τ(r): the blocks in front of a DP state are such a choice,
-and so is a whole pipeline (r = L). Hence
+Both are knapsacks over the islands (at most n_K options on islands of kind K, one per
+island), with every stage and every link ≤ τ and slice lengths adding up to exactly r, that
+keep the roles (one front block, one back block) and the least link into each block that has
+a block in front of it, and drop memory and the order of the blocks:
 
-* D_τ ≥ R_τ(L), and T* ≥ min_τ max(R_τ(L), ·) + (M − 1)·τ over the thresholds still open
-  (the bound ``dp`` reports when its search stops early);
-* a DP state of cost F at first covered layer r completes to at least F + R_τ(r) (its
-  pruning test).
+* R_τ (:func:`pipeline_bound`), over whole pipelines: D_τ ≥ R_τ, and
+  T* ≥ min_τ max(R_τ, ·) + (M − 1)·τ over the thresholds still open (the bound ``dp``
+  reports when its search stops early);
+* F_τ(r) (:func:`front_bound`, :func:`unused_front_bound` on the islands a state left free),
+  over the blocks in front of a DP state at first covered layer r: a state of cost G
+  completes to at least G + F_τ(r) (the DP's pruning test).
 
-It is a knapsack over kinds: per kind, n_K rounds of a min-plus convolution over the layers,
-O(Σ_K n_K · L²) per τ. See ``formulations/pipeline.md``, "Bounds".
+Per kind, n_K rounds of a min-plus convolution over the layers, O(Σ_K n_K · L²) per τ. See
+``formulations/pipeline.md``, "Budgets and the cover bounds".
 """
 
 from __future__ import annotations
@@ -38,8 +39,48 @@ def example_instance() -> PipelineInstance:
                     for k in range(2) for ell in (1, 2))
     return PipelineInstance("x", 3, 4, islands, options, ((0.0, 0.0), (0.0, 0.0)))
 
-def cover_bound(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float) -> np.ndarray:
-    """R_τ(r) for r = 0..L (``inf`` where no choice covers exactly r layers), lowered by ``ROUNDING_MARGIN``.
+def _link_in(instance: PipelineInstance, kinds: list[list[int]], tau: float) -> list[float]:
+    """Per kind: the least link c(i, j) ≤ τ from its islands to another island with usable options
+    (``inf`` when there is none): every block with a block in front of it pays at least this."""
+    hosts = [i for members in kinds for i in members]
+    out = []
+    for members in kinds:
+        i = members[0]
+        near = [instance.link_s[i][j] for j in hosts if j != i and instance.link_s[i][j] <= tau]
+        out.append(min(near, default=np.inf))
+    return out
+
+
+def _cheapest(instance: PipelineInstance, options: list[int], tau: float, layers: int) -> dict[str, np.ndarray]:
+    """Per position (``front``, ``middle``, ``back``, ``whole``): best[k] = the least Σ t of an
+    option of one island covering k layers with every stage ≤ τ whose role allows that position."""
+    fits = {"front": ("first", "any"), "middle": ("middle", "any"), "back": ("last", "any"), "whole": ("whole", "any")}
+    best = {pos: np.full(layers + 1, np.inf) for pos in fits}
+    for o in options:
+        opt = instance.options[o]
+        if opt.max_time_s > tau:
+            continue
+        for pos, roles in fits.items():
+            if opt.role in roles and opt.total_time_s < best[pos][opt.layers]:
+                best[pos][opt.layers] = opt.total_time_s
+    return best
+
+
+def _step(into: np.ndarray, source: np.ndarray, cost: np.ndarray) -> None:
+    """into[..., r] = min(into[..., r], min_k source[..., r − k] + cost[k]): one more block (min-plus)."""
+    L = into.shape[-1] - 1
+    for k in np.flatnonzero(np.isfinite(cost)):
+        np.minimum(into[..., k:], source[..., : L + 1 - k] + cost[k], out=into[..., k:])
+
+
+def pipeline_bound(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float) -> float:
+    """R_τ: a lower bound on Σ t + Σ c of every pipeline with bottleneck ≤ τ (``inf``: none
+    covers the model), lowered by ``ROUNDING_MARGIN``.
+
+    A knapsack over the islands, each unused or holding one block as the front (a ``first``
+    option), a middle or the back (``last``) block, or alone (``whole``, all L layers); the
+    middle and back blocks pay the least link into their island (:func:`_link_in`), since each
+    has a block in front of it. Memory and the order of the blocks are dropped.
 
     Parameters
     ----------
@@ -48,91 +89,106 @@ def cover_bound(instance: PipelineInstance, kinds: list[list[int]], options: lis
     options
         Per island, its usable options.
     tau
-        The bottleneck: only options whose every stage takes at most ``tau`` count.
+        The bottleneck: only options whose every stage takes at most ``tau``, and links of at
+        most ``tau``, count.
 
     Examples
     --------
     >>> inst = example_instance()
-    >>> [round(float(x), 6) for x in cover_bound(inst, [[0, 1]], [[0, 1], [2, 3]], 1.0)]
-    [0.0, 0.3, 0.6, 0.9]
+    >>> round(pipeline_bound(inst, [[0, 1]], [[0, 1], [2, 3]], 1.0), 6)  # two blocks: 1 + 2 layers
+    0.9
     """
     L = instance.layers
-    reach = np.full(L + 1, np.inf)
-    reach[0] = 0.0
-    for members in kinds:
+    reach = np.full((2, 2, L + 1), np.inf)  # [front placed, back placed, layers covered]
+    reach[0, 0, 0] = 0.0
+    alone = np.inf
+    for members, link in zip(kinds, _link_in(instance, kinds, tau)):
         best = _cheapest(instance, options[members[0]], tau, L)
-        ks = np.flatnonzero(np.isfinite(best))
+        alone = min(alone, best["whole"][L])
+        middle, back = best["middle"] + link, best["back"] + link
         for _ in members:
-            # reach'[r] = min(reach[r], min_k reach[r − k] + best[k]): the island may stay unused
             nxt = reach.copy()
-            for k in ks:
-                np.minimum(nxt[k:], reach[: L + 1 - k] + best[k], out=nxt[k:])
+            _step(nxt, reach, middle)
+            _step(nxt[1], reach[0], best["front"])
+            _step(nxt[:, 1], reach[:, 0], back)
             reach = nxt
-    return reach * (1.0 - ROUNDING_MARGIN)
+    return float(min(reach[1, 1, L], alone)) * (1.0 - ROUNDING_MARGIN)
 
 
-def _cheapest(instance: PipelineInstance, options: list[int], tau: float, layers: int) -> np.ndarray:
-    """best[k] = the least Σ t of an option (of one island) covering k layers with every stage ≤ τ."""
-    best = np.full(layers + 1, np.inf)
-    for o in options:
-        opt = instance.options[o]
-        if opt.max_time_s <= tau and opt.total_time_s < best[opt.layers]:
-            best[opt.layers] = opt.total_time_s
-    return best
+def front_bound(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float) -> np.ndarray:
+    """F_τ(r) for r = 0..L: a lower bound on the cost of the blocks in front of a DP state
+    whose first covered layer is r, on any islands (``inf`` where none covers exactly r layers),
+    lowered by ``ROUNDING_MARGIN``.
+
+    Those blocks are one front block (a ``first`` option) and middle ones, and each pays its
+    option's Σ t and the link to the block behind it (at least :func:`_link_in`); F_τ(0) = 0.
+
+    Examples
+    --------
+    >>> inst = example_instance()
+    >>> [round(float(x), 6) for x in front_bound(inst, [[0, 1]], [[0, 1], [2, 3]], 1.0)]
+    [0.0, 0.3, 0.6, 0.9]
+    """
+    return unused_front_bound(instance, kinds, options, tau, [tuple(0 for _ in kinds)])[0]
 
 
-def unused_cover_bound(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float,
+def unused_front_bound(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float,
                        usage: list[tuple[int, ...]]) -> np.ndarray:
-    """H[x, r]: R_τ(r) restricted to the islands a DP state ``usage[x]`` has not used yet.
+    """H[x, r]: F_τ(r) restricted to the islands a DP state ``usage[x]`` has not used yet.
 
     The blocks in front of a state with usage u lie on the n_K − u_K islands of each kind it
     has left, so this is the same knapsack over fewer islands: at least as strong as
-    :func:`cover_bound`, and still a lower bound on the cost of the blocks still to come.
+    :func:`front_bound`, and still a lower bound on the cost of the blocks still to come.
     Computed for every vector of free islands at once, one kind after the other
     (O(Π_K (n_K + 1) · L²) per τ), then read off at n − u.
 
     Examples
     --------
-    >>> h = unused_cover_bound(inst := example_instance(),
+    >>> h = unused_front_bound(inst := example_instance(),
     ...                        [[0, 1]], [[0, 1], [2, 3]], 1.0, [(0,), (1,), (2,)])
     >>> [[round(float(x), 6) for x in row] for row in h]
     [[0.0, 0.3, 0.6, 0.9], [0.0, 0.3, 0.6, inf], [0.0, inf, inf, inf]]
     """
     L = instance.layers
-    q = np.full((1, L + 1), np.inf)  # q[v, r] over the kinds processed so far (mixed radix, last kind fastest)
-    q[0, 0] = 0.0
-    for members in kinds:
+    # q[v, f, r] over the kinds processed so far (mixed radix, last kind fastest); f: front block placed
+    q = np.full((1, 2, L + 1), np.inf)
+    q[0, 0, 0] = 0.0
+    for members, link in zip(kinds, _link_in(instance, kinds, tau)):
         best = _cheapest(instance, options[members[0]], tau, L)
-        ks = np.flatnonzero(np.isfinite(best))
+        front, middle = best["front"] + link, best["middle"] + link
         layers = [q]
-        for _ in members:  # q with one more free island of this kind: a min-plus step over k (or unused)
+        for _ in members:  # q with one more free island of this kind: unused, the front or a middle block
             prev = layers[-1]
             nxt = prev.copy()
-            for k in ks:
-                np.minimum(nxt[:, k:], prev[:, : L + 1 - k] + best[k], out=nxt[:, k:])
+            _step(nxt, prev, middle)
+            _step(nxt[:, 1], prev[:, 0], front)
             layers.append(nxt)
-        q = np.stack(layers, axis=1).reshape(-1, L + 1)
+        q = np.stack(layers, axis=1).reshape(-1, 2, L + 1)
+    h = q[:, 1].copy()
+    h[:, 0] = 0.0  # nothing in front of a state at layer 0
     radix = [len(m) + 1 for m in kinds]
     strides = np.cumprod([1] + radix[::-1][:-1])[::-1]
     free = np.array([[len(m) - c for m, c in zip(kinds, u)] for u in usage], dtype=np.int64).reshape(len(usage), len(kinds))
-    return q[free @ strides] * (1.0 - ROUNDING_MARGIN)
+    return h[free @ strides] * (1.0 - ROUNDING_MARGIN)
 
 
-def unused_cover_work(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float) -> int:
-    """Element operations :func:`unused_cover_bound` would take at τ (to decide whether to use it).
+def unused_front_work(instance: PipelineInstance, kinds: list[list[int]], options: list[list[int]], tau: float) -> int:
+    """Element operations :func:`unused_front_bound` would take at τ (to decide whether to use it).
 
-    Kind K runs n_K min-plus steps, one per slice length its options cover under τ, each over
-    the vectors of the kinds before it times the layers: Σ_K n_K · |k_K| · Π_{K' < K} (n_K' + 1) · (L + 1).
+    Kind K runs n_K rounds, each a min-plus step per slice length of its middle options (over
+    both values of "front placed") and of its front options, over the vectors of the kinds
+    before it times the layers: Σ_K n_K · (2·|k_K^middle| + |k_K^front|) · Π_{K' < K} (n_K' + 1) · (L + 1).
 
     Examples
     --------
-    >>> unused_cover_work(example_instance(), [[0, 1]], [[0, 1], [2, 3]], 1.0)
-    16
+    >>> unused_front_work(example_instance(), [[0, 1]], [[0, 1], [2, 3]], 1.0)
+    48
     """
     L = instance.layers
     work, vectors = 0, 1
     for members in kinds:
-        lengths = {instance.options[o].layers for o in options[members[0]] if instance.options[o].max_time_s <= tau}
-        work += len(members) * len(lengths) * vectors * (L + 1)
+        best = _cheapest(instance, options[members[0]], tau, L)
+        steps = 2 * int(np.isfinite(best["middle"]).sum()) + int(np.isfinite(best["front"]).sum())
+        work += len(members) * steps * vectors * (L + 1)
         vectors *= len(members) + 1
     return work

@@ -22,13 +22,14 @@ A search stopped by the time limit reports its incumbent with the least interval
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from dataclasses import dataclass
 
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.pipeline import dp_table
 from hetopt.pipeline.advice import after_dp_declines
-from hetopt.pipeline.bound import cover_bound, unused_cover_bound, unused_cover_work
+from hetopt.pipeline.bound import front_bound, pipeline_bound, unused_front_bound, unused_front_work
 from hetopt.pipeline.dp_feasible import feasible
 from hetopt.pipeline.dp_table import MAX_USAGE_STATES, _prepare, _run, _Timeout, _TooLarge
 from hetopt.pipeline.heuristic import greedy_plan
@@ -57,6 +58,9 @@ FIRST_STEP_RTOL = 0.25
 MIN_STEP_RTOL = 1e-4
 #: ... and at least this many seconds (every time may be 0).
 MIN_STEP_S = 1e-6
+#: Most interval splits a stopped search makes to refine its bound (one pipeline bound each,
+#: 10-100 ms on the datacenter's instances; about log₂ of the thresholds per interval closes one).
+TIGHTEN_SPLITS = 256
 
 
 @dataclass
@@ -85,9 +89,9 @@ class _Search:
 
     # -- bounds -------------------------------------------------------------------------
     def relaxed(self, i: int) -> float:
-        """R_{c_i}(L): a lower bound on D(i) (inf: no choice of options covers L layers)."""
+        """R_{c_i}, the pipeline bound: a lower bound on D(i) (inf: no choice of options makes a pipeline)."""
         if i not in self._relaxed:
-            self._relaxed[i] = float(cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[-1])
+            self._relaxed[i] = pipeline_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])
         return self._relaxed[i]
 
     def lower(self, iv: _Interval) -> float:
@@ -99,6 +103,27 @@ class _Search:
         values = [self.lower(iv) for iv in self.open]
         if self.best_plan is not None:
             values.append(self.best_t)
+        return min(values) if values else None
+
+    def tightened(self, evaluations: int) -> float | None:
+        """:meth:`bound` with the open intervals refined threshold by threshold, for a search that
+        stopped: an interval's bound takes R at its top and c at its bottom, while every index i
+        in it has f(i) ≥ max(floor, R_{c_i}) + (M − 1)·c_i. The least interval is split in two
+        (one more R each) until the least one is a single index, the incumbent is reached, the
+        deadline expires or ``evaluations`` splits were made; each step keeps a valid bound."""
+        incumbent = self.best_t if self.best_plan is not None else math.inf
+        heap = [(self.lower(iv), iv.lo, iv.hi, iv.floor) for iv in self.open]
+        heapq.heapify(heap)
+        for _ in range(evaluations):
+            if not heap or heap[0][0] >= incumbent or heap[0][1] == heap[0][2] or self.deadline.expired():
+                break
+            _, lo, hi, floor = heapq.heappop(heap)
+            mid = (lo + hi) // 2
+            for a, b in ((lo, mid), (mid + 1, hi)):
+                heapq.heappush(heap, (max(floor, self.relaxed(b)) + (self.M - 1) * self.cands[a], a, b, floor))
+        values = [heap[0][0]] if heap else []
+        if self.best_plan is not None:
+            values.append(incumbent)
         return min(values) if values else None
 
     # -- the incumbent ------------------------------------------------------------------
@@ -121,12 +146,12 @@ class _Search:
 
     # -- the search ---------------------------------------------------------------------
     def start(self) -> None:
-        """The first interval: from the least feasible threshold up to where D ≥ R_∞(L) alone
+        """The first interval: from the least feasible threshold up to where D ≥ R_∞ alone
         makes every candidate at least the incumbent."""
         m = len(self.cands)
         if math.isinf(self.relaxed(m - 1)):
             return  # no choice of options covers the model: infeasible (why_infeasible says so first)
-        lo, hi = 0, m - 1  # least i with R_{c_i}(L) finite: R is non-increasing in i
+        lo, hi = 0, m - 1  # least i with R_{c_i} finite: R is non-increasing in i
         while lo < hi:
             mid = (lo + hi) // 2
             if math.isinf(self.relaxed(mid)):
@@ -135,7 +160,7 @@ class _Search:
                 hi = mid
         top = m - 1
         if self.best_plan is not None and self.M > 1:
-            # D(i) ≥ R_∞(L) for every i, so thresholds with R_∞(L) + (M − 1)·c_i ≥ incumbent are settled
+            # D(i) ≥ R_∞ for every i, so thresholds with R_∞ + (M − 1)·c_i ≥ incumbent are settled
             slack = self.best_t - self.relaxed(m - 1)
             top = min(top, bisect.bisect_right(self.cands, slack / (self.M - 1)))
         if lo > top:
@@ -161,9 +186,9 @@ class _Search:
         """The pruning bound of a run at c_i: per usage vector when that table is small enough,
         else the cover bound of all islands for every vector (weaker, as valid)."""
         small = self.prep.usage_count * (self.instance.layers + 1) <= self.max_bound_cells
-        if small and unused_cover_work(self.instance, self.prep.kinds, self.prep.options, self.cands[i]) <= MAX_BOUND_WORK:
-            return unused_cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
-        return cover_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[None, :]
+        if small and unused_front_work(self.instance, self.prep.kinds, self.prep.options, self.cands[i]) <= MAX_BOUND_WORK:
+            return unused_front_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
+        return front_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[None, :]
 
     def feasible(self, i: int) -> bool:
         self.stats["feasibility_runs"] += 1
@@ -307,8 +332,9 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
 
 def _stopped(instance, search: _Search, deadline, stats, timeout_reason: str | None,
              max_cells: int = dp_table.MAX_DP_CELLS) -> Result:
-    """The search did not finish: FEASIBLE with the bound when a plan is known, else no solution."""
-    bound = search.bound()
+    """The search did not finish: FEASIBLE with the bound when a plan is known, else no solution.
+    The bound is refined threshold by threshold with what is left of the time (``TIGHTEN_SPLITS``)."""
+    bound = search.tightened(TIGHTEN_SPLITS)
     if search.best_plan is not None:
         return _conclude(instance, search.best_plan, deadline, False, bound, stats)
     if timeout_reason is not None:

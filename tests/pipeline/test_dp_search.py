@@ -17,7 +17,7 @@ import hetopt
 from hetopt.family import Deadline
 from hetopt.pipeline import dp as dp_search
 from hetopt.pipeline import dp_feasible, dp_table
-from hetopt.pipeline.bound import cover_bound, unused_cover_bound
+from hetopt.pipeline.bound import front_bound, pipeline_bound, unused_front_bound
 from hetopt.pipeline.options import bottleneck_candidates, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices
 from hetopt.pipeline.problem import GIB, PipelineInstance, PipelineIsland, PipelineOption, PipelineSolution, StagePlan, evaluate
@@ -131,7 +131,7 @@ def test_usage_counts_replace_subsets():
 @pytest.mark.parametrize("instance", _cases()[:30], ids=lambda inst: inst.name)
 def test_bounds_are_below_the_optimum_at_every_step(instance):
     """Every step of the search keeps a bound ≤ T* (so a stopped search never overstates it),
-    and the cover bound R_τ(L) is ≤ D_τ at every threshold."""
+    and the pipeline bound R_τ is ≤ D_τ at every threshold."""
     expected = full_scan(instance)
     if math.isinf(expected):
         return
@@ -139,13 +139,15 @@ def test_bounds_are_below_the_optimum_at_every_step(instance):
     cands = bottleneck_candidates(instance)
     for tau in cands:
         run = dp_table._run(instance, prep, tau, Deadline(None))
-        assert cover_bound(instance, prep.kinds, prep.options, tau)[-1] <= run.value
+        assert pipeline_bound(instance, prep.kinds, prep.options, tau) <= run.value
     stats = {k: 0 for k in ("thresholds_tried", "states_memoized", "states_pruned", "usage_tables", "runs_too_large", "feasibility_runs")}
     search = dp_search._Search(instance, prep, cands, Deadline(None), stats)
     search.start()
     while True:
         bound = search.bound()
         assert bound is not None and bound <= expected * (1 + 1e-12), (bound, expected)
+        # a search stopped here reports the refined bound: never below this one, never above T*
+        assert bound <= search.tightened(16) <= expected * (1 + 1e-12)
         if not search.step():
             break
     assert math.isclose(search.best_t, expected, rel_tol=1e-9)
@@ -171,7 +173,7 @@ def test_a_budget_keeps_d_exact_below_it_and_reports_the_cut(seed):
     exact = dp_table._run(inst, prep, tau, Deadline(None))
     if exact.plan is None:
         return
-    h = unused_cover_bound(inst, prep.kinds, prep.options, tau, prep.usage)
+    h = unused_front_bound(inst, prep.kinds, prep.options, tau, prep.usage)
     above = dp_table._run(inst, prep, tau, Deadline(None), budget=exact.value * 1.001 + 1e-9, remaining=h)
     assert above.value == exact.value and above.plan is not None
     below = dp_table._run(inst, prep, tau, Deadline(None), budget=exact.value * 0.999, remaining=h)
@@ -179,13 +181,13 @@ def test_a_budget_keeps_d_exact_below_it_and_reports_the_cut(seed):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_unused_cover_bound_with_every_island_free_is_the_cover_bound(seed):
+def test_unused_front_bound_with_every_island_free_is_the_front_bound(seed):
     inst = shaped_instance(seed)
     prep = dp_table._prepare(inst)
     tau = bottleneck_candidates(inst)[len(bottleneck_candidates(inst)) // 2]
-    h = unused_cover_bound(inst, prep.kinds, prep.options, tau, prep.usage)
+    h = unused_front_bound(inst, prep.kinds, prep.options, tau, prep.usage)
     zero = prep.usage.index(tuple(0 for _ in prep.kinds))
-    np.testing.assert_array_equal(h[zero], cover_bound(inst, prep.kinds, prep.options, tau))
+    np.testing.assert_array_equal(h[zero], front_bound(inst, prep.kinds, prep.options, tau))
     # fewer free islands can only cost more
     full = prep.usage.index(tuple(len(m) for m in prep.kinds))
     assert np.all(h[full][1:] == np.inf)
@@ -221,3 +223,23 @@ def test_groups_with_more_stages_are_dropped_where_they_are_no_cheaper():
     assert one in kept and two in kept and dearer not in kept and other_role in kept
     # n = 2 survives only where n = 1 is dearer or does not fit
     assert two.best.tolist() == [inf, 0.5, 2.0, inf]
+
+
+def test_pipeline_bound_counts_the_links_and_the_roles():
+    """Two islands, 3 layers: every pipeline has two blocks and one link. The bound pays that link
+    (the role-free, link-free knapsack stopped at Σ t = 0.9) and needs a front and a back block."""
+    from dataclasses import replace
+
+    from hetopt.pipeline.bound import example_instance
+
+    inst = replace(example_instance(), link_s=((0.0, 0.05), (0.05, 0.0)))
+    prep = dp_table._prepare(inst)
+    assert math.isclose(pipeline_bound(inst, prep.kinds, prep.options, 1.0), 0.95, rel_tol=1e-9)
+    # the optimum is that Σ t + c plus (M − 1)·β, β = the 2-layer stage (0.6 s): the bound is tight here
+    assert math.isclose(hetopt.solve(inst, "dp").objective, 0.95 + 3 * 0.6, rel_tol=1e-9)
+    # a link above τ cannot be used: one island cannot hold 3 layers, so no pipeline
+    assert pipeline_bound(inst, prep.kinds, prep.options, 0.04) == math.inf
+    # only middle blocks: no front, no back, no pipeline
+    middles = replace(inst, options=tuple(replace(o, role="middle") for o in inst.options))
+    prep = dp_table._prepare(middles)
+    assert pipeline_bound(middles, prep.kinds, prep.options, 1.0) == math.inf
