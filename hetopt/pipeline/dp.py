@@ -22,14 +22,17 @@ A search stopped by the time limit reports its incumbent with the least interval
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
+import numbers
 from dataclasses import dataclass
 
+import numpy as np
+
+from hetopt.errors import InputError
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.pipeline import dp_table
 from hetopt.pipeline.advice import after_dp_declines
-from hetopt.pipeline.bound import front_bound, pipeline_bound, unused_front_bound, unused_front_work
+from hetopt.pipeline.bound import front_bound, least_over_thresholds, pipeline_bound, unused_front_bound, unused_front_work
 from hetopt.pipeline.dp_feasible import feasible
 from hetopt.pipeline.dp_table import MAX_USAGE_STATES, _prepare, _run, _Timeout, _TooLarge
 from hetopt.pipeline.heuristic import greedy_plan
@@ -79,13 +82,15 @@ class _Search:
     """The intervals, the incumbent and the bound; see the module docstring."""
 
     def __init__(self, instance: PipelineInstance, prep, cands: list[float], deadline: Deadline, stats: dict, *,
-                 max_cells: int = dp_table.MAX_DP_CELLS, max_bound_cells: int = MAX_BOUND_CELLS) -> None:
+                 max_cells: int = dp_table.MAX_DP_CELLS, max_bound_cells: int = MAX_BOUND_CELLS,
+                 cutoff: float = math.inf) -> None:
         self.instance, self.prep, self.cands, self.deadline, self.stats = instance, prep, cands, deadline, stats
-        self.max_cells, self.max_bound_cells = max_cells, max_bound_cells
+        self.max_cells, self.max_bound_cells, self.cutoff = max_cells, max_bound_cells, cutoff
         self.M = instance.microbatches
         self.best_t, self.best_plan = math.inf, None
         self.open: list[_Interval] = []
         self._relaxed: dict[int, float] = {}
+        self._usage: np.ndarray | None = None
 
     # -- bounds -------------------------------------------------------------------------
     def relaxed(self, i: int) -> float:
@@ -101,30 +106,24 @@ class _Search:
     def bound(self) -> float | None:
         """The proven lower bound on T*: the incumbent or the least open interval's bound."""
         values = [self.lower(iv) for iv in self.open]
-        if self.best_plan is not None:
-            values.append(self.best_t)
+        if self.best_plan is not None or math.isfinite(self.cutoff):
+            values.append(self.aim)  # intervals were dropped against it
         return min(values) if values else None
 
-    def tightened(self, evaluations: int) -> float | None:
-        """:meth:`bound` with the open intervals refined threshold by threshold, for a search that
-        stopped: an interval's bound takes R at its top and c at its bottom, while every index i
-        in it has f(i) ≥ max(floor, R_{c_i}) + (M − 1)·c_i. The least interval is split in two
-        (one more R each) until the least one is a single index, the incumbent is reached, the
-        deadline expires or ``evaluations`` splits were made; each step keeps a valid bound."""
-        incumbent = self.best_t if self.best_plan is not None else math.inf
-        heap = [(self.lower(iv), iv.lo, iv.hi, iv.floor) for iv in self.open]
-        heapq.heapify(heap)
-        for _ in range(evaluations):
-            if not heap or heap[0][0] >= incumbent or heap[0][1] == heap[0][2] or self.deadline.expired():
-                break
-            _, lo, hi, floor = heapq.heappop(heap)
-            mid = (lo + hi) // 2
-            for a, b in ((lo, mid), (mid + 1, hi)):
-                heapq.heappush(heap, (max(floor, self.relaxed(b)) + (self.M - 1) * self.cands[a], a, b, floor))
-        values = [heap[0][0]] if heap else []
-        if self.best_plan is not None:
-            values.append(incumbent)
-        return min(values) if values else None
+    @property
+    def aim(self) -> float:
+        """What a plan must beat to matter: the incumbent's T, or the cutoff when lower (inf: neither)."""
+        return min(self.best_t, self.cutoff)
+
+    def tightened(self, splits: int) -> float | None:
+        """:meth:`bound` for a search that stopped, refined threshold by threshold: an interval's
+        bound takes R at its top and c at its bottom, while each index i in it has
+        f(i) ≥ max(floor, R_{c_i}) + (M − 1)·c_i (:func:`~hetopt.pipeline.bound.least_over_thresholds`,
+        at most ``splits`` splits and within the deadline)."""
+        least = least_over_thresholds([(iv.lo, iv.hi, iv.floor) for iv in self.open], self.relaxed, self.cands, self.M,
+                                      stop_at=self.aim, splits=splits, deadline=self.deadline)
+        known = self.open or self.best_plan is not None or math.isfinite(self.cutoff)
+        return min(least, self.aim) if known else None
 
     # -- the incumbent ------------------------------------------------------------------
     def offer(self, plan: list[int], *, greedy: bool = False) -> None:
@@ -159,9 +158,9 @@ class _Search:
             else:
                 hi = mid
         top = m - 1
-        if self.best_plan is not None and self.M > 1:
-            # D(i) ≥ R_∞ for every i, so thresholds with R_∞ + (M − 1)·c_i ≥ incumbent are settled
-            slack = self.best_t - self.relaxed(m - 1)
+        if math.isfinite(self.aim) and self.M > 1:
+            # D(i) ≥ R_∞ for every i, so thresholds with R_∞ + (M − 1)·c_i ≥ incumbent (or cutoff) are settled
+            slack = self.aim - self.relaxed(m - 1)
             top = min(top, bisect.bisect_right(self.cands, slack / (self.M - 1)))
         if lo > top:
             return
@@ -187,7 +186,9 @@ class _Search:
         else the cover bound of all islands for every vector (weaker, as valid)."""
         small = self.prep.usage_count * (self.instance.layers + 1) <= self.max_bound_cells
         if small and unused_front_work(self.instance, self.prep.kinds, self.prep.options, self.cands[i]) <= MAX_BOUND_WORK:
-            return unused_front_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self.prep.usage)
+            if self._usage is None:  # the usage vectors as one array, made once per search
+                self._usage = np.array(self.prep.usage, dtype=np.int64).reshape(len(self.prep.usage), len(self.prep.kinds))
+            return unused_front_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i], self._usage)
         return front_bound(self.instance, self.prep.kinds, self.prep.options, self.cands[i])[None, :]
 
     def feasible(self, i: int) -> bool:
@@ -195,16 +196,16 @@ class _Search:
         return feasible(self.instance, self.prep, self.cands[i], self.deadline, max_cells=self.max_cells)
 
     def prune(self) -> None:
-        self.open = [iv for iv in self.open if self.lower(iv) < self.best_t]
+        self.open = [iv for iv in self.open if self.lower(iv) < self.aim]
 
     def budget(self, iv: _Interval, i: int) -> tuple[float, bool]:
         """The budget of a run at c_i in ``iv``, and whether it is the incumbent's (a run that
         finds nothing under it settles [lo, i])."""
         base = max(iv.floor, self.relaxed(i))
         probe = base + iv.step
-        if self.best_plan is None:
+        if math.isinf(self.aim):
             return probe, False
-        cap = self.best_t - (self.M - 1) * self.cands[iv.lo] + BUDGET_RTOL * abs(self.best_t)
+        cap = self.aim - (self.M - 1) * self.cands[iv.lo] + BUDGET_RTOL * abs(self.aim)
         return (cap, True) if cap <= probe else (probe, False)
 
     def step(self) -> bool:
@@ -252,7 +253,8 @@ class _Search:
 
 
 def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max_cells: int = dp_table.MAX_DP_CELLS,
-             max_bound_cells: int = MAX_BOUND_CELLS, max_usage_states: int = MAX_USAGE_STATES) -> Result:
+             max_bound_cells: int = MAX_BOUND_CELLS, max_usage_states: int = MAX_USAGE_STATES,
+             cutoff: float | None = None) -> Result:
     """Solve by a branch and bound over bottleneck thresholds around the table DP.
 
     Parameters
@@ -269,6 +271,13 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
     max_usage_states
         Most usage vectors Π (n_K + 1) the DP lists; beyond it the DP declines
         (:data:`~hetopt.pipeline.dp_table.MAX_USAGE_STATES`).
+    cutoff
+        Seek only plans faster than this T (seconds), as Gurobi's ``Cutoff``: a caller that
+        already holds a plan this fast (the planner, from another micro-batch size) learns
+        sooner that this instance has none. When the search proves none is, the result is the
+        best plan it knows (the greedy's) as FEASIBLE with ``bound`` = the cutoff, or, with
+        no plan known, INFEASIBLE with that bound and the reason "no pipeline faster than the
+        cutoff". None: no cutoff.
 
     Returns
     -------
@@ -310,7 +319,11 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
             f"{prep.cells * (instance.layers + 1):.3g} cells), above {max_usage_states:.3g}: "
             f"{len(prep.kinds)} distinct island kinds are too many for the DP; {after_dp_declines(instance)}",
         )
-    search = _Search(instance, prep, cands, deadline, stats, max_cells=max_cells, max_bound_cells=max_bound_cells)
+    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Real) or math.isnan(cutoff)):
+        raise InputError(f"cutoff: must be a number of seconds (got {cutoff!r})", field="cutoff")
+    cutoff = math.inf if cutoff is None else float(cutoff)
+    search = _Search(instance, prep, cands, deadline, stats, max_cells=max_cells, max_bound_cells=max_bound_cells,
+                     cutoff=cutoff)
     plan = greedy_plan(instance, deadline)
     if plan is not None:
         search.offer(plan, greedy=True)
@@ -323,10 +336,14 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
     except _TooLarge:
         return _stopped(instance, search, deadline, stats, None, max_cells)
     if search.best_plan is None:
+        cut = math.isfinite(cutoff)
         return no_solution(
             problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=deadline, stats=stats,
-            reason=GENERIC_INFEASIBLE.format(layers=instance.layers)
+            bound=cutoff if cut else None,
+            reason=f"no pipeline faster than the cutoff {cutoff:.6g} s" if cut else GENERIC_INFEASIBLE.format(layers=instance.layers)
         )
+    if search.best_t > cutoff * (1 + BUDGET_RTOL):  # every plan below the cutoff ruled out; the greedy's is above it
+        return _conclude(instance, search.best_plan, deadline, False, cutoff, stats)
     return _conclude(instance, search.best_plan, deadline, True, None, stats)
 
 

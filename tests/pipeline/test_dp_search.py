@@ -14,10 +14,11 @@ import numpy as np
 import pytest
 
 import hetopt
+from hetopt.errors import InputError
 from hetopt.family import Deadline
 from hetopt.pipeline import dp as dp_search
 from hetopt.pipeline import dp_feasible, dp_table
-from hetopt.pipeline.bound import front_bound, pipeline_bound, unused_front_bound
+from hetopt.pipeline.bound import composition_bound, front_bound, pipeline_bound, unused_front_bound
 from hetopt.pipeline.options import bottleneck_candidates, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices
 from hetopt.pipeline.problem import GIB, PipelineInstance, PipelineIsland, PipelineOption, PipelineSolution, StagePlan, evaluate
@@ -243,3 +244,40 @@ def test_pipeline_bound_counts_the_links_and_the_roles():
     middles = replace(inst, options=tuple(replace(o, role="middle") for o in inst.options))
     prep = dp_table._prepare(middles)
     assert pipeline_bound(middles, prep.kinds, prep.options, 1.0) == math.inf
+
+
+@pytest.mark.parametrize("instance", _cases()[:40], ids=lambda inst: inst.name)
+def test_composition_bound_is_below_the_optimum(instance):
+    """The bound without a DP run (what the planner skips a micro-batch size by) never exceeds
+    T* (it may be finite where memory leaves no pipeline), and a stop value or no time only weakens it."""
+    expected = full_scan(instance)
+    bound = composition_bound(instance)
+    if math.isinf(expected):
+        return
+    assert bound <= expected * (1 + 1e-12)
+    assert composition_bound(instance, stop_at=0.5 * bound) <= bound
+    assert composition_bound(instance, deadline=Deadline(0.0)) <= bound
+
+
+@pytest.mark.parametrize("instance", _cases()[:40], ids=lambda inst: inst.name)
+def test_a_cutoff_above_the_optimum_changes_nothing_and_one_below_proves_it(instance):
+    """``cutoff`` (Gurobi's Cutoff): above T* the answer is the same optimum; below it the DP
+    proves that no plan beats the cutoff, with the cutoff as its bound and no false plan."""
+    expected = full_scan(instance)
+    if math.isinf(expected):
+        return
+    above = dp_search.solve_dp(instance, cutoff=expected * 1.01)
+    assert above.status is Status.OPTIMAL and math.isclose(above.objective, expected, rel_tol=1e-9)
+    below = dp_search.solve_dp(instance, cutoff=expected * 0.99)
+    assert below.bound == pytest.approx(expected * 0.99, rel=1e-12)
+    if below.status is Status.FEASIBLE:  # the greedy's plan, above the cutoff
+        assert below.objective >= expected * (1 - 1e-9)
+    else:
+        assert below.status is Status.INFEASIBLE and "faster than the cutoff" in below.reason
+
+
+def test_a_cutoff_must_be_a_number():
+    inst = hetopt.load(INSTANCES / "tiny.toml")
+    with pytest.raises(InputError, match="cutoff"):
+        hetopt.solve(inst, "dp", cutoff=float("nan"))
+    assert hetopt.solve(inst, "dp", cutoff=math.inf).status is Status.OPTIMAL

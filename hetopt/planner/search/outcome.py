@@ -59,7 +59,8 @@ class Attempt:
     enumerate_s: float = 0.0
     compose_s: float = 0.0
     #: Set when the size was skipped: its lower bound, at least the best plan found (a proof
-    #: that no plan of this size is faster, so it needs no enumeration).
+    #: that no plan of this size is faster): the cost model's, before any enumeration, or the
+    #: composition's own over the enumerated pairs (``sizes._ruled_out``), before composing.
     pruned_bound: float | None = None
     #: Set when the size was not planned for a reason other than time (e.g. more micro-batches
     #: than the pipeline family composes): no proof either way, so the plan is not OPTIMAL.

@@ -24,6 +24,7 @@ from hetopt import solvers
 from hetopt.budget import Deadline
 from hetopt.family import no_solution
 from hetopt.interrupt import armed
+from hetopt.pipeline.bound import composition_bound
 from hetopt.pipeline.dp_table import MAX_USAGE_STATES
 from hetopt.pipeline.problem import MAX_MICROBATCHES
 from hetopt.planner.budget import enumeration_deadline
@@ -123,14 +124,16 @@ def start_enumeration(ctx: SearchContext, m: int) -> Enumeration:
 
 
 def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumeration | None = None,
-                 then: Callable[[], None] | None = None, *, sizes: tuple[int, int] = (0, 1)) -> Attempt:
+                 then: Callable[[], None] | None = None, *, sizes: tuple[int, int] = (0, 1),
+                 incumbent: float = math.inf) -> Attempt:
     """Enumerate and compose one micro-batch size within ``deadline``.
 
     ``started``: its enumeration, already sent to the workers (:func:`start_enumeration`);
     ``then``: called once the enumeration is in, before composing (the search starts the next
     size's enumeration there); ``sizes``: the sizes done before this one and all of them, for
-    the progress of the composition. The attempt's ``enumerate_s`` is the time this process
-    waited for the enumeration.
+    the progress of the composition; ``incumbent``: the best plan's time so far, which the
+    composition's own bound may prove this size cannot beat (:func:`_ruled_out`). The
+    attempt's ``enumerate_s`` is the time this process waited for the enumeration.
     """
     t0 = time.perf_counter()
     microbatches = ctx.global_batch // m
@@ -172,8 +175,14 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
                              reason="no partial plan of any slice fits any island")
     elif deadline.expired():
         result = None
+    elif (bound := _ruled_out(ctx, instance, stats, incumbent, deadline)) is not None:
+        return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=bound)
     else:
-        result = compose_exactly(instance, deadline)
+        cutoff = incumbent if _cuts(ctx, stats) else None
+        result = compose_exactly(instance, deadline, cutoff=cutoff)
+        if cutoff is not None and _beaten(result, cutoff, stats):
+            # proven: no plan of this size is faster than the best one found (the dp's cutoff)
+            return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=result.bound)
         if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/search/schedule.py)
             # interleaved plans' stages are shaped for the closed form, not for the simulator
             interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
@@ -190,11 +199,52 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
 
 
-def compose_exactly(instance, deadline: Deadline, *, max_usage_states: int = MAX_USAGE_STATES):
+def _ruled_out(ctx: SearchContext, instance, stats: EnumerationStats, incumbent: float, deadline: Deadline) -> float | None:
+    """The composition's own lower bound when it proves that no plan of this enumeration beats
+    ``incumbent`` (the size is then not composed), else None.
+
+    :func:`~hetopt.pipeline.bound.composition_bound` (roles, links and the islands' options
+    under each bottleneck, no DP run: a second or two on the datacenter's largest instances)
+    bounds the closed form over the pairs enumerated, as the composition's OPTIMAL does; so
+    only for a complete enumeration, by closed-form time (the simulated schedule has its own
+    bound) and without a ``target`` (whose launchable search composes groups apart).
+    """
+    if math.isinf(incumbent) or not _cuts(ctx, stats):
+        return None
+    bound = composition_bound(instance, stop_at=incumbent, deadline=deadline)
+    if math.isinf(bound) and stats.pruned.get("imbalance", 0):
+        # no pipeline over the pairs imbalance pruning (a heuristic) left is no proof: the
+        # composition says INFEASIBLE and the size is enumerated again without it (``_imbalance_hid_plans``)
+        return None
+    return bound if bound >= incumbent else None
+
+
+def _cuts(ctx: SearchContext, stats: EnumerationStats) -> bool:
+    """Whether the best plan of the sizes before may rule this one out: by closed-form time (the
+    simulated schedule has its own bound), without a ``target`` (its launchable search composes
+    groups apart) and over a complete enumeration (the bounds are over the pairs enumerated)."""
+    return stats.complete and ctx.time_model != "simulated" and ctx.target is None
+
+
+def _beaten(result, cutoff: float, stats: EnumerationStats) -> bool:
+    """The composition proved that no plan is faster than ``cutoff`` (and found none that is).
+    Not when it found no plan at all over pairs imbalance pruning (a heuristic) left: as for an
+    INFEASIBLE composition, the size is then enumerated again without it."""
+    if result.bound is None or result.bound < cutoff:
+        return False
+    if not result.status.has_solution:
+        return not stats.pruned.get("imbalance", 0)
+    return result.objective >= cutoff
+
+
+def compose_exactly(instance, deadline: Deadline, *, max_usage_states: int = MAX_USAGE_STATES,
+                    cutoff: float | None = None):
     """The pipeline family's exact composition of ``instance``: ``dp``, or, when the DP declines
     (more usage vectors than ``max_usage_states``: many islands of different signatures), the
-    ``milp``'s level model over island signatures with what is left of the time (issue 43)."""
-    result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left(), max_usage_states=max_usage_states)
+    ``milp``'s level model over island signatures with what is left of the time (issue 43).
+    ``cutoff``: the dp seeks only plans faster than it (the best of the sizes before)."""
+    result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left(), max_usage_states=max_usage_states,
+                           cutoff=cutoff)
     if result.status is Status.DECLINED and not deadline.expired():
         result = solvers.solve(instance, "milp", time_limit=deadline.seconds_left())
     return result
@@ -263,14 +313,17 @@ def _search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size
                     started[nxt] = start_enumeration(ctx, nxt)
             # in turn, each with what is left: one micro-batch size composed completely is worth
             # more than five enumerated in part
-            attempt = attempt_size(ctx, m, deadline, started.pop(m, None), then, sizes=(n, len(candidates)))
+            incumbent = min((a.result.objective for a in attempts if a.result is not None and a.result.status.has_solution),
+                            default=math.inf)
+            attempt = attempt_size(ctx, m, deadline, started.pop(m, None), then, sizes=(n, len(candidates)),
+                                   incumbent=incumbent)
             if _imbalance_hid_plans(attempt) and not deadline.expired():
                 # imbalance pruning is Tangram's heuristic: an infeasibility it may have caused is
                 # no proof, so this size is enumerated again without it
                 timing["enumeration_s"] += attempt.enumerate_s
                 timing["composition_s"] += attempt.compose_s
                 attempt = attempt_size(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, deadline,
-                                       sizes=(n, len(candidates)))
+                                       sizes=(n, len(candidates)), incumbent=incumbent)
             attempts.append(attempt)
             timing["enumeration_s"] += attempt.enumerate_s
             timing["composition_s"] += attempt.compose_s
@@ -289,8 +342,9 @@ def _search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size
 
 def enumeration_summary(attempts: list[Attempt]) -> dict:
     """Per micro-batch size: its enumeration's statistics, or why it was not enumerated."""
-    return {a.microbatch_size: {"skipped_bound_s": a.pruned_bound} if a.pruned_bound is not None
-            else {"not_planned": a.not_planned} if a.not_planned else a.stats.to_dict() for a in attempts}
+    return {a.microbatch_size: {"skipped_bound_s": a.pruned_bound, **(a.stats.to_dict() if a.stats.queried else {})}
+            if a.pruned_bound is not None else {"not_planned": a.not_planned} if a.not_planned else a.stats.to_dict()
+            for a in attempts}
 
 
 __all__ = ["WITHIN_POLL_S", "SearchContext", "attempt_size", "enumeration_summary", "search_sizes", "start_enumeration",
