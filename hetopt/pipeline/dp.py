@@ -343,7 +343,8 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
             reason=f"no pipeline faster than the cutoff {cutoff:.6g} s" if cut else GENERIC_INFEASIBLE.format(layers=instance.layers)
         )
     if search.best_t > cutoff * (1 + BUDGET_RTOL):  # every plan below the cutoff ruled out; the greedy's is above it
-        return _conclude(instance, search.best_plan, deadline, False, cutoff, stats)
+        return _conclude(instance, search.best_plan, deadline, False, cutoff, stats,
+                         f"no pipeline faster than the cutoff {cutoff:.6g} s; this plan (the greedy's) is above it")
     return _conclude(instance, search.best_plan, deadline, True, None, stats)
 
 
@@ -368,9 +369,9 @@ def _bare(instance: PipelineInstance, plan: list[int]) -> PipelineSolution:
     return PipelineSolution(blocks_from_choices(instance, plan))
 
 
-def _conclude(instance, plan, deadline, optimal, bound, stats) -> Result:
+def _conclude(instance, plan, deadline, optimal, bound, stats, reason: str = "") -> Result:
     return conclude(
         problem="pipeline", method="dp", instance=instance,
         solution=build_solution(instance, blocks_from_choices(instance, plan)), evaluate=evaluate, deadline=deadline,
-        proven_optimal=optimal, bound=bound, stats=stats
+        proven_optimal=optimal, bound=bound, stats=stats, reason=reason
     )
