@@ -260,7 +260,9 @@ def _print_planning(p: HeteroPlan, out: Console, verbose: bool) -> None:
     )
     if not verbose:
         return
-    skipped = {m: s["skipped_bound_s"] for m, s in p.enumeration.items() if "skipped_bound_s" in s}
+    # sizes skipped before their enumeration (the cost model's bound) have no counters; those
+    # ruled out after it (the composition's bound, or the dp's cutoff) have theirs, printed below
+    skipped = {m: s["skipped_bound_s"] for m, s in p.enumeration.items() if "skipped_bound_s" in s and "pairs" not in s}
     if skipped:
         out.print(f"  micro-batch sizes {', '.join(map(str, skipped))}: skipped, their lower bounds "
                   f"({min(skipped.values()):.4g} s and up) cannot beat the plan", highlight=False)
@@ -272,7 +274,8 @@ def _print_planning(p: HeteroPlan, out: Console, verbose: bool) -> None:
             continue
         pruned = ", ".join(f"{k} {v}" for k, v in s["pruned"].items())
         out.print(f"  micro-batch {m}: {s['pairs']} (slice, island) pairs, pruned {pruned}; "
-                  f"{s.get('unreachable', 0)} need more islands; {s['queried']} queried, {counted(s['plans'], 'plan')}",
+                  f"{s.get('unreachable', 0)} need more islands; {s['queried']} queried, {counted(s['plans'], 'plan')}"
+                  + (f"; ruled out: proven none faster than {s['skipped_bound_s']:.4g} s" if "skipped_bound_s" in s else ""),
                   highlight=False)
 
 

@@ -45,7 +45,7 @@ def test_the_composition_falls_back_to_the_level_model_where_dp_declines():
 
 def test_the_help_of_narrow_above_states_the_planners_own_defaults(capsys):
     """The command line's help restates the defaults (it imports no planner): it must say the planner's."""
-    from hetopt.planner.setup.configure import LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_MAX_MICROBATCH
+    from hetopt.planner.setup.configure import LARGE_CLUSTER_ATOMS, LARGE_CLUSTER_MICROBATCHES
     from hetopt.planner.setup.request import MAX_COMPOSE_ISLANDS
 
     with pytest.raises(SystemExit):
@@ -54,4 +54,4 @@ def test_the_help_of_narrow_above_states_the_planners_own_defaults(capsys):
     start = text.rindex("--narrow-above K|never")  # the option list, after the usage line
     line = text[start:start + 300]
     assert f"(default {MAX_COMPOSE_ISLANDS})" in line and f"at most {LARGE_CLUSTER_ATOMS} atoms" in line, line
-    assert f"micro-batch sizes up to {LARGE_CLUSTER_MAX_MICROBATCH}" in line, line
+    assert f"micro-batch sizes {LARGE_CLUSTER_MICROBATCHES[0]}-{LARGE_CLUSTER_MICROBATCHES[-1]}" in line, line

@@ -5,7 +5,9 @@ For each candidate micro-batch size, in turn and with what is left of the budget
 cannot beat the best plan found proves the size useless and skips it; otherwise the parallelizer
 enumerates partial plans for every (slice, island) pair (``planner/search/enumerate.py``) and the
 pipeline family's ``dp`` composes them (``planner/search/compose.py``), re-scored by the 1F1B
-simulation when the time model asks for it. Sizes with more micro-batches than the pipeline
+simulation when the time model asks for it. By closed-form time, the composition's own bound
+(:func:`~hetopt.pipeline.bound.composition_bound`) may rule the size out right after its
+enumeration, and the ``dp`` gets the best plan so far as its cutoff (:func:`_ruled_out`). Sizes with more micro-batches than the pipeline
 family composes are not planned, unless their bound rules them out. The result is one
 :class:`~hetopt.planner.search.outcome.Attempt` per size, which ``conclude_plan`` turns into a status.
 """

@@ -32,12 +32,10 @@ from hetopt.workload import ModelConfig
 #: at most this many atoms: the slices, and so the queries, shrink with the atoms squared.
 #: GPT-3 175B's 96 layers become 24 atoms of 4.
 LARGE_CLUSTER_ATOMS = 24
-#: The largest micro-batch size tried on that default path: every divisor of the global batch
-#: up to it (each size costs 5-10 s of enumeration on islands of hundreds of GPUs, and the
-#: composition's bounds rule most out; docs/planner.md). Powers of two alone (the rule until
-#: issue 43's measurements) missed the datacenter's best sizes, 6 and 12 (12: 4.087 s against
-#: 16's 4.296 s at atoms of 4). Everywhere else every divisor of the global batch is a candidate.
-LARGE_CLUSTER_MAX_MICROBATCH = 16
+#: Micro-batch sizes tried on that default path (powers of two up to 16 samples): there the
+#: plan is FEASIBLE by construction, and each size costs minutes of enumeration on islands of
+#: hundreds of GPUs. Everywhere else every divisor of the global batch is a candidate.
+LARGE_CLUSTER_MICROBATCHES = (1, 2, 4, 8, 16)
 
 @dataclass(frozen=True)
 class Setup:
@@ -77,9 +75,9 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
     candidates = microbatch_candidates(r.global_batch, r.microbatch_size)
     if large and r.microbatch_size is None:
         # every divisor of B on islands of hundreds of GPUs would take the plan from about a
-        # minute to tens of minutes, so a large cluster keeps the sizes up to
-        # LARGE_CLUSTER_MAX_MICROBATCH (the plan says so and stays FEASIBLE; narrow_above=None lifts it)
-        candidates = [m for m in candidates if m <= LARGE_CLUSTER_MAX_MICROBATCH] or candidates[:1]
+        # minute to tens of minutes, so a large cluster keeps the sizes of
+        # LARGE_CLUSTER_MICROBATCHES (the plan says so and stays FEASIBLE; narrow_above=None lifts it)
+        candidates = [m for m in candidates if m in LARGE_CLUSTER_MICROBATCHES] or candidates[:1]
         coarsened += f", micro-batch sizes {', '.join(map(str, candidates))}"
     chosen = choose_islands(cluster, islands, r.max_islands)
     large_note = ([f"narrowed for a cluster of more than {r.narrow_above} islands: {coarsened.removeprefix(', ')}"]
@@ -189,5 +187,5 @@ def price_given(layout: GivenLayout | tuple[IslandBlock, ...] | MixedLayout, cho
                          "give one layout per island: \"ISLAND: layers=K tp=.. pp=.. dp=..; ...\"", field="layout")
     return price_layout(layout, chosen.specs[0], cfg, global_batch=global_batch, seq=seq, parallelizer=par)
 
-__all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_MAX_MICROBATCH", "MAX_COMPOSE_ISLANDS", "Setup",
+__all__ = ["LARGE_CLUSTER_ATOMS", "LARGE_CLUSTER_MICROBATCHES", "MAX_COMPOSE_ISLANDS", "Setup",
            "choose_islands", "configure", "hold_precision", "price_given", "target_islands"]

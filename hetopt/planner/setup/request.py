@@ -91,7 +91,7 @@ class PlanRequest:
         Islands past which the search is narrowed (default ``MAX_COMPOSE_ISLANDS``, 16): on a
         cluster that forms more, with no ``max_islands``, the built-in parallelizer cuts the
         model into at most ``LARGE_CLUSTER_ATOMS`` atoms (unless ``layers_per_atom`` is given)
-        and only the micro-batch sizes up to ``LARGE_CLUSTER_MAX_MICROBATCH`` are tried (constants of
+        and only the micro-batch sizes ``LARGE_CLUSTER_MICROBATCHES`` are tried (constants of
         ``hetopt.planner.setup.configure``); the plan is then FEASIBLE, optimal within the
         narrowing. None: never narrowed (every divisor of the batch, one-layer atoms: on the
         512-node datacenter one size took 132 s, stopped by a 300 s limit; docs/planner.md).
