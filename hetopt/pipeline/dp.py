@@ -319,8 +319,8 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
             f"{prep.cells * (instance.layers + 1):.3g} cells), above {max_usage_states:.3g}: "
             f"{len(prep.kinds)} distinct island kinds are too many for the DP; {after_dp_declines(instance)}",
         )
-    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Real) or math.isnan(cutoff)):
-        raise InputError(f"cutoff: must be a number of seconds (got {cutoff!r})", field="cutoff")
+    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Real) or not cutoff > 0):
+        raise InputError(f"cutoff: must be a number of seconds > 0, or inf (got {cutoff!r})", field="cutoff")
     cutoff = math.inf if cutoff is None else float(cutoff)
     search = _Search(instance, prep, cands, deadline, stats, max_cells=max_cells, max_bound_cells=max_bound_cells,
                      cutoff=cutoff)

@@ -278,6 +278,7 @@ def test_a_cutoff_above_the_optimum_changes_nothing_and_one_below_proves_it(inst
 
 def test_a_cutoff_must_be_a_number():
     inst = hetopt.load(INSTANCES / "tiny.toml")
-    with pytest.raises(InputError, match="cutoff"):
-        hetopt.solve(inst, "dp", cutoff=float("nan"))
+    for bad in (float("nan"), 0.0, -1.0, "1", True):
+        with pytest.raises(InputError, match="cutoff"):
+            hetopt.solve(inst, "dp", cutoff=bad)
     assert hetopt.solve(inst, "dp", cutoff=math.inf).status is Status.OPTIMAL
