@@ -16,7 +16,9 @@ whose bound reaches the incumbent, and evaluates D in the most promising one:
   it when the budget was the incumbent's.
 
 A search stopped by the time limit reports its incumbent with the least interval bound as
-``Result.bound``. The proofs are in ``formulations/pipeline.md``.
+``Result.bound``, refined threshold by threshold (:meth:`_Search.tightened`). With a
+``cutoff`` the search starts as if a plan of that value were known. The proofs are in
+``formulations/pipeline.md``.
 """
 
 from __future__ import annotations
