@@ -25,6 +25,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from hetopt.family import Deadline
+from hetopt.pipeline.dp_table import _prepare
+from hetopt.pipeline.options import bottleneck_candidates
 from hetopt.pipeline.problem import PipelineInstance
 
 #: Relative amount by which the bound is lowered before it is used: it adds the same times
@@ -246,9 +248,6 @@ def composition_bound(instance: PipelineInstance, *, stop_at: float = math.inf, 
     >>> round(composition_bound(example_instance()), 6)   # the DP's optimum: 0.9 + 3 × 0.6
     2.7
     """
-    from hetopt.pipeline.dp_table import _prepare
-    from hetopt.pipeline.options import bottleneck_candidates
-
     prep = _prepare(instance, 0)  # kinds and options; no usage vectors
     cands = bottleneck_candidates(instance)
     if not cands:
