@@ -151,6 +151,21 @@ def test_every_divisor_is_a_candidate_and_skipped_sizes_keep_the_plan_optimal():
             assert q.iteration_time_s is None or q.iteration_time_s >= p.iteration_time_s
 
 
+def test_sizes_ruled_out_after_their_enumeration_hold_no_faster_plan():
+    """Issue 43: after a size's enumeration, its composition's bound or the dp's cutoff (the best
+    plan so far) may rule it out. Planned alone, every such size composes no faster plan, and
+    its reported bound lies between the plan found and its own optimum (a valid bound)."""
+    cl, cfg = load_cluster("tangram-c2"), model("gpt3-1.3b")
+    p = plan(cl, cfg, global_batch=128, alternatives=False)
+    assert p.status.value == "OPTIMAL"
+    ruled = {m: s["skipped_bound_s"] for m, s in p.enumeration.items() if "skipped_bound_s" in s and s.get("queried")}
+    assert ruled  # C2's sizes 8-64 are, today
+    for m, bound in ruled.items():
+        q = plan(cl, cfg, global_batch=128, microbatch_size=m, alternatives=False)
+        assert q.status.value == "OPTIMAL"
+        assert p.iteration_time_s <= bound <= q.iteration_time_s * (1 + 1e-9), (m, bound, q.iteration_time_s)
+
+
 def test_another_parallelizer_gets_every_micro_batch_size_planned():
     # the review's case: the skip bound rests on the built-in cost model's speeds, so a
     # parallelizer that prices stages its own way (here 5–10× faster) must not be skipped on
