@@ -16,7 +16,7 @@ whose bound reaches the incumbent, and evaluates D in the most promising one:
   it when the budget was the incumbent's.
 
 A search stopped by the time limit reports its incumbent with the least interval bound as
-``Result.bound``, refined threshold by threshold (:meth:`_Search.tightened`). With a
+``Result.bound``, refined threshold by threshold (:meth:`_Search.bound`). With a
 ``cutoff`` the search starts as if a plan of that value were known. The proofs are in
 ``formulations/pipeline.md``.
 """
@@ -105,27 +105,23 @@ class _Search:
         """A lower bound on D(j) + (M − 1)·c_j for every j in the interval."""
         return max(iv.floor, self.relaxed(iv.hi)) + (self.M - 1) * self.cands[iv.lo]
 
-    def bound(self) -> float | None:
-        """The proven lower bound on T*: the incumbent or the least open interval's bound."""
-        values = [self.lower(iv) for iv in self.open]
-        if self.best_plan is not None or math.isfinite(self.cutoff):
-            values.append(self.aim)  # intervals were dropped against it
-        return min(values) if values else None
-
     @property
     def aim(self) -> float:
         """What a plan must beat to matter: the incumbent's T, or the cutoff when lower (inf: neither)."""
         return min(self.best_t, self.cutoff)
 
-    def tightened(self, splits: int) -> float | None:
-        """:meth:`bound` for a search that stopped, refined threshold by threshold: an interval's
-        bound takes R at its top and c at its bottom, while each index i in it has
+    def bound(self, splits: int = 0) -> float | None:
+        """The proven lower bound on T*: the least open interval's bound or :attr:`aim` (intervals
+        were dropped against it); None when neither is known. With ``splits``, the intervals are
+        refined threshold by threshold first (for a search that stopped): an interval's bound
+        takes R at its top and c at its bottom, while each index i in it has
         f(i) ≥ max(floor, R_{c_i}) + (M − 1)·c_i (:func:`~hetopt.pipeline.bound.least_over_thresholds`,
         at most ``splits`` splits and within the deadline)."""
+        if not self.open and self.best_plan is None and math.isinf(self.cutoff):
+            return None
         least = least_over_thresholds([(iv.lo, iv.hi, iv.floor) for iv in self.open], self.relaxed, self.cands, self.M,
                                       stop_at=self.aim, splits=splits, deadline=self.deadline)
-        known = self.open or self.best_plan is not None or math.isfinite(self.cutoff)
-        return min(least, self.aim) if known else None
+        return min(least, self.aim)
 
     # -- the incumbent ------------------------------------------------------------------
     def offer(self, plan: list[int], *, greedy: bool = False) -> None:
@@ -302,6 +298,9 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
     >>> r.status.name, r.gap
     ('OPTIMAL', 0.0)
     """
+    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Real) or not cutoff > 0):
+        raise InputError(f"cutoff: must be a number of seconds > 0, or inf (got {cutoff!r})", field="cutoff")
+    cutoff = math.inf if cutoff is None else float(cutoff)
     deadline = Deadline(time_limit)
     reason = why_infeasible(instance)
     if reason is not None:
@@ -321,9 +320,6 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
             f"{prep.cells * (instance.layers + 1):.3g} cells), above {max_usage_states:.3g}: "
             f"{len(prep.kinds)} distinct island kinds are too many for the DP; {after_dp_declines(instance)}",
         )
-    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Real) or not cutoff > 0):
-        raise InputError(f"cutoff: must be a number of seconds > 0, or inf (got {cutoff!r})", field="cutoff")
-    cutoff = math.inf if cutoff is None else float(cutoff)
     search = _Search(instance, prep, cands, deadline, stats, max_cells=max_cells, max_bound_cells=max_bound_cells,
                      cutoff=cutoff)
     plan = greedy_plan(instance, deadline)
@@ -354,7 +350,7 @@ def _stopped(instance, search: _Search, deadline, stats, timeout_reason: str | N
              max_cells: int = dp_table.MAX_DP_CELLS) -> Result:
     """The search did not finish: FEASIBLE with the bound when a plan is known, else no solution.
     The bound is refined threshold by threshold with what is left of the time (``TIGHTEN_SPLITS``)."""
-    bound = search.tightened(TIGHTEN_SPLITS)
+    bound = search.bound(TIGHTEN_SPLITS)
     if search.best_plan is not None:
         return _conclude(instance, search.best_plan, deadline, False, bound, stats)
     if timeout_reason is not None:

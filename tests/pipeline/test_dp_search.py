@@ -148,7 +148,7 @@ def test_bounds_are_below_the_optimum_at_every_step(instance):
         bound = search.bound()
         assert bound is not None and bound <= expected * (1 + 1e-12), (bound, expected)
         # a search stopped here reports the refined bound: never below this one, never above T*
-        assert bound <= search.tightened(16) <= expected * (1 + 1e-12)
+        assert bound <= search.bound(16) <= expected * (1 + 1e-12)
         if not search.step():
             break
     assert math.isclose(search.best_t, expected, rel_tol=1e-9)
