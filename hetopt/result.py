@@ -74,6 +74,23 @@ def relative_gap(objective: float | None, bound: float | None) -> float | None:
     return max(0.0, (objective - bound) / max(abs(objective), 1e-12))
 
 
+def bound_within_gap(objective: float, gap_limit: float) -> float:
+    """The least bound b ≥ objective·(1 − gap_limit) with ``relative_gap(objective, b) <= gap_limit``
+    in floating point: what a search stopped by a gap limit must prove (a few ulps above the
+    product, whose gap may round just past the limit).
+
+    Examples
+    --------
+    >>> b = bound_within_gap(1.0222865471317812, 0.05)
+    >>> relative_gap(1.0222865471317812, b) <= 0.05 < relative_gap(1.0222865471317812, 1.0222865471317812 * 0.95)
+    True
+    """
+    bound = objective * (1.0 - gap_limit)
+    while objective > 0.0 and relative_gap(objective, bound) > gap_limit:
+        bound = math.nextafter(bound, math.inf)
+    return bound
+
+
 #: Widest line of a value in a printed summary (``print(result)``); longer ones end in "…".
 SUMMARY_WIDTH = 100
 

@@ -67,6 +67,7 @@ def request_from(args: Args) -> PlanRequest:
     return PlanRequest(
         cluster=args.cluster, model=args.model, global_batch=args.global_batch, microbatch_size=args.microbatch_size,
         seq=args.seq, policies=policies_from(args.no_prune), time_limit=args.time_limit,
+        gap_limit=getattr(args, "gap_limit", 0.0),
         alternatives=not args.no_alternatives, max_islands=args.max_islands,
         narrow_above=narrow_above_from(getattr(args, "narrow_above", None)),
         tasks=DEFAULT_TASKS if args.tasks is None else args.tasks,

@@ -41,7 +41,7 @@ from hetopt.pipeline.heuristic import greedy_plan
 from hetopt.pipeline.options import GENERIC_INFEASIBLE, bottleneck_candidates, why_infeasible
 from hetopt.pipeline.plan import blocks_from_choices, build_solution
 from hetopt.pipeline.problem import PipelineInstance, PipelineSolution, evaluate
-from hetopt.result import Result, Status
+from hetopt.result import Result, Status, bound_within_gap
 
 #: Relative slack added to every run's budget: D and T add the same times in different
 #: orders, so a plan at exactly the incumbent's value may round a few ulps either way;
@@ -85,9 +85,10 @@ class _Search:
 
     def __init__(self, instance: PipelineInstance, prep, cands: list[float], deadline: Deadline, stats: dict, *,
                  max_cells: int = dp_table.MAX_DP_CELLS, max_bound_cells: int = MAX_BOUND_CELLS,
-                 cutoff: float = math.inf) -> None:
+                 cutoff: float = math.inf, gap_limit: float = 0.0) -> None:
         self.instance, self.prep, self.cands, self.deadline, self.stats = instance, prep, cands, deadline, stats
         self.max_cells, self.max_bound_cells, self.cutoff = max_cells, max_bound_cells, cutoff
+        self.gap_limit = gap_limit  # a plan must beat the incumbent's T by it to matter
         self.M = instance.microbatches
         self.best_t, self.best_plan = math.inf, None
         self.open: list[_Interval] = []
@@ -107,8 +108,10 @@ class _Search:
 
     @property
     def aim(self) -> float:
-        """What a plan must beat to matter: the incumbent's T, or the cutoff when lower (inf: neither)."""
-        return min(self.best_t, self.cutoff)
+        """What a plan must beat to matter: the incumbent's T less the gap limit, or the cutoff when
+        lower (inf: neither)."""
+        within = self.best_t if self.gap_limit == 0.0 or math.isinf(self.best_t) else bound_within_gap(self.best_t, self.gap_limit)
+        return min(within, self.cutoff)
 
     def bound(self, splits: int = 0) -> float | None:
         """The proven lower bound on T*: the least open interval's bound or :attr:`aim` (intervals
@@ -252,7 +255,7 @@ class _Search:
 
 def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max_cells: int = dp_table.MAX_DP_CELLS,
              max_bound_cells: int = MAX_BOUND_CELLS, max_usage_states: int = MAX_USAGE_STATES,
-             cutoff: float | None = None) -> Result:
+             cutoff: float | None = None, gap_limit: float = 0.0) -> Result:
     """Solve by a branch and bound over bottleneck thresholds around the table DP.
 
     Parameters
@@ -276,6 +279,10 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
         best plan it knows (the greedy's) as FEASIBLE with ``bound`` = the cutoff, or, with
         no plan known, INFEASIBLE with that bound and the reason "no pipeline faster than the
         cutoff". None: no cutoff.
+    gap_limit
+        The relative gap, in [0, 1), at which the search stops (as HiGHS's ``mip_rel_gap``): it
+        then seeks only plans faster than the incumbent's T·(1 − gap_limit), and a search that
+        ends returns FEASIBLE with that bound (OPTIMAL only at 0, the default).
 
     Returns
     -------
@@ -301,6 +308,8 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
     if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Real) or not cutoff > 0):
         raise InputError(f"cutoff: must be a number of seconds > 0, or inf (got {cutoff!r})", field="cutoff")
     cutoff = math.inf if cutoff is None else float(cutoff)
+    if isinstance(gap_limit, bool) or not isinstance(gap_limit, numbers.Real) or not 0.0 <= gap_limit < 1.0:
+        raise InputError(f"gap_limit: must be a number in [0, 1), such as 0.02 (got {gap_limit!r})", field="gap_limit")
     deadline = Deadline(time_limit)
     reason = why_infeasible(instance)
     if reason is not None:
@@ -321,7 +330,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
             f"{len(prep.kinds)} distinct island kinds are too many for the DP; {after_dp_declines(instance)}",
         )
     search = _Search(instance, prep, cands, deadline, stats, max_cells=max_cells, max_bound_cells=max_bound_cells,
-                     cutoff=cutoff)
+                     cutoff=cutoff, gap_limit=float(gap_limit))
     plan = greedy_plan(instance, deadline)
     if plan is not None:
         search.offer(plan, greedy=True)
@@ -343,6 +352,9 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
     if search.best_t > cutoff * (1 + BUDGET_RTOL):  # every plan below the cutoff ruled out; the greedy's is above it
         return _conclude(instance, search.best_plan, deadline, False, cutoff, stats,
                          f"no pipeline faster than the cutoff {cutoff:.6g} s; this plan (the greedy's) is above it")
+    if gap_limit > 0.0:  # the thresholds were settled against T·(1 − gap_limit) only
+        return _conclude(instance, search.best_plan, deadline, False, search.bound(), stats,
+                         f"within the gap limit {gap_limit:g}")
     return _conclude(instance, search.best_plan, deadline, True, None, stats)
 
 

@@ -265,7 +265,9 @@ def _print_planning(p: HeteroPlan, out: Console, verbose: bool) -> None:
     skipped = {m: s["skipped_bound_s"] for m, s in p.enumeration.items() if "skipped_bound_s" in s and "pairs" not in s}
     if skipped:
         out.print(f"  micro-batch sizes {', '.join(map(str, skipped))}: skipped, their lower bounds "
-                  f"({min(skipped.values()):.4g} s and up) cannot beat the plan", highlight=False)
+                  f"({min(skipped.values()):.4g} s and up) cannot beat the plan"
+                  + ("" if p.iteration_time_s is None or min(skipped.values()) >= p.iteration_time_s
+                     else " by more than the gap limit"), highlight=False)
     for m, s in p.enumeration.items():
         if m in skipped:
             continue

@@ -230,7 +230,7 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
                         all_slices(setup.parallelizer, setup.atoms), r.policies, r.imbalance, executor, r.tasks,
                         on_progress, r.time_model, r.global_batch * model_training_flops(cfg, seq),
                         runtime if runtime is not None and runtime.pipeline else None, job,
-                        None if ahead is None else _sender(ahead, setting))
+                        None if ahead is None else _sender(ahead, setting), r.gap_limit)
     try:
         attempts = search_sizes(ctx, setup.candidates, r.microbatch_size, composing, timing)
     except BaseException:

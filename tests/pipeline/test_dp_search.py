@@ -282,3 +282,27 @@ def test_a_cutoff_must_be_a_number():
         with pytest.raises(InputError, match="cutoff"):
             hetopt.solve(inst, "dp", cutoff=bad)
     assert hetopt.solve(inst, "dp", cutoff=math.inf).status is Status.OPTIMAL
+
+
+@pytest.mark.parametrize("instance", _cases()[:40], ids=lambda inst: inst.name)
+@pytest.mark.parametrize("gap_limit", [0.05, 0.3])
+def test_a_gap_limit_returns_a_plan_within_it_and_a_bound_below_the_optimum(instance, gap_limit):
+    """``gap_limit`` (HiGHS's mip_rel_gap): the plan is at most T*/(1 − g), the bound at most
+    T*, their gap at most g; the status says FEASIBLE, never OPTIMAL, and infeasible stays so."""
+    expected = full_scan(instance)
+    r = dp_search.solve_dp(instance, gap_limit=gap_limit)
+    if math.isinf(expected):
+        assert r.status is Status.INFEASIBLE, r.reason
+        return
+    assert r.status is Status.FEASIBLE and "gap limit" in r.reason, (r.status, r.reason)
+    assert expected * (1 - 1e-9) <= r.objective <= expected / (1 - gap_limit) * (1 + 1e-9)
+    assert r.bound <= expected * (1 + 1e-9)
+    assert r.gap <= gap_limit
+
+
+def test_a_gap_limit_must_be_in_zero_to_one():
+    inst = hetopt.load(INSTANCES / "tiny.toml")
+    for bad in (float("nan"), 1.0, -0.01, "0.1", True):
+        with pytest.raises(InputError, match="gap_limit"):
+            hetopt.solve(inst, "dp", gap_limit=bad)
+    assert hetopt.solve(inst, "dp", gap_limit=0.0).status is Status.OPTIMAL

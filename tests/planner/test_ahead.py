@@ -180,14 +180,15 @@ class _Inline(ProcessPool):
 
 def test_sizes_proven_useless_are_reported_alike_with_the_next_size_started_early(monkeypatch):
     # tangram-c3's largest sizes are skipped by their bound after the smaller ones are composed:
-    # the size started early is then dropped, and the enumeration reads as without a pool
-    args = dict(global_batch=128, alternatives=False)
+    # the size started early is then dropped, and the enumeration reads as without a pool. By
+    # simulated time: by closed-form time the enumerations are cut, and none starts early (below)
+    args = dict(global_batch=128, alternatives=False, time_model="simulated")
     want = hetopt.plan("tangram-c3", "gpt3-13b", **args)
     skipped = [m for m, e in want.enumeration.items() if "skipped_bound_s" in e]
     assert skipped  # the case this test is about
     events: list = []
     start = search.start_enumeration
-    monkeypatch.setattr(search, "start_enumeration", lambda ctx, m: events.append(("start", m)) or start(ctx, m))
+    monkeypatch.setattr(search, "start_enumeration", lambda ctx, m, *a: events.append(("start", m)) or start(ctx, m, *a))
     compose = search.pipeline_instance
     monkeypatch.setattr(search, "pipeline_instance", lambda name, *a: events.append(("compose", name)) or compose(name, *a))
     got = hetopt.plan("tangram-c3", "gpt3-13b", executor=_Inline(), **args)
@@ -199,13 +200,17 @@ def test_sizes_proven_useless_are_reported_alike_with_the_next_size_started_earl
     assert events.index(("start", 2)) < events.index(composed[0])
 
 
-def test_no_size_is_started_early_under_a_time_limit(monkeypatch):
+@pytest.mark.parametrize("options", [dict(time_limit=600, time_model="simulated"), dict(time_model="closed-form")],
+                         ids=["time-limit", "cut-enumerations"])
+def test_no_size_is_started_early_under_a_time_limit_or_a_cut(options, monkeypatch):
+    # a cut enumeration (closed-form time, the built-in parallelizer) waits for the plans of
+    # every size before it, with a pool as without one
     events: list = []
     start = search.start_enumeration
-    monkeypatch.setattr(search, "start_enumeration", lambda ctx, m: events.append(("start", m)) or start(ctx, m))
+    monkeypatch.setattr(search, "start_enumeration", lambda ctx, m, *a: events.append(("start", m)) or start(ctx, m, *a))
     compose = search.pipeline_instance
     monkeypatch.setattr(search, "pipeline_instance", lambda name, *a: events.append(("compose", name)) or compose(name, *a))
-    hetopt.plan("tangram-c2", "gpt3-1.3b", executor=_Inline(), global_batch=8, alternatives=False, time_limit=600)
+    hetopt.plan("tangram-c2", "gpt3-1.3b", executor=_Inline(), global_batch=8, alternatives=False, **options)
     composed = [e for e in events if e[0] == "compose"]
     assert events[:3] == [("start", 1), composed[0], ("start", 2)]
 

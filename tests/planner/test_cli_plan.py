@@ -41,6 +41,8 @@ def test_plan_json_carries_the_same(capsys):
         (["--global-batch", "30", "--microbatch", "4"], "--microbatch-size 4: must divide the global batch 30"),
         (["--global-batch", "0"], "--global-batch: must be between 1 and 1048576 (got 0)"),
         (["--global-batch", "32", "--no-prune", "balance"], "--no-prune: unknown policy balance"),
+        (["--global-batch", "32", "--gap-limit", "1"], "--gap-limit: must be below 1"),
+        (["--global-batch", "32", "--gap-limit", "-0.1"], "--gap-limit: must be >= 0"),
     ],
 )
 def test_bad_sizes_exit_2(capsys, args, words):

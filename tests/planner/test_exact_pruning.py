@@ -191,3 +191,30 @@ def test_the_pareto_filter_keeps_the_same_rows_in_python_and_in_numpy(monkeypatc
         python = pruning.pareto_indices(keys, lambda j: peaks[j])
         numpy_only = pruning.pareto_indices(keys, lambda j: peaks[j], python_rows=-1)
         assert python == numpy_only
+
+
+@pytest.mark.parametrize("seed", range(28))
+def test_a_cutoff_returns_exactly_the_plans_under_it(seed, monkeypatch):
+    """``faster_than`` (the planner's best plan so far) skips layouts by their compute floors and
+    drops plans by Σ t + (M − 1)·max t: the answer must be the uncut answer's plans under the
+    cutoff, plan for plan, at every plan's own value (the boundary) and between them."""
+    sl, isl, m, M, phi, flash = _case(seed)
+    args = dict(microbatch_size=m, microbatches=M, global_batch=m * M, memory_fraction=phi)
+    par = BuiltinParallelizer(running=Running(flash=flash))
+    full = par.parallelize(sl, isl, **args)
+    values = sorted({p.total_time_s + (M - 1) * p.max_time_s for p in full})
+    cutoffs = values + [(a + b) / 2 for a, b in zip(values, values[1:])] + [values[0] / 2 if values else 1.0]
+    for cutoff in cutoffs:
+        cut = BuiltinParallelizer(running=Running(flash=flash)).parallelize(sl, isl, faster_than=cutoff, **args)
+        assert cut == tuple(p for p in full if p.total_time_s + (M - 1) * p.max_time_s < cutoff), cutoff
+        # the same parallelizer answers the cut query apart from the uncut one (its own memo key)
+        assert par.parallelize(sl, isl, faster_than=cutoff, **args) == cut
+    assert par.parallelize(sl, isl, **args) == full
+
+
+def test_a_cutoff_must_be_positive():
+    sl, isl, m, M, phi, flash = _case(1)
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="faster_than"):
+            BuiltinParallelizer().parallelize(sl, isl, microbatch_size=m, microbatches=M, global_batch=m * M,
+                                              faster_than=bad)

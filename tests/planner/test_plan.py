@@ -160,10 +160,28 @@ def test_sizes_ruled_out_after_their_enumeration_hold_no_faster_plan():
     assert p.status.value == "OPTIMAL"
     ruled = {m: s["skipped_bound_s"] for m, s in p.enumeration.items() if "skipped_bound_s" in s and s.get("queried")}
     assert ruled  # C2's sizes 8-64 are, today
+    fewer = []
     for m, bound in ruled.items():
         q = plan(cl, cfg, global_batch=128, microbatch_size=m, alternatives=False)
         assert q.status.value == "OPTIMAL"
         assert p.iteration_time_s <= bound <= q.iteration_time_s * (1 + 1e-9), (m, bound, q.iteration_time_s)
+        # cut by the plan before it, the size's enumeration returned fewer plans than alone
+        fewer.append(p.enumeration[m]["plans"] < q.enumeration[m]["plans"])
+    assert any(fewer), fewer
+
+
+@pytest.mark.parametrize("gap_limit", [0.05, 0.3])
+def test_a_gap_limit_keeps_the_plan_and_its_bound_within_it(gap_limit):
+    """``gap_limit``: the plan is at most the optimum / (1 − g), the bound at most the optimum,
+    the gap at most g; a plan that is not proven optimal says that the gap limit stopped it."""
+    cl, cfg = load_cluster("tangram-c2"), model("gpt3-1.3b")
+    exact = plan(cl, cfg, global_batch=128, alternatives=False)
+    p = plan(cl, cfg, global_batch=128, alternatives=False, gap_limit=gap_limit)
+    assert exact.status.value == "OPTIMAL"
+    best = exact.iteration_time_s
+    assert best * (1 - 1e-9) <= p.iteration_time_s <= best / (1 - gap_limit) * (1 + 1e-9)
+    assert p.status.value == "OPTIMAL" or ("gap limit" in p.reason and p.bound_s <= best * (1 + 1e-9)
+                                           and p.gap <= gap_limit), p.reason
 
 
 def test_another_parallelizer_gets_every_micro_batch_size_planned():

@@ -85,6 +85,12 @@ LONG_SEQUENCE = 8192
 STAGE_CACHE_LIMIT = 1_000_000
 
 
+def _answer_key(sl: Slice, island: IslandSpec, m: int, M: int, memory_fraction: float, faster_than: float) -> tuple:
+    """The memo key of a query's answer: a cutoff (``faster_than``) answers a question of its own."""
+    key = (sl, island, m, M, memory_fraction)
+    return key if faster_than == math.inf else key + (faster_than,)
+
+
 @dataclass(frozen=True)
 class BuiltinParallelizer(StagePricing):
     """The built-in homogeneous parallelizer (implements :class:`~hetopt.planner.parallelizer.protocol.Parallelizer`).
@@ -395,6 +401,7 @@ class BuiltinParallelizer(StagePricing):
         microbatches: int,
         global_batch: int,
         memory_fraction: float = 1.0,
+        faster_than: float = math.inf,
     ) -> tuple[PartialPlan, ...]:
         """The non-dominated, memory-feasible partial plans of ``slice`` on ``island``.
 
@@ -408,6 +415,12 @@ class BuiltinParallelizer(StagePricing):
             m samples per micro-batch, M micro-batches per iteration, B = m·M.
         memory_fraction
             φ: the usable share of each GPU's memory (the composition must use the same).
+        faster_than
+            Keep only the plans that may be part of a pipeline faster than this many seconds (the
+            planner's best plan so far): a plan whose Σ t + (M − 1)·max t reaches it is left out,
+            and a layout whose compute floors reach it is not priced. Exact for the pipeline
+            family's closed form T = Σ t + Σ c + (M − 1)·β with β ≥ every stage's t
+            (formulations/pipeline.md, "A cutoff in the enumeration"); inf keeps every plan.
 
         Returns
         -------
@@ -417,7 +430,7 @@ class BuiltinParallelizer(StagePricing):
         Raises
         ------
         ValueError
-            When B ≠ m·M, a size is below 1 or φ is outside (0, 1].
+            When B ≠ m·M, a size is below 1, φ is outside (0, 1] or ``faster_than`` is not positive.
         """
         if microbatch_size < 1 or microbatches < 1:
             raise ValueError(f"micro-batch size and micro-batches must be >= 1 (got {microbatch_size}, {microbatches})")
@@ -425,10 +438,12 @@ class BuiltinParallelizer(StagePricing):
             raise ValueError(f"global batch {global_batch} != micro-batch size {microbatch_size} × {microbatches} micro-batches")
         if not 0.0 < memory_fraction <= 1.0:
             raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
+        if not faster_than > 0.0:  # NaN too
+            raise ValueError(f"faster_than must be > 0 seconds or inf (got {faster_than})")
         sl = as_slice(slice)
         self._trim()
         answers = self._cache("answers")
-        query = (sl, island, microbatch_size, microbatches, memory_fraction)
+        query = _answer_key(sl, island, microbatch_size, microbatches, memory_fraction, faster_than)
         known = answers.get(query) if self.share_prices else None
         if known is not None:  # asked before (the alternatives ask the enumeration's queries again)
             return known
@@ -436,25 +451,27 @@ class BuiltinParallelizer(StagePricing):
         # cycles, while the memo it fills only grows: the collector is paused for the query
         # (``collector_paused``; the planner pauses it for the whole search)
         with collector_paused():
-            answers[query] = found = self._search(sl, island, microbatch_size, microbatches, global_batch, memory_fraction)
+            answers[query] = found = self._search(sl, island, microbatch_size, microbatches, global_batch, memory_fraction,
+                                                  faster_than)
         return found
 
     def answered(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int, microbatches: int,
-                 memory_fraction: float = 1.0) -> bool:
+                 memory_fraction: float = 1.0, faster_than: float = math.inf) -> bool:
         """Whether :meth:`parallelize` has that query's answer at hand (asked before, or kept
         by :meth:`remember`), so it would not be priced again."""
-        key = (as_slice(slice), island, microbatch_size, microbatches, memory_fraction)
+        key = _answer_key(as_slice(slice), island, microbatch_size, microbatches, memory_fraction, faster_than)
         return self.share_prices and key in self._cache("answers")
 
     def remember(self, slice: Atom | Slice, island: IslandSpec, *, microbatch_size: int, microbatches: int,
-                 memory_fraction: float, plans: tuple[PartialPlan, ...]) -> None:
+                 memory_fraction: float, plans: tuple[PartialPlan, ...], faster_than: float = math.inf) -> None:
         """Keep ``plans`` as the answer to that query, which another process (a worker of
         ``enumerate_plans``) gave with an equal parallelizer: :meth:`parallelize` returns it when
         asked again. Exact: an answer depends on the query and the parallelizer's fields only."""
-        self._cache("answers")[(as_slice(slice), island, microbatch_size, microbatches, memory_fraction)] = tuple(plans)
+        key = _answer_key(as_slice(slice), island, microbatch_size, microbatches, memory_fraction, faster_than)
+        self._cache("answers")[key] = tuple(plans)
 
     def _search(self, sl: Slice, island: IslandSpec, m: int, M: int, global_batch: int,
-                memory_fraction: float) -> tuple[PartialPlan, ...]:
+                memory_fraction: float, faster_than: float = math.inf) -> tuple[PartialPlan, ...]:
         """:meth:`parallelize` after checking its arguments."""
         tab = self._table(sl, island)
         prices = self._prices(sl, island, m, M, memory_fraction)
@@ -498,6 +515,10 @@ class BuiltinParallelizer(StagePricing):
                 # already fits everywhere, or when a stage's static bytes alone do not fit (exact)
                 continue
             if floors is not None:
+                if floors[n][0] + (M - 1) * floors[n][1] >= faster_than:
+                    # no plan of this layout is fast enough: its stages take at least their floors
+                    skip_offload = False
+                    continue
                 bounded = (floors[n], lay.pp, group)
                 if bounded in beaten or is_beaten(floors[n], lay.pp, fit_everywhere, group, group_of is not None):
                     beaten.add(bounded)
@@ -523,6 +544,10 @@ class BuiltinParallelizer(StagePricing):
                     best = min(best, sum(times) + (M - 1) * max(times))
                     if group is not None:
                         best_of[group] = min(best_of.get(group, math.inf), sum(times) + (M - 1) * max(times))
+        if faster_than < math.inf:
+            # after the loop: a slow row still closed the rows it beats (they are slower still)
+            fast = [n for n, k in enumerate(keys) if k[0] + (M - 1) * k[1] < faster_than]
+            rows, keys, groups, positions = ([x[n] for n in fast] for x in (rows, keys, groups, positions))
         if not rows:
             return ()
         if floors is not None:

@@ -19,6 +19,8 @@ external parallelizer that takes minutes per query is the case this serves.
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Sequence
 from typing import Any
 from concurrent.futures import Executor, Future
@@ -85,9 +87,13 @@ class _Query:
     microbatches: int
     global_batch: int
     memory_fraction: float
+    #: the built-in parallelizer's cutoff (``BuiltinParallelizer.parallelize``); inf: none, and
+    #: then the call is the protocol's own, which every parallelizer answers
+    faster_than: float = math.inf
 
 
 def _run(query: _Query) -> tuple[PartialPlan, ...]:
+    cutoff = {} if query.faster_than == math.inf else {"faster_than": query.faster_than}
     return query.parallelizer.parallelize(
         query.slice,
         query.island,
@@ -95,6 +101,7 @@ def _run(query: _Query) -> tuple[PartialPlan, ...]:
         microbatches=query.microbatches,
         global_batch=query.global_batch,
         memory_fraction=query.memory_fraction,
+        **cutoff,
     )
 
 
@@ -131,7 +138,7 @@ def _remember(par: Parallelizer, calls: list[_Query], answers: list[tuple[Partia
     for call, found in zip(calls, answers):
         if found is not None and call.parallelizer == par:
             par.remember(call.slice, call.island, microbatch_size=call.microbatch_size, microbatches=call.microbatches,
-                         memory_fraction=call.memory_fraction, plans=found)
+                         memory_fraction=call.memory_fraction, plans=found, faster_than=call.faster_than)
 
 
 def _knows(query: _Query) -> bool:
@@ -140,7 +147,7 @@ def _knows(query: _Query) -> bool:
 
     return type(query.parallelizer) is BuiltinParallelizer and query.parallelizer.answered(
         query.slice, query.island, microbatch_size=query.microbatch_size, microbatches=query.microbatches,
-        memory_fraction=query.memory_fraction)
+        memory_fraction=query.memory_fraction, faster_than=query.faster_than)
 
 
 def _run_batch(batch: list[_Query]) -> list[tuple[PartialPlan, ...]]:
@@ -393,7 +400,8 @@ def enumerate_plans(
     **options
         :class:`Enumeration`'s keywords: ``microbatch_size``, ``microbatches``,
         ``global_batch`` (required), ``memory_fraction``, ``policies``, ``imbalance``,
-        ``executor``, ``on_progress``, ``tasks``.
+        ``executor``, ``on_progress``, ``tasks``, ``faster_than`` (the built-in parallelizer's
+        cutoff: only plans that may be part of a pipeline faster than it).
 
     Returns
     -------
@@ -446,11 +454,15 @@ class Enumeration:
         executor: Executor | None = None,
         on_progress: Callable[[int, int], None] | None = None,
         tasks: int = DEFAULT_TASKS,
+        faster_than: float = math.inf,
     ) -> None:
         unknown = set(policies) - set(POLICIES)
         if unknown:
             raise ValueError(f"unknown pruning policy {sorted(unknown)} (known: {', '.join(POLICIES)})")
         self.parallelizer, self.executor, self.islands = parallelizer, executor, islands
+        if not faster_than > 0.0:  # NaN too
+            raise ValueError(f"faster_than must be > 0 seconds or inf (got {faster_than})")
+        self.faster_than = faster_than
         self.stats = stats = EnumerationStats()
         total_layers = max(s.layers for s in slices)  # the whole model is one of the slices
         profiles = {}
@@ -484,7 +496,8 @@ class Enumeration:
                         stats.pruned["imbalance"] += 1
                         continue
                 queries.append(
-                    (i, _Query(parallelizer, sl, isl, microbatch_size, microbatches, global_batch, memory_fraction))
+                    (i, _Query(parallelizer, sl, isl, microbatch_size, microbatches, global_batch, memory_fraction,
+                               faster_than))
                 )
         stats.queried = len(queries)
         self.calls = [q for _, q in queries]

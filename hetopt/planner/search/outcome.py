@@ -212,6 +212,9 @@ def conclude_plan(
     best = min(found, key=lambda a: a.result.objective, default=None)
     if best is not None:
         t = best.result.objective
+        # a size ruled out below the plan's time: proven only within the gap limit (``sizes.cutoff``)
+        why += [f"micro-batch {a.microbatch_size}: none faster than {a.pruned_bound:.4g} s (within the gap limit)"
+                for a in attempts if a.pruned_bound is not None and a.pruned_bound < t]
         if not why:
             return PlanOutcome(Status.OPTIMAL, "", t, 0.0, best)
         bounds = [_attempt_bound(a) for a in attempts]

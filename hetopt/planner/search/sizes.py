@@ -41,7 +41,7 @@ from hetopt.planner.parallelizer.protocol import Parallelizer, Slice
 from hetopt.planner.parallelizer.pricecache import collector_paused
 from hetopt.planner.search.schedule import rescore, simulated_lower_bound
 from hetopt.planner.search.workers import ProcessPool
-from hetopt.result import Status
+from hetopt.result import Status, bound_within_gap
 from hetopt.runtimes import Job, Runtime
 from hetopt.tables import counted
 from hetopt.workload import ModelConfig
@@ -72,6 +72,9 @@ class SearchContext:
     #: it is composed: the planner sends the alternatives' queries of that size to the workers,
     #: which would otherwise wait while this process composes
     ahead: Callable[[int], None] | None = None
+    #: the relative gap within which a plan counts as proven (``PlanRequest.gap_limit``): a size
+    #: whose plans cannot beat the best one found by more than it is not searched further
+    gap_limit: float = 0.0
 
 
 #: Seconds between two looks at the deadline while :func:`within` waits for its work.
@@ -117,13 +120,49 @@ def within(deadline: Deadline, work: Callable[[], Any]) -> Any:
     return out["value"]
 
 
-def start_enumeration(ctx: SearchContext, m: int) -> Enumeration:
-    """Micro-batch size ``m``'s queries, pruned and (with an executor) sent to the workers."""
+def start_enumeration(ctx: SearchContext, m: int, incumbent: float = math.inf) -> Enumeration:
+    """Micro-batch size ``m``'s queries, pruned and (with an executor) sent to the workers.
+
+    With the best plan's time so far (``incumbent``) and a search that cuts (:func:`cutoff`),
+    the built-in parallelizer returns only the plans that may be part of a faster pipeline
+    (its ``faster_than``): on the datacenter, a few hundred of a size's 12,000-38,000 plans,
+    and most of their pricing skipped.
+    """
     progress = None if ctx.on_progress is None else (
         lambda done, total: ctx.on_progress(f"micro-batch {m}: enumeration", done, total))
+    limit = cutoff(ctx, incumbent)
+    faster_than = limit if limit is not None and _cuts_enumerations(ctx) else math.inf
     return Enumeration(ctx.parallelizer, ctx.slices, ctx.islands.specs, microbatch_size=m,
                        microbatches=ctx.global_batch // m, global_batch=ctx.global_batch, policies=ctx.policies,
-                       imbalance=ctx.imbalance, executor=ctx.executor, on_progress=progress, tasks=ctx.tasks)
+                       imbalance=ctx.imbalance, executor=ctx.executor, on_progress=progress, tasks=ctx.tasks,
+                       faster_than=faster_than)
+
+
+def cutoff(ctx: SearchContext, incumbent: float) -> float | None:
+    """The time a plan of the next size must beat to matter, or None when the search does not cut.
+
+    The best plan so far less the gap limit, T·(1 − g): a size proven to hold no plan faster
+    than that leaves the answer within g of optimal (at g = 0, optimal). Only by closed-form
+    time (the simulated schedule has its own bound, :func:`_skipped_by_bound`) and without a
+    ``target`` (its launchable search composes groups apart).
+
+    Examples
+    --------
+    >>> ctx = SearchContext(*[None] * 12, time_model="closed-form", gap_limit=0.02)
+    >>> cutoff(ctx, 4.0), cutoff(ctx, math.inf)
+    (3.9200000000000004, None)
+    >>> cutoff(replace(ctx, gap_limit=0.0), 4.0)
+    4.0
+    """
+    if math.isinf(incumbent) or ctx.time_model == "simulated" or ctx.target is not None:
+        return None
+    return bound_within_gap(incumbent, ctx.gap_limit)
+
+
+def _cuts_enumerations(ctx: SearchContext) -> bool:
+    """Whether a size's enumeration is cut by the best plan of the sizes before it (:func:`cutoff`,
+    the built-in parallelizer's ``faster_than``; another parallelizer answers the protocol's call)."""
+    return ctx.time_model != "simulated" and ctx.target is None and type(ctx.parallelizer) is BuiltinParallelizer
 
 
 def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumeration | None = None,
@@ -141,7 +180,7 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     t0 = time.perf_counter()
     microbatches = ctx.global_batch // m
     enumeration = enumeration_deadline(deadline)
-    started = started or start_enumeration(ctx, m)
+    started = started or start_enumeration(ctx, m, incumbent)
     if ctx.on_progress is not None:  # the count is known now; answers arrive in batches
         ctx.on_progress(f"micro-batch {m}: enumeration", 0, started.stats.queried)
     plans, stats = started.finish(enumeration)
@@ -173,19 +212,29 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
         # launchable search's (below)
         on_front = [o for o, p in enumerate(whole_behind) if p.front]
         instance, behind = whole.subset(on_front, whole.name), [whole_behind[o] for o in on_front]
+    # a cut enumeration holds every plan of this size faster than its cutoff, so a bound over it
+    # bounds the size only up to that cutoff
+    capped = started.faster_than if stats.complete else math.inf
+    limit = cutoff(ctx, incumbent) if stats.complete else None
+    if not instance.options and capped < math.inf:
+        # proven: every plan of this size the parallelizer found was slower than its cutoff
+        return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=capped)
     if not instance.options:
         result = no_solution(problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=Deadline(None),
                              reason="no partial plan of any slice fits any island")
     elif deadline.expired():
         result = None
-    elif (bound := _ruled_out(ctx, instance, stats, incumbent, deadline)) is not None:
-        return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=bound)
+    elif (bound := _ruled_out(instance, stats, limit, capped, deadline)) is not None:
+        return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=min(bound, capped))
     else:
-        cutoff = incumbent if _cuts(ctx, stats) else None
-        result = compose_exactly(instance, deadline, cutoff=cutoff)
-        if cutoff is not None and _beaten(result, cutoff, stats):
-            # proven: no plan of this size is faster than the best one found (the dp's cutoff)
-            return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=result.bound)
+        result = compose_exactly(instance, deadline, cutoff=limit, gap_limit=ctx.gap_limit)
+        if limit is not None and _none_faster(result, limit, trusted=capped < math.inf or not stats.pruned.get("imbalance")):
+            # proven: no plan of this size is faster than the best one found, less the gap limit
+            return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1,
+                           pruned_bound=min(result.bound, capped))
+        if capped < math.inf and result.status is Status.INFEASIBLE:
+            # no pipeline over the plans faster than the cutoff: none of this size beats it
+            return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=capped)
         if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/search/schedule.py)
             # interleaved plans' stages are shaped for the closed form, not for the simulator
             interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
@@ -202,52 +251,51 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
 
 
-def _ruled_out(ctx: SearchContext, instance, stats: EnumerationStats, incumbent: float, deadline: Deadline) -> float | None:
+def _ruled_out(instance, stats: EnumerationStats, limit: float | None, capped: float,
+               deadline: Deadline) -> float | None:
     """The composition's own lower bound when it proves that no plan of this enumeration beats
-    ``incumbent`` (the size is then not composed), else None.
+    ``limit`` (:func:`cutoff`; the size is then not composed), else None.
 
     :func:`~hetopt.pipeline.bound.composition_bound` (roles, links and the islands' options
     under each bottleneck, no DP run: a second or two on the datacenter's largest instances)
     bounds the closed form over the pairs enumerated, as the composition's OPTIMAL does; so
-    only for a complete enumeration, by closed-form time (the simulated schedule has its own
-    bound) and without a ``target`` (whose launchable search composes groups apart).
+    only for a complete enumeration (``limit`` is None otherwise).
     """
-    if math.isinf(incumbent) or not _cuts(ctx, stats):
+    if limit is None:
         return None
-    bound = composition_bound(instance, stop_at=incumbent, deadline=deadline)
-    if math.isinf(bound) and stats.pruned.get("imbalance", 0):
-        # no pipeline over the pairs imbalance pruning (a heuristic) left is no proof: the
-        # composition says INFEASIBLE and the size is enumerated again without it (``_imbalance_hid_plans``)
+    bound = composition_bound(instance, stop_at=limit, deadline=deadline)
+    if math.isinf(bound) and math.isinf(capped) and stats.pruned.get("imbalance", 0):
+        # no pipeline at all over the pairs imbalance pruning (a heuristic) left is no proof:
+        # the composition says INFEASIBLE and the size is enumerated again without it
+        # (``_imbalance_hid_plans``). Over a cut enumeration the same finding says only that no
+        # plan beats the cutoff, which is all a cut is asked to prove (``_search_sizes``)
         return None
-    return bound if bound >= incumbent else None
+    return bound if bound >= limit else None
 
 
-def _cuts(ctx: SearchContext, stats: EnumerationStats) -> bool:
-    """Whether the best plan of the sizes before may rule this one out: by closed-form time (the
-    simulated schedule has its own bound), without a ``target`` (its launchable search composes
-    groups apart) and over a complete enumeration (the bounds are over the pairs enumerated)."""
-    return stats.complete and ctx.time_model != "simulated" and ctx.target is None
+def _none_faster(result, limit: float, *, trusted: bool) -> bool:
+    """The composition proved that no plan is faster than ``limit`` (its cutoff) and found none that is.
 
-
-def _beaten(result, cutoff: float, stats: EnumerationStats) -> bool:
-    """The composition proved that no plan is faster than ``cutoff`` (and found none that is).
-    Not when it found no plan at all over pairs imbalance pruning (a heuristic) left: as for an
-    INFEASIBLE composition, the size is then enumerated again without it."""
-    if result.bound is None or result.bound < cutoff:
+    ``trusted``: whether a composition that found no plan at all proves it. Not over an uncut
+    enumeration that imbalance pruning (a heuristic) left: as for an INFEASIBLE composition, the
+    size is then enumerated again without it; over a cut one, no plan is what a cut expects.
+    """
+    if result.bound is None or result.bound < limit:
         return False
     if not result.status.has_solution:
-        return not stats.pruned.get("imbalance", 0)
-    return result.objective >= cutoff
+        return trusted
+    return result.objective >= limit
 
 
 def compose_exactly(instance, deadline: Deadline, *, max_usage_states: int = MAX_USAGE_STATES,
-                    cutoff: float | None = None):
+                    cutoff: float | None = None, gap_limit: float = 0.0):
     """The pipeline family's exact composition of ``instance``: ``dp``, or, when the DP declines
     (more usage vectors than ``max_usage_states``: many islands of different signatures), the
     ``milp``'s level model over island signatures with what is left of the time (issue 43).
-    ``cutoff``: the dp seeks only plans faster than it (the best of the sizes before)."""
+    ``cutoff``: the dp seeks only plans faster than it (the best of the sizes before);
+    ``gap_limit``: the dp stops within it (:func:`~hetopt.pipeline.dp.solve_dp`)."""
     result = solvers.solve(instance, "dp", time_limit=deadline.seconds_left(), max_usage_states=max_usage_states,
-                           cutoff=cutoff)
+                           cutoff=cutoff, gap_limit=gap_limit)
     if result.status is Status.DECLINED and not deadline.expired():
         result = solvers.solve(instance, "milp", time_limit=deadline.seconds_left())
     return result
@@ -261,6 +309,8 @@ def _skipped_by_bound(ctx: SearchContext, m: int, attempts: list[Attempt]) -> At
     bound = lower_bound(ctx.work_flops, island_flops, ctx.global_batch // m)
     times = [a.result.objective for a in attempts if a.result is not None and a.result.status.has_solution]
     incumbent = min(times, default=None)
+    if incumbent is not None:
+        incumbent = cutoff(ctx, incumbent) or incumbent  # less the gap limit, by closed-form time
     # the bound rests on the built-in cost model's speeds; another parallelizer (a subclass
     # too: it may price stages its own way) gets every size planned
     # (and on the analytic model's: a measured profile's times may beat the GPUs' peak FLOP/s)
@@ -293,8 +343,10 @@ def _search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size
     # with a local pool and no time limit, the next size's queries go to the workers while this
     # process composes the current one (they would wait otherwise); should the composition
     # then prove the next size useless by its bound, the queries not started are dropped. Not
-    # under a time limit: the next size's enumeration would start before its share of the time
-    overlap = isinstance(ctx.executor, ProcessPool) and math.isinf(deadline.limit)
+    # under a time limit: the next size's enumeration would start before its share of the time;
+    # nor when the enumerations are cut: each waits for the best plan of every size before it
+    # (a cut with one size less would make the answer depend on the pool, and cut less)
+    overlap = isinstance(ctx.executor, ProcessPool) and math.isinf(deadline.limit) and not _cuts_enumerations(ctx)
     started: dict[int, Enumeration] = {}
     try:
         for n, m in enumerate(candidates):
@@ -308,25 +360,30 @@ def _search_sizes(ctx: SearchContext, candidates: Sequence[int], microbatch_size
                 if ctx.ahead is not None:
                     ctx.ahead(m)
                 continue
+            # in turn, each with what is left: one micro-batch size composed completely is worth
+            # more than five enumerated in part
+            incumbent = min((a.result.objective for a in attempts if a.result is not None and a.result.status.has_solution),
+                            default=math.inf)
             then = None
             if overlap and n + 1 < len(candidates) and _skipped_by_bound(ctx, candidates[n + 1], attempts) is None:
                 nxt = candidates[n + 1]
 
                 def then(nxt: int = nxt) -> None:
                     started[nxt] = start_enumeration(ctx, nxt)
-            # in turn, each with what is left: one micro-batch size composed completely is worth
-            # more than five enumerated in part
-            incumbent = min((a.result.objective for a in attempts if a.result is not None and a.result.status.has_solution),
-                            default=math.inf)
             attempt = attempt_size(ctx, m, deadline, started.pop(m, None), then, sizes=(n, len(candidates)),
                                    incumbent=incumbent)
             if _imbalance_hid_plans(attempt) and not deadline.expired():
                 # imbalance pruning is Tangram's heuristic: an infeasibility it may have caused is
-                # no proof, so this size is enumerated again without it
+                # no proof, so this size is enumerated again without it, and so are the sizes
+                # after it (the pairs it prunes are the same for every size; a cut size, which
+                # may find no plan by design, could not tell that it failed there)
                 timing["enumeration_s"] += attempt.enumerate_s
                 timing["composition_s"] += attempt.compose_s
-                attempt = attempt_size(replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance")), m, deadline,
-                                       sizes=(n, len(candidates)), incumbent=incumbent)
+                for left in started.values():
+                    left.cancel()
+                started.clear()
+                ctx = replace(ctx, policies=tuple(p for p in ctx.policies if p != "imbalance"))
+                attempt = attempt_size(ctx, m, deadline, sizes=(n, len(candidates)), incumbent=incumbent)
             attempts.append(attempt)
             timing["enumeration_s"] += attempt.enumerate_s
             timing["composition_s"] += attempt.compose_s

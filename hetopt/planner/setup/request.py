@@ -76,6 +76,12 @@ class PlanRequest:
         returns within ``time_limit + hetopt.family.TIME_LIMIT_SLACK_S``. Stopped early, the
         plan is FEASIBLE with its bound and gap, or TIME_LIMIT without one; never a false
         OPTIMAL or INFEASIBLE. None: no limit; 0: return at once with what is known.
+    gap_limit
+        The relative gap, in [0, 1), within which the plan counts as good enough (as OR-Tools'
+        ``relative_gap_limit`` and HiGHS's ``mip_rel_gap``): by closed-form time, a micro-batch
+        size proven to hold no plan faster than the best found times (1 − gap_limit) is not
+        searched further, and the plan is FEASIBLE with its gap, at most gap_limit, when such a
+        size kept it from OPTIMAL. 0 (default): the search proves the optimum.
     alternatives
         Also plan the alternatives (FSDP, single island, uniform, proportional).
     replicas
@@ -148,6 +154,7 @@ class PlanRequest:
     policies: tuple[str, ...] = POLICIES
     imbalance: float = DEFAULT_IMBALANCE
     time_limit: float | None = None
+    gap_limit: float = 0.0
     alternatives: bool = True
     replicas: bool = False
     max_islands: int | None = None
@@ -220,6 +227,7 @@ class PlanRequest:
             policies=check_names(self.policies, "policies", POLICIES),
             imbalance=check_real(self.imbalance, "imbalance", 1.0),
             time_limit=check_time_limit(self.time_limit),
+            gap_limit=_check_gap_limit(self.gap_limit),
             alternatives=check_bool(self.alternatives, "alternatives"),
             replicas=check_bool(self.replicas, "replicas"),
             max_islands=check_optional_int(self.max_islands, "max_islands", 1),
@@ -277,6 +285,21 @@ def as_cluster(cluster: Cluster | str | os.PathLike) -> Cluster:
 def as_model(cfg: ModelConfig | str | os.PathLike) -> ModelConfig:
     """A loaded model, a path to a model file, or a name in ``instances/models``."""
     return cfg if isinstance(cfg, ModelConfig) else load_model(resolve(str(cfg), instances_dir() / "models", "model"))
+
+
+def _check_gap_limit(value: object) -> float:
+    """A relative gap limit: a finite number in [0, 1).
+
+    >>> _check_gap_limit(1.0)
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: gap_limit: must be below 1, a share of the plan's time such as 0.02 (got 1.0)
+    """
+    gap = check_real(value, "gap_limit", 0.0)
+    if gap >= 1.0:
+        raise InputError(f"gap_limit: must be below 1, a share of the plan's time such as 0.02 (got {value!r})",
+                         field="gap_limit")
+    return gap
 
 
 def _check_source(value: object, field: str, kind: type) -> None:
