@@ -409,7 +409,7 @@ def _add_plan_search_arguments(p: argparse.ArgumentParser) -> None:
                    help="compose only the K islands with the most compute (default: all); leaving islands out gives a FEASIBLE plan")
     p.add_argument("--narrow-above", default=None, metavar="K|never",
                    help="narrow the search on clusters of more than K islands (default 16): at most 24 atoms, "
-                        "micro-batch sizes 1-16; never: every size and atom (slow on hundreds of GPUs)")
+                        "micro-batch sizes 1-16; never: every size and atom (minutes on hundreds of GPUs; see --gap-limit)")
     p.add_argument("--tasks", type=int, default=None, metavar="N",
                    help="send each enumeration's parallelizer queries in at most N batches (default 64; "
                    "a slow external parallelizer on a large Dask cluster wants one query per task)")

@@ -239,7 +239,7 @@ def _plan(r: PlanRequest, parallelizer: Parallelizer | None, executor: Executor 
         raise
     planned = len(setup.candidates) + len(uncomposable_microbatch_sizes(r.global_batch, r.microbatch_size))
     outcome = conclude_plan(islands, setup.chosen, attempts, planned, setup.narrowed, cluster=cluster.name,
-                            model=cfg.name, ideal_s=ideal_bound)
+                            model=cfg.name, ideal_s=ideal_bound, gap_limit=r.gap_limit)
     replicas = None
     if r.replicas:
         t1 = time.perf_counter()
@@ -316,7 +316,8 @@ def _unrestricted(r: PlanRequest, cluster: Cluster, cfg: ModelConfig, seq: int, 
                      parallelizer, executor, None)
     free = [replace(a, result=a.free, plans=a.free_plans) if a.free is not None else a for a in attempts]
     outcome = conclude_plan(islands, setup.chosen, free, planned, setup.narrowed, cluster=cluster.name, model=cfg.name,
-                            ideal_s=0.0 if getattr(parallelizer, "measured", None) is not None else ideal)
+                            ideal_s=0.0 if getattr(parallelizer, "measured", None) is not None else ideal,
+                            gap_limit=r.gap_limit)
     return _answer(replace(r, target=None), cluster, cfg, seq, ideal, outcome, timing={}, setup=setup, attempts=free)
 
 

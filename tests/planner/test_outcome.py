@@ -105,3 +105,25 @@ def test_a_narrowed_search_proven_everywhere_says_it_is_optimal_within_its_narro
     out = conclude_plan(ISLANDS_OK, SOME, [attempt(1, pipeline(Status.OPTIMAL, 14.0))], 1, narrowing, cluster="c",
                         model="m", ideal_s=IDEAL)
     assert "within that narrowing" not in out.reason
+
+
+def test_sizes_proven_only_within_the_gap_limit_make_one_entry_and_keep_the_gap_within_it():
+    # gap limit 0.1 on a 12 s plan: a size ruled out at 11 s (0.9 × an earlier 12.2 s plan), one
+    # composed to 11.5 s within the limit, one proven above the plan; a narrowed search that
+    # holds such a size is not "optimal within the narrowing"
+    ruled = Attempt(4, None, True, [], EnumerationStats(queried=10, answered=10), pruned_bound=11.0)
+    above = Attempt(8, None, True, [], EnumerationStats(queried=10, answered=10), pruned_bound=12.5)
+    attempts = [attempt(1, pipeline(Status.FEASIBLE, 12.0, 10.9, reason="within the gap limit 0.1")),
+                attempt(2, pipeline(Status.FEASIBLE, 13.0, 11.5)), ruled, above]
+    out = conclude_plan(ISLANDS_OK, ALL, attempts, 4, cluster="c", model="m", ideal_s=IDEAL, gap_limit=0.1)
+    assert out.status is Status.FEASIBLE and out.best.microbatch_size == 1
+    assert out.bound_s == 10.9 and out.gap <= 0.1
+    assert "micro-batch sizes 1, 2, 4: proven only within the gap limit 0.1 (none faster than 10.8 s)" in out.reason
+    assert "micro-batch 8" not in out.reason
+    # without the gap limit the same sizes are each named for what they are
+    out = conclude_plan(ISLANDS_OK, ALL, attempts, 4, cluster="c", model="m", ideal_s=IDEAL)
+    assert "micro-batch 4: none faster than 11 s" in out.reason and "gap limit 0.1 (" not in out.reason
+    narrowing = ["narrowed for a cluster of more than 16 islands: atoms of 4 layers"]
+    out = conclude_plan(ISLANDS_OK, ALL, [attempt(1, pipeline(Status.OPTIMAL, 12.0)), ruled], 2, narrowing, cluster="c",
+                        model="m", ideal_s=IDEAL, gap_limit=0.1)
+    assert "within that narrowing" not in out.reason

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from hetopt.interrupt import STOPPED_BY_USER
 from hetopt.planner.search.enumerate import EnumerationStats
 from hetopt.planner.parallelizer.protocol import IslandSpec, PartialPlan
-from hetopt.result import Result, Status, relative_gap
+from hetopt.result import Result, Status, bound_within_gap, relative_gap
 
 
 #: How a plan stopped by Ctrl-C begins its reason (:func:`stopped_by_user`).
@@ -116,9 +116,15 @@ def _attempt_bound(a: Attempt) -> float | None:
 
 
 def _not_proven(islands: Result, chosen: ChosenIslands | None, attempts: list[Attempt], planned: int,
-                narrowed: Sequence[str] = ()) -> list[str]:
-    """Why the composition is not a proof for the whole cluster (empty: it is)."""
+                narrowed: Sequence[str] = (), plan_s: float | None = None, gap_limit: float = 0.0) -> list[str]:
+    """Why the composition is not a proof for the whole cluster (empty: it is).
+
+    ``plan_s``: the plan's time, if any; with a ``gap_limit``, the sizes proven only to within it
+    of that time (bound at least ``bound_within_gap(plan_s, gap_limit)``) make one entry.
+    """
     why = []
+    within = bound_within_gap(plan_s, gap_limit) if plan_s is not None and gap_limit > 0.0 else math.inf
+    close = []  # sizes proven within the gap limit only
     if islands.status is not Status.OPTIMAL:
         why.append(f"islands {islands.status.value} (not proven fewest)")
     if chosen is not None and chosen.left_out:
@@ -127,8 +133,16 @@ def _not_proven(islands: Result, chosen: ChosenIslands | None, attempts: list[At
     if planned > len(attempts):
         why.append(f"time limit: {planned - len(attempts)} of {planned} micro-batch sizes not planned")
     for a in attempts:
-        if a.pruned_bound is not None:
+        if a.pruned_bound is not None and (plan_s is None or a.pruned_bound >= plan_s):
             continue  # proven not to beat the plan found
+        if a.complete and a.result is not None and a.result.status is Status.OPTIMAL:
+            continue  # composed and proven
+        if a.complete and (bound := _attempt_bound(a)) is not None and within <= bound < math.inf:
+            close.append(str(a.microbatch_size))
+            continue
+        if a.pruned_bound is not None:  # below the plan: only within the gap limit of an earlier one
+            why.append(f"micro-batch {a.microbatch_size}: none faster than {a.pruned_bound:.4g} s")
+            continue
         if a.not_planned:
             why.append(f"micro-batch {a.microbatch_size}: {a.not_planned}")
             continue
@@ -144,15 +158,20 @@ def _not_proven(islands: Result, chosen: ChosenIslands | None, attempts: list[At
         elif a.result.status not in (Status.OPTIMAL, Status.INFEASIBLE):
             why.append(f"micro-batch {a.microbatch_size}: composition {a.result.status.value}"
                        + (f" ({a.result.reason})" if a.result.reason else ""))
+    if close:
+        why.append(f"micro-batch {'size' if len(close) == 1 else 'sizes'} {', '.join(close)}: proven only "
+                   f"within the gap limit {gap_limit:g} (none faster than {within:.4g} s)")
     return why
 
 
-def _proven_over_search(islands: Result, chosen: ChosenIslands | None, attempts: list[Attempt], planned: int) -> bool:
+def _proven_over_search(islands: Result, chosen: ChosenIslands | None, attempts: list[Attempt], planned: int,
+                        plan_s: float) -> bool:
     """Every island composed and every micro-batch size of the search proven (composed exactly,
-    or ruled out by its bound): the plan is the optimum of the search as it was narrowed."""
+    or ruled out by a bound of at least the plan's time ``plan_s``): the plan is the optimum of
+    the search as it was narrowed."""
     return (islands.status is Status.OPTIMAL and chosen is not None and not chosen.left_out and planned == len(attempts)
             and not any(a.not_planned for a in attempts)
-            and all(a.pruned_bound is not None or (a.complete and a.result is not None
+            and all((a.pruned_bound is not None and a.pruned_bound >= plan_s) or (a.complete and a.result is not None
                                                    and a.result.status in (Status.OPTIMAL, Status.INFEASIBLE)
                                                    and not (a.result.status is Status.INFEASIBLE
                                                             and a.stats.pruned.get("imbalance", 0)))
@@ -161,7 +180,7 @@ def _proven_over_search(islands: Result, chosen: ChosenIslands | None, attempts:
 
 def conclude_plan(
     islands: Result, chosen: ChosenIslands | None, attempts: list[Attempt], planned: int,
-    narrowed: Sequence[str] = (), *, cluster: str, model: str, ideal_s: float,
+    narrowed: Sequence[str] = (), *, cluster: str, model: str, ideal_s: float, gap_limit: float = 0.0,
 ) -> PlanOutcome:
     """The plan's status, bound, gap and reason from the islands and composition results.
 
@@ -182,6 +201,9 @@ def conclude_plan(
     ideal_s
         The ideal iteration time (:func:`~hetopt.planner.answer.ideal_time`), a lower bound on
         every plan: the bound when the compositions' bounds do not cover the whole space.
+    gap_limit
+        The request's (``PlanRequest.gap_limit``): the sizes proven only within it of the plan
+        are named in one entry of the reason.
 
     Returns
     -------
@@ -207,14 +229,12 @@ def conclude_plan(
             return PlanOutcome(islands.status,
                                f"time limit reached while forming islands ({islands.reason or 'no partition found'})")
         return PlanOutcome(islands.status, f"islands: {islands.reason or islands.status.value}")
-    why = _not_proven(islands, chosen, attempts, planned, narrowed)
     found = [a for a in attempts if a.result is not None and a.result.status.has_solution]
     best = min(found, key=lambda a: a.result.objective, default=None)
+    why = _not_proven(islands, chosen, attempts, planned, narrowed, None if best is None else best.result.objective,
+                      gap_limit)
     if best is not None:
         t = best.result.objective
-        # a size ruled out below the plan's time: proven only within the gap limit (``sizes.cutoff``)
-        why += [f"micro-batch {a.microbatch_size}: none faster than {a.pruned_bound:.4g} s (within the gap limit)"
-                for a in attempts if a.pruned_bound is not None and a.pruned_bound < t]
         if not why:
             return PlanOutcome(Status.OPTIMAL, "", t, 0.0, best)
         bounds = [_attempt_bound(a) for a in attempts]
@@ -224,7 +244,7 @@ def conclude_plan(
         bound = min(ideal_s if bound is None else max(bound, ideal_s), t)
         gap = relative_gap(t, bound)
         within = ""
-        if narrowed and _proven_over_search(islands, chosen, attempts, planned):
+        if narrowed and _proven_over_search(islands, chosen, attempts, planned, t):
             # only the narrowing keeps it from OPTIMAL: say that the plan is the best of its search
             within = (f"; optimal over every island within that narrowing (each of the {len(attempts)} micro-batch "
                       "sizes composed and proven)")

@@ -7,7 +7,9 @@ enumerates partial plans for every (slice, island) pair (``planner/search/enumer
 pipeline family's ``dp`` composes them (``planner/search/compose.py``), re-scored by the 1F1B
 simulation when the time model asks for it. By closed-form time, the composition's own bound
 (:func:`~hetopt.pipeline.bound.composition_bound`) may rule the size out right after its
-enumeration, and the ``dp`` gets the best plan so far as its cutoff (:func:`_ruled_out`).
+enumeration, and the ``dp`` gets the best plan so far as its cutoff (:func:`_ruled_out`);
+the built-in parallelizer's enumeration itself is then cut to the plans that may beat it
+(:func:`start_enumeration`), and a gap limit lowers that aim by its share (:func:`cutoff`).
 Sizes with more micro-batches than the pipeline family composes are not planned, unless
 their bound rules them out. The result is one
 :class:`~hetopt.planner.search.outcome.Attempt` per size, which ``conclude_plan`` turns into a status.
