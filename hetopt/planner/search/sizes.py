@@ -156,15 +156,20 @@ def cutoff(ctx: SearchContext, incumbent: float) -> float | None:
     >>> cutoff(replace(ctx, gap_limit=0.0), 4.0)
     4.0
     """
-    if math.isinf(incumbent) or ctx.time_model == "simulated" or ctx.target is not None:
+    if math.isinf(incumbent) or not _cuts(ctx):
         return None
     return bound_within_gap(incumbent, ctx.gap_limit)
 
 
+def _cuts(ctx: SearchContext) -> bool:
+    """Whether the best plan of the sizes before may rule a size out (:func:`cutoff`)."""
+    return ctx.time_model != "simulated" and ctx.target is None
+
+
 def _cuts_enumerations(ctx: SearchContext) -> bool:
-    """Whether a size's enumeration is cut by the best plan of the sizes before it (:func:`cutoff`,
-    the built-in parallelizer's ``faster_than``; another parallelizer answers the protocol's call)."""
-    return ctx.time_model != "simulated" and ctx.target is None and type(ctx.parallelizer) is BuiltinParallelizer
+    """Whether a size's enumeration is cut too (the built-in parallelizer's ``faster_than``;
+    another parallelizer answers the protocol's call)."""
+    return _cuts(ctx) and type(ctx.parallelizer) is BuiltinParallelizer
 
 
 def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumeration | None = None,
@@ -216,27 +221,27 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
         instance, behind = whole.subset(on_front, whole.name), [whole_behind[o] for o in on_front]
     # a cut enumeration holds every plan of this size faster than its cutoff, so a bound over it
     # bounds the size only up to that cutoff
-    capped = started.faster_than if stats.complete else math.inf
+    cut_at = started.faster_than if stats.complete else math.inf
     limit = cutoff(ctx, incumbent) if stats.complete else None
-    if not instance.options and capped < math.inf:
+    if not instance.options and cut_at < math.inf:
         # proven: every plan of this size the parallelizer found was slower than its cutoff
-        return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=capped)
+        return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=cut_at)
     if not instance.options:
         result = no_solution(problem="pipeline", method="dp", status=Status.INFEASIBLE, deadline=Deadline(None),
                              reason="no partial plan of any slice fits any island")
     elif deadline.expired():
         result = None
-    elif (bound := _ruled_out(instance, stats, limit, capped, deadline)) is not None:
-        return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=min(bound, capped))
+    elif (bound := _ruled_out(instance, stats, limit, cut_at, deadline)) is not None:
+        return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=min(bound, cut_at))
     else:
         result = compose_exactly(instance, deadline, cutoff=limit, gap_limit=ctx.gap_limit)
-        if limit is not None and _none_faster(result, limit, trusted=capped < math.inf or not stats.pruned.get("imbalance")):
+        if limit is not None and _none_faster(result, limit, trusted=cut_at < math.inf or not stats.pruned.get("imbalance")):
             # proven: no plan of this size is faster than the best one found, less the gap limit
             return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1,
-                           pruned_bound=min(result.bound, capped))
-        if capped < math.inf and result.status is Status.INFEASIBLE:
+                           pruned_bound=min(result.bound, cut_at))
+        if cut_at < math.inf and result.status is Status.INFEASIBLE:
             # no pipeline over the plans faster than the cutoff: none of this size beats it
-            return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=capped)
+            return Attempt(m, None, True, [], stats, t1 - t0, time.perf_counter() - t1, pruned_bound=cut_at)
         if ctx.time_model == "simulated":  # the plan's time is its 1F1B schedule's (planner/search/schedule.py)
             # interleaved plans' stages are shaped for the closed form, not for the simulator
             interleaved = frozenset(o for o, pp in enumerate(behind) if getattr(pp, "vpp", 1) > 1)
@@ -253,7 +258,7 @@ def attempt_size(ctx: SearchContext, m: int, deadline: Deadline, started: Enumer
     return Attempt(m, result, stats.complete, behind, stats, t1 - t0, time.perf_counter() - t1)
 
 
-def _ruled_out(instance, stats: EnumerationStats, limit: float | None, capped: float,
+def _ruled_out(instance, stats: EnumerationStats, limit: float | None, cut_at: float,
                deadline: Deadline) -> float | None:
     """The composition's own lower bound when it proves that no plan of this enumeration beats
     ``limit`` (:func:`cutoff`; the size is then not composed), else None.
@@ -261,12 +266,13 @@ def _ruled_out(instance, stats: EnumerationStats, limit: float | None, capped: f
     :func:`~hetopt.pipeline.bound.composition_bound` (roles, links and the islands' options
     under each bottleneck, no DP run: a second or two on the datacenter's largest instances)
     bounds the closed form over the pairs enumerated, as the composition's OPTIMAL does; so
-    only for a complete enumeration (``limit`` is None otherwise).
+    only for a complete enumeration (``limit`` is None otherwise). ``cut_at``: the cutoff the
+    enumeration was cut at (inf: not cut).
     """
     if limit is None:
         return None
     bound = composition_bound(instance, stop_at=limit, deadline=deadline)
-    if math.isinf(bound) and math.isinf(capped) and stats.pruned.get("imbalance", 0):
+    if math.isinf(bound) and math.isinf(cut_at) and stats.pruned.get("imbalance", 0):
         # no pipeline at all over the pairs imbalance pruning (a heuristic) left is no proof:
         # the composition says INFEASIBLE and the size is enumerated again without it
         # (``_imbalance_hid_plans``). Over a cut enumeration the same finding says only that no
