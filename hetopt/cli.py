@@ -454,7 +454,8 @@ def _add_plan_pricing_arguments(p: argparse.ArgumentParser) -> None:
                    "FEASIBLE with bound and gap, or TIME_LIMIT (exit 3)")
     p.add_argument("--gap-limit", type=float, default=0.0, metavar="G",
                    help="stop proving once the plan is within this relative gap of the optimum (e.g. 0.02; "
-                   "default 0: prove it optimal); the plan is then FEASIBLE with its gap")
+                   "default 0: prove it optimal); the plan is then FEASIBLE with its gap. By closed-form time and "
+                   "without --target it lifts the --narrow-above narrowing, which proves no gap")
     p.add_argument("--profile", action="append", default=None, metavar="FILE",
                    help="price from your measurements (repeatable): a term is taken from the profiles where they "
                    "cover its setting, from the cost model elsewhere; --json says which (priced_from); "

@@ -33,6 +33,20 @@ def test_a_cluster_of_many_islands_is_composed_over_every_island(capsys):
     assert doc["status"] == "OPTIMAL" and doc["gap"] == 0 and doc["iteration_time_s"] <= narrowed_s * (1 + 1e-12)
 
 
+def test_a_gap_limit_lifts_the_narrowing_it_could_not_keep(capsys):
+    # narrowed, the plan's only whole-cluster bound is the ideal (a gap far above 2%): a gap
+    # limit asks for a proven gap, so it searches the whole space instead
+    narrowed = [*BASE, "--global-batch", "32", "--json", "--no-alternatives", "--narrow-above", "3"]
+    assert main([*narrowed, "--gap-limit", "0.02"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "narrowed" not in doc["reason"] and doc["gap"] <= 0.02, doc["reason"]
+    assert doc["bound_s"] > doc["ideal_time_s"]
+    # where the limit takes no effect (the simulated schedule) the narrowing stays
+    assert main([*narrowed, "--gap-limit", "0.02", "--time-model", "simulated"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "narrowed for a cluster of more than 3 islands" in doc["reason"], doc["reason"]
+
+
 def test_the_composition_falls_back_to_the_level_model_where_dp_declines():
     import hetopt
     from hetopt.catalog import instances_dir

@@ -161,9 +161,19 @@ def cutoff(ctx: SearchContext, incumbent: float) -> float | None:
     return bound_within_gap(incumbent, ctx.gap_limit)
 
 
+def cuts_by_best(time_model: str, target: str | None) -> bool:
+    """Whether the best plan of the sizes before may rule a size out (:func:`cutoff`), and so
+    whether a gap limit takes effect: by closed-form time (the simulated schedule is compared
+    only after composing) and with no target (a launchable plan is composed per runtime group).
+
+    >>> cuts_by_best("closed-form", None), cuts_by_best("simulated", None), cuts_by_best("closed-form", "megatron")
+    (True, False, False)
+    """
+    return time_model != "simulated" and target is None
+
+
 def _cuts(ctx: SearchContext) -> bool:
-    """Whether the best plan of the sizes before may rule a size out (:func:`cutoff`)."""
-    return ctx.time_model != "simulated" and ctx.target is None
+    return cuts_by_best(ctx.time_model, ctx.target)
 
 
 def _cuts_enumerations(ctx: SearchContext) -> bool:

@@ -21,6 +21,7 @@ from hetopt.planner.search.compose import island_specs, link_matrix, microbatch_
 from hetopt.planner.setup.layout import (GivenLayout, IslandBlock, PricedLayout, PricedPipeline, given_runtime, price_island_layouts,
                                    price_layout, with_precision)
 from hetopt.planner.search.outcome import ChosenIslands
+from hetopt.planner.search.sizes import cuts_by_best
 from hetopt.planner.parallelizer.protocol import Parallelizer, Slice
 from hetopt.planner.setup.request import MAX_COMPOSE_ISLANDS, PlanRequest
 from hetopt.planner.alternatives.mixedplan import MixedLayout, PricedMixed, price_mixed_layout
@@ -66,7 +67,12 @@ def configure(r: PlanRequest, parallelizer: Parallelizer | None, layout: GivenLa
         # the layout's runtime keys describe the user's runtime: plan for the same one, so the
         # plan can run there and its speed-up over the layout compares like with like
         par = given_runtime(layout, par)
-    large = r.max_islands is None and r.narrow_above is not None and len(islands.solution.islands) > r.narrow_above
+    # a gap limit asks for a gap proven over the whole cluster, which a narrowed search (whose
+    # only whole-cluster bound is the ideal) cannot keep: where the limit takes effect it lifts
+    # the default narrowing (docs/planner.md, "What the status means")
+    within_gap = r.gap_limit > 0.0 and cuts_by_best(r.time_model, r.target)
+    large = (r.max_islands is None and r.narrow_above is not None and not within_gap
+             and len(islands.solution.islands) > r.narrow_above)
     # the built-in parallelizer, or plan()'s copy of it with only the memory headroom set
     builtin = parallelizer is None or (r.memory_headroom is not None and r.layers_per_atom is None)
     coarsened, auto_atoms = "", large and builtin and cfg.layers > LARGE_CLUSTER_ATOMS

@@ -82,6 +82,8 @@ class PlanRequest:
         ``target`` (elsewhere it changes nothing), a micro-batch size proven to hold no plan
         faster than the best found times (1 − gap_limit) is not searched further, and the plan
         is FEASIBLE with its gap, at most gap_limit, when such a size kept it from OPTIMAL.
+        Where it takes effect it lifts the ``narrow_above`` narrowing (a narrowed search's only
+        whole-cluster bound is the ideal, so it could not keep the limit).
         0 (default): the search proves the optimum.
     alternatives
         Also plan the alternatives (FSDP, single island, uniform, proportional).
@@ -100,9 +102,10 @@ class PlanRequest:
         model into at most ``LARGE_CLUSTER_ATOMS`` atoms (unless ``layers_per_atom`` is given)
         and only the micro-batch sizes ``LARGE_CLUSTER_MICROBATCHES`` are tried (constants of
         ``hetopt.planner.setup.configure``); the plan is then FEASIBLE, optimal within the
-        narrowing. None: never narrowed (every divisor of the batch, one-layer atoms: on the
-        512-node datacenter 201 s to a plan proven within 0.8% of optimal, 124 s with
-        ``gap_limit=0.02``, against about 20 s narrowed, without the alternatives; docs/planner.md).
+        narrowing. Not narrowed under a ``gap_limit`` that takes effect. None: never narrowed
+        (every divisor of the batch, one-layer atoms: on the 512-node datacenter 201 s to a plan
+        proven within 0.8% of optimal, 124 s with ``gap_limit=0.02``, against about 20 s
+        narrowed, without the alternatives; docs/planner.md).
     tasks
         With an executor, the queries of one enumeration go out in at most this many batches.
     layers_per_atom
