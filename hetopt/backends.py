@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -495,6 +495,7 @@ def solve_cpsat(
     time_limit: float | None = None,
     threads: int | None = None,
     seed: int | None = DEFAULT_CPSAT_SEED,
+    parameters: Mapping[str, object] | None = None,
     on_solver: Callable[[cp_model.CpSolver], None] | None = None,
 ) -> tuple[cp_model.CpSolver, Outcome]:
     """Solve a CP-SAT minimization model and report what was proven.
@@ -510,6 +511,9 @@ def solve_cpsat(
     seed
         Random seed (None: ``DEFAULT_CPSAT_SEED``); with one worker, the same seed repeats
         the same search.
+    parameters
+        More of CP-SAT's ``SatParameters`` by name (e.g. ``{"linearization_level": 2}``), set
+        after the ones above.
     on_solver
         Called with the solver before the solve, to set more parameters.
 
@@ -534,6 +538,8 @@ def solve_cpsat(
     # CP-SAT's own SIGINT handler would end the search and return FEASIBLE as if the limit had
     # come: a user's Ctrl-C turned into a normal answer. Ctrl-C is hetopt's (see _solve_watched).
     solver.parameters.catch_sigint_signal = False
+    for name, value in (parameters or {}).items():
+        setattr(solver.parameters, name, value)
     if on_solver is not None:
         on_solver(solver)
     code = _solve_watched(solver, model)

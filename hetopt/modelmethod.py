@@ -71,6 +71,9 @@ class BuiltModel:
         solution of its own and the family has one (its warm start, a greedy): FEASIBLE.
     deadline
         The method's deadline, started before anything else (its imports included).
+    cpsat_parameters
+        CP-SAT only: ``SatParameters`` this model wants beside the defaults (name: value), as
+        ``linearization_level=2`` for a model whose LP relaxation is tight.
     """
 
     problem: str
@@ -88,6 +91,7 @@ class BuiltModel:
     infeasible_reason: str | None = None
     known: Callable[[str, float | None, dict], Result] | None = None
     deadline: Deadline
+    cpsat_parameters: dict = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -168,8 +172,9 @@ def solve_model(
         Write the model, as built for this solve (a CP-SAT warm-start hint included), to this
         file before solving it: ``.mps`` or ``.lp`` for a MILP, ``.pb.txt`` (protobuf text) or
         ``.pb`` (binary) for CP-SAT (``hetopt.backends.MODEL_SUFFIXES``); ``stats["model_file"]``
-        names it. Nothing is written when the method stops before its model is built
-        (infeasible by presolve, declined, time limit).
+        names it, and ``stats["cpsat_parameters"]`` the CP-SAT parameters the model is solved
+        with beyond the defaults, which the file does not hold. Nothing is written when the
+        method stops before its model is built (infeasible by presolve, declined, time limit).
     """
     deadline, stats = built.deadline, dict(built.stats)
     limit = None
@@ -179,6 +184,8 @@ def solve_model(
             return built.stopped(f"time limit reached while building {built.label}", built.floor, stats)
     if write_model is not None:
         stats["model_file"] = write_model_file(built.model, write_model, built.kind)
+        if built.cpsat_parameters:  # not part of the model file: say what to set when solving it elsewhere
+            stats["cpsat_parameters"] = dict(built.cpsat_parameters)
     if built.kind == "milp":
         # with a limit the backend runs in a forked child stopped at the deadline (backends.solve_pulp_by)
         ran = solve_pulp_by(built.model, None if time_limit is None else deadline, built.read, backend=backend,
@@ -187,7 +194,8 @@ def solve_model(
             return built.stopped(f"time limit reached before {backend} returned (stopped)", built.floor, stats)
         outcome, values = ran
     else:
-        values, outcome = solve_cpsat(built.model, time_limit=limit, threads=threads, seed=seed)
+        values, outcome = solve_cpsat(built.model, time_limit=limit, threads=threads, seed=seed,
+                                      parameters=built.cpsat_parameters)
     stats = dict(outcome.stats, **stats)
     bound = built.bound(outcome.bound)
     if outcome.status is Status.TIME_LIMIT and built.known is not None:

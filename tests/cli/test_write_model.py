@@ -86,6 +86,30 @@ def test_the_written_cpsat_model_reloaded_has_the_same_optimum(capsys, tmp_path,
     assert model.proto.has_solution_hint()  # the greedy warm start is part of what was written
 
 
+def test_the_parameters_a_model_is_solved_with_are_named_beside_its_file(capsys, tmp_path):
+    # the pipeline's level model is solved with CP-SAT's full linearization (its LP is tight),
+    # which the model file cannot hold: the stats say what to set to solve it elsewhere
+    target = tmp_path / "model.pb.txt"
+    code, doc = _solve_json(capsys, str(INSTANCES["pipeline"]), "--method", "cpsat", "--write-model", str(target))
+    assert code == 0 and doc["stats"]["cpsat_parameters"] == {"linearization_level": 2}
+    code, doc = _solve_json(capsys, str(INSTANCES["islands"]), "--method", "cpsat", "--write-model", str(target))
+    assert code == 0 and "cpsat_parameters" not in doc["stats"]  # a model that asks for none
+
+
+def test_solve_cpsat_sets_the_parameters_it_is_given():
+    from ortools.sat.python import cp_model
+
+    from hetopt.backends import solve_cpsat
+
+    model = cp_model.CpModel()
+    x = model.new_int_var(0, 3, "x")
+    model.minimize(x)
+    seen = []
+    _, outcome = solve_cpsat(model, parameters={"linearization_level": 2},
+                             on_solver=lambda solver: seen.append(solver.parameters.linearization_level))
+    assert seen == [2] and outcome.objective == 0
+
+
 def test_a_binary_cpsat_model_is_a_cp_model_proto(capsys, tmp_path):
     target = tmp_path / "model.pb"
     code, doc = _solve_json(capsys, str(INSTANCES["allocation"]), "--method", "cpsat", "--write-model", str(target))
