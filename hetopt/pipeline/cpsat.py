@@ -373,8 +373,8 @@ def _levels(instance: PipelineInstance, cp_model, deadline: Deadline, time_limit
         known=None if hint is None else stopped, deadline=deadline,
         # the level model's LP relaxation is tight (HiGHS proves the Tangram-shaped instances at
         # the root node), and CP-SAT's default linearization keeps only part of it: with all of it
-        # the 4-island Tangram 13B instance took 4.6 s instead of 51.6 s and scale-16x128 16.4 s
-        # instead of 35.5 s (docs/pipeline.md). The replicas' count model, whose LP is weak, did
+        # the 4-island Tangram 13B instance takes 5.1 s instead of 48 s and scale-16x128 17 s
+        # instead of 36 s (medians, docs/pipeline.md). The replicas' count model, whose LP is weak, did
         # not gain (17.6 s to a 120 s time limit) and keeps the default.
         cpsat_parameters={"linearization_level": 2},
     )
