@@ -80,6 +80,35 @@ def check_real(value: object, field: str, minimum: float | None = None) -> float
     return float(value)
 
 
+def check_gap_limit(value: object, field: str = "gap_limit") -> float:
+    """A relative gap limit (as HiGHS's ``mip_rel_gap``): a finite number in [0, 1).
+
+    >>> check_gap_limit(1.0)
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: gap_limit: must be below 1, a share of the best time such as 0.02 (got 1.0)
+    """
+    gap = check_real(value, field, 0.0)
+    if gap >= 1.0:
+        raise InputError(f"{field}: must be below 1, a share of the best time such as 0.02 (got {value!r})", field=field)
+    return gap
+
+
+def check_cutoff(value: object, field: str) -> float:
+    """A time a plan must beat: a number of seconds > 0, or inf (no cutoff).
+
+    >>> check_cutoff(math.inf, "cutoff"), check_cutoff(2, "faster_than")
+    (inf, 2.0)
+    >>> check_cutoff(0.0, "faster_than")
+    Traceback (most recent call last):
+    ...
+    hetopt.errors.InputError: faster_than: must be a number of seconds > 0, or inf (got 0.0)
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0:  # NaN too
+        raise InputError(f"{field}: must be a number of seconds > 0, or inf (got {value!r})", field=field)
+    return float(value)
+
+
 def check_bool(value: object, field: str) -> bool:
     """True or False (not a truthy string: ``"no"`` is truthy).
 

@@ -25,12 +25,11 @@ from __future__ import annotations
 
 import bisect
 import math
-import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from hetopt.errors import InputError
+from hetopt.checks import check_cutoff, check_gap_limit
 from hetopt.family import Deadline, conclude, no_solution
 from hetopt.pipeline import dp_table
 from hetopt.pipeline.advice import after_dp_declines
@@ -305,7 +304,7 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
     >>> r.status.name, r.gap
     ('OPTIMAL', 0.0)
     """
-    cutoff, gap_limit = _checked_aims(cutoff, gap_limit)
+    cutoff, gap_limit = math.inf if cutoff is None else check_cutoff(cutoff, "cutoff"), check_gap_limit(gap_limit)
     deadline = Deadline(time_limit)
     reason = why_infeasible(instance)
     if reason is not None:
@@ -352,15 +351,6 @@ def solve_dp(instance: PipelineInstance, *, time_limit: float | None = None, max
         return _conclude(instance, search.best_plan, deadline, False, search.bound(), stats,
                          f"within the gap limit {gap_limit:g}")
     return _conclude(instance, search.best_plan, deadline, True, None, stats)
-
-
-def _checked_aims(cutoff: object, gap_limit: object) -> tuple[float, float]:
-    """``solve_dp``'s cutoff (None: inf) and gap limit as floats, or the InputError naming the bad one."""
-    if cutoff is not None and (isinstance(cutoff, bool) or not isinstance(cutoff, numbers.Real) or not cutoff > 0):
-        raise InputError(f"cutoff: must be a number of seconds > 0, or inf (got {cutoff!r})", field="cutoff")
-    if isinstance(gap_limit, bool) or not isinstance(gap_limit, numbers.Real) or not 0.0 <= gap_limit < 1.0:
-        raise InputError(f"gap_limit: must be a number in [0, 1), such as 0.02 (got {gap_limit!r})", field="gap_limit")
-    return math.inf if cutoff is None else float(cutoff), float(gap_limit)
 
 
 def _stopped(instance, search: _Search, deadline, stats, timeout_reason: str | None,

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from hetopt import costmodel as cm
+from hetopt.checks import check_cutoff
 from hetopt.costmodel.running import Running
 from hetopt.costmodel.stage import LayerTable, Layout, stage_nodes
 from hetopt.parallelism import context as ctx
@@ -430,7 +431,8 @@ class BuiltinParallelizer(StagePricing):
         Raises
         ------
         ValueError
-            When B ≠ m·M, a size is below 1, φ is outside (0, 1] or ``faster_than`` is not positive.
+            When B ≠ m·M, a size is below 1 or φ is outside (0, 1]; an InputError (a ValueError) when
+            ``faster_than`` is not positive.
         """
         if microbatch_size < 1 or microbatches < 1:
             raise ValueError(f"micro-batch size and micro-batches must be >= 1 (got {microbatch_size}, {microbatches})")
@@ -438,8 +440,7 @@ class BuiltinParallelizer(StagePricing):
             raise ValueError(f"global batch {global_batch} != micro-batch size {microbatch_size} × {microbatches} micro-batches")
         if not 0.0 < memory_fraction <= 1.0:
             raise ValueError(f"memory fraction must be in (0, 1] (got {memory_fraction})")
-        if not faster_than > 0.0:  # NaN too
-            raise ValueError(f"faster_than must be > 0 seconds or inf (got {faster_than})")
+        faster_than = check_cutoff(faster_than, "faster_than")
         sl = as_slice(slice)
         self._trim()
         answers = self._cache("answers")

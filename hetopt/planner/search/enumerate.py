@@ -20,13 +20,13 @@ external parallelizer that takes minutes per query is the case this serves.
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable, Sequence
 from typing import Any
 from concurrent.futures import Executor, Future
 from concurrent.futures import wait as wait_for
 from dataclasses import dataclass, field, replace
 
+from hetopt.checks import check_cutoff
 from hetopt.family import Deadline
 from hetopt.planner.parallelizer.protocol import IslandSpec, Parallelizer, PartialPlan, Slice
 from hetopt.planner.parallelizer.pricecache import collector_paused
@@ -460,9 +460,7 @@ class Enumeration:
         if unknown:
             raise ValueError(f"unknown pruning policy {sorted(unknown)} (known: {', '.join(POLICIES)})")
         self.parallelizer, self.executor, self.islands = parallelizer, executor, islands
-        if not faster_than > 0.0:  # NaN too
-            raise ValueError(f"faster_than must be > 0 seconds or inf (got {faster_than})")
-        self.faster_than = faster_than
+        self.faster_than = check_cutoff(faster_than, "faster_than")
         self.stats = stats = EnumerationStats()
         total_layers = max(s.layers for s in slices)  # the whole model is one of the slices
         profiles = {}

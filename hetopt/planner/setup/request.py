@@ -26,8 +26,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from hetopt.budget import check_time_limit
-from hetopt.checks import (MAX_GLOBAL_BATCH, MAX_SEQ, check_bool, check_choice, check_int, check_names,
-                           check_optional_int, check_real)
+from hetopt.checks import (MAX_GLOBAL_BATCH, MAX_SEQ, check_bool, check_choice, check_gap_limit, check_int,
+                           check_names, check_optional_int, check_real)
 from hetopt.errors import InputError
 from hetopt.hardware import MAX_HEADROOM_GIB
 from hetopt.catalog import instances_dir
@@ -232,7 +232,7 @@ class PlanRequest:
             policies=check_names(self.policies, "policies", POLICIES),
             imbalance=check_real(self.imbalance, "imbalance", 1.0),
             time_limit=check_time_limit(self.time_limit),
-            gap_limit=_check_gap_limit(self.gap_limit),
+            gap_limit=check_gap_limit(self.gap_limit),
             alternatives=check_bool(self.alternatives, "alternatives"),
             replicas=check_bool(self.replicas, "replicas"),
             max_islands=check_optional_int(self.max_islands, "max_islands", 1),
@@ -290,21 +290,6 @@ def as_cluster(cluster: Cluster | str | os.PathLike) -> Cluster:
 def as_model(cfg: ModelConfig | str | os.PathLike) -> ModelConfig:
     """A loaded model, a path to a model file, or a name in ``instances/models``."""
     return cfg if isinstance(cfg, ModelConfig) else load_model(resolve(str(cfg), instances_dir() / "models", "model"))
-
-
-def _check_gap_limit(value: object) -> float:
-    """A relative gap limit: a finite number in [0, 1).
-
-    >>> _check_gap_limit(1.0)
-    Traceback (most recent call last):
-    ...
-    hetopt.errors.InputError: gap_limit: must be below 1, a share of the plan's time such as 0.02 (got 1.0)
-    """
-    gap = check_real(value, "gap_limit", 0.0)
-    if gap >= 1.0:
-        raise InputError(f"gap_limit: must be below 1, a share of the plan's time such as 0.02 (got {value!r})",
-                         field="gap_limit")
-    return gap
 
 
 def _check_source(value: object, field: str, kind: type) -> None:
